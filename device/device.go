@@ -1,0 +1,148 @@
+// Package device is the layer between Roxamen and a vendor GPU driver: devices, memory, streams,
+// events, code objects and inter-process memory sharing. It knows nothing of SHMEM.
+//
+// Three drivers implement it: device/cuda (libcuda.so.1), device/hip (libamdhip64.so) and
+// device/host (the CPU, with memfd shared memory standing in for device memory). A Device is safe
+// for use from any goroutine; drivers that need a per-thread context set it themselves.
+//
+// Ownership: memory from Alloc, AllocHost and Import lives until Free (or Close of its Device);
+// a Stream, Event or Module until its Destroy/Unload. Closing a Device releases everything it
+// still owns.
+package device
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrNoDriver: the vendor library is not installed or could not be loaded.
+	ErrNoDriver = errors.New("device: driver library not found")
+	// ErrNoDevice: the library loaded but reports no usable device (or the ordinal is out of range).
+	ErrNoDevice = errors.New("device: no device")
+	// ErrNotSupported: the driver or device lacks a feature the call needs.
+	ErrNotSupported = errors.New("device: not supported")
+)
+
+// Ptr is an address in a device's address space. On the host backend it is a host virtual address.
+type Ptr uintptr
+
+// Add returns p advanced by n bytes.
+func (p Ptr) Add(n int) Ptr { return p + Ptr(n) }
+
+// Dim3 is a grid or block shape.
+type Dim3 struct{ X, Y, Z uint32 }
+
+// D1 is a one-dimensional shape.
+func D1(x int) Dim3 { return Dim3{uint32(x), 1, 1} }
+
+// Info describes a device.
+type Info struct {
+	Driver          string // "cuda", "hip" or "host"
+	Ordinal         int
+	Name            string // marketing name, e.g. "NVIDIA H200"
+	Arch            string // "sm_90", "gfx942", "host"
+	Multiprocessors int    // SMs or CUs (CPU cores on the host backend)
+	MemoryBytes     uint64
+	UUID            string
+	PCIBusID        string // "0000:19:00.0"; empty on the host backend
+}
+
+func (i Info) String() string {
+	return fmt.Sprintf("%s:%d %s (%s, %d MPs, %d MiB)", i.Driver, i.Ordinal, i.Name, i.Arch,
+		i.Multiprocessors, i.MemoryBytes>>20)
+}
+
+// Driver is one vendor library.
+type Driver interface {
+	Name() string
+	// Count returns the number of devices; ErrNoDriver or ErrNoDevice when there are none.
+	Count() (int, error)
+	// Open opens device ordinal (0-based).
+	Open(ordinal int) (Device, error)
+}
+
+// HostBuffer is host memory that the device can address: page-locked and mapped on GPUs.
+type HostBuffer struct {
+	Bytes []byte // the host view
+	Dev   Ptr    // the same memory as the device addresses it
+}
+
+// Device is one opened GPU (or the CPU on the host backend).
+type Device interface {
+	Info() Info
+
+	// Alloc returns size bytes of device memory that can be exported with Export.
+	Alloc(size int) (Ptr, error)
+	Free(p Ptr) error
+	// AllocHost returns host memory mapped into the device; FreeHost releases it.
+	AllocHost(size int) (HostBuffer, error)
+	FreeHost(b HostBuffer) error
+
+	Memset(dst Ptr, value byte, n int) error
+	CopyHtoD(dst Ptr, src []byte) error
+	CopyDtoH(dst []byte, src Ptr) error
+	// CopyDtoD copies between two device addresses, either of which may be a peer's imported memory.
+	CopyDtoD(dst, src Ptr, n int) error
+	Synchronize() error
+
+	NewStream() (Stream, error)
+	NewEvent() (Event, error)
+
+	// LoadModule loads a code object (PTX, cubin or hsaco; a registered module name on the host backend).
+	LoadModule(image []byte) (Module, error)
+
+	// Export returns an opaque handle through which another process on the node can map the
+	// allocation that starts at p (from Alloc).
+	Export(p Ptr) ([]byte, error)
+	// Import maps a peer's exported allocation into this device's address space.
+	Import(handle []byte) (Ptr, error)
+	// CloseImport unmaps memory returned by Import.
+	CloseImport(p Ptr) error
+	// EnablePeerAccess lets this device load and store to memory on the device with the given PCI bus id
+	// (a no-op where all memory is already reachable).
+	EnablePeerAccess(peer Info) error
+
+	// Close releases everything the device still owns.
+	Close() error
+}
+
+// Stream is an ordered queue of device work.
+type Stream interface {
+	CopyAsync(dst, src Ptr, n int) error
+	CopyHtoDAsync(dst Ptr, src []byte) error
+	CopyDtoHAsync(dst []byte, src Ptr) error
+	MemsetAsync(dst Ptr, value byte, n int) error
+	// Launch enqueues fn. Args are passed by value: int32, uint32, int64, uint64, float32, float64,
+	// Ptr or uintptr.
+	Launch(fn Function, grid, block Dim3, sharedBytes int, args ...any) error
+	Record(e Event) error
+	Wait(e Event) error
+	Synchronize() error
+	// Query reports whether all work so far has completed.
+	Query() (bool, error)
+	Destroy() error
+}
+
+// Event marks a point in a stream.
+type Event interface {
+	Synchronize() error
+	// Since returns the device time between start and this event, both recorded and complete.
+	Since(start Event) (time.Duration, error)
+	Destroy() error
+}
+
+// Module is a loaded code object.
+type Module interface {
+	Function(name string) (Function, error)
+	// Global returns the device address and size of a global symbol.
+	Global(name string) (Ptr, int, error)
+	Unload() error
+}
+
+// Function is a kernel entry point in a Module.
+type Function interface {
+	Name() string
+}

@@ -1,0 +1,164 @@
+// Package env is the one place Roxamen reads its ROX_* environment knobs: typed, validated, with a
+// clear error for a malformed value. Knobs are read when asked for, never during package init.
+package env
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Knob describes one environment variable.
+type Knob struct {
+	Name    string
+	Default string
+	Doc     string
+	check   func(string) error
+}
+
+var knobs = map[string]*Knob{}
+
+func register(name, def, doc string, check func(string) error) *Knob {
+	k := &Knob{Name: name, Default: def, Doc: doc, check: check}
+	knobs[name] = k
+	return k
+}
+
+func oneOf(vals ...string) func(string) error {
+	return func(s string) error {
+		for _, v := range vals {
+			if s == v {
+				return nil
+			}
+		}
+		return fmt.Errorf("want one of %s", strings.Join(vals, "|"))
+	}
+}
+
+func isSize(s string) error   { _, err := ParseSize(s); return err }
+func isDur(s string) error    { _, err := time.ParseDuration(s); return err }
+func isBool(s string) error   { _, err := strconv.ParseBool(s); return err }
+func anything(s string) error { return nil }
+
+// The knobs. DESIGN.md lists them; `roxrun info` prints them.
+var (
+	Device      = register("ROX_DEVICE", "auto", "backend: auto|cuda|hip|host", oneOf("auto", "cuda", "hip", "host"))
+	HeapSize    = register("ROX_HEAP_SIZE", "", "symmetric heap bytes per PE (suffixes K, M, G); default 1G on GPUs, 64M on the host backend", isSize)
+	Ordering    = register("ROX_ORDERING", "strict", "memory model mode: strict|bypass", oneOf("strict", "bypass"))
+	Transport   = register("ROX_TRANSPORT", "auto", "inter-node transport: auto|tcp|ucx; tcp or ucx also forces the NIC path between PEs of one node", oneOf("auto", "tcp", "ucx"))
+	CEThreshold = register("ROX_CE_THRESHOLD", "1M", "device puts of at least this many bytes take the copy engine", isSize)
+	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
+	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed", isDur)
+	// Set by roxrun for its children (and read by internal/bootstrap).
+	PE        = register("ROX_PE", "", "this PE's rank (set by roxrun)", anything)
+	NPEs      = register("ROX_NPES", "", "number of PEs (set by roxrun)", anything)
+	LocalPE   = register("ROX_LOCAL_PE", "", "rank among the PEs of this node (set by roxrun)", anything)
+	LocalNPEs = register("ROX_LOCAL_NPES", "", "number of PEs on this node (set by roxrun)", anything)
+	Bootstrap = register("ROX_BOOTSTRAP", "", "rendezvous address TOKEN@HOST:PORT (set by roxrun)", anything)
+	Node      = register("ROX_NODE", "", "node name; PEs with the same node share memory (default: hostname)", anything)
+)
+
+// Raw returns the value set in the environment, or the default.
+func (k *Knob) Raw() string {
+	if v, ok := os.LookupEnv(k.Name); ok && v != "" {
+		return v
+	}
+	return k.Default
+}
+
+// IsSet reports whether the variable is set to a non-empty value.
+func (k *Knob) IsSet() bool { v, ok := os.LookupEnv(k.Name); return ok && v != "" }
+
+// Validate checks the current value.
+func (k *Knob) Validate() error {
+	v := k.Raw()
+	if v == "" {
+		return nil
+	}
+	if err := k.check(v); err != nil {
+		return fmt.Errorf("env: %s=%q: %v", k.Name, v, err)
+	}
+	return nil
+}
+
+// String returns the validated value.
+func (k *Knob) String() (string, error) {
+	if err := k.Validate(); err != nil {
+		return "", err
+	}
+	return k.Raw(), nil
+}
+
+// Size returns the value as a byte count (0 when unset with no default).
+func (k *Knob) Size() (int64, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	if k.Raw() == "" {
+		return 0, nil
+	}
+	return ParseSize(k.Raw())
+}
+
+// Duration returns the value as a duration.
+func (k *Knob) Duration() (time.Duration, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	return time.ParseDuration(k.Raw())
+}
+
+// Bool returns the value as a boolean.
+func (k *Knob) Bool() (bool, error) {
+	if err := k.Validate(); err != nil {
+		return false, err
+	}
+	return strconv.ParseBool(k.Raw())
+}
+
+// All returns every knob, sorted by name.
+func All() []*Knob {
+	out := make([]*Knob, 0, len(knobs))
+	for _, k := range knobs {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ValidateAll checks every knob and returns the first malformed one.
+func ValidateAll() error {
+	for _, k := range All() {
+		if err := k.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseSize parses "4096", "64K", "1M", "2G" (binary multiples).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult, t = 1<<10, t[:n-1]
+		case 'M':
+			mult, t = 1<<20, t[:n-1]
+		case 'G':
+			mult, t = 1<<30, t[:n-1]
+		case 'T':
+			mult, t = 1<<40, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("not a size: %q", s)
+	}
+	return v * mult, nil
+}

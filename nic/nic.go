@@ -1,0 +1,61 @@
+// Package nic moves bytes between PEs that cannot load and store each other's symmetric heaps:
+// the device->host command rings, the host proxy that drains them, and the Transport interface
+// with its implementations (nic/tcp, nic/ucx). It knows no API semantics beyond the ordering it
+// must keep: per-PE order across fences, and completion for quiet.
+package nic
+
+import "context"
+
+// Op is a descriptor's operation code. The numbering is shared with the device header
+// (kernels/include/roxamen/ring.h); a parity test keeps the two in step.
+type Op uint32
+
+const (
+	OpNop       Op = 0
+	OpPut       Op = 1 // copy Size bytes from local Src to remote heap offset Dst
+	OpGet       Op = 2 // copy Size bytes from remote heap offset Dst to local Src
+	OpPutSignal Op = 3 // OpPut, then apply signal (Flags: SigSet/SigAdd) Value at heap offset Aux
+	OpAMO       Op = 4 // atomic (Flags: AMO kind | width) on remote Dst with Value (and Aux = compare)
+	OpFence     Op = 5 // later ops to PE are delivered after earlier ones
+	OpQuiet     Op = 6 // completes when every earlier op has completed
+)
+
+// Transport carries one PE's operations to other PEs' heaps. Heap locations are symmetric heap
+// offsets; the target applies writes and AMOs to its own heap. Blocking calls return when the
+// operation is complete at the target (Put: delivered; Get and AMO: the value is in hand).
+// Calls to the same PE are delivered in issue order once Fence(pe) has been called between them.
+type Transport interface {
+	Put(pe int, dst uint64, src []byte) error
+	Get(pe int, src uint64, dst []byte) error
+	// AMO applies op to the width-byte (4 or 8) word at dst on pe and returns the old value.
+	AMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) (uint64, error)
+	// PutSignal delivers src at dst, then updates the 8-byte signal at sig; the signal never becomes
+	// visible before the data.
+	PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp SignalOp, sigValue uint64) error
+	Fence(pe int) error
+	// Quiet waits until every operation issued so far to pe (or to all PEs when pe < 0) is complete.
+	Quiet(ctx context.Context, pe int) error
+	Close() error
+}
+
+// AMOOp is an atomic memory operation.
+type AMOOp uint32
+
+const (
+	AMOFetch AMOOp = iota
+	AMOSet
+	AMOSwap
+	AMOCompareSwap
+	AMOFetchAdd
+	AMOFetchAnd
+	AMOFetchOr
+	AMOFetchXor
+)
+
+// SignalOp says how put-with-signal updates its signal word.
+type SignalOp uint32
+
+const (
+	SignalSet SignalOp = 0
+	SignalAdd SignalOp = 1
+)
