@@ -24,7 +24,67 @@ var (
 	ErrNoDevice = errors.New("device: no device")
 	// ErrNotSupported: the driver or device lacks a feature the call needs.
 	ErrNotSupported = errors.New("device: not supported")
+	// ErrInvalid: an argument is out of range (an unknown pointer, a size past an allocation's end,
+	// a handle that is not one, an argument of an unsupported type).
+	ErrInvalid = errors.New("device: invalid argument")
+	// ErrNotReady: the work an event or stream marks has not completed (or the event was never recorded).
+	ErrNotReady = errors.New("device: not ready")
+	// ErrClosed: the device, stream, event or module was already closed, destroyed or unloaded.
+	ErrClosed = errors.New("device: closed")
 )
+
+// Error is a failed driver call. Every driver returns its errors as *Error so that callers see
+// which call failed and with what; errors.Is matches both the cause (a native status such as
+// cuda.Result(1), an OS error) and the sentinel Kind (ErrInvalid, ErrNoDevice, ...).
+type Error struct {
+	Op   string // the call that failed: "cuMemAlloc_v2", "host.Import"
+	Arg  string // the offending values, "size=0"; may be empty
+	Err  error  // the cause; may be nil
+	Kind error  // a sentinel from this package that also matches; may be nil
+}
+
+func (e *Error) Error() string {
+	s := e.Op
+	if e.Arg != "" {
+		s += "(" + e.Arg + ")"
+	}
+	switch {
+	case e.Err != nil:
+		s += ": " + e.Err.Error()
+	case e.Kind != nil:
+		s += ": " + e.Kind.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause and the sentinel kind.
+func (e *Error) Unwrap() []error {
+	var out []error
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	if e.Kind != nil && e.Kind != e.Err {
+		out = append(out, e.Kind)
+	}
+	return out
+}
+
+// CheckArgs verifies that every kernel argument has a type Stream.Launch accepts and returns its
+// size in bytes; op names the calling function in the error.
+func CheckArgs(op string, args []any) ([]int, error) {
+	sizes := make([]int, len(args))
+	for i, a := range args {
+		switch a.(type) {
+		case int32, uint32, float32:
+			sizes[i] = 4
+		case int64, uint64, float64, Ptr, uintptr:
+			sizes[i] = 8
+		default:
+			return nil, &Error{Op: op, Arg: fmt.Sprintf("args[%d] of type %T", i, a), Kind: ErrInvalid}
+		}
+	}
+	return sizes, nil
+}
 
 // Ptr is an address in a device's address space. On the host backend it is a host virtual address.
 type Ptr uintptr
