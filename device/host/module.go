@@ -96,6 +96,9 @@ var _ device.Module = (*module)(nil)
 
 func (d *hostDevice) LoadModule(image []byte) (device.Module, error) {
 	const op = "host.LoadModule"
+	if err := d.live(op); err != nil {
+		return nil, err
+	}
 	name := string(image)
 	modules.Lock()
 	r, ok := modules.m[name]
