@@ -1,0 +1,414 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Client is one PE's connection to the job's rendezvous server. Its methods are safe for
+// concurrent use, but collective calls (Allgather, Barrier) are matched across PEs by how many
+// each PE has made, so every PE must make them in the same order.
+type Client struct {
+	rank    Rank
+	addr    string
+	conn    net.Conn
+	server  *Server // owned when rank.Host
+	timeout time.Duration
+	hostPE  int
+
+	wmu sync.Mutex // one frame at a time on conn
+
+	mu         sync.Mutex
+	nextID     uint64
+	pending    map[uint64]chan reply
+	gatherSeq  uint64
+	barrierSeq uint64
+	closing    bool
+	err        error // set once, with failed closed
+
+	failed     chan struct{}
+	exits      chan int
+	readerDone chan struct{}
+}
+
+type reply struct {
+	ok   bool
+	data []byte
+}
+
+// Dial joins the job described by r: when r.Host it first starts the job's server at r.Addr
+// (owned by the client and closed by Close), then connects, retrying until timeout, and
+// authenticates with r.Token as PE r.PE. timeout is also every later call's limit (ROX_TIMEOUT).
+func Dial(ctx context.Context, r Rank, timeout time.Duration) (*Client, error) {
+	call := fmt.Sprintf("bootstrap: Dial on PE %d", r.PE)
+	if timeout <= 0 {
+		return nil, fmt.Errorf("%s: timeout %v is not positive", call, timeout)
+	}
+	if r.NPEs < 1 || r.PE < 0 || r.PE >= r.NPEs {
+		return nil, fmt.Errorf("%s: PE %d is outside [0,%d)", call, r.PE, r.NPEs)
+	}
+	if r.Addr == "" {
+		return nil, fmt.Errorf("%s: the launcher (%s) gives no rendezvous address: set ROX_BOOTSTRAP=TOKEN@HOST:PORT", call, r.Source)
+	}
+	if r.Token == "" {
+		return nil, fmt.Errorf("%s: empty job token", call)
+	}
+	c := &Client{
+		rank: r, addr: r.Addr, timeout: timeout, hostPE: -1,
+		pending:    map[uint64]chan reply{},
+		failed:     make(chan struct{}),
+		exits:      make(chan int, 1),
+		readerDone: make(chan struct{}),
+	}
+	if r.Host {
+		s, err := NewServer(listenAddr(r.Addr), r.NPEs, r.Token)
+		if err != nil {
+			return nil, fmt.Errorf("%s: starting the rendezvous server: %w", call, err)
+		}
+		s.mu.Lock()
+		s.hostPE = r.PE
+		s.mu.Unlock()
+		c.server = s
+		if _, port, _ := net.SplitHostPort(r.Addr); port == "0" {
+			c.addr = s.Addr()
+		}
+	}
+	if err := c.connect(ctx, call); err != nil {
+		if c.server != nil {
+			c.server.Close()
+		}
+		return nil, err
+	}
+	go c.read()
+	return c, nil
+}
+
+// listenAddr is where a hosting PE listens: every interface for a named host (its name may resolve
+// to a different local address than the one peers reach it by), the address itself for loopback.
+func listenAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return addr
+	}
+	return net.JoinHostPort("", port)
+}
+
+func (c *Client) connect(ctx context.Context, call string) error {
+	deadline := time.Now().Add(c.timeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	d := net.Dialer{KeepAliveConfig: keepAlive}
+	backoff := 5 * time.Millisecond
+	var lastErr error
+	for {
+		conn, err := d.DialContext(dctx, "tcp", c.addr)
+		if err == nil {
+			err = c.hello(conn, deadline)
+			if err == nil {
+				return nil
+			}
+			conn.Close()
+			if errors.Is(err, ErrRefused) {
+				return fmt.Errorf("%s: %w", call, err)
+			}
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: connecting to %s: %w (last error: %v)", call, c.addr, ctx.Err(), lastErr)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %w", call, &TimeoutError{After: c.timeout,
+				Waiting: fmt.Sprintf("the rendezvous server at %s (last error: %v)", c.addr, lastErr)})
+		}
+		select {
+		case <-dctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// hello authenticates and reads the server's answer.
+func (c *Client) hello(conn net.Conn, deadline time.Time) error {
+	conn.SetDeadline(deadline)
+	defer conn.SetDeadline(time.Time{})
+	if _, err := conn.Write(newFrame(msgHello, 0).str(c.rank.Token).i32(c.rank.PE).i32(c.rank.NPEs).u32(protocolVersion).finish()); err != nil {
+		return err
+	}
+	f, err := readFrame(conn, maxHelloFrame)
+	if err != nil {
+		return fmt.Errorf("handshake with %s: %w", c.addr, err)
+	}
+	d := &dec{b: f.body}
+	switch f.typ {
+	case msgRefuse:
+		return fmt.Errorf("%w at %s: %s", ErrRefused, c.addr, d.str())
+	case msgWelcome:
+		c.hostPE = d.i32()
+		c.conn = conn
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		return d.err
+	}
+	return fmt.Errorf("handshake with %s: unexpected message type %d", c.addr, f.typ)
+}
+
+// read is the connection's one reader: it routes replies to their callers and failures to fail.
+func (c *Client) read() {
+	defer close(c.readerDone)
+	for {
+		f, err := readFrame(c.conn, maxFrame)
+		if err != nil {
+			c.mu.Lock()
+			closing := c.closing
+			c.mu.Unlock()
+			if !closing {
+				c.fail(c.lostServer(err))
+			}
+			return
+		}
+		switch f.typ {
+		case msgReply:
+			c.mu.Lock()
+			ch := c.pending[f.id]
+			delete(c.pending, f.id)
+			c.mu.Unlock()
+			if ch != nil {
+				d := &dec{b: f.body}
+				ok := d.u8() == 1
+				ch <- reply{ok: ok, data: d.bytes()}
+			}
+		case msgPeerFailed:
+			d := &dec{b: f.body}
+			e := &PeerError{PE: d.i32(), Aborted: d.u8() == 1, Status: d.i32(), Reason: d.str()}
+			if e.Aborted {
+				select {
+				case c.exits <- e.Status:
+				default:
+				}
+			}
+			c.fail(e)
+		}
+	}
+}
+
+func (c *Client) lostServer(err error) error {
+	if c.hostPE >= 0 && c.hostPE != c.rank.PE {
+		return &PeerError{PE: c.hostPE, Reason: fmt.Sprintf("lost the connection to the rendezvous server it hosted at %s: %v", c.addr, err)}
+	}
+	return &PeerError{PE: -1, Reason: fmt.Sprintf("lost the connection to the rendezvous server at %s: %v", c.addr, err)}
+}
+
+// fail records the first failure and wakes every waiting call.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	close(c.failed)
+}
+
+// Failed is closed when the job has failed: a PE died or aborted, or the server went away.
+func (c *Client) Failed() <-chan struct{} { return c.failed }
+
+// Err returns why the job failed (nil while it has not), e.g. "bootstrap: PE 3 died (connection lost)".
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Exits delivers the exit status of a PE that aborted the job.
+func (c *Client) Exits() <-chan int { return c.exits }
+
+// Rank returns the rank the client joined with.
+func (c *Client) Rank() Rank { return c.rank }
+
+// send writes a request and returns the channel its reply arrives on.
+func (c *Client) send(typ byte, build func(*enc)) (uint64, chan reply, error) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return 0, nil, ErrClosed
+	}
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return 0, nil, err
+	}
+	c.nextID++
+	id := c.nextID
+	ch := make(chan reply, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	e := newFrame(typ, id)
+	build(e)
+	c.wmu.Lock()
+	c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := c.conn.Write(e.finish())
+	c.wmu.Unlock()
+	if err != nil {
+		c.forget(id)
+		return 0, nil, c.lostServer(err)
+	}
+	return id, ch, nil
+}
+
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// call sends one request and waits for its reply, the context, the timeout or a failure.
+// waiting describes what a timeout waited for.
+func (c *Client) call(ctx context.Context, name string, typ byte, build func(*enc), waiting func() string) ([]byte, error) {
+	callErr := func(err error) error { return &CallError{Call: name, PE: c.rank.PE, Err: err} }
+	id, ch, err := c.send(typ, build)
+	if err != nil {
+		return nil, callErr(err)
+	}
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if !r.ok {
+			return nil, callErr(fmt.Errorf("server: %s", r.data))
+		}
+		return r.data, nil
+	case <-c.failed:
+		c.forget(id)
+		return nil, callErr(c.Err())
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, callErr(ctx.Err())
+	case <-t.C:
+		c.forget(id)
+		return nil, callErr(&TimeoutError{After: c.timeout, Waiting: waiting()})
+	}
+}
+
+// Put stores val under key for every PE to Get. A later Put of the same key replaces it.
+func (c *Client) Put(ctx context.Context, key string, val []byte) error {
+	_, err := c.call(ctx, fmt.Sprintf("Put(%q)", key), msgPut,
+		func(e *enc) { e.str(key).bytes(val) },
+		func() string { return "the server to store it" })
+	return err
+}
+
+// Get returns the value stored under key, waiting until some PE has put it.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	return c.call(ctx, fmt.Sprintf("Get(%q)", key), msgGet,
+		func(e *enc) { e.str(key) },
+		func() string { return fmt.Sprintf("key %q", key) })
+}
+
+// Allgather contributes val and returns every PE's contribution, indexed by PE.
+func (c *Client) Allgather(ctx context.Context, val []byte) ([][]byte, error) {
+	c.mu.Lock()
+	seq := c.gatherSeq
+	c.gatherSeq++
+	c.mu.Unlock()
+	name := "Allgather #" + strconv.FormatUint(seq, 10)
+	data, err := c.call(ctx, name, msgAllgather,
+		func(e *enc) { e.u64(seq).bytes(val) },
+		func() string { return c.missing(ctx, msgAllgather, seq) })
+	if err != nil {
+		return nil, err
+	}
+	vals, err := decodeList(data)
+	if err != nil || len(vals) != c.rank.NPEs {
+		return nil, &CallError{Call: name, PE: c.rank.PE, Err: fmt.Errorf("malformed reply (%d values, %v)", len(vals), err)}
+	}
+	return vals, nil
+}
+
+// Barrier returns once every PE has called it (as many times as this PE has).
+func (c *Client) Barrier(ctx context.Context) error {
+	c.mu.Lock()
+	seq := c.barrierSeq
+	c.barrierSeq++
+	c.mu.Unlock()
+	_, err := c.call(ctx, "Barrier", msgBarrier,
+		func(e *enc) { e.u64(seq) },
+		func() string { return c.missing(ctx, msgBarrier, seq) })
+	return err
+}
+
+// missing asks the server which PEs have not reached a collective, for a timeout message.
+func (c *Client) missing(ctx context.Context, kind byte, seq uint64) string {
+	id, ch, err := c.send(msgMissing, func(e *enc) { e.u8(kind).u64(seq) })
+	if err != nil {
+		return "the other PEs (the server could not say which: " + err.Error() + ")"
+	}
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		d := &dec{b: r.data}
+		n := d.u32()
+		pes := make([]int, 0, min(n, uint32(c.rank.NPEs)))
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			pes = append(pes, d.i32())
+		}
+		return fmt.Sprintf("PEs %v", pes)
+	case <-ctx.Done():
+	case <-c.failed:
+	case <-t.C:
+	}
+	c.forget(id)
+	return "the other PEs (the server did not say which)"
+}
+
+// Abort ends the job: every other PE's pending and later calls fail naming this PE and reason,
+// and their Exits channel delivers status. Later calls on this client fail too. Abort waits (at
+// most the client's timeout) until the server has passed the news on.
+func (c *Client) Abort(status int, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	c.call(ctx, "Abort", msgAbort, func(e *enc) { e.i32(status).str(reason) },
+		func() string { return "the server to pass the abort on" })
+	c.fail(&PeerError{PE: c.rank.PE, Aborted: true, Status: status, Reason: reason})
+}
+
+// Close says goodbye, so that this PE's disconnection is not taken for a death, and disconnects.
+// A client that hosts the server keeps it up until every PE has left or failed (at most the
+// timeout), so that it does not cut off PEs that are still finishing.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil
+	}
+	failed := c.err != nil
+	c.mu.Unlock()
+	var err error
+	if !failed {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		_, err = c.call(ctx, "Close", msgBye, func(*enc) {}, func() string { return "the server to acknowledge the goodbye" })
+		cancel()
+	}
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.conn.Close()
+	<-c.readerDone
+	if c.server != nil {
+		if !failed && err == nil {
+			c.server.waitLeft(c.timeout)
+		}
+		c.server.Close()
+	}
+	return err
+}

@@ -1,0 +1,76 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrPeerFailed: a PE died or aborted the job (see *PeerError for which and why).
+	ErrPeerFailed = errors.New("bootstrap: peer failed")
+	// ErrTimeout: a call waited longer than the client's timeout (see *TimeoutError).
+	ErrTimeout = errors.New("bootstrap: timed out")
+	// ErrRefused: the rendezvous server refused the connection (bad token, PE taken or out of range).
+	ErrRefused = errors.New("bootstrap: connection refused by the rendezvous server")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("bootstrap: client closed")
+	// ErrBadRank: a launcher variable is missing or malformed.
+	ErrBadRank = errors.New("bootstrap: bad rank environment")
+)
+
+// PeerError says which PE ended the job and how. PE is -1 when the rendezvous server itself went
+// away and no PE was known to host it.
+type PeerError struct {
+	PE      int
+	Aborted bool // the PE called Abort; Status is its exit status
+	Status  int
+	Reason  string
+}
+
+func (e *PeerError) Error() string {
+	switch {
+	case e.Aborted:
+		return fmt.Sprintf("bootstrap: PE %d aborted the job with status %d: %s", e.PE, e.Status, e.Reason)
+	case e.PE < 0:
+		return "bootstrap: " + e.Reason
+	default:
+		return fmt.Sprintf("bootstrap: PE %d died (%s)", e.PE, e.Reason)
+	}
+}
+
+// Unwrap returns ErrPeerFailed.
+func (e *PeerError) Unwrap() error { return ErrPeerFailed }
+
+// TimeoutError is a call that waited too long, and what it waited for.
+type TimeoutError struct {
+	After   time.Duration
+	Waiting string // e.g. "PEs [1 3]" or `key "heap"`
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("bootstrap: timed out after %v waiting for %s", e.After, e.Waiting)
+}
+
+// Unwrap returns ErrTimeout.
+func (e *TimeoutError) Unwrap() error { return ErrTimeout }
+
+// CallError is a failed client call: which call, on which PE, and the cause.
+type CallError struct {
+	Call string // "Barrier", `Get("key")`, ...
+	PE   int
+	Err  error
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("bootstrap: %s on PE %d: %s", e.Call, e.PE, strings.TrimPrefix(e.Err.Error(), "bootstrap: "))
+}
+
+// Unwrap returns the cause.
+func (e *CallError) Unwrap() error { return e.Err }
+
+func rankErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRank, fmt.Sprintf(format, args...))
+}

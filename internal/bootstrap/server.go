@@ -1,0 +1,444 @@
+package bootstrap
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"slices"
+	"sync"
+	"time"
+)
+
+// handshakeTimeout bounds how long an unauthenticated connection may hold a server goroutine.
+const handshakeTimeout = 10 * time.Second
+
+// writeTimeout bounds a write to one PE, so that a stopped PE cannot stall the whole job.
+const writeTimeout = 10 * time.Second
+
+// keepAlive makes the kernel notice a peer host that vanished without closing its socket.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}
+
+// Failure is a PE that left the job without saying goodbye: its connection dropped, or it aborted.
+type Failure struct {
+	PE     int
+	Reason string
+}
+
+// Server is the rendezvous service of one job: a key-value store with allgather and barrier,
+// which only connections presenting the job's token may use. roxrun runs it; without roxrun
+// PE 0 runs it inside its own process (Dial with Rank.Host).
+type Server struct {
+	ln       net.Listener
+	npes     int
+	token    []byte
+	failures chan Failure
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	logf    func(format string, args ...any)
+	hostPE  int
+	closed  bool
+	pes     []*peer // by PE; nil until it joins
+	kv      map[string][]byte
+	getters map[string][]waiter
+	colls   map[collKey]*collective
+	failure *PeerError // the first failure, told to PEs that join later
+	left    chan struct{}
+	nleft   int // PEs that said goodbye or failed
+}
+
+// peer is the server side of one PE's connection.
+type peer struct {
+	pe      int
+	conn    net.Conn
+	wmu     sync.Mutex
+	bye     bool // said goodbye: a later drop is not a failure
+	aborted bool
+	gone    bool // counted in nleft
+}
+
+type waiter struct {
+	p  *peer
+	id uint64
+}
+
+type collKey struct {
+	kind byte // msgAllgather or msgBarrier
+	seq  uint64
+}
+
+type collective struct {
+	vals    [][]byte
+	arrived []bool
+	waiters []waiter
+	n       int
+}
+
+// outgoing is a frame to write once the server lock is released.
+type outgoing struct {
+	p   *peer
+	msg []byte
+}
+
+// NewServer listens on addr (":0" or "127.0.0.1:0" pick a free port) for the npes PEs of the job
+// whose token is token, and serves them until Close.
+func NewServer(addr string, npes int, token string) (*Server, error) {
+	if npes < 1 {
+		return nil, fmt.Errorf("bootstrap: NewServer(%q): number of PEs %d is not positive", addr, npes)
+	}
+	if token == "" {
+		return nil, fmt.Errorf("bootstrap: NewServer(%q): empty job token", addr)
+	}
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: NewServer: %w", err)
+	}
+	s := &Server{
+		ln: ln, npes: npes, token: []byte(token),
+		failures: make(chan Failure, npes),
+		logf:     log.Printf,
+		hostPE:   -1,
+		pes:      make([]*peer, npes),
+		kv:       map[string][]byte{},
+		getters:  map[string][]waiter{},
+		colls:    map[collKey]*collective{},
+		left:     make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr returns the address the server listens on, HOST:PORT.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// SetLogger replaces log.Printf as the destination of the server's messages (refused connections).
+func (s *Server) SetLogger(logf func(format string, args ...any)) {
+	s.mu.Lock()
+	s.logf = logf
+	s.mu.Unlock()
+}
+
+// Failures delivers each PE that dropped its connection without saying goodbye, or aborted.
+// It is buffered for one failure per PE and never blocks the server.
+func (s *Server) Failures() <-chan Failure { return s.failures }
+
+// Close stops listening and drops every connection. PEs still connected see the server go away.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	err := s.ln.Close()
+	for _, p := range s.pes {
+		if p != nil {
+			p.conn.Close()
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// waitLeft waits until every PE has said goodbye or failed, or until timeout; the PE that hosts the
+// server calls it before closing so that it does not cut off PEs that are still finishing.
+func (s *Server) waitLeft(timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-s.left:
+	case <-t.C:
+	}
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Transient (e.g. out of file descriptors): back off rather than spin.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		s.wg.Add(1)
+		go s.serve(conn)
+	}
+}
+
+// serve authenticates one connection and then reads its requests until it closes.
+func (s *Server) serve(conn net.Conn) {
+	defer s.wg.Done()
+	defer conn.Close()
+	p, ok := s.handshake(conn)
+	if !ok {
+		return
+	}
+	var err error
+	for {
+		var f frame
+		if f, err = readFrame(conn, maxFrame); err != nil {
+			break
+		}
+		out, stop := s.handle(p, f)
+		s.flush(out)
+		if stop {
+			break
+		}
+	}
+	s.dropped(p, err)
+}
+
+func (s *Server) handshake(conn net.Conn) (*peer, bool) {
+	refuse := func(reason string) (*peer, bool) {
+		s.mu.Lock()
+		logf := s.logf
+		s.mu.Unlock()
+		logf("bootstrap: refused connection from %s: %s", conn.RemoteAddr(), reason)
+		conn.SetWriteDeadline(time.Now().Add(time.Second))
+		conn.Write(newFrame(msgRefuse, 0).str(reason).finish())
+		return nil, false
+	}
+	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	f, err := readFrame(conn, maxHelloFrame)
+	if err != nil {
+		return refuse(fmt.Sprintf("no valid hello: %v", err))
+	}
+	d := &dec{b: f.body}
+	token, pe, npes, version := d.bytes(), d.i32(), d.i32(), d.u32()
+	switch {
+	case f.typ != msgHello || d.err != nil:
+		return refuse("no valid hello")
+	case subtle.ConstantTimeCompare(token, s.token) != 1:
+		return refuse("bad job token")
+	case version != protocolVersion:
+		return refuse(fmt.Sprintf("protocol version %d, server speaks %d", version, protocolVersion))
+	case npes != s.npes:
+		return refuse(fmt.Sprintf("PE %d says the job has %d PEs, the server was started for %d", pe, npes, s.npes))
+	case pe < 0 || pe >= s.npes:
+		return refuse(fmt.Sprintf("PE %d is outside [0,%d)", pe, s.npes))
+	}
+	conn.SetReadDeadline(time.Time{})
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	p := &peer{pe: pe, conn: conn}
+	s.mu.Lock()
+	if s.pes[pe] != nil {
+		s.mu.Unlock()
+		return refuse(fmt.Sprintf("PE %d already joined this job", pe))
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false
+	}
+	s.pes[pe] = p
+	out := []outgoing{{p, newFrame(msgWelcome, 0).i32(s.hostPE).finish()}}
+	if s.failure != nil {
+		out = append(out, outgoing{p, failFrame(s.failure)})
+	}
+	s.mu.Unlock()
+	s.flush(out)
+	return p, true
+}
+
+func failFrame(e *PeerError) []byte {
+	aborted := byte(0)
+	if e.Aborted {
+		aborted = 1
+	}
+	return newFrame(msgPeerFailed, 0).i32(e.PE).u8(aborted).i32(e.Status).str(e.Reason).finish()
+}
+
+func okFrame(id uint64, data []byte) []byte {
+	return newFrame(msgReply, id).u8(1).bytes(data).finish()
+}
+
+func errFrame(id uint64, msg string) []byte {
+	return newFrame(msgReply, id).u8(0).str(msg).finish()
+}
+
+// handle applies one request and returns the frames it causes; stop ends the connection.
+func (s *Server) handle(p *peer, f frame) (out []outgoing, stop bool) {
+	d := &dec{b: f.body}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch f.typ {
+	case msgPut:
+		key, val := d.str(), d.bytes()
+		if d.err != nil {
+			break
+		}
+		s.kv[key] = val
+		out = append(out, outgoing{p, okFrame(f.id, nil)})
+		for _, w := range s.getters[key] {
+			out = append(out, outgoing{w.p, okFrame(w.id, val)})
+		}
+		delete(s.getters, key)
+	case msgGet:
+		key := d.str()
+		if d.err != nil {
+			break
+		}
+		if val, ok := s.kv[key]; ok {
+			out = append(out, outgoing{p, okFrame(f.id, val)})
+		} else {
+			s.getters[key] = append(s.getters[key], waiter{p, f.id})
+		}
+	case msgAllgather, msgBarrier:
+		seq := d.u64()
+		var val []byte
+		if f.typ == msgAllgather {
+			val = d.bytes()
+		}
+		if d.err != nil {
+			break
+		}
+		out = s.arrive(p, f.id, collKey{f.typ, seq}, val)
+	case msgMissing:
+		key := collKey{d.u8(), d.u64()}
+		if d.err != nil {
+			break
+		}
+		var missing []int
+		if c := s.colls[key]; c != nil {
+			for pe, ok := range c.arrived {
+				if !ok {
+					missing = append(missing, pe)
+				}
+			}
+		}
+		list := (&enc{}).u32(uint32(len(missing)))
+		for _, pe := range missing {
+			list.i32(pe)
+		}
+		out = append(out, outgoing{p, okFrame(f.id, list.b)})
+	case msgAbort:
+		status, reason := d.i32(), d.str()
+		if d.err != nil {
+			break
+		}
+		p.aborted = true
+		out = s.fail(p, &PeerError{PE: p.pe, Aborted: true, Status: status, Reason: reason},
+			fmt.Sprintf("aborted with status %d: %s", status, reason))
+		out = append(out, outgoing{p, okFrame(f.id, nil)})
+	case msgBye:
+		p.bye = true
+		s.leave(p)
+		return append(out, outgoing{p, okFrame(f.id, nil)}), false
+	default:
+		return append(out, outgoing{p, errFrame(f.id, fmt.Sprintf("unknown request type %d", f.typ))}), false
+	}
+	if d.err != nil {
+		out = append(out, outgoing{p, errFrame(f.id, fmt.Sprintf("malformed request type %d: %v", f.typ, d.err))})
+	}
+	return out, false
+}
+
+// arrive records p's contribution to a collective and, when it is the last, answers everyone.
+func (s *Server) arrive(p *peer, id uint64, key collKey, val []byte) []outgoing {
+	c := s.colls[key]
+	if c == nil {
+		c = &collective{vals: make([][]byte, s.npes), arrived: make([]bool, s.npes)}
+		s.colls[key] = c
+	}
+	if c.arrived[p.pe] {
+		return []outgoing{{p, errFrame(id, fmt.Sprintf("PE %d arrived twice at collective %d", p.pe, key.seq))}}
+	}
+	c.arrived[p.pe] = true
+	c.vals[p.pe] = val
+	c.waiters = append(c.waiters, waiter{p, id})
+	c.n++
+	if c.n < s.npes {
+		return nil
+	}
+	delete(s.colls, key)
+	var reply []byte
+	if key.kind == msgAllgather {
+		body := &enc{}
+		encodeList(body, c.vals)
+		reply = okFrame(0, body.b)
+	}
+	out := make([]outgoing, 0, len(c.waiters))
+	for _, w := range c.waiters {
+		if key.kind == msgBarrier {
+			out = append(out, outgoing{w.p, okFrame(w.id, nil)})
+			continue
+		}
+		// Same frame for every PE but its request id.
+		m := slices.Clone(reply)
+		putID(m, w.id)
+		out = append(out, outgoing{w.p, m})
+	}
+	return out
+}
+
+func putID(frame []byte, id uint64) {
+	for i := 0; i < 8; i++ {
+		frame[5+i] = byte(id >> (8 * i))
+	}
+}
+
+// fail records that p left the job badly and tells every other PE. Called with s.mu held.
+func (s *Server) fail(p *peer, e *PeerError, reason string) []outgoing {
+	if s.failure == nil {
+		s.failure = e
+	}
+	s.leave(p)
+	select {
+	case s.failures <- Failure{PE: p.pe, Reason: reason}:
+	default:
+	}
+	msg := failFrame(e)
+	var out []outgoing
+	for _, q := range s.pes {
+		if q != nil && q != p && !q.bye {
+			out = append(out, outgoing{q, msg})
+		}
+	}
+	return out
+}
+
+// leave counts p as gone. Called with s.mu held.
+func (s *Server) leave(p *peer) {
+	if p.gone {
+		return
+	}
+	p.gone = true
+	if s.nleft++; s.nleft == s.npes {
+		close(s.left)
+	}
+}
+
+// dropped handles the end of p's connection.
+func (s *Server) dropped(p *peer, err error) {
+	s.mu.Lock()
+	var out []outgoing
+	if !s.closed && !p.bye && !p.aborted {
+		out = s.fail(p, &PeerError{PE: p.pe, Reason: "connection lost"}, fmt.Sprintf("connection lost: %v", err))
+	}
+	s.mu.Unlock()
+	s.flush(out)
+}
+
+// flush writes frames outside the server lock. A PE whose write fails is disconnected; its reader
+// then reports it.
+func (s *Server) flush(out []outgoing) {
+	for _, o := range out {
+		o.p.wmu.Lock()
+		o.p.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_, err := o.p.conn.Write(o.msg)
+		o.p.wmu.Unlock()
+		if err != nil {
+			o.p.conn.Close()
+		}
+	}
+}
