@@ -1,0 +1,596 @@
+package memmodel
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+// maxPoints bounds the points of the order graph (one per event, two per plain access in bypass).
+const maxPoints = 64
+
+// graph holds, per point, the set of points reachable from it: the transitive closure of the edges
+// added so far, so that a cycle is caught the moment its last edge arrives.
+type graph []uint64
+
+func (g graph) clone() graph { return append(graph(nil), g...) }
+
+// add adds u->v and reports false if it closes a cycle.
+func (g graph) add(u, v int) bool {
+	if u == v || g[v]&(1<<uint(u)) != 0 {
+		return false
+	}
+	if g[u]&(1<<uint(v)) != 0 {
+		return true
+	}
+	nv := g[v] | 1<<uint(v)
+	for i := range g {
+		if i == u || g[i]&(1<<uint(u)) != 0 {
+			g[i] |= nv
+		}
+	}
+	return true
+}
+
+type locInfo struct {
+	loc    Loc
+	init   int64
+	writes []int // writing events under the current cswap guess
+	reads  []int
+}
+
+type checker struct {
+	t     *Test
+	mode  Mode
+	opt   Options
+	evs   []Event
+	ins   []Instr
+	early []int // point where the event starts to matter: a plain load's read, a plain store's execution
+	late  []int // point where it stops: a plain load's execution, a plain store's arrival in memory
+	exec  []int // the point other instructions order against
+	npts  int
+	base  graph
+	ord   [][2]int
+	locs  []*locInfo
+	locOf map[Loc]int
+
+	succeed []bool  // cswap guess per event
+	src     []int   // rf source per reading event (-1: initial value)
+	coPos   []int   // position in co per writing event
+	co      [][]int // per location, writes in co order
+	val     []int64 // value read (reads) and written (writes)
+
+	keys   []string
+	states map[string]State
+	counts map[string]int
+	execs  int
+	fn     func(*Execution)
+}
+
+func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
+	c := &checker{t: t, mode: mode, opt: opt, evs: Events(t), locOf: map[Loc]int{}}
+	for _, e := range c.evs {
+		c.ins = append(c.ins, c.instrOf(e))
+	}
+	n := len(c.evs)
+	c.early, c.late, c.exec = make([]int, n), make([]int, n), make([]int, n)
+	for i := range c.evs {
+		e := &c.evs[i]
+		if !e.memory() {
+			c.early[i], c.late[i], c.exec[i] = -1, -1, -1
+			continue
+		}
+		p := c.npts
+		c.npts++
+		c.early[i], c.late[i], c.exec[i] = p, p, p
+		if mode == Bypass && e.Plain {
+			c.npts++
+			if e.Read { // read point, then execution
+				c.late[i], c.exec[i] = p+1, p+1
+			} else { // execution, then arrival in memory
+				c.late[i] = p + 1
+			}
+		}
+	}
+	if c.npts > maxPoints {
+		return nil, fmt.Errorf("memmodel: test %s has %d order points in %s mode, more than the %d supported", t.Name, c.npts, mode, maxPoints)
+	}
+	c.base = make(graph, c.npts)
+	for i := range c.evs {
+		if c.early[i] != c.late[i] {
+			c.base.add(c.early[i], c.late[i])
+		}
+	}
+	c.preservedOrder()
+	// Locations: every accessed one, then the ones only the condition names.
+	addLoc := func(l Loc) {
+		if _, ok := c.locOf[l]; !ok {
+			c.locOf[l] = len(c.locs)
+			c.locs = append(c.locs, &locInfo{loc: l})
+		}
+	}
+	for _, e := range c.evs {
+		if e.memory() {
+			addLoc(e.Loc)
+		}
+	}
+	for _, l := range condLocs(t) {
+		addLoc(l)
+	}
+	for _, iv := range t.Init {
+		if i, ok := c.locOf[iv.Loc]; ok {
+			c.locs[i].init = iv.Val
+		}
+	}
+	c.keys = StateKeys(t)
+	return c, nil
+}
+
+func (c *checker) instrOf(e Event) Instr {
+	for _, col := range c.t.Columns {
+		if col.PE == e.PE {
+			return col.Instrs[e.Index]
+		}
+	}
+	return Instr{}
+}
+
+// preservedOrder adds the API-preserved order (the ord relation) to the base graph.
+func (c *checker) preservedOrder() {
+	seen := map[[2]int]bool{}
+	edge := func(a, b, u, v int) {
+		c.base.add(u, v)
+		if !seen[[2]int{a, b}] {
+			seen[[2]int{a, b}] = true
+			c.ord = append(c.ord, [2]int{a, b})
+		}
+	}
+	epoch := make([]int, len(c.evs))
+	for _, col := range c.t.Columns {
+		// ids of this column's events and, per instruction index, how many fences/quiets/barriers precede it.
+		var ids []int
+		for i := range c.evs {
+			if c.evs[i].PE == col.PE {
+				ids = append(ids, i)
+			}
+		}
+		fences, quiets, barriers := make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1)
+		for k, in := range col.Instrs {
+			fences[k+1], quiets[k+1], barriers[k+1] = fences[k], quiets[k], barriers[k]
+			switch in.Op {
+			case OpFence:
+				fences[k+1]++
+			case OpQuiet:
+				quiets[k+1]++
+			case OpBarrier:
+				barriers[k+1]++
+			}
+		}
+		for _, i := range ids {
+			epoch[i] = barriers[c.evs[i].Index]
+		}
+		for x, i := range ids {
+			a := &c.evs[i]
+			if !a.memory() {
+				continue
+			}
+			for _, j := range ids[x+1:] {
+				b := &c.evs[j]
+				if !b.memory() {
+					continue
+				}
+				between := func(cnt []int) bool {
+					return cnt[b.Index] > cnt[a.Index+1] || (cnt[b.Index] > cnt[a.Index] && a.Index != b.Index)
+				}
+				if a.Index == b.Index { // put-with-signal: the data is delivered before the signal
+					edge(i, j, c.exec[i], c.exec[j])
+					continue
+				}
+				if a.Plain && b.Plain && a.Loc == b.Loc { // a PE's plain accesses to one location are coherent
+					edge(i, j, c.exec[i], c.exec[j])
+					if a.Write && b.Write {
+						edge(i, j, c.late[i], c.late[j])
+					}
+					if a.Write && b.Read {
+						edge(i, j, c.exec[i], c.early[j])
+					}
+				}
+				if between(fences) && a.delivery(c.opt) && b.delivery(c.opt) && a.Loc.PE == b.Loc.PE {
+					edge(i, j, c.exec[i], c.exec[j])
+				}
+				if between(quiets) || between(barriers) { // quiet releases: everything before is complete
+					edge(i, j, c.late[i], c.exec[j])
+				}
+				if a.blockingFetch() && c.opt.BlockingFetchOrders {
+					edge(i, j, c.exec[i], c.exec[j])
+				}
+				if a.Op == OpWait { // wait_until acquires
+					edge(i, j, c.exec[i], c.early[j])
+				}
+			}
+		}
+	}
+	// barrier_all: everything before the k-th barrier anywhere precedes everything after it anywhere,
+	// with release (plain stores reach memory) and acquire (plain loads read memory afresh).
+	for i := range c.evs {
+		if !c.evs[i].memory() {
+			continue
+		}
+		for j := range c.evs {
+			if c.evs[j].memory() && epoch[i] < epoch[j] {
+				edge(i, j, c.late[i], c.early[j])
+			}
+		}
+	}
+}
+
+// Result is the model's answer for one test in one mode.
+type Result struct {
+	Test       *Test
+	Mode       Mode
+	Keys       []string // what a final state records
+	States     []string // allowed final states, formatted, sorted
+	Witnesses  map[string]int
+	Executions int // candidate executions the mode allows
+	Positive   int // allowed final states satisfying the condition's proposition
+	Negative   int
+	Verdict    Verdict // Allowed iff Positive > 0
+}
+
+// Allows reports whether the mode allows final state s.
+func (r *Result) Allows(s State) bool {
+	_, ok := r.Witnesses[s.format(r.Keys)]
+	return ok
+}
+
+// Format formats a state with this result's keys.
+func (r *Result) Format(s State) string { return s.format(r.Keys) }
+
+// Ok is herd's validation of the condition: exists holds on some state, ~exists on none, forall on all.
+func (r *Result) Ok() bool {
+	switch r.Test.Quant {
+	case NotExists:
+		return r.Positive == 0
+	case Forall:
+		return r.Negative == 0
+	}
+	return r.Positive > 0
+}
+
+// Observation is herd's Never/Sometimes/Always for the proposition.
+func (r *Result) Observation() string {
+	switch {
+	case r.Positive == 0:
+		return "Never"
+	case r.Negative == 0:
+		return "Always"
+	}
+	return "Sometimes"
+}
+
+// Print writes the result herd-style.
+func (r *Result) Print(w io.Writer) {
+	fmt.Fprintf(w, "Test %s %s\n", r.Test.Name, r.Mode)
+	fmt.Fprintf(w, "States %d\n", len(r.States))
+	for _, s := range r.States {
+		fmt.Fprintf(w, "%s\n", s)
+	}
+	if r.Ok() {
+		fmt.Fprintln(w, "Ok")
+	} else {
+		fmt.Fprintln(w, "No")
+	}
+	fmt.Fprintf(w, "Witnesses\nPositive: %d Negative: %d\n", r.Positive, r.Negative)
+	fmt.Fprintf(w, "Condition %s (%s)\n", r.Test.Quant, r.Test.Cond)
+	fmt.Fprintf(w, "Observation %s %s %d %d\n", r.Test.Name, r.Observation(), r.Positive, r.Negative)
+	fmt.Fprintf(w, "Verdict %s %s\n", r.Mode, r.Verdict)
+}
+
+// Check decides t in mode with options opt: every allowed final state and the verdict.
+func Check(t *Test, mode Mode, opt Options) (*Result, error) {
+	c, err := newChecker(t, mode, opt)
+	if err != nil {
+		return nil, err
+	}
+	c.run()
+	r := &Result{Test: t, Mode: mode, Keys: c.keys, Witnesses: c.counts, Executions: c.execs}
+	for k, s := range c.states {
+		r.States = append(r.States, k)
+		if t.EvalState(s) {
+			r.Positive++
+		} else {
+			r.Negative++
+		}
+	}
+	sort.Strings(r.States)
+	r.Verdict = Forbidden
+	if r.Positive > 0 {
+		r.Verdict = Allowed
+	}
+	return r, nil
+}
+
+// Enumerate calls fn for every candidate execution of t that mode allows.
+func Enumerate(t *Test, mode Mode, opt Options, fn func(*Execution)) error {
+	c, err := newChecker(t, mode, opt)
+	if err != nil {
+		return err
+	}
+	c.fn = fn
+	c.run()
+	return nil
+}
+
+func (c *checker) run() {
+	n := len(c.evs)
+	c.states, c.counts = map[string]State{}, map[string]int{}
+	c.succeed, c.src, c.coPos, c.val = make([]bool, n), make([]int, n), make([]int, n), make([]int64, n)
+	c.co = make([][]int, len(c.locs))
+	var cswaps []int
+	for i := range c.evs {
+		if c.evs[i].Op == OpCSwap {
+			cswaps = append(cswaps, i)
+		}
+	}
+	for mask := 0; mask < 1<<len(cswaps); mask++ {
+		for k, i := range cswaps {
+			c.succeed[i] = mask&(1<<k) != 0
+			c.evs[i].Write = c.succeed[i]
+		}
+		for _, l := range c.locs {
+			l.writes, l.reads = nil, nil
+		}
+		for i := range c.evs {
+			e := &c.evs[i]
+			if !e.memory() {
+				continue
+			}
+			l := c.locs[c.locOf[e.Loc]]
+			if e.Write {
+				l.writes = append(l.writes, i)
+			}
+			if e.Read {
+				l.reads = append(l.reads, i)
+			}
+		}
+		c.location(0, c.base.clone())
+	}
+}
+
+// location enumerates co, then rf, of location li, pruning on each new edge.
+func (c *checker) location(li int, g graph) {
+	if li == len(c.locs) {
+		c.record()
+		return
+	}
+	l := c.locs[li]
+	c.co[li] = c.co[li][:0]
+	used := make([]bool, len(l.writes))
+	var perm func(g graph)
+	perm = func(g graph) {
+		if len(c.co[li]) == len(l.writes) {
+			for pos, w := range c.co[li] {
+				c.coPos[w] = pos
+			}
+			c.reads(li, 0, g)
+			return
+		}
+		for k, w := range l.writes {
+			if used[k] {
+				continue
+			}
+			g2 := g
+			if m := len(c.co[li]); m > 0 {
+				g2 = g.clone()
+				if !g2.add(c.late[c.co[li][m-1]], c.late[w]) {
+					continue
+				}
+			}
+			used[k] = true
+			c.co[li] = append(c.co[li], w)
+			perm(g2)
+			c.co[li] = c.co[li][:len(c.co[li])-1]
+			used[k] = false
+		}
+	}
+	perm(g)
+}
+
+// readPoint is where a read observes memory.
+func (c *checker) readPoint(r int) int { return c.early[r] }
+
+// srcPoint is where write w becomes visible to read r: a PE sees its own plain store from the
+// moment it executes; everyone else when it reaches memory.
+func (c *checker) srcPoint(w, r int) int {
+	if c.evs[w].Plain && c.evs[r].Plain && c.evs[w].PE == c.evs[r].PE {
+		return c.exec[w]
+	}
+	return c.late[w]
+}
+
+func (c *checker) reads(li, ri int, g graph) {
+	l := c.locs[li]
+	if ri == len(l.reads) {
+		if c.values(li) {
+			c.location(li+1, g)
+		}
+		return
+	}
+	r := l.reads[ri]
+	e := &c.evs[r]
+	// latest po-earlier plain store of a plain load: the load must not read anything older.
+	own := -1
+	if e.Plain {
+		for _, w := range l.writes {
+			if c.evs[w].Plain && c.evs[w].PE == e.PE && c.evs[w].Index < e.Index && (own < 0 || c.evs[w].Index > c.evs[own].Index) {
+				own = w
+			}
+		}
+	}
+	for k := -1; k < len(l.writes); k++ {
+		src, pos := -1, -1
+		if k >= 0 {
+			src = l.writes[k]
+			pos = c.coPos[src]
+		}
+		if src == r {
+			continue
+		}
+		if e.Write && !c.atomicOK(li, pos, r) {
+			continue
+		}
+		if own >= 0 && pos < c.coPos[own] {
+			continue
+		}
+		g2 := g.clone()
+		ok := true
+		if src >= 0 {
+			ok = g2.add(c.srcPoint(src, r), c.readPoint(r))
+		}
+		for _, w := range c.co[li][pos+1:] {
+			if ok && w != r {
+				ok = g2.add(c.readPoint(r), c.late[w])
+			}
+		}
+		if !ok {
+			continue
+		}
+		c.src[r] = src
+		c.reads(li, ri+1, g2)
+	}
+}
+
+// atomicOK: the read-modify-write r reads the write at co position pos, and no AMO (or, with
+// AtomicAllWrites, no write at all) lands between that write and r.
+func (c *checker) atomicOK(li, pos, r int) bool {
+	if pos >= c.coPos[r] {
+		return false
+	}
+	for _, w := range c.co[li][pos+1 : c.coPos[r]] {
+		if c.opt.AtomicAllWrites || c.evs[w].AMO {
+			return false
+		}
+	}
+	return true
+}
+
+// values computes the location's values in co order and rejects unsatisfied waits and wrong cswap
+// guesses.
+func (c *checker) values(li int) bool {
+	l := c.locs[li]
+	read := func(r int) int64 {
+		if c.src[r] < 0 {
+			return l.init
+		}
+		return c.val[c.src[r]]
+	}
+	for _, w := range c.co[li] {
+		in, e := c.ins[w], &c.evs[w]
+		switch {
+		case e.Op == OpPutSig && e.Part == 1:
+			c.val[w] = in.New
+			if in.SigOp == SigAdd {
+				c.val[w] += read(w)
+			}
+		case e.Op == OpFAdd || e.Op == OpAdd:
+			c.val[w] = read(w) + in.Val
+		case e.Op == OpCSwap:
+			c.val[w] = in.New
+		default:
+			c.val[w] = in.Val
+		}
+	}
+	for _, r := range l.reads {
+		v := read(r)
+		e := &c.evs[r]
+		switch {
+		case e.Op == OpWait && !c.ins[r].Cmp.Holds(v, c.ins[r].Val):
+			return false
+		case e.Op == OpCSwap && (v == c.ins[r].Val) != c.succeed[r]:
+			return false
+		}
+		if e.Write {
+			continue // its slot holds the written value; the register gets the read one below
+		}
+		c.val[r] = v
+	}
+	return true
+}
+
+func (c *checker) regValue(r int) int64 {
+	if c.evs[r].Write { // read-modify-write: the register holds the old value
+		l := c.locs[c.locOf[c.evs[r].Loc]]
+		if c.src[r] < 0 {
+			return l.init
+		}
+		return c.val[c.src[r]]
+	}
+	return c.val[r]
+}
+
+func (c *checker) record() {
+	s := State{}
+	for i := range c.evs {
+		if c.evs[i].Reg != "" {
+			s[regKey(c.evs[i].PE, c.evs[i].Reg)] = c.regValue(i)
+		}
+	}
+	for li, l := range c.locs {
+		v := l.init
+		if n := len(c.co[li]); n > 0 {
+			v = c.val[c.co[li][n-1]]
+		}
+		s[l.loc.String()] = v
+	}
+	k := s.format(c.keys)
+	if _, ok := c.states[k]; !ok {
+		proj := State{}
+		for _, key := range c.keys {
+			proj[key] = s[key]
+		}
+		c.states[k] = proj
+	}
+	c.counts[k]++
+	c.execs++
+	if c.fn != nil {
+		c.fn(c.execution(s))
+	}
+}
+
+func (c *checker) execution(s State) *Execution {
+	x := &Execution{Events: append([]Event(nil), c.evs...), Ord: c.ord, Values: map[int]int64{}, Final: s}
+	for i := range c.evs {
+		for j := i + 1; j < len(c.evs); j++ {
+			if c.evs[i].PE == c.evs[j].PE {
+				x.PO = append(x.PO, [2]int{i, j})
+			}
+		}
+		if c.evs[i].Read && c.evs[i].Write {
+			x.RMW = append(x.RMW, i)
+		}
+		if c.evs[i].Read {
+			x.RF = append(x.RF, [2]int{c.src[i], i})
+			x.Values[i] = c.regValue(i)
+			pos := -1
+			if c.src[i] >= 0 {
+				pos = c.coPos[c.src[i]]
+			}
+			for _, w := range c.co[c.locOf[c.evs[i].Loc]][pos+1:] {
+				if w != i {
+					x.FR = append(x.FR, [2]int{i, w})
+				}
+			}
+		}
+		if c.evs[i].Write {
+			x.Values[i] = c.val[i]
+		}
+	}
+	for li := range c.locs {
+		prev := -1
+		for _, w := range c.co[li] {
+			x.CO = append(x.CO, [2]int{prev, w})
+			prev = w
+		}
+	}
+	return x
+}

@@ -1,0 +1,269 @@
+package memmodel
+
+import "fmt"
+
+// Op is a litmus instruction: one API call or one plain access.
+type Op int
+
+// The instructions of the litmus language (README of ../shared/litmus).
+const (
+	OpSt      Op = iota // st x v: plain store to the PE's own copy, through its caches
+	OpLd                // ld r x: plain load of the PE's own copy, through its caches
+	OpPut               // put x@q v: blocking put
+	OpPutNBI            // put_nbi x@q v
+	OpGet               // get r x@q: blocking get
+	OpGetNBI            // get_nbi r x@q: value defined after the next quiet
+	OpFAdd              // fadd r x@q v: fetching atomic add
+	OpSwap              // swap r x@q v
+	OpCSwap             // cswap r x@q c n
+	OpFetch             // fetch r x@q: atomic fetch
+	OpAdd               // add x@q v: non-fetching atomic add
+	OpSet               // set x@q v: non-fetching atomic set
+	OpPutSig            // putsig x@q v s@q set|add k
+	OpWait              // wait x OP v: wait_until on the PE's own copy
+	OpFence             // fence
+	OpQuiet             // quiet
+	OpBarrier           // barrier (barrier_all over the PEs that run code)
+)
+
+var opNames = [...]string{"st", "ld", "put", "put_nbi", "get", "get_nbi", "fadd", "swap", "cswap",
+	"fetch", "add", "set", "putsig", "wait", "fence", "quiet", "barrier"}
+
+func (o Op) String() string {
+	if o >= 0 && int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Cmp is a wait_until comparison.
+type Cmp int
+
+// The comparisons of wait_until.
+const (
+	CmpEQ Cmp = iota
+	CmpNE
+	CmpLT
+	CmpLE
+	CmpGT
+	CmpGE
+)
+
+var cmpNames = [...]string{"==", "!=", "<", "<=", ">", ">="}
+
+func (c Cmp) String() string {
+	if c >= 0 && int(c) < len(cmpNames) {
+		return cmpNames[c]
+	}
+	return fmt.Sprintf("Cmp(%d)", int(c))
+}
+
+// Holds reports whether v OP want.
+func (c Cmp) Holds(v, want int64) bool {
+	switch c {
+	case CmpEQ:
+		return v == want
+	case CmpNE:
+		return v != want
+	case CmpLT:
+		return v < want
+	case CmpLE:
+		return v <= want
+	case CmpGT:
+		return v > want
+	case CmpGE:
+		return v >= want
+	}
+	return false
+}
+
+// SigOp is how put-with-signal updates the signal word.
+type SigOp int
+
+// Signal updates.
+const (
+	SigSet SigOp = iota
+	SigAdd
+)
+
+func (s SigOp) String() string {
+	if s == SigAdd {
+		return "add"
+	}
+	return "set"
+}
+
+// Loc is a symmetric variable in one PE's heap: x@PE.
+type Loc struct {
+	Var string
+	PE  int
+}
+
+func (l Loc) String() string { return fmt.Sprintf("%s@%d", l.Var, l.PE) }
+
+// Instr is one instruction of a PE's column. Fields an Op does not use are zero.
+type Instr struct {
+	Op    Op
+	Reg   string // destination register (ld, get, get_nbi, fadd, swap, cswap, fetch)
+	Loc   Loc    // accessed variable; for st, ld and wait the PE's own copy
+	Val   int64  // stored/put/operand value; cswap's compare value; wait's operand
+	New   int64  // cswap's new value; putsig's signal value
+	Sig   Loc    // putsig's signal word
+	SigOp SigOp  // putsig's signal update
+	Cmp   Cmp    // wait's comparison
+}
+
+// Column is the code one PE runs.
+type Column struct {
+	PE     int
+	Instrs []Instr
+}
+
+// InitVal gives a variable a non-zero start value.
+type InitVal struct {
+	Loc Loc
+	Val int64
+}
+
+// Quant is the quantifier of a final condition.
+type Quant int
+
+// Quantifiers, as in herd.
+const (
+	Exists Quant = iota
+	NotExists
+	Forall
+)
+
+func (q Quant) String() string {
+	switch q {
+	case NotExists:
+		return "~exists"
+	case Forall:
+		return "forall"
+	}
+	return "exists"
+}
+
+// PropKind says what a Prop node is.
+type PropKind int
+
+// Proposition nodes.
+const (
+	PropTrue PropKind = iota
+	PropFalse
+	PropReg // PE:Reg = Val
+	PropMem // Loc = Val
+	PropNot
+	PropAnd
+	PropOr
+)
+
+// Prop is a proposition over final register and memory values.
+type Prop struct {
+	Kind PropKind
+	PE   int    // PropReg
+	Reg  string // PropReg
+	Loc  Loc    // PropMem
+	Val  int64  // PropReg, PropMem
+	Args []Prop // PropNot (one), PropAnd, PropOr (two or more)
+}
+
+// Verdict is what the model says about a test's condition in one mode.
+type Verdict int
+
+// Verdicts. Allowed: some execution the mode allows satisfies the condition's proposition.
+const (
+	VerdictNone Verdict = iota // no expectation given
+	Allowed
+	Forbidden
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Allowed:
+		return "Allowed"
+	case Forbidden:
+		return "Forbidden"
+	}
+	return "None"
+}
+
+// Test is one litmus test.
+type Test struct {
+	Name    string
+	Init    []InitVal // sorted by location
+	Columns []Column
+	Quant   Quant
+	Cond    Prop
+	// Expect holds the expected verdict per mode (VerdictNone when the test has no expect line).
+	ExpectStrict, ExpectBypass Verdict
+}
+
+// Expect returns the expected verdict in mode m.
+func (t *Test) Expect(m Mode) Verdict {
+	if m == Bypass {
+		return t.ExpectBypass
+	}
+	return t.ExpectStrict
+}
+
+// Mode selects the axioms.
+type Mode int
+
+// The two modes of the model.
+const (
+	Strict Mode = iota
+	Bypass
+)
+
+func (m Mode) String() string {
+	if m == Bypass {
+		return "bypass"
+	}
+	return "strict"
+}
+
+// ParseMode reads "strict" or "bypass".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "strict":
+		return Strict, nil
+	case "bypass":
+		return Bypass, nil
+	}
+	return 0, fmt.Errorf("memmodel: unknown mode %q (want strict or bypass)", s)
+}
+
+// Eval evaluates p against final register values regs (key "PE:reg") and memory mem.
+func (p *Prop) Eval(regs map[string]int64, mem map[Loc]int64) bool {
+	switch p.Kind {
+	case PropTrue:
+		return true
+	case PropFalse:
+		return false
+	case PropReg:
+		return regs[regKey(p.PE, p.Reg)] == p.Val
+	case PropMem:
+		return mem[p.Loc] == p.Val
+	case PropNot:
+		return !p.Args[0].Eval(regs, mem)
+	case PropAnd:
+		for i := range p.Args {
+			if !p.Args[i].Eval(regs, mem) {
+				return false
+			}
+		}
+		return true
+	case PropOr:
+		for i := range p.Args {
+			if p.Args[i].Eval(regs, mem) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+func regKey(pe int, reg string) string { return fmt.Sprintf("%d:%s", pe, reg) }

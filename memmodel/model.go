@@ -1,0 +1,200 @@
+package memmodel
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Options are the interpretation choices the OpenSHMEM specification leaves open. DefaultOptions
+// documents the defaults; MODEL.md explains each.
+type Options struct {
+	// FenceOrdersStores: fence orders the PE's prior plain stores before its later deliveries to the
+	// same PE (OpenSHMEM 1.5's fence orders "memory store operations"; default true).
+	FenceOrdersStores bool
+	// BlockingFetchOrders: a blocking get or fetching AMO is performed before any later operation of
+	// the PE (OpenSHMEM: the value is returned before the call returns; default true). False is
+	// NVSHMEM's reading, under which only fence/quiet order them.
+	BlockingFetchOrders bool
+	// AtomicAllWrites: AMOs are atomic with respect to every write, not only other AMOs (default
+	// false: OpenSHMEM promises atomicity only among AMOs).
+	AtomicAllWrites bool
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{FenceOrdersStores: true, BlockingFetchOrders: true}
+}
+
+// Event is one memory access of a candidate execution. Fence, quiet and barrier are events too
+// (no location), so that po lists them.
+type Event struct {
+	ID    int
+	PE    int    // the PE whose column issues it
+	Index int    // instruction index in that column
+	Op    Op     // the instruction it comes from
+	Part  int    // putsig: 0 the data write, 1 the signal update
+	Loc   Loc    // accessed location (memory events)
+	Plain bool   // through the issuing PE's caches (st, ld)
+	Read  bool   // reads Loc
+	Write bool   // writes Loc (a failed cswap does not)
+	AMO   bool   // an atomic memory operation (atomic among AMOs)
+	Reg   string // register receiving the value read
+}
+
+func (e *Event) memory() bool { return e.Read || e.Write || e.Op == OpCSwap }
+
+// delivery reports whether fence orders the event's delivery to its target PE.
+func (e *Event) delivery(o Options) bool {
+	switch e.Op {
+	case OpPut, OpPutNBI, OpFAdd, OpSwap, OpCSwap, OpFetch, OpAdd, OpSet, OpPutSig:
+		return true
+	case OpSt:
+		return o.FenceOrdersStores
+	}
+	return false
+}
+
+func (e *Event) blockingFetch() bool {
+	switch e.Op {
+	case OpGet, OpFAdd, OpSwap, OpCSwap, OpFetch:
+		return true
+	}
+	return false
+}
+
+func (e *Event) String() string {
+	s := fmt.Sprintf("e%d:PE%d.%d %s", e.ID, e.PE, e.Index, e.Op)
+	if e.Op == OpPutSig {
+		s += []string{"(data)", "(signal)"}[e.Part]
+	}
+	if e.memory() {
+		s += " " + e.Loc.String()
+	}
+	return s
+}
+
+// Execution is one candidate execution the mode allows, with its relations as event-ID pairs.
+type Execution struct {
+	Events []Event
+	PO     [][2]int      // program order (transitive), per PE
+	RF     [][2]int      // reads-from; source -1 is the initial value
+	CO     [][2]int      // coherence order, per location (immediate pairs; -1 is the initial value)
+	FR     [][2]int      // from-reads
+	RMW    []int         // events that read and write atomically
+	Ord    [][2]int      // API-preserved order (event pairs some preserved-order rule relates)
+	Values map[int]int64 // value read by each reading event, value written by each writing event
+	Final  State
+}
+
+// State is a final state: registers "PE:reg" and memory "x@PE" to values.
+type State map[string]int64
+
+// String formats s herd-style with keys in the order of keys.
+func (s State) format(keys []string) string {
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%d; ", k, s[k])
+	}
+	return strings.TrimSuffix(b.String(), " ")
+}
+
+// StateKeys lists what a final state of t records: every register, then every location the
+// condition names.
+func StateKeys(t *Test) []string {
+	var regs []string
+	type rk struct {
+		pe  int
+		reg string
+	}
+	var rs []rk
+	for _, c := range t.Columns {
+		for _, in := range c.Instrs {
+			if in.Reg != "" {
+				rs = append(rs, rk{c.PE, in.Reg})
+			}
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].pe != rs[j].pe {
+			return rs[i].pe < rs[j].pe
+		}
+		return rs[i].reg < rs[j].reg
+	})
+	for _, r := range rs {
+		regs = append(regs, regKey(r.pe, r.reg))
+	}
+	locs := condLocs(t)
+	for _, l := range locs {
+		regs = append(regs, l.String())
+	}
+	return regs
+}
+
+func condLocs(t *Test) []Loc {
+	seen := map[Loc]bool{}
+	var locs []Loc
+	var walk func(p *Prop)
+	walk = func(p *Prop) {
+		if p.Kind == PropMem && !seen[p.Loc] {
+			seen[p.Loc] = true
+			locs = append(locs, p.Loc)
+		}
+		for i := range p.Args {
+			walk(&p.Args[i])
+		}
+	}
+	walk(&t.Cond)
+	sort.Slice(locs, func(i, j int) bool { return locLess(locs[i], locs[j]) })
+	return locs
+}
+
+// EvalState evaluates the test's condition proposition on a final state.
+func (t *Test) EvalState(s State) bool {
+	regs := map[string]int64{}
+	mem := map[Loc]int64{}
+	for k, v := range s {
+		regs[k] = v
+	}
+	for _, l := range condLocs(t) {
+		mem[l] = s[l.String()]
+	}
+	return t.Cond.Eval(regs, mem)
+}
+
+// Events lists the events of t's instructions in column order.
+func Events(t *Test) []Event {
+	var evs []Event
+	add := func(e Event) {
+		e.ID = len(evs)
+		evs = append(evs, e)
+	}
+	for _, c := range t.Columns {
+		for i, in := range c.Instrs {
+			e := Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Loc, Reg: in.Reg}
+			switch in.Op {
+			case OpSt:
+				e.Plain, e.Write = true, true
+			case OpLd:
+				e.Plain, e.Read = true, true
+			case OpPut, OpPutNBI:
+				e.Write = true
+			case OpGet, OpGetNBI, OpWait:
+				e.Read = true
+			case OpFAdd, OpSwap, OpCSwap, OpAdd:
+				e.Read, e.Write, e.AMO = true, true, true
+			case OpFetch:
+				e.Read, e.AMO = true, true
+			case OpSet:
+				e.Write, e.AMO = true, true
+			case OpPutSig:
+				e.Write = true
+				add(e)
+				e = Event{PE: c.PE, Index: i, Op: in.Op, Part: 1, Loc: in.Sig, Write: true, AMO: true}
+				e.Read = in.SigOp == SigAdd
+			}
+			add(e)
+		}
+	}
+	return evs
+}

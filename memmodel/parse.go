@@ -1,0 +1,646 @@
+package memmodel
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxPE bounds the PE numbers a litmus test may name.
+const MaxPE = 63
+
+// ParseError points at the offending line and column (both from 1).
+type ParseError struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+type tokKind int
+
+const (
+	tEOF tokKind = iota
+	tWord
+	tPunct
+)
+
+type token struct {
+	kind      tokKind
+	text      string
+	line, col int
+}
+
+type parser struct {
+	file      string
+	src       string
+	off       int
+	line, col int
+	tok       token // current token
+	err       *ParseError
+}
+
+// ParseFile parses every test of one litmus file; name is used in error positions.
+func ParseFile(name string, src []byte) ([]*Test, error) {
+	p := &parser{file: name, src: string(src), line: 1, col: 1}
+	if !utf8.Valid(src) {
+		return nil, &ParseError{name, 1, 1, "file is not valid UTF-8"}
+	}
+	p.next()
+	var tests []*Test
+	for p.tok.kind != tEOF {
+		t := p.test()
+		if p.err != nil {
+			return nil, p.err
+		}
+		tests = append(tests, t)
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	if len(tests) == 0 {
+		return nil, &ParseError{name, p.line, p.col, "no test (want a line starting with SHMEM)"}
+	}
+	return tests, nil
+}
+
+// Parse parses a source holding exactly one test.
+func Parse(name string, src []byte) (*Test, error) {
+	ts, err := ParseFile(name, src)
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) != 1 {
+		return nil, fmt.Errorf("%s: holds %d tests, want 1", name, len(ts))
+	}
+	return ts[0], nil
+}
+
+func (p *parser) failAt(line, col int, format string, args ...any) {
+	if p.err == nil {
+		p.err = &ParseError{p.file, line, col, fmt.Sprintf(format, args...)}
+	}
+	p.tok = token{kind: tEOF, line: line, col: col}
+	p.off = len(p.src)
+}
+
+func (p *parser) fail(format string, args ...any) { p.failAt(p.tok.line, p.tok.col, format, args...) }
+
+func (p *parser) advance(n int) {
+	for i := 0; i < n && p.off < len(p.src); i++ {
+		if p.src[p.off] == '\n' {
+			p.line++
+			p.col = 1
+		} else if p.src[p.off]&0xC0 != 0x80 {
+			p.col++
+		}
+		p.off++
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '+' || c == '-' || c == '.'
+}
+
+// skipSpace skips blanks and (* comments *).
+func (p *parser) skipSpace() {
+	for p.off < len(p.src) {
+		c := p.src[p.off]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			p.advance(1)
+		case strings.HasPrefix(p.src[p.off:], "(*"):
+			l, cl := p.line, p.col
+			end := strings.Index(p.src[p.off+2:], "*)")
+			if end < 0 {
+				p.failAt(l, cl, "comment never closed (want *))")
+				return
+			}
+			p.advance(end + 4)
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) next() {
+	if p.err != nil {
+		return
+	}
+	p.skipSpace()
+	if p.err != nil {
+		return
+	}
+	t := token{line: p.line, col: p.col}
+	if p.off >= len(p.src) {
+		t.kind = tEOF
+		p.tok = t
+		return
+	}
+	c := p.src[p.off]
+	if isWordByte(c) {
+		n := 0
+		for p.off+n < len(p.src) && isWordByte(p.src[p.off+n]) {
+			n++
+		}
+		t.kind, t.text = tWord, p.src[p.off:p.off+n]
+		p.advance(n)
+		p.tok = t
+		return
+	}
+	for _, op := range []string{"==", "!=", "<=", ">=", `/\`, `\/`, "|", ";", "{", "}", "(", ")", "@", ":", "=", "<", ">", "~"} {
+		if strings.HasPrefix(p.src[p.off:], op) {
+			t.kind, t.text = tPunct, op
+			p.advance(len(op))
+			p.tok = t
+			return
+		}
+	}
+	r, _ := utf8.DecodeRuneInString(p.src[p.off:])
+	p.failAt(p.line, p.col, "unexpected character %q", r)
+}
+
+func (p *parser) is(text string) bool { return p.tok.kind != tEOF && p.tok.text == text }
+
+func (p *parser) describe() string {
+	if p.tok.kind == tEOF {
+		return "end of file"
+	}
+	return strconv.Quote(p.tok.text)
+}
+
+func (p *parser) expect(text string) {
+	if !p.is(text) {
+		p.fail("want %q, found %s", text, p.describe())
+		return
+	}
+	p.next()
+}
+
+func (p *parser) int() int64 {
+	if p.tok.kind != tWord {
+		p.fail("want a number, found %s", p.describe())
+		return 0
+	}
+	v, err := strconv.ParseInt(p.tok.text, 10, 64)
+	if err != nil {
+		p.fail("want a number, found %s", p.describe())
+		return 0
+	}
+	p.next()
+	return v
+}
+
+func isIdent(s string) bool {
+	if s == "" || !(s[0] == '_' || s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *parser) ident(what string) string {
+	if p.tok.kind != tWord || !isIdent(p.tok.text) {
+		p.fail("want %s name, found %s", what, p.describe())
+		return ""
+	}
+	s := p.tok.text
+	p.next()
+	return s
+}
+
+func (p *parser) pe() int {
+	line, col := p.tok.line, p.tok.col
+	v := p.int()
+	if p.err == nil && (v < 0 || v > MaxPE) {
+		p.failAt(line, col, "PE %d out of range 0..%d", v, MaxPE)
+	}
+	return int(v)
+}
+
+// loc reads x@q, or a bare x meaning own's copy.
+func (p *parser) loc(own int) Loc {
+	v := p.ident("variable")
+	if p.is("@") {
+		p.next()
+		return Loc{v, p.pe()}
+	}
+	return Loc{v, own}
+}
+
+// ownLoc reads a variable that must be the PE's own copy (plain accesses, wait).
+func (p *parser) ownLoc(own int, op string) Loc {
+	line, col := p.tok.line, p.tok.col
+	l := p.loc(own)
+	if p.err == nil && l.PE != own {
+		p.failAt(line, col, "%s on PE%d names %s: plain accesses and waits reach only the PE's own copy", op, own, l)
+	}
+	return l
+}
+
+// rawName reads the test name: the rest of the word after SHMEM, any characters but blanks.
+func (p *parser) rawName() string {
+	for p.off < len(p.src) && (p.src[p.off] == ' ' || p.src[p.off] == '\t') {
+		p.advance(1)
+	}
+	n := 0
+	for p.off+n < len(p.src) && !strings.ContainsRune(" \t\r\n", rune(p.src[p.off+n])) {
+		n++
+	}
+	if n == 0 {
+		p.failAt(p.line, p.col, "want the test name after SHMEM")
+		return ""
+	}
+	s := p.src[p.off : p.off+n]
+	p.advance(n)
+	p.next()
+	return s
+}
+
+func (p *parser) test() *Test {
+	if !(p.tok.kind == tWord && p.tok.text == "SHMEM") {
+		p.fail("want SHMEM and the test name, found %s", p.describe())
+		return nil
+	}
+	if p.off < len(p.src) && !strings.ContainsRune(" \t", rune(p.src[p.off])) {
+		p.fail("want SHMEM and the test name, found %s", p.describe())
+		return nil
+	}
+	line, col := p.tok.line, p.tok.col
+	t := &Test{Name: p.rawName()}
+	if p.is("{") {
+		p.init(t)
+	}
+	p.header(t)
+	p.rows(t)
+	p.condition(t)
+	if p.tok.kind == tWord && p.tok.text == "expect" {
+		p.expectLine(t)
+	}
+	if p.err == nil {
+		p.validate(t, line, col)
+	}
+	return t
+}
+
+func (p *parser) init(t *Test) {
+	p.expect("{")
+	seen := map[Loc]bool{}
+	for p.err == nil && !p.is("}") {
+		line, col := p.tok.line, p.tok.col
+		v := p.ident("variable")
+		p.expect("@")
+		l := Loc{v, p.pe()}
+		p.expect("=")
+		val := p.int()
+		if p.err != nil {
+			return
+		}
+		if seen[l] {
+			p.failAt(line, col, "%s initialized twice", l)
+			return
+		}
+		seen[l] = true
+		t.Init = append(t.Init, InitVal{l, val})
+		if !p.is("}") {
+			p.expect(";")
+		}
+	}
+	p.expect("}")
+	sortInit(t.Init)
+}
+
+func sortInit(iv []InitVal) {
+	sort.Slice(iv, func(i, j int) bool { return locLess(iv[i].Loc, iv[j].Loc) })
+}
+
+func locLess(a, b Loc) bool {
+	if a.PE != b.PE {
+		return a.PE < b.PE
+	}
+	return a.Var < b.Var
+}
+
+func (p *parser) header(t *Test) {
+	seen := map[int]bool{}
+	for p.err == nil {
+		line, col := p.tok.line, p.tok.col
+		if p.tok.kind != tWord || !strings.HasPrefix(p.tok.text, "PE") {
+			p.fail("want a column header PEn, found %s", p.describe())
+			return
+		}
+		n, err := strconv.Atoi(p.tok.text[2:])
+		if err != nil || n < 0 || n > MaxPE || p.tok.text[2:] != strconv.Itoa(n) {
+			p.fail("bad column header %s: want PE0..PE%d", p.describe(), MaxPE)
+			return
+		}
+		if seen[n] {
+			p.failAt(line, col, "column PE%d appears twice", n)
+			return
+		}
+		seen[n] = true
+		t.Columns = append(t.Columns, Column{PE: n})
+		p.next()
+		if p.is(";") {
+			p.next()
+			return
+		}
+		p.expect("|")
+	}
+}
+
+func (p *parser) atCondition() bool {
+	return p.tok.kind == tWord && (p.tok.text == "exists" || p.tok.text == "forall") || p.is("~")
+}
+
+func (p *parser) rows(t *Test) {
+	for p.err == nil && !p.atCondition() {
+		if p.tok.kind == tEOF {
+			p.fail("want a row or the final condition (exists ...), found end of file")
+			return
+		}
+		for i := range t.Columns {
+			c := &t.Columns[i]
+			if !p.is("|") && !p.is(";") {
+				in := p.instr(c.PE)
+				if p.err != nil {
+					return
+				}
+				c.Instrs = append(c.Instrs, in)
+			}
+			if i < len(t.Columns)-1 {
+				if p.is(";") {
+					p.fail("row has %d cells, want %d (one per column)", i+1, len(t.Columns))
+					return
+				}
+				p.expect("|")
+			} else if !p.is(";") {
+				if p.is("|") {
+					p.fail("row has more cells than the %d columns", len(t.Columns))
+				} else {
+					p.fail("want ';' at the end of the row, found %s", p.describe())
+				}
+				return
+			}
+		}
+		p.expect(";")
+	}
+}
+
+func (p *parser) reg() string { return p.ident("register") }
+
+func (p *parser) instr(own int) Instr {
+	line, col := p.tok.line, p.tok.col
+	if p.tok.kind != tWord {
+		p.fail("want an instruction, found %s", p.describe())
+		return Instr{}
+	}
+	name := p.tok.text
+	op := Op(-1)
+	for i, n := range opNames {
+		if n == name {
+			op = Op(i)
+		}
+	}
+	if op < 0 {
+		p.fail("unknown instruction %q", name)
+		return Instr{}
+	}
+	p.next()
+	in := Instr{Op: op}
+	switch op {
+	case OpSt:
+		in.Loc = p.ownLoc(own, "st")
+		in.Val = p.int()
+	case OpLd:
+		in.Reg = p.reg()
+		in.Loc = p.ownLoc(own, "ld")
+	case OpPut, OpPutNBI, OpAdd, OpSet:
+		in.Loc = p.loc(own)
+		in.Val = p.int()
+	case OpGet, OpGetNBI, OpFetch:
+		in.Reg = p.reg()
+		in.Loc = p.loc(own)
+	case OpFAdd, OpSwap:
+		in.Reg = p.reg()
+		in.Loc = p.loc(own)
+		in.Val = p.int()
+	case OpCSwap:
+		in.Reg = p.reg()
+		in.Loc = p.loc(own)
+		in.Val = p.int()
+		in.New = p.int()
+	case OpPutSig:
+		in.Loc = p.loc(own)
+		in.Val = p.int()
+		sl, sc := p.tok.line, p.tok.col
+		in.Sig = p.loc(own)
+		if p.err == nil && in.Sig.PE != in.Loc.PE {
+			p.failAt(sl, sc, "putsig on PE%d: signal %s is not on the data's PE %d", own, in.Sig, in.Loc.PE)
+			return in
+		}
+		if p.err == nil && in.Sig.Var == in.Loc.Var {
+			p.failAt(sl, sc, "putsig on PE%d: signal %s is the data word itself", own, in.Sig)
+			return in
+		}
+		switch {
+		case p.tok.kind == tWord && p.tok.text == "set":
+			in.SigOp = SigSet
+		case p.tok.kind == tWord && p.tok.text == "add":
+			in.SigOp = SigAdd
+		default:
+			p.fail("want set or add, found %s", p.describe())
+			return in
+		}
+		p.next()
+		in.New = p.int()
+	case OpWait:
+		in.Loc = p.ownLoc(own, "wait")
+		found := false
+		for i, n := range cmpNames {
+			if p.tok.kind == tPunct && p.tok.text == n {
+				in.Cmp = Cmp(i)
+				found = true
+			}
+		}
+		if !found {
+			p.fail("want a comparison (== != < <= > >=), found %s", p.describe())
+			return in
+		}
+		p.next()
+		in.Val = p.int()
+	case OpFence, OpQuiet, OpBarrier:
+	}
+	if p.err == nil && !p.is("|") && !p.is(";") {
+		p.fail("extra %s after %s (started at %d:%d)", p.describe(), name, line, col)
+	}
+	return in
+}
+
+func (p *parser) condition(t *Test) {
+	switch {
+	case p.is("~"):
+		p.next()
+		if !(p.tok.kind == tWord && p.tok.text == "exists") {
+			p.fail("want exists after ~, found %s", p.describe())
+			return
+		}
+		t.Quant = NotExists
+	case p.is("forall"):
+		t.Quant = Forall
+	default:
+		t.Quant = Exists
+	}
+	p.next()
+	t.Cond = p.prop()
+}
+
+func (p *parser) prop() Prop {
+	first := p.conj()
+	if !p.is(`\/`) {
+		return first
+	}
+	or := Prop{Kind: PropOr, Args: []Prop{first}}
+	for p.err == nil && p.is(`\/`) {
+		p.next()
+		or.Args = append(or.Args, p.conj())
+	}
+	return or
+}
+
+func (p *parser) conj() Prop {
+	first := p.unary()
+	if !p.is(`/\`) {
+		return first
+	}
+	and := Prop{Kind: PropAnd, Args: []Prop{first}}
+	for p.err == nil && p.is(`/\`) {
+		p.next()
+		and.Args = append(and.Args, p.unary())
+	}
+	return and
+}
+
+func (p *parser) unary() Prop {
+	switch {
+	case p.err != nil:
+		return Prop{}
+	case p.is("~"):
+		p.next()
+		return Prop{Kind: PropNot, Args: []Prop{p.unary()}}
+	case p.is("("):
+		p.next()
+		q := p.prop()
+		p.expect(")")
+		return q
+	case p.tok.kind == tWord && p.tok.text == "true":
+		p.next()
+		return Prop{Kind: PropTrue}
+	case p.tok.kind == tWord && p.tok.text == "false":
+		p.next()
+		return Prop{Kind: PropFalse}
+	case p.tok.kind == tWord && p.tok.text[0] >= '0' && p.tok.text[0] <= '9':
+		pe := p.pe()
+		p.expect(":")
+		r := p.reg()
+		p.expect("=")
+		return Prop{Kind: PropReg, PE: pe, Reg: r, Val: p.int()}
+	case p.tok.kind == tWord:
+		v := p.ident("variable")
+		if !p.is("@") {
+			p.fail("want @PE after variable %s in the condition, found %s", v, p.describe())
+			return Prop{}
+		}
+		p.next()
+		l := Loc{v, p.pe()}
+		p.expect("=")
+		return Prop{Kind: PropMem, Loc: l, Val: p.int()}
+	}
+	p.fail("want a condition term (P:reg=v, x@P=v, ~, parentheses), found %s", p.describe())
+	return Prop{}
+}
+
+func (p *parser) verdict() Verdict {
+	switch {
+	case p.tok.kind == tWord && p.tok.text == "Allowed":
+		p.next()
+		return Allowed
+	case p.tok.kind == tWord && p.tok.text == "Forbidden":
+		p.next()
+		return Forbidden
+	}
+	p.fail("want Allowed or Forbidden, found %s", p.describe())
+	return VerdictNone
+}
+
+func (p *parser) expectLine(t *Test) {
+	p.next()
+	n := 0
+	for p.err == nil && p.tok.kind == tWord && (p.tok.text == "strict" || p.tok.text == "bypass") {
+		mode, line, col := p.tok.text, p.tok.line, p.tok.col
+		p.next()
+		p.expect("=")
+		v := p.verdict()
+		dst := &t.ExpectStrict
+		if mode == "bypass" {
+			dst = &t.ExpectBypass
+		}
+		if *dst != VerdictNone {
+			p.failAt(line, col, "expect gives %s twice", mode)
+			return
+		}
+		*dst = v
+		n++
+	}
+	if p.err == nil && n == 0 {
+		p.fail("want strict=... or bypass=... after expect, found %s", p.describe())
+	}
+}
+
+// validate checks what the grammar cannot: registers written once, matching barriers, and a
+// condition that names only registers the code writes.
+func (p *parser) validate(t *Test, line, col int) {
+	regs := map[string]bool{}
+	barriers := -1
+	for _, c := range t.Columns {
+		nb := 0
+		for _, in := range c.Instrs {
+			if in.Reg != "" {
+				k := regKey(c.PE, in.Reg)
+				if regs[k] {
+					p.failAt(line, col, "test %s: register %s is written twice on PE%d", t.Name, in.Reg, c.PE)
+					return
+				}
+				regs[k] = true
+			}
+			if in.Op == OpBarrier {
+				nb++
+			}
+		}
+		if barriers >= 0 && nb != barriers {
+			p.failAt(line, col, "test %s: PE%d runs %d barriers, the first column %d (barrier_all needs every PE)", t.Name, c.PE, nb, barriers)
+			return
+		}
+		barriers = nb
+	}
+	var check func(q *Prop)
+	check = func(q *Prop) {
+		if q.Kind == PropReg && !regs[regKey(q.PE, q.Reg)] {
+			p.failAt(line, col, "test %s: condition names register %d:%s that no instruction writes", t.Name, q.PE, q.Reg)
+		}
+		for i := range q.Args {
+			check(&q.Args[i])
+		}
+	}
+	check(&t.Cond)
+}

@@ -1,0 +1,120 @@
+package memmodel
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Format writes one instruction in litmus syntax; own is the PE whose column holds it.
+func (in Instr) Format(own int) string {
+	switch in.Op {
+	case OpSt:
+		return fmt.Sprintf("st %s %d", in.Loc.Var, in.Val)
+	case OpLd:
+		return fmt.Sprintf("ld %s %s", in.Reg, in.Loc.Var)
+	case OpPut, OpPutNBI, OpAdd, OpSet:
+		return fmt.Sprintf("%s %s %d", in.Op, in.Loc, in.Val)
+	case OpGet, OpGetNBI, OpFetch:
+		return fmt.Sprintf("%s %s %s", in.Op, in.Reg, in.Loc)
+	case OpFAdd, OpSwap:
+		return fmt.Sprintf("%s %s %s %d", in.Op, in.Reg, in.Loc, in.Val)
+	case OpCSwap:
+		return fmt.Sprintf("cswap %s %s %d %d", in.Reg, in.Loc, in.Val, in.New)
+	case OpPutSig:
+		return fmt.Sprintf("putsig %s %d %s %s %d", in.Loc, in.Val, in.Sig, in.SigOp, in.New)
+	case OpWait:
+		return fmt.Sprintf("wait %s %s %d", in.Loc.Var, in.Cmp, in.Val)
+	}
+	return in.Op.String()
+}
+
+// String formats a proposition; compound operands of compound nodes get parentheses so that the
+// text parses back to the same tree.
+func (p Prop) String() string {
+	switch p.Kind {
+	case PropTrue:
+		return "true"
+	case PropFalse:
+		return "false"
+	case PropReg:
+		return fmt.Sprintf("%d:%s=%d", p.PE, p.Reg, p.Val)
+	case PropMem:
+		return fmt.Sprintf("%s=%d", p.Loc, p.Val)
+	case PropNot:
+		return "~" + p.Args[0].operand()
+	case PropAnd, PropOr:
+		sep := ` /\ `
+		if p.Kind == PropOr {
+			sep = ` \/ `
+		}
+		parts := make([]string, len(p.Args))
+		for i, a := range p.Args {
+			parts[i] = a.operand()
+		}
+		return strings.Join(parts, sep)
+	}
+	return fmt.Sprintf("Prop(%d)", int(p.Kind))
+}
+
+func (p Prop) operand() string {
+	if p.Kind == PropAnd || p.Kind == PropOr {
+		return "(" + p.String() + ")"
+	}
+	return p.String()
+}
+
+// String prints the test in litmus syntax, columns aligned; Parse reads it back to an equal Test.
+func (t *Test) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "SHMEM %s\n", t.Name)
+	if len(t.Init) > 0 {
+		b.WriteString("{ ")
+		for _, iv := range t.Init {
+			fmt.Fprintf(&b, "%s=%d; ", iv.Loc, iv.Val)
+		}
+		b.WriteString("}\n")
+	}
+	rows := 0
+	for _, c := range t.Columns {
+		rows = max(rows, len(c.Instrs))
+	}
+	cells := make([][]string, rows+1)
+	width := make([]int, len(t.Columns))
+	for r := range cells {
+		cells[r] = make([]string, len(t.Columns))
+		for i, c := range t.Columns {
+			switch {
+			case r == 0:
+				cells[r][i] = fmt.Sprintf("PE%d", c.PE)
+			case r-1 < len(c.Instrs):
+				cells[r][i] = c.Instrs[r-1].Format(c.PE)
+			}
+			width[i] = max(width[i], len(cells[r][i]))
+		}
+	}
+	for _, row := range cells {
+		for i, cell := range row {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			if i < len(row)-1 {
+				fmt.Fprintf(&b, "%-*s", width[i], cell)
+			} else {
+				b.WriteString(cell)
+			}
+		}
+		b.WriteString(" ;\n")
+	}
+	fmt.Fprintf(&b, "%s (%s)\n", t.Quant, t.Cond)
+	if t.ExpectStrict != VerdictNone || t.ExpectBypass != VerdictNone {
+		b.WriteString("expect")
+		if t.ExpectStrict != VerdictNone {
+			fmt.Fprintf(&b, " strict=%s", t.ExpectStrict)
+		}
+		if t.ExpectBypass != VerdictNone {
+			fmt.Fprintf(&b, " bypass=%s", t.ExpectBypass)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
