@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/roxamen/roxamen/device/auto"
+	"github.com/roxamen/roxamen/internal/env"
+)
+
+func infoMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "roxrun info: unexpected argument %q\n", args[0])
+		return 2
+	}
+	fmt.Fprintf(stdout, "roxamen: %s, %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	status := 0
+	want := env.Device.Raw()
+	if err := env.Device.Validate(); err != nil {
+		fmt.Fprintln(stdout, err)
+		status = 1
+	} else {
+		drv, probes, err := auto.Pick(want)
+		for _, p := range probes {
+			mark := "no "
+			if p.OK {
+				mark = "yes"
+			}
+			fmt.Fprintf(stdout, "backend %-5s %s  %s\n", p.Driver, mark, p.Detail)
+		}
+		if err != nil {
+			fmt.Fprintf(stdout, "backend: none usable for ROX_DEVICE=%s: %v\n", want, err)
+			status = 1
+		} else {
+			fmt.Fprintf(stdout, "backend: %s (ROX_DEVICE=%s)\n", drv.Name(), want)
+		}
+	}
+	fmt.Fprintln(stdout, "knobs:")
+	for _, k := range env.All() {
+		val, src := k.Raw(), "default"
+		if k.IsSet() {
+			src = "set"
+		}
+		bad := ""
+		if err := k.Validate(); err != nil {
+			bad = "  INVALID: " + err.Error()
+			status = 1
+		}
+		fmt.Fprintf(stdout, "  %-16s %-10q (%s) %s%s\n", k.Name, val, src, k.Doc, bad)
+	}
+	return status
+}
+
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown build"
+	}
+	rev, dirty := "", ""
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return bi.Main.Version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return rev + dirty
+}

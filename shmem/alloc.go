@@ -1,0 +1,313 @@
+package shmem
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/roxamen/roxamen/symheap"
+)
+
+// Mem is a symmetric allocation of bytes: the same offset and size on every PE.
+type Mem struct {
+	w    *World
+	off  uint64
+	size int
+}
+
+// Size returns the allocation's size in bytes.
+func (m Mem) Size() int { return m.size }
+
+// Offset returns the allocation's offset in the symmetric heap (the same on every PE).
+func (m Mem) Offset() uint64 { return m.off }
+
+// Local returns this PE's copy.
+func (m Mem) Local() []byte {
+	if m.w == nil || m.w.closed.Load() {
+		return nil
+	}
+	return m.w.local[m.off : m.off+uint64(m.size) : m.off+uint64(m.size)]
+}
+
+// Malloc allocates size bytes on every PE (shmem_malloc). It is collective: every PE must call it
+// with the same size; a mismatch is an error (ErrMismatch) naming both PEs and sizes, and nothing
+// is allocated anywhere.
+func (w *World) Malloc(size int) (Mem, error) { return w.alloc("Malloc", size, 0, false) }
+
+// Calloc allocates n*size zeroed bytes on every PE (shmem_calloc).
+func (w *World) Calloc(n, size int) (Mem, error) {
+	if n < 0 || size < 0 || (size != 0 && n > int(^uint(0)>>1)/size) {
+		if err := w.check("Calloc"); err != nil {
+			return Mem{}, err
+		}
+		return Mem{}, w.errorf("Calloc", ErrBadArgument, "count %d x size %d", n, size)
+	}
+	return w.alloc("Calloc", n*size, 0, true)
+}
+
+// Align allocates size bytes aligned to align (a power of two) on every PE (shmem_align).
+func (w *World) Align(align, size int) (Mem, error) {
+	if err := w.check("Align"); err != nil {
+		return Mem{}, err
+	}
+	if align <= 0 || align&(align-1) != 0 {
+		return Mem{}, w.errorf("Align", ErrBadArgument, "alignment %d is not a positive power of two", align)
+	}
+	return w.alloc("Align", size, align, false)
+}
+
+func (w *World) alloc(call string, size, align int, zero bool) (Mem, error) {
+	if err := w.check(call); err != nil {
+		return Mem{}, err
+	}
+	if size < 0 {
+		return Mem{}, w.errorf(call, ErrBadArgument, "negative size %d", size)
+	}
+	if err := w.agree(call, uint64(size), uint64(align)); err != nil {
+		return Mem{}, err
+	}
+	w.allocMu.Lock()
+	defer w.allocMu.Unlock()
+	off, err := w.heap.Alloc(uint64(size), uint64(align))
+	if err != nil {
+		return Mem{}, w.heapError(call, err, "size %d", size)
+	}
+	m := Mem{w: w, off: off, size: size}
+	if zero {
+		clear(m.Local())
+	}
+	// Nobody may put into the new object before its owner has zeroed it.
+	if zero {
+		if err := w.BarrierAll(context.Background()); err != nil {
+			return Mem{}, err
+		}
+	}
+	return m, nil
+}
+
+// agree checks that every PE makes the same collective call with the same arguments.
+func (w *World) agree(call string, a, b uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	defer cancel()
+	msg := binary.AppendUvarint(nil, a)
+	msg = binary.AppendUvarint(msg, b)
+	msg = append(msg, call...)
+	all, err := w.boot.Allgather(ctx, msg)
+	if err != nil {
+		return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Err: err}
+	}
+	for pe, got := range all {
+		ga, k := binary.Uvarint(got)
+		gb, k2 := binary.Uvarint(got[max(k, 0):])
+		if k <= 0 || k2 <= 0 {
+			return w.errorf(call, ErrMismatch, "PE %d sent a malformed request", pe)
+		}
+		gcall := string(got[k+k2:])
+		if gcall != call {
+			return w.errorf(call, ErrMismatch, "PE %d called %s while PE %d called %s", w.pe, call, pe, gcall)
+		}
+		if ga != a || gb != b {
+			if b == 0 && gb == 0 {
+				return w.errorf(call, ErrMismatch, "PE %d asked for %d bytes, PE %d for %d", w.pe, a, pe, ga)
+			}
+			return w.errorf(call, ErrMismatch, "PE %d asked for (%d, %d), PE %d for (%d, %d)", w.pe, a, b, pe, ga, gb)
+		}
+	}
+	return nil
+}
+
+func (w *World) heapError(call string, err error, format string, args ...any) error {
+	kind := ErrBadArgument
+	switch {
+	case errors.Is(err, symheap.ErrOutOfMemory):
+		kind = ErrOutOfMemory
+	case errors.Is(err, symheap.ErrNotAllocated), errors.Is(err, symheap.ErrOutOfRange):
+		kind = ErrNotSymmetric
+	}
+	return &Error{Call: call, PE: w.pe, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Free releases m on every PE (shmem_free). It is collective and completes this PE's operations first.
+func (w *World) Free(m Mem) error {
+	if err := w.check("Free"); err != nil {
+		return err
+	}
+	if m.w != w {
+		return w.errorf("Free", ErrNotSymmetric, "allocation at offset %d does not belong to this World", m.off)
+	}
+	if err := w.agree("Free", m.off, 0); err != nil {
+		return err
+	}
+	// No PE may still be writing into the object when it is reused.
+	if err := w.BarrierAll(context.Background()); err != nil {
+		return err
+	}
+	w.allocMu.Lock()
+	defer w.allocMu.Unlock()
+	if err := w.heap.Free(m.off); err != nil {
+		return w.heapError("Free", err, "offset %d", m.off)
+	}
+	return nil
+}
+
+// Realloc resizes m on every PE (shmem_realloc), keeping its contents up to the smaller size. The
+// returned Mem replaces m, which must not be used again.
+func (w *World) Realloc(m Mem, size int) (Mem, error) {
+	if err := w.check("Realloc"); err != nil {
+		return Mem{}, err
+	}
+	if m.w != w {
+		return Mem{}, w.errorf("Realloc", ErrNotSymmetric, "allocation at offset %d does not belong to this World", m.off)
+	}
+	if size < 0 {
+		return Mem{}, w.errorf("Realloc", ErrBadArgument, "negative size %d", size)
+	}
+	if err := w.agree("Realloc", m.off, uint64(size)); err != nil {
+		return Mem{}, err
+	}
+	if err := w.BarrierAll(context.Background()); err != nil {
+		return Mem{}, err
+	}
+	w.allocMu.Lock()
+	old := m.Local()
+	off, err := w.heap.Realloc(m.off, uint64(size))
+	if err != nil {
+		w.allocMu.Unlock()
+		return Mem{}, w.heapError("Realloc", err, "offset %d to %d bytes", m.off, size)
+	}
+	n := Mem{w: w, off: off, size: size}
+	if off != m.off {
+		copy(n.Local(), old) // memmove semantics: the ranges may overlap
+	}
+	w.allocMu.Unlock()
+	// Nobody writes into the moved object before its owner has copied the old contents.
+	if err := w.BarrierAll(context.Background()); err != nil {
+		return Mem{}, err
+	}
+	return n, nil
+}
+
+// Elem is a type a symmetric array can hold: OpenSHMEM's standard RMA types.
+type Elem interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~int | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uint | ~uintptr |
+		~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+// Sym is a typed symmetric array: n elements of T at the same offset on every PE.
+type Sym[T Elem] struct {
+	w   *World
+	off uint64
+	n   int
+}
+
+// Alloc allocates a symmetric array of n zeroed elements on every PE (collective).
+func Alloc[T Elem](w *World, n int) (Sym[T], error) {
+	var z T
+	if n < 0 {
+		if err := w.check("Alloc"); err != nil {
+			return Sym[T]{}, err
+		}
+		return Sym[T]{}, w.errorf("Alloc", ErrBadArgument, "negative length %d", n)
+	}
+	m, err := w.Calloc(n, int(unsafe.Sizeof(z)))
+	if err != nil {
+		return Sym[T]{}, err
+	}
+	return Sym[T]{w: w, off: m.off, n: n}, nil
+}
+
+// As views m as an array of T; m's size must be a multiple of T's.
+func As[T Elem](m Mem) (Sym[T], error) {
+	var z T
+	sz := int(unsafe.Sizeof(z))
+	if m.size%sz != 0 {
+		return Sym[T]{}, m.w.errorf("As", ErrBadArgument, "%d-byte allocation is not a whole number of %d-byte elements", m.size, sz)
+	}
+	return Sym[T]{w: m.w, off: m.off, n: m.size / sz}, nil
+}
+
+// SymOf returns the symmetric array that local (a slice of this PE's heap, for example from
+// Local()[i:j]) occupies, or ErrNotSymmetric when it lies outside the symmetric heap.
+func SymOf[T Elem](w *World, local []T) (Sym[T], error) {
+	if err := w.check("SymOf"); err != nil {
+		return Sym[T]{}, err
+	}
+	if len(local) == 0 {
+		return Sym[T]{}, w.errorf("SymOf", ErrBadArgument, "empty slice")
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(w.local)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(local)))
+	size := uintptr(len(local)) * unsafe.Sizeof(local[0])
+	if p < base || p+size > base+uintptr(len(w.local)) {
+		return Sym[T]{}, w.errorf("SymOf", ErrNotSymmetric, "address %#x (%d bytes) is outside the symmetric heap [%#x, %#x)", p, size, base, base+uintptr(len(w.local)))
+	}
+	return Sym[T]{w: w, off: uint64(p - base), n: len(local)}, nil
+}
+
+// Len returns the number of elements.
+func (s Sym[T]) Len() int { return s.n }
+
+// Mem returns the bytes s occupies.
+func (s Sym[T]) Mem() Mem { return Mem{w: s.w, off: s.off, size: s.n * s.elemSize()} }
+
+// Slice returns elements [i, i+n) of s as a symmetric array of its own.
+func (s Sym[T]) Slice(i, n int) (Sym[T], error) {
+	if err := s.bounds("Slice", i, n); err != nil {
+		return Sym[T]{}, err
+	}
+	return Sym[T]{w: s.w, off: s.off + uint64(i*s.elemSize()), n: n}, nil
+}
+
+// Local returns this PE's copy of s; plain loads and stores through it are the memory model's
+// ld and st.
+func (s Sym[T]) Local() []T {
+	if s.w == nil || s.w.closed.Load() || s.n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&s.w.local[s.off])), s.n)
+}
+
+// Ptr returns pe's copy of s for direct loads and stores (shmem_ptr), or nil when pe's heap is
+// not mapped into this process.
+func (s Sym[T]) Ptr(pe int) []T {
+	if s.w == nil || s.w.closed.Load() || pe < 0 || pe >= s.w.npes || s.w.peers[pe] == nil || s.n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&s.w.peers[pe][s.off])), s.n)
+}
+
+func (s Sym[T]) elemSize() int {
+	var z T
+	return int(unsafe.Sizeof(z))
+}
+
+// bounds checks that elements [i, i+n) lie inside s, and that s itself is live.
+func (s Sym[T]) bounds(call string, i, n int) error {
+	if s.w == nil {
+		return &Error{Call: call, PE: -1, Kind: ErrNotInitialized, Detail: "zero symmetric object (not allocated)"}
+	}
+	if err := s.w.check(call); err != nil {
+		return err
+	}
+	if n < 0 {
+		return s.w.errorf(call, ErrBadArgument, "negative count %d", n)
+	}
+	if i < 0 || i > s.n || n > s.n-i {
+		return s.w.errorf(call, ErrBounds, "elements [%d, %d) of a %d-element array at heap offset %d", i, i+n, s.n, s.off)
+	}
+	return nil
+}
+
+// target checks pe and the element range, and returns the byte range [off, off+size) in pe's heap.
+func (s Sym[T]) target(call string, pe, i, n int) (uint64, int, error) {
+	if err := s.bounds(call, i, n); err != nil {
+		return 0, 0, err
+	}
+	if err := s.w.checkPE(call, pe); err != nil {
+		return 0, 0, err
+	}
+	es := s.elemSize()
+	return s.off + uint64(i*es), n * es, nil
+}

@@ -1,0 +1,220 @@
+package shmem
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/roxamen/roxamen/nic"
+)
+
+// AMOInt are the types every OpenSHMEM atomic accepts.
+type AMOInt interface {
+	~int32 | ~int64 | ~uint32 | ~uint64 | ~int | ~uint | ~uintptr
+}
+
+// AMOStd adds the types of the fetch, set and swap atomics: floats too.
+type AMOStd interface {
+	AMOInt | ~float32 | ~float64
+}
+
+// AMOBit are the types of the bitwise atomics.
+type AMOBit interface {
+	~int32 | ~int64 | ~uint32 | ~uint64
+}
+
+func toBits[T AMOStd](v T) uint64 {
+	if unsafe.Sizeof(v) == 4 {
+		return uint64(*(*uint32)(unsafe.Pointer(&v)))
+	}
+	return *(*uint64)(unsafe.Pointer(&v))
+}
+
+func fromBits[T AMOStd](b uint64) T {
+	var v T
+	if unsafe.Sizeof(v) == 4 {
+		*(*uint32)(unsafe.Pointer(&v)) = uint32(b)
+	} else {
+		*(*uint64)(unsafe.Pointer(&v)) = b
+	}
+	return v
+}
+
+// amo runs op on element at of s on pe and returns the old value.
+func amo[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T) (T, error) {
+	off, size, err := s.target(call, pe, at, 1)
+	if err != nil {
+		var z T
+		return z, err
+	}
+	if off%uint64(size) != 0 {
+		var z T
+		return z, s.w.errorf(call, ErrMisaligned, "heap offset %d is not a multiple of the %d-byte word", off, size)
+	}
+	old, err := s.w.amo(call, pe, op, size, off, toBits(val), toBits(cmp))
+	return fromBits[T](old), err
+}
+
+func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, val, cmp uint64) (uint64, error) {
+	return applyAMO(w.peers[pe], off, width, op, val, cmp), nil
+}
+
+// applyAMO performs op with real atomic instructions on the width-byte word at mem[off]: other
+// processes map the same memory, so a lock would not make it atomic.
+func applyAMO(mem []byte, off uint64, width int, op nic.AMOOp, val, cmp uint64) uint64 {
+	p := unsafe.Pointer(&mem[off])
+	if width == 4 {
+		a := (*uint32)(p)
+		v, c := uint32(val), uint32(cmp)
+		switch op {
+		case nic.AMOFetch:
+			return uint64(atomic.LoadUint32(a))
+		case nic.AMOSet:
+			atomic.StoreUint32(a, v)
+			return 0
+		case nic.AMOSwap:
+			return uint64(atomic.SwapUint32(a, v))
+		case nic.AMOCompareSwap:
+			for {
+				old := atomic.LoadUint32(a)
+				if old != c || atomic.CompareAndSwapUint32(a, old, v) {
+					return uint64(old)
+				}
+			}
+		case nic.AMOFetchAdd:
+			return uint64(atomic.AddUint32(a, v) - v)
+		case nic.AMOFetchAnd:
+			return uint64(atomic.AndUint32(a, v))
+		case nic.AMOFetchOr:
+			return uint64(atomic.OrUint32(a, v))
+		case nic.AMOFetchXor:
+			for {
+				old := atomic.LoadUint32(a)
+				if atomic.CompareAndSwapUint32(a, old, old^v) {
+					return uint64(old)
+				}
+			}
+		}
+		panic("shmem: unknown AMO")
+	}
+	a := (*uint64)(p)
+	switch op {
+	case nic.AMOFetch:
+		return atomic.LoadUint64(a)
+	case nic.AMOSet:
+		atomic.StoreUint64(a, val)
+		return 0
+	case nic.AMOSwap:
+		return atomic.SwapUint64(a, val)
+	case nic.AMOCompareSwap:
+		for {
+			old := atomic.LoadUint64(a)
+			if old != cmp || atomic.CompareAndSwapUint64(a, old, val) {
+				return old
+			}
+		}
+	case nic.AMOFetchAdd:
+		return atomic.AddUint64(a, val) - val
+	case nic.AMOFetchAnd:
+		return atomic.AndUint64(a, val)
+	case nic.AMOFetchOr:
+		return atomic.OrUint64(a, val)
+	case nic.AMOFetchXor:
+		for {
+			old := atomic.LoadUint64(a)
+			if atomic.CompareAndSwapUint64(a, old, old^val) {
+				return old
+			}
+		}
+	}
+	panic("shmem: unknown AMO")
+}
+
+// AtomicFetch atomically reads element at of s on pe (shmem_atomic_fetch).
+func AtomicFetch[T AMOStd](s Sym[T], at, pe int) (T, error) {
+	var z T
+	return amo("AtomicFetch", s, at, pe, nic.AMOFetch, z, z)
+}
+
+// AtomicSet atomically writes v (shmem_atomic_set).
+func AtomicSet[T AMOStd](s Sym[T], at int, v T, pe int) error {
+	var z T
+	_, err := amo("AtomicSet", s, at, pe, nic.AMOSet, v, z)
+	return err
+}
+
+// AtomicSwap atomically writes v and returns the old value (shmem_atomic_swap).
+func AtomicSwap[T AMOStd](s Sym[T], at int, v T, pe int) (T, error) {
+	var z T
+	return amo("AtomicSwap", s, at, pe, nic.AMOSwap, v, z)
+}
+
+// AtomicCompareSwap writes v if the element equals cond, and returns the old value
+// (shmem_atomic_compare_swap).
+func AtomicCompareSwap[T AMOInt](s Sym[T], at int, cond, v T, pe int) (T, error) {
+	return amo("AtomicCompareSwap", s, at, pe, nic.AMOCompareSwap, v, cond)
+}
+
+// AtomicFetchAdd adds v and returns the old value (shmem_atomic_fetch_add).
+func AtomicFetchAdd[T AMOInt](s Sym[T], at int, v T, pe int) (T, error) {
+	var z T
+	return amo("AtomicFetchAdd", s, at, pe, nic.AMOFetchAdd, v, z)
+}
+
+// AtomicAdd adds v (shmem_atomic_add).
+func AtomicAdd[T AMOInt](s Sym[T], at int, v T, pe int) error {
+	var z T
+	_, err := amo("AtomicAdd", s, at, pe, nic.AMOFetchAdd, v, z)
+	return err
+}
+
+// AtomicFetchInc adds one and returns the old value (shmem_atomic_fetch_inc).
+func AtomicFetchInc[T AMOInt](s Sym[T], at, pe int) (T, error) {
+	var z T
+	return amo("AtomicFetchInc", s, at, pe, nic.AMOFetchAdd, T(1), z)
+}
+
+// AtomicInc adds one (shmem_atomic_inc).
+func AtomicInc[T AMOInt](s Sym[T], at, pe int) error {
+	var z T
+	_, err := amo("AtomicInc", s, at, pe, nic.AMOFetchAdd, T(1), z)
+	return err
+}
+
+// AtomicFetchAnd ands v in and returns the old value (shmem_atomic_fetch_and).
+func AtomicFetchAnd[T AMOBit](s Sym[T], at int, v T, pe int) (T, error) {
+	var z T
+	return amo("AtomicFetchAnd", s, at, pe, nic.AMOFetchAnd, v, z)
+}
+
+// AtomicAnd ands v in (shmem_atomic_and).
+func AtomicAnd[T AMOBit](s Sym[T], at int, v T, pe int) error {
+	var z T
+	_, err := amo("AtomicAnd", s, at, pe, nic.AMOFetchAnd, v, z)
+	return err
+}
+
+// AtomicFetchOr ors v in and returns the old value (shmem_atomic_fetch_or).
+func AtomicFetchOr[T AMOBit](s Sym[T], at int, v T, pe int) (T, error) {
+	var z T
+	return amo("AtomicFetchOr", s, at, pe, nic.AMOFetchOr, v, z)
+}
+
+// AtomicOr ors v in (shmem_atomic_or).
+func AtomicOr[T AMOBit](s Sym[T], at int, v T, pe int) error {
+	var z T
+	_, err := amo("AtomicOr", s, at, pe, nic.AMOFetchOr, v, z)
+	return err
+}
+
+// AtomicFetchXor xors v in and returns the old value (shmem_atomic_fetch_xor).
+func AtomicFetchXor[T AMOBit](s Sym[T], at int, v T, pe int) (T, error) {
+	var z T
+	return amo("AtomicFetchXor", s, at, pe, nic.AMOFetchXor, v, z)
+}
+
+// AtomicXor xors v in (shmem_atomic_xor).
+func AtomicXor[T AMOBit](s Sym[T], at int, v T, pe int) error {
+	var z T
+	_, err := amo("AtomicXor", s, at, pe, nic.AMOFetchXor, v, z)
+	return err
+}

@@ -1,0 +1,60 @@
+package shmem
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error kinds, matched with errors.Is on the *Error every call returns.
+var (
+	ErrNotInitialized = errors.New("called before Init")
+	ErrFinalized      = errors.New("called after Finalize")
+	ErrPERange        = errors.New("PE out of range")
+	ErrBounds         = errors.New("outside the symmetric allocation")
+	ErrNotSymmetric   = errors.New("not in the symmetric heap")
+	ErrMisaligned     = errors.New("misaligned")
+	ErrBadArgument    = errors.New("bad argument")
+	ErrMismatch       = errors.New("collective arguments differ across PEs")
+	ErrPEFailed       = errors.New("a PE failed")
+	ErrTimeout        = errors.New("timed out")
+	ErrOutOfMemory    = errors.New("symmetric heap exhausted")
+)
+
+// Error is the error of a failed call: which call, on which PE, and why.
+type Error struct {
+	Call   string // "Put", "AtomicFetchAdd", ...
+	PE     int    // the calling PE (-1 before Init)
+	Kind   error  // one of the Err* kinds
+	Detail string // the bad value and what was expected
+	Err    error  // an underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	pe := "PE ?"
+	if e.PE >= 0 {
+		pe = fmt.Sprintf("PE %d", e.PE)
+	}
+	s := fmt.Sprintf("shmem: %s on %s: %v", e.Call, pe, e.Kind)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{e.Kind, e.Err}
+	}
+	return []error{e.Kind}
+}
+
+func (w *World) errorf(call string, kind error, format string, args ...any) *Error {
+	pe := -1
+	if w != nil {
+		pe = w.pe
+	}
+	return &Error{Call: call, PE: pe, Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}

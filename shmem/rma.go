@@ -1,0 +1,147 @@
+package shmem
+
+import (
+	"unsafe"
+)
+
+// asBytes views a slice of T as its bytes.
+func asBytes[T Elem](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// Put copies src into elements [at, at+len(src)) of s on pe (shmem_put). It returns once src may
+// be reused; delivery is ordered and completed by Fence and Quiet.
+func (s Sym[T]) Put(pe, at int, src []T) error {
+	off, size, err := s.target("Put", pe, at, len(src))
+	if err != nil {
+		return err
+	}
+	return s.w.put(pe, off, asBytes(src)[:size])
+}
+
+// PutNBI is the non-blocking Put (shmem_put_nbi): src must not change until Quiet.
+func (s Sym[T]) PutNBI(pe, at int, src []T) error {
+	off, size, err := s.target("PutNBI", pe, at, len(src))
+	if err != nil {
+		return err
+	}
+	return s.w.put(pe, off, asBytes(src)[:size])
+}
+
+// Get copies elements [at, at+len(dst)) of s on pe into dst (shmem_get).
+func (s Sym[T]) Get(pe, at int, dst []T) error {
+	off, size, err := s.target("Get", pe, at, len(dst))
+	if err != nil {
+		return err
+	}
+	return s.w.get(pe, off, asBytes(dst)[:size])
+}
+
+// GetNBI is the non-blocking Get (shmem_get_nbi): dst is valid after Quiet.
+func (s Sym[T]) GetNBI(pe, at int, dst []T) error {
+	off, size, err := s.target("GetNBI", pe, at, len(dst))
+	if err != nil {
+		return err
+	}
+	return s.w.get(pe, off, asBytes(dst)[:size])
+}
+
+// P writes one element (shmem_p).
+func (s Sym[T]) P(pe, at int, v T) error {
+	off, _, err := s.target("P", pe, at, 1)
+	if err != nil {
+		return err
+	}
+	if dst := s.w.peers[pe]; dst != nil {
+		*(*T)(unsafe.Pointer(&dst[off])) = v
+		return nil
+	}
+	return s.w.put(pe, off, asBytes([]T{v}))
+}
+
+// G reads one element (shmem_g).
+func (s Sym[T]) G(pe, at int) (T, error) {
+	off, _, err := s.target("G", pe, at, 1)
+	if err != nil {
+		var z T
+		return z, err
+	}
+	if src := s.w.peers[pe]; src != nil {
+		return *(*T)(unsafe.Pointer(&src[off])), nil
+	}
+	var v [1]T
+	err = s.w.get(pe, off, asBytes(v[:]))
+	return v[0], err
+}
+
+// IPut copies n elements of src, taken every srcStride, into s on pe starting at element at,
+// placed every dstStride (shmem_iput). Strides are in elements and must be positive.
+func (s Sym[T]) IPut(pe, at, dstStride int, src []T, srcStride, n int) error {
+	if err := s.strided("IPut", pe, at, dstStride, len(src), srcStride, n); err != nil {
+		return err
+	}
+	es := s.elemSize()
+	for k := 0; k < n; k++ {
+		off := s.off + uint64((at+k*dstStride)*es)
+		if err := s.w.put(pe, off, asBytes(src[k*srcStride:k*srcStride+1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IGet copies n elements of s on pe, starting at element at and taken every srcStride, into dst
+// every dstStride (shmem_iget).
+func (s Sym[T]) IGet(pe, at, srcStride int, dst []T, dstStride, n int) error {
+	if err := s.strided("IGet", pe, at, srcStride, len(dst), dstStride, n); err != nil {
+		return err
+	}
+	es := s.elemSize()
+	for k := 0; k < n; k++ {
+		off := s.off + uint64((at+k*srcStride)*es)
+		if err := s.w.get(pe, off, asBytes(dst[k*dstStride:k*dstStride+1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// strided validates a strided transfer of n elements: symStride over s from at, locStride over a
+// local slice of length locLen. Everything is checked before anything moves.
+func (s Sym[T]) strided(call string, pe, at, symStride, locLen, locStride, n int) error {
+	if s.w == nil {
+		return s.bounds(call, 0, 0)
+	}
+	if err := s.w.check(call); err != nil {
+		return err
+	}
+	if n < 0 {
+		return s.w.errorf(call, ErrBadArgument, "negative count %d", n)
+	}
+	if symStride < 1 || locStride < 1 {
+		return s.w.errorf(call, ErrBadArgument, "strides %d and %d must be positive", symStride, locStride)
+	}
+	if n == 0 {
+		_, _, err := s.target(call, pe, at, 0)
+		return err
+	}
+	if last := (n-1)*locStride + 1; last > locLen {
+		return s.w.errorf(call, ErrBounds, "%d elements at stride %d need a local slice of %d, have %d", n, locStride, last, locLen)
+	}
+	_, _, err := s.target(call, pe, at, (n-1)*symStride+1)
+	return err
+}
+
+// put and get move bytes between this PE and pe's heap at off; the caller has checked bounds.
+func (w *World) put(pe int, off uint64, src []byte) error {
+	copy(w.peers[pe][off:], src)
+	return nil
+}
+
+func (w *World) get(pe int, off uint64, dst []byte) error {
+	copy(dst, w.peers[pe][off:])
+	return nil
+}

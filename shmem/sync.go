@@ -1,0 +1,346 @@
+package shmem
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/roxamen/roxamen/nic"
+)
+
+// Cmp is a wait or test comparison (SHMEM_CMP_*).
+type Cmp int
+
+const (
+	CmpEQ Cmp = iota
+	CmpNE
+	CmpGT
+	CmpGE
+	CmpLT
+	CmpLE
+)
+
+func (c Cmp) String() string {
+	switch c {
+	case CmpEQ:
+		return "=="
+	case CmpNE:
+		return "!="
+	case CmpGT:
+		return ">"
+	case CmpGE:
+		return ">="
+	case CmpLT:
+		return "<"
+	case CmpLE:
+		return "<="
+	}
+	return fmt.Sprintf("Cmp(%d)", int(c))
+}
+
+func holds[T AMOInt](v T, c Cmp, ref T) bool {
+	switch c {
+	case CmpEQ:
+		return v == ref
+	case CmpNE:
+		return v != ref
+	case CmpGT:
+		return v > ref
+	case CmpGE:
+		return v >= ref
+	case CmpLT:
+		return v < ref
+	case CmpLE:
+		return v <= ref
+	}
+	return false
+}
+
+// load atomically reads this PE's element i of s; the atomic load is the acquire that orders
+// the caller's later reads after the writes that satisfied the wait.
+func load[T AMOInt](s Sym[T], i int) T {
+	p := unsafe.Pointer(&s.w.local[s.off+uint64(i*s.elemSize())])
+	if s.elemSize() == 4 {
+		return fromBits[T](uint64(atomic.LoadUint32((*uint32)(p))))
+	}
+	return fromBits[T](atomic.LoadUint64((*uint64)(p)))
+}
+
+// spinner polls with bounded backoff: spin, then yield the CPU, then short sleeps. It checks the
+// context, the job's failure state and the deadline every so often so that no wait outlives them.
+type spinner struct {
+	w        *World
+	ctx      context.Context
+	call     string
+	n        int
+	deadline time.Time
+	sleep    time.Duration
+}
+
+func (w *World) spin(ctx context.Context, call string) spinner {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return spinner{w: w, ctx: ctx, call: call}
+}
+
+// next returns nil to keep waiting, or why the wait must end; what describes the awaited state.
+func (s *spinner) next(what func() string) error {
+	s.n++
+	switch {
+	case s.n < 2000:
+		return nil
+	case s.n < 4000:
+		if s.n&63 == 0 {
+			_, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+		return nil
+	}
+	if s.deadline.IsZero() {
+		s.deadline = time.Now().Add(s.w.timeout)
+		s.sleep = time.Microsecond
+	}
+	if err := s.w.failed(); err != nil {
+		return &Error{Call: s.call, PE: s.w.pe, Kind: ErrPEFailed, Detail: "while waiting for " + what(), Err: err}
+	}
+	if err := s.ctx.Err(); err != nil {
+		return &Error{Call: s.call, PE: s.w.pe, Kind: ErrTimeout, Detail: "while waiting for " + what(), Err: err}
+	}
+	if s.w.closed.Load() {
+		return s.w.errorf(s.call, ErrFinalized, "while waiting for %s", what())
+	}
+	if time.Now().After(s.deadline) {
+		return s.w.errorf(s.call, ErrTimeout, "waited %v (ROX_TIMEOUT) for %s", s.w.timeout, what())
+	}
+	time.Sleep(s.sleep)
+	if s.sleep < 50*time.Microsecond {
+		s.sleep *= 2
+	}
+	return nil
+}
+
+// WaitUntil blocks until element at of this PE's s satisfies cmp value (shmem_wait_until).
+func WaitUntil[T AMOInt](ctx context.Context, s Sym[T], at int, cmp Cmp, value T) error {
+	if err := s.bounds("WaitUntil", at, 1); err != nil {
+		return err
+	}
+	if err := checkCmp(s.w, "WaitUntil", cmp); err != nil {
+		return err
+	}
+	sp := s.w.spin(ctx, "WaitUntil")
+	for !holds(load(s, at), cmp, value) {
+		if err := sp.next(func() string {
+			return fmt.Sprintf("element %d (now %v) %v %v", at, load(s, at), cmp, value)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkCmp(w *World, call string, c Cmp) error {
+	if c < CmpEQ || c > CmpLE {
+		return w.errorf(call, ErrBadArgument, "comparison %d", int(c))
+	}
+	return nil
+}
+
+// waitSet waits on the elements of s not masked by status until done says enough of them hold.
+func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool, cmp Cmp, value T, done func(hit []int, active int) bool) ([]int, error) {
+	if err := s.bounds(call, 0, s.n); err != nil {
+		return nil, err
+	}
+	if err := checkCmp(s.w, call, cmp); err != nil {
+		return nil, err
+	}
+	if status != nil && len(status) != s.n {
+		return nil, s.w.errorf(call, ErrBadArgument, "status has %d entries for %d elements", len(status), s.n)
+	}
+	sp := s.w.spin(ctx, call)
+	for {
+		var hit []int
+		active := 0
+		for i := 0; i < s.n; i++ {
+			if status != nil && status[i] {
+				continue
+			}
+			active++
+			if holds(load(s, i), cmp, value) {
+				hit = append(hit, i)
+			}
+		}
+		if done(hit, active) {
+			return hit, nil
+		}
+		if err := sp.next(func() string {
+			return fmt.Sprintf("%s: %d of %d elements %v %v", call, len(hit), active, cmp, value)
+		}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func all(hit []int, active int) bool   { return len(hit) == active }
+func anyOf(hit []int, active int) bool { return len(hit) > 0 || active == 0 }
+
+// WaitUntilAll waits until every element of s whose status entry is false (status may be nil)
+// satisfies cmp value (shmem_wait_until_all).
+func WaitUntilAll[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp Cmp, value T) error {
+	_, err := waitSet(ctx, "WaitUntilAll", s, status, cmp, value, all)
+	return err
+}
+
+// WaitUntilAny waits until some unmasked element satisfies cmp value and returns its index, or -1
+// when status masks every element (shmem_wait_until_any).
+func WaitUntilAny[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp Cmp, value T) (int, error) {
+	hit, err := waitSet(ctx, "WaitUntilAny", s, status, cmp, value, anyOf)
+	if err != nil || len(hit) == 0 {
+		return -1, err
+	}
+	return hit[0], nil
+}
+
+// WaitUntilSome waits until at least one unmasked element satisfies cmp value and returns the
+// indices of all that do (shmem_wait_until_some).
+func WaitUntilSome[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp Cmp, value T) ([]int, error) {
+	return waitSet(ctx, "WaitUntilSome", s, status, cmp, value, anyOf)
+}
+
+// Test reports whether element at of this PE's s satisfies cmp value (shmem_test).
+func Test[T AMOInt](s Sym[T], at int, cmp Cmp, value T) (bool, error) {
+	if err := s.bounds("Test", at, 1); err != nil {
+		return false, err
+	}
+	if err := checkCmp(s.w, "Test", cmp); err != nil {
+		return false, err
+	}
+	return holds(load(s, at), cmp, value), nil
+}
+
+// TestAll reports whether every unmasked element satisfies cmp value (shmem_test_all).
+func TestAll[T AMOInt](s Sym[T], status []bool, cmp Cmp, value T) (bool, error) {
+	ok := false
+	_, err := waitSet(nil, "TestAll", s, status, cmp, value, func(hit []int, active int) bool {
+		ok = len(hit) == active
+		return true
+	})
+	return ok, err
+}
+
+// TestAny returns the index of an unmasked element that satisfies cmp value, or -1
+// (shmem_test_any).
+func TestAny[T AMOInt](s Sym[T], status []bool, cmp Cmp, value T) (int, error) {
+	hit, err := waitSet(nil, "TestAny", s, status, cmp, value, func([]int, int) bool { return true })
+	if err != nil || len(hit) == 0 {
+		return -1, err
+	}
+	return hit[0], nil
+}
+
+// TestSome returns the indices of the unmasked elements that satisfy cmp value (shmem_test_some).
+func TestSome[T AMOInt](s Sym[T], status []bool, cmp Cmp, value T) ([]int, error) {
+	return waitSet(nil, "TestSome", s, status, cmp, value, func([]int, int) bool { return true })
+}
+
+// SignalOp says how PutSignal updates its signal.
+type SignalOp = nic.SignalOp
+
+const (
+	SignalSet = nic.SignalSet // SHMEM_SIGNAL_SET
+	SignalAdd = nic.SignalAdd // SHMEM_SIGNAL_ADD
+)
+
+// PutSignal copies src into s on pe at element at, then updates element sigAt of sig on pe with
+// sigValue by op (shmem_put_signal). The signal never becomes visible before the data.
+func PutSignal[T Elem](s Sym[T], at int, src []T, sig Sym[uint64], sigAt int, sigValue uint64, op SignalOp, pe int) error {
+	return putSignal("PutSignal", s, at, src, sig, sigAt, sigValue, op, pe)
+}
+
+// PutSignalNBI is the non-blocking PutSignal (shmem_put_signal_nbi): src must not change until Quiet.
+func PutSignalNBI[T Elem](s Sym[T], at int, src []T, sig Sym[uint64], sigAt int, sigValue uint64, op SignalOp, pe int) error {
+	return putSignal("PutSignalNBI", s, at, src, sig, sigAt, sigValue, op, pe)
+}
+
+func putSignal[T Elem](call string, s Sym[T], at int, src []T, sig Sym[uint64], sigAt int, sigValue uint64, op SignalOp, pe int) error {
+	off, size, err := s.target(call, pe, at, len(src))
+	if err != nil {
+		return err
+	}
+	if sig.w != s.w {
+		return s.w.errorf(call, ErrNotSymmetric, "the signal array (heap offset %d, %d elements) is not an allocation of this World", sig.off, sig.n)
+	}
+	soff, _, err := sig.target(call, pe, sigAt, 1)
+	if err != nil {
+		return err
+	}
+	if op != SignalSet && op != SignalAdd {
+		return s.w.errorf(call, ErrBadArgument, "signal operation %d (want SignalSet or SignalAdd)", op)
+	}
+	if err := s.w.put(pe, off, asBytes(src)[:size]); err != nil {
+		return err
+	}
+	// The atomic update is a release on every architecture Go supports: the data is visible first.
+	amoOp := nic.AMOSet
+	if op == SignalAdd {
+		amoOp = nic.AMOFetchAdd
+	}
+	_, err = s.w.amo(call, pe, amoOp, 8, soff, sigValue, 0)
+	return err
+}
+
+// SignalFetch atomically reads this PE's signal element at (shmem_signal_fetch).
+func SignalFetch(sig Sym[uint64], at int) (uint64, error) {
+	if err := sig.bounds("SignalFetch", at, 1); err != nil {
+		return 0, err
+	}
+	return load(sig, at), nil
+}
+
+// SignalWaitUntil waits until this PE's signal element at satisfies cmp value and returns it
+// (shmem_signal_wait_until).
+func SignalWaitUntil(ctx context.Context, sig Sym[uint64], at int, cmp Cmp, value uint64) (uint64, error) {
+	if err := WaitUntil(ctx, sig, at, cmp, value); err != nil {
+		if e, ok := err.(*Error); ok {
+			e.Call = "SignalWaitUntil"
+		}
+		return 0, err
+	}
+	return load(sig, at), nil
+}
+
+// fenceWord is the target of the full memory barrier that Fence and Quiet issue.
+var fenceWord atomic.Uint64
+
+// Fence orders delivery: puts, AMOs and put-with-signals this PE issued to a PE before the fence
+// are delivered before those issued to it after (shmem_fence).
+func (w *World) Fence() error {
+	if err := w.check("Fence"); err != nil {
+		return err
+	}
+	fenceWord.Add(1)
+	return nil
+}
+
+// Quiet completes every put, AMO, put-with-signal and non-blocking get this PE has issued
+// (shmem_quiet).
+func (w *World) Quiet() error {
+	if err := w.check("Quiet"); err != nil {
+		return err
+	}
+	fenceWord.Add(1)
+	return nil
+}
+
+// PEQuiet completes the operations issued to the given PEs (shmem_pe_quiet).
+func (w *World) PEQuiet(pes ...int) error {
+	for _, pe := range pes {
+		if err := w.checkPE("PEQuiet", pe); err != nil {
+			return err
+		}
+	}
+	fenceWord.Add(1)
+	return nil
+}

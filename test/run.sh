@@ -1,0 +1,34 @@
+#!/bin/bash
+# The test command: installs what the tests need when it is missing, then runs the whole suite.
+# CI (.ci/run) calls exactly this. Run it from anywhere in the checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v clang-19 >/dev/null || need+=(clang-19 lld-19 llvm-19)
+command -v gcc >/dev/null || need+=(gcc)               # the race detector's runtime needs cgo
+command -v ip >/dev/null || need+=(iproute2)           # network namespaces as hosts
+[ -e /usr/lib/x86_64-linux-gnu/libamdhip64.so.5 ] || need+=(libamdhip64-5)   # the hip binding's "no AMD device" path
+command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+[ -e /usr/lib/x86_64-linux-gnu/libucp.so.0 ] || need+=(libucx0 libucx-dev ucx-utils)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "test/run.sh: installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "test/run.sh: missing ${need[*]} (not root: tests that need them skip)" >&2
+  fi
+fi
+
+export CGO_ENABLED=0
+go mod download
+go vet ./...
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
+
+# Everything, without the race detector (it needs cgo for its runtime, never for our code).
+go test -count=1 -timeout 30m ./...
+# The concurrent core again under the race detector.
+CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/...
+echo "test/run.sh: all tests passed"
