@@ -1,0 +1,166 @@
+package bootstrap
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func envOf(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestDetect(t *testing.T) {
+	slurm := map[string]string{
+		"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NODEID": "2",
+		"SLURM_TASKS_PER_NODE": "2(x4)", "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "0",
+		"SLURM_JOB_NODELIST": "gpu[07-10]", "ROX_NODE": "gpu09",
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want Rank
+	}{
+		{"roxrun", map[string]string{
+			"ROX_PE": "3", "ROX_NPES": "4", "ROX_LOCAL_PE": "1", "ROX_LOCAL_NPES": "2",
+			"ROX_BOOTSTRAP": "s3cret@10.0.0.1:4242", "ROX_NODE": "n1",
+			// Roxrun wins over a foreign launcher around it.
+			"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
+		}, Rank{PE: 3, NPEs: 4, LocalPE: 1, LocalNPEs: 2, Node: "n1", Source: "roxrun", Addr: "10.0.0.1:4242", Token: "s3cret"}},
+		{"ompi single node", map[string]string{
+			"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+			"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "PMIX_NAMESPACE": "prterun-x-1234@1", "ROX_NODE": "n",
+			"PMI_RANK": "1", "PMI_SIZE": "2",
+		}, Rank{PE: 0, NPEs: 2, LocalPE: 0, LocalNPEs: 2, Node: "n", Source: "ompi",
+			Addr:  "127.0.0.1:" + strconv.Itoa(20000+int(hash32("prterun-x-1234@1")%20000)),
+			Token: deriveToken("ompi", "prterun-x-1234@1"), Host: true}},
+		{"ompi two nodes needs ROX_BOOTSTRAP", map[string]string{
+			"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+			"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "PMIX_NAMESPACE": "ns", "ROX_NODE": "n",
+		}, Rank{PE: 3, NPEs: 4, LocalPE: 1, LocalNPEs: 2, Node: "n", Source: "ompi", Token: deriveToken("ompi", "ns")}},
+		{"ompi with ROX_BOOTSTRAP address only", map[string]string{
+			"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4", "PMIX_NAMESPACE": "ns",
+			"ROX_BOOTSTRAP": "head:7000", "ROX_NODE": "n",
+		}, Rank{PE: 0, NPEs: 4, LocalPE: -1, LocalNPEs: -1, Node: "n", Source: "ompi", Addr: "head:7000",
+			Token: deriveToken("ompi", "ns"), Host: true}},
+		{"pmi", map[string]string{
+			"PMI_RANK": "1", "PMI_SIZE": "3", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "3",
+			"PMI_KVSNAME": "kvs_99_0", "ROX_BOOTSTRAP": "tok@h:1", "ROX_NODE": "n",
+		}, Rank{PE: 1, NPEs: 3, LocalPE: 1, LocalNPEs: 3, Node: "n", Source: "pmi", Addr: "h:1", Token: "tok"}},
+		{"slurm", slurm, Rank{PE: 5, NPEs: 8, LocalPE: 1, LocalNPEs: 2, Node: "gpu09", Source: "slurm",
+			Addr: "gpu07:" + strconv.Itoa(20000+123456%20000), Token: deriveToken("slurm", "123456.0")}},
+		{"torchrun", map[string]string{
+			"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
+			"MASTER_ADDR": "10.1.1.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "r1", "ROX_NODE": "n",
+		}, Rank{PE: 0, NPEs: 2, LocalPE: 0, LocalNPEs: 2, Node: "n", Source: "torchrun", Addr: "10.1.1.1:29501",
+			Token: deriveToken("torchrun", "r1@10.1.1.1:29501"), Host: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Detect(envOf(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Detect (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDetectSingle(t *testing.T) {
+	a, err := Detect(envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Detect(envOf(nil))
+	if a.Source != "single" || a.PE != 0 || a.NPEs != 1 || !a.Host || a.Addr != "127.0.0.1:0" || a.Node == "" {
+		t.Errorf("single: %+v", a)
+	}
+	if len(a.Token) != 32 || a.Token == b.Token {
+		t.Errorf("single-process tokens %q and %q: want random", a.Token, b.Token)
+	}
+}
+
+func TestDetectMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // the variable and value the error must name
+	}{
+		{map[string]string{"ROX_PE": "x", "ROX_NPES": "2", "ROX_BOOTSTRAP": "t@h:1"}, `ROX_PE="x"`},
+		{map[string]string{"ROX_PE": "2", "ROX_NPES": "2", "ROX_BOOTSTRAP": "t@h:1"}, "ROX_PE=2 is not below ROX_NPES=2"},
+		{map[string]string{"ROX_PE": "0", "ROX_BOOTSTRAP": "t@h:1"}, "ROX_NPES is not set"},
+		{map[string]string{"ROX_PE": "0", "ROX_NPES": "1"}, "ROX_BOOTSTRAP is not"},
+		{map[string]string{"ROX_PE": "0", "ROX_NPES": "1", "ROX_BOOTSTRAP": "h:1"}, `ROX_BOOTSTRAP="h:1" has no TOKEN@`},
+		{map[string]string{"ROX_PE": "0", "ROX_NPES": "1", "ROX_BOOTSTRAP": "t@h"}, `ROX_BOOTSTRAP="t@h"`},
+		{map[string]string{"ROX_PE": "0", "ROX_NPES": "1", "ROX_BOOTSTRAP": "t@h:99999"}, `bad port "99999"`},
+		{map[string]string{"ROX_PE": "0", "ROX_NPES": "2", "ROX_LOCAL_PE": "2", "ROX_LOCAL_NPES": "2", "ROX_BOOTSTRAP": "t@h:1"}, "ROX_LOCAL_PE=2 is not below ROX_LOCAL_NPES=2"},
+		{map[string]string{"ROX_PE": "0", "ROX_NPES": "2", "ROX_LOCAL_NPES": "3", "ROX_BOOTSTRAP": "t@h:1"}, "ROX_LOCAL_NPES=3 does not fit ROX_NPES=2"},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "-1", "OMPI_COMM_WORLD_SIZE": "2"}, `OMPI_COMM_WORLD_RANK="-1"`},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "0"}, "OMPI_COMM_WORLD_SIZE=0"},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "z"}, `OMPI_COMM_WORLD_LOCAL_RANK="z"`},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "ROX_BOOTSTRAP": "t@:1"}, `ROX_BOOTSTRAP="t@:1"`},
+		{map[string]string{"PMI_RANK": "4", "PMI_SIZE": "4"}, "PMI_RANK=4 is not below PMI_SIZE=4"},
+		{map[string]string{"PMI_RANK": "0"}, "PMI_SIZE is not set"},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "two"}, `SLURM_NTASKS="two"`},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "n1"}, "SLURM_JOBID is not set"},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[3-1]"}, `SLURM_JOB_NODELIST: bad range "3-1"`},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "5"}, "SLURM_NODELIST: empty node list"},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n1",
+			"SLURM_TASKS_PER_NODE": "2(x", "SLURM_NODEID": "0"}, `SLURM_TASKS_PER_NODE="2(x" has a bad entry`},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n1",
+			"SLURM_TASKS_PER_NODE": "1,1", "SLURM_NODEID": "2"}, "SLURM_NODEID=2 is past the 2 nodes"},
+		{map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]",
+			"SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_NODEID": "1"}, "SLURM_LOCALID=1 is not below the 1 tasks"},
+		{map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, "MASTER_ADDR is not"},
+		{map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "p"}, `MASTER_PORT="p"`},
+		{map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "65535"}, "MASTER_PORT=65535"},
+		{map[string]string{"RANK": "3", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "RANK=3 is not below WORLD_SIZE=2"},
+	} {
+		r, err := Detect(envOf(tc.env))
+		if !errors.Is(err, ErrBadRank) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Detect(%v) = %+v, %v; want ErrBadRank naming %q", tc.env, r, err, tc.want)
+		}
+	}
+}
+
+func TestExpandNodelist(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"node[01-03,7],gpu5", []string{"node01", "node02", "node03", "node7", "gpu5"}},
+		{"n1", []string{"n1"}},
+		{"a,b,c", []string{"a", "b", "c"}},
+		{"gpu[8-11]", []string{"gpu8", "gpu9", "gpu10", "gpu11"}},
+		{"gpu[08-11]", []string{"gpu08", "gpu09", "gpu10", "gpu11"}},
+		{"r[1-2]n[1,3]-ib", []string{"r1n1-ib", "r1n3-ib", "r2n1-ib", "r2n3-ib"}},
+		{"x[5],y[000-001]", []string{"x5", "y000", "y001"}},
+	} {
+		got, err := ExpandNodelist(tc.in)
+		if err != nil {
+			t.Errorf("ExpandNodelist(%q): %v", tc.in, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("ExpandNodelist(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+	for _, bad := range []string{"", "n[1-2", "n]1[", "n[[1]]", "n[a-b]", "n[2-1]", "n[]", "a,,b", "n[1-99999999]", "n[-1]"} {
+		if got, err := ExpandNodelist(bad); err == nil {
+			t.Errorf("ExpandNodelist(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+func TestExpandTasksPerNode(t *testing.T) {
+	got, err := expandTasksPerNode("2(x3),1,4(x2)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{2, 2, 2, 1, 4, 4}, got); diff != "" {
+		t.Error(diff)
+	}
+}
