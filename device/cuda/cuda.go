@@ -220,7 +220,7 @@ func take[K comparable, V any](d *cudaDevice, m map[K]V, k K, op, what string) e
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := m[k]; !ok {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("%#x: not %s of this device", k, what), Kind: device.ErrInvalid}
+		return &device.Error{Op: op, Arg: fmt.Sprintf("%#x: not %s of this device", any(k), what), Kind: device.ErrInvalid}
 	}
 	delete(m, k)
 	return nil
