@@ -61,6 +61,9 @@ func WithHeapSize(n int64) Option { return func(c *config) { c.heapSize = n } }
 // WithTimeout bounds every wait and collective (overrides ROX_TIMEOUT).
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
+// withGetenv replaces os.Getenv for finding the job (tests run several PEs in one process).
+func withGetenv(f func(string) string) Option { return func(c *config) { c.getenv = f } }
+
 // World is one PE's view of the job.
 type World struct {
 	pe, npes int
