@@ -164,3 +164,29 @@ func TestExpandTasksPerNode(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+// FuzzExpandNodelist: any input gives hosts or an error, never a panic, and a list without
+// brackets expands to its comma-separated names.
+func FuzzExpandNodelist(f *testing.F) {
+	for _, s := range []string{"node[01-03,7],gpu5", "r[1-2]n[1,3]-ib", "n[1-2", "a,,b", "]", "[", "x[0-0]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		hosts, err := ExpandNodelist(list)
+		if err != nil {
+			return
+		}
+		if len(hosts) == 0 {
+			t.Fatalf("ExpandNodelist(%q) gave no hosts and no error", list)
+		}
+		if !strings.ContainsAny(list, "[]") {
+			want := strings.Split(list, ",")
+			for i := range want {
+				want[i] = strings.TrimSpace(want[i])
+			}
+			if diff := cmp.Diff(want, hosts); diff != "" {
+				t.Fatalf("ExpandNodelist(%q) (-want +got):\n%s", list, diff)
+			}
+		}
+	})
+}
