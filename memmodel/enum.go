@@ -45,9 +45,11 @@ type checker struct {
 	opt   Options
 	evs   []Event
 	ins   []Instr
-	early []int // point where the event starts to matter: a plain load's read, a plain store's execution
-	late  []int // point where it stops: a plain load's execution, a plain store's arrival in memory
-	exec  []int // the point other instructions order against
+	// Each memory event has one point, or two: a plain load reads memory (early) before it executes
+	// (late); a plain store executes (early) before it reaches memory (late); an AMO not atomic with
+	// respect to puts reads (early) before it writes (late). in and out are where program-order
+	// rules enter and leave the event; acquires enter at early, releases leave from late.
+	early, late, in, out []int
 	npts  int
 	base  graph
 	ord   [][2]int
@@ -73,23 +75,26 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 		c.ins = append(c.ins, c.instrOf(e))
 	}
 	n := len(c.evs)
-	c.early, c.late, c.exec = make([]int, n), make([]int, n), make([]int, n)
+	c.early, c.late, c.in, c.out = make([]int, n), make([]int, n), make([]int, n), make([]int, n)
 	for i := range c.evs {
 		e := &c.evs[i]
 		if !e.memory() {
-			c.early[i], c.late[i], c.exec[i] = -1, -1, -1
+			c.early[i], c.late[i], c.in[i], c.out[i] = -1, -1, -1, -1
 			continue
 		}
 		p := c.npts
 		c.npts++
-		c.early[i], c.late[i], c.exec[i] = p, p, p
-		if mode == Bypass && e.Plain {
+		c.early[i], c.late[i], c.in[i], c.out[i] = p, p, p, p
+		switch {
+		case mode == Bypass && e.Plain && e.Read: // the read of memory, then the execution
 			c.npts++
-			if e.Read { // read point, then execution
-				c.late[i], c.exec[i] = p+1, p+1
-			} else { // execution, then arrival in memory
-				c.late[i] = p + 1
-			}
+			c.late[i], c.in[i], c.out[i] = p+1, p+1, p+1
+		case mode == Bypass && e.Plain: // the execution, then the arrival in memory
+			c.npts++
+			c.late[i] = p + 1
+		case e.Read && e.Write && !opt.AtomicAllWrites: // an AMO reads, then writes; a put may land between
+			c.npts++
+			c.late[i], c.out[i] = p+1, p+1
 		}
 	}
 	if c.npts > maxPoints {
@@ -183,29 +188,29 @@ func (c *checker) preservedOrder() {
 					return cnt[b.Index] > cnt[a.Index+1] || (cnt[b.Index] > cnt[a.Index] && a.Index != b.Index)
 				}
 				if a.Index == b.Index { // put-with-signal: the data is delivered before the signal
-					edge(i, j, c.exec[i], c.exec[j])
+					edge(i, j, c.out[i], c.in[j])
 					continue
 				}
 				if a.Plain && b.Plain && a.Loc == b.Loc { // a PE's plain accesses to one location are coherent
-					edge(i, j, c.exec[i], c.exec[j])
+					edge(i, j, c.out[i], c.in[j])
 					if a.Write && b.Write {
 						edge(i, j, c.late[i], c.late[j])
 					}
 					if a.Write && b.Read {
-						edge(i, j, c.exec[i], c.early[j])
+						edge(i, j, c.out[i], c.early[j])
 					}
 				}
 				if between(fences) && a.delivery(c.opt) && b.delivery(c.opt) && a.Loc.PE == b.Loc.PE {
-					edge(i, j, c.exec[i], c.exec[j])
+					edge(i, j, c.out[i], c.in[j])
 				}
 				if between(quiets) || between(barriers) { // quiet releases: everything before is complete
-					edge(i, j, c.late[i], c.exec[j])
+					edge(i, j, c.late[i], c.in[j])
 				}
 				if a.blockingFetch() && c.opt.BlockingFetchOrders {
-					edge(i, j, c.exec[i], c.exec[j])
+					edge(i, j, c.out[i], c.in[j])
 				}
 				if a.Op == OpWait { // wait_until acquires
-					edge(i, j, c.exec[i], c.early[j])
+					edge(i, j, c.out[i], c.early[j])
 				}
 			}
 		}
@@ -403,7 +408,7 @@ func (c *checker) readPoint(r int) int { return c.early[r] }
 // moment it executes; everyone else when it reaches memory.
 func (c *checker) srcPoint(w, r int) int {
 	if c.evs[w].Plain && c.evs[r].Plain && c.evs[w].PE == c.evs[r].PE {
-		return c.exec[w]
+		return c.out[w]
 	}
 	return c.late[w]
 }
