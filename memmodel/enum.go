@@ -40,21 +40,21 @@ type locInfo struct {
 }
 
 type checker struct {
-	t     *Test
-	mode  Mode
-	opt   Options
-	evs   []Event
-	ins   []Instr
+	t    *Test
+	mode Mode
+	opt  Options
+	evs  []Event
+	ins  []Instr
 	// Each memory event has one point, or two: a plain load reads memory (early) before it executes
 	// (late); a plain store executes (early) before it reaches memory (late); an AMO not atomic with
 	// respect to puts reads (early) before it writes (late). in and out are where program-order
 	// rules enter and leave the event; acquires enter at early, releases leave from late.
 	early, late, in, out []int
-	npts  int
-	base  graph
-	ord   [][2]int
-	locs  []*locInfo
-	locOf map[Loc]int
+	npts                 int
+	base                 graph
+	ord                  [][2]int
+	locs                 []*locInfo
+	locOf                map[Loc]int
 
 	succeed []bool  // cswap guess per event
 	src     []int   // rf source per reading event (-1: initial value)
