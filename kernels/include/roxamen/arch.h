@@ -1,0 +1,383 @@
+/* The arch layer: every ordered, scoped or cache-controlled access the device library makes.
+ * amdgcn: clang's __scoped_atomic_* builtins and __builtin_amdgcn_fence, whose lowering is the
+ *   AMDGPUUsage memory-model table for the target (gfx90a: "Memory Model GFX90A"; gfx942:
+ *   "Memory Model GFX942"), plus cache-policy bits on bulk stores.
+ * nvptx: inline PTX for every ordered or scoped access (PTX ISA "Memory Consistency Model":
+ *   ld.acquire/st.release/atom with .sys scope, fence.sc/fence.acq_rel). clang 19's NVPTX backend
+ *   rejects acquire/release atomics and drops .sys from atomic RMW, so no C++ atomics are used.
+ * kernels/MAPPING.md lists what each call becomes; TestMapping checks the compiled probes. */
+#ifndef ROXAMEN_ARCH_H
+#define ROXAMEN_ARCH_H
+
+#include "types.h"
+#include "ops.h"
+
+#ifdef ROXA_GPU_LANG
+
+typedef struct __attribute__((aligned(16))) roxa_u128 {
+	uint64_t x, y;
+} roxa_u128;
+
+/* How a bulk copy touches memory. */
+#define ROXA_MEM_PLAIN 0    /* ordinary cached accesses */
+#define ROXA_MEM_BYPASS 1   /* stores: cache-bypass bits; loads: system-coherent */
+
+/* ---- thread geometry ---------------------------------------------------------------------- */
+#if defined(ROXA_AMDGCN)
+ROXA_FN uint32_t roxa_tid(void)
+{
+	return __builtin_amdgcn_workitem_id_x() +
+	       __builtin_amdgcn_workgroup_size_x() *
+		       (__builtin_amdgcn_workitem_id_y() +
+			__builtin_amdgcn_workgroup_size_y() * __builtin_amdgcn_workitem_id_z());
+}
+ROXA_FN uint32_t roxa_nthreads(void)
+{
+	return (uint32_t)__builtin_amdgcn_workgroup_size_x() * __builtin_amdgcn_workgroup_size_y() *
+	       __builtin_amdgcn_workgroup_size_z();
+}
+ROXA_FN uint32_t roxa_block(void)
+{
+	return __builtin_amdgcn_workgroup_id_x() +
+	       __builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x() *
+		       (__builtin_amdgcn_workgroup_id_y() +
+			__builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y() *
+				__builtin_amdgcn_workgroup_id_z());
+}
+ROXA_FN uint32_t roxa_nblocks(void)
+{
+	return (__builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x()) *
+	       (__builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y()) *
+	       (__builtin_amdgcn_grid_size_z() / __builtin_amdgcn_workgroup_size_z());
+}
+ROXA_FN uint32_t roxa_warpsize(void) { return __builtin_amdgcn_wavefrontsize(); }
+ROXA_FN void roxa_sync_block(void)
+{
+	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+	__builtin_amdgcn_s_barrier();
+	__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+ROXA_FN void roxa_sync_warp(void)
+{
+	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+	__builtin_amdgcn_wave_barrier();
+	__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+ROXA_FN void roxa_pause(void) { __builtin_amdgcn_s_sleep(2); }
+ROXA_FN uint64_t roxa_clock_ns(void)
+{
+	/* s_memrealtime counts at 100 MHz on gfx90a/gfx942 (AMDGPUUsage, "s_memrealtime") */
+	return __builtin_amdgcn_s_memrealtime() * 10;
+}
+#elif defined(ROXA_NVPTX)
+ROXA_FN uint32_t roxa_sreg(int which)
+{
+	uint32_t v = 0;
+	switch (which) {
+	case 0: asm("mov.u32 %0, %%tid.x;" : "=r"(v)); break;
+	case 1: asm("mov.u32 %0, %%tid.y;" : "=r"(v)); break;
+	case 2: asm("mov.u32 %0, %%tid.z;" : "=r"(v)); break;
+	case 3: asm("mov.u32 %0, %%ntid.x;" : "=r"(v)); break;
+	case 4: asm("mov.u32 %0, %%ntid.y;" : "=r"(v)); break;
+	case 5: asm("mov.u32 %0, %%ntid.z;" : "=r"(v)); break;
+	case 6: asm("mov.u32 %0, %%ctaid.x;" : "=r"(v)); break;
+	case 7: asm("mov.u32 %0, %%ctaid.y;" : "=r"(v)); break;
+	case 8: asm("mov.u32 %0, %%ctaid.z;" : "=r"(v)); break;
+	case 9: asm("mov.u32 %0, %%nctaid.x;" : "=r"(v)); break;
+	case 10: asm("mov.u32 %0, %%nctaid.y;" : "=r"(v)); break;
+	default: asm("mov.u32 %0, %%nctaid.z;" : "=r"(v)); break;
+	}
+	return v;
+}
+ROXA_FN uint32_t roxa_tid(void) { return roxa_sreg(0) + roxa_sreg(3) * (roxa_sreg(1) + roxa_sreg(4) * roxa_sreg(2)); }
+ROXA_FN uint32_t roxa_nthreads(void) { return roxa_sreg(3) * roxa_sreg(4) * roxa_sreg(5); }
+ROXA_FN uint32_t roxa_block(void) { return roxa_sreg(6) + roxa_sreg(9) * (roxa_sreg(7) + roxa_sreg(10) * roxa_sreg(8)); }
+ROXA_FN uint32_t roxa_nblocks(void) { return roxa_sreg(9) * roxa_sreg(10) * roxa_sreg(11); }
+ROXA_FN uint32_t roxa_warpsize(void) { return 32; }
+ROXA_FN void roxa_sync_block(void) { asm volatile("bar.sync 0;" ::: "memory"); }
+ROXA_FN void roxa_sync_warp(void) { asm volatile("bar.warp.sync -1;" ::: "memory"); }
+ROXA_FN void roxa_pause(void) { asm volatile("nanosleep.u32 64;" ::: "memory"); }
+ROXA_FN uint64_t roxa_clock_ns(void)
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+#else /* host pass: parsed, never run */
+ROXA_FN uint32_t roxa_tid(void) { return 0; }
+ROXA_FN uint32_t roxa_nthreads(void) { return 1; }
+ROXA_FN uint32_t roxa_block(void) { return 0; }
+ROXA_FN uint32_t roxa_nblocks(void) { return 1; }
+ROXA_FN uint32_t roxa_warpsize(void) { return 32; }
+ROXA_FN void roxa_sync_block(void) {}
+ROXA_FN void roxa_sync_warp(void) {}
+ROXA_FN void roxa_pause(void) {}
+ROXA_FN uint64_t roxa_clock_ns(void) { return 0; }
+#endif
+
+ROXA_FN uint32_t roxa_lane(void) { return roxa_tid() & (roxa_warpsize() - 1); }
+
+/* ---- scoped single-word accesses (system scope unless named otherwise) ---------------------- */
+#if defined(ROXA_AMDGCN)
+#define ROXA_SYS __MEMORY_SCOPE_SYSTEM
+ROXA_FN uint64_t roxa_ld_acquire_u64(const uint64_t *p) { return __scoped_atomic_load_n(p, __ATOMIC_ACQUIRE, ROXA_SYS); }
+ROXA_FN uint64_t roxa_ld_relaxed_u64(const uint64_t *p) { return __scoped_atomic_load_n(p, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN uint32_t roxa_ld_relaxed_u32(const uint32_t *p) { return __scoped_atomic_load_n(p, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN uint16_t roxa_ld_relaxed_u16(const uint16_t *p) { return __scoped_atomic_load_n(p, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN uint8_t roxa_ld_relaxed_u8(const uint8_t *p) { return __scoped_atomic_load_n(p, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN void roxa_st_release_u64(uint64_t *p, uint64_t v) { __scoped_atomic_store_n(p, v, __ATOMIC_RELEASE, ROXA_SYS); }
+ROXA_FN void roxa_st_relaxed_u64(uint64_t *p, uint64_t v) { __scoped_atomic_store_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN void roxa_st_relaxed_u32(uint32_t *p, uint32_t v) { __scoped_atomic_store_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN void roxa_st_relaxed_u16(uint16_t *p, uint16_t v) { __scoped_atomic_store_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN void roxa_st_relaxed_u8(uint8_t *p, uint8_t v) { __scoped_atomic_store_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); }
+ROXA_FN uint64_t roxa_add_release_u64(uint64_t *p, uint64_t v) { return __scoped_atomic_fetch_add(p, v, __ATOMIC_RELEASE, ROXA_SYS); }
+/* agent (one GPU) scope: words only this GPU's threads touch */
+ROXA_FN uint64_t roxa_add_agent_u64(uint64_t *p, uint64_t v) { return __scoped_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __MEMORY_SCOPE_DEVICE); }
+ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p) { return __scoped_atomic_load_n(p, __ATOMIC_ACQUIRE, __MEMORY_SCOPE_DEVICE); }
+ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { __scoped_atomic_store_n(p, v, __ATOMIC_RELEASE, __MEMORY_SCOPE_DEVICE); }
+
+#define ROXA_AMO_BODY(T)                                                                           \
+	T old = 0;                                                                                 \
+	switch (kind) {                                                                            \
+	case ROXSHMEM_AMO_FETCH: old = __scoped_atomic_load_n(p, __ATOMIC_RELAXED, ROXA_SYS); break; \
+	case ROXSHMEM_AMO_SET: __scoped_atomic_store_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); break;     \
+	case ROXSHMEM_AMO_SWAP: old = __scoped_atomic_exchange_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
+	case ROXSHMEM_AMO_COMPARE_SWAP:                                                            \
+		old = cmp;                                                                         \
+		__scoped_atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED, ROXA_SYS); \
+		break;                                                                             \
+	case ROXSHMEM_AMO_FETCH_ADD: old = __scoped_atomic_fetch_add(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
+	case ROXSHMEM_AMO_FETCH_AND: old = __scoped_atomic_fetch_and(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
+	case ROXSHMEM_AMO_FETCH_OR: old = __scoped_atomic_fetch_or(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
+	default: old = __scoped_atomic_fetch_xor(p, v, __ATOMIC_RELAXED, ROXA_SYS); break;         \
+	}                                                                                          \
+	return old;
+ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_AMO_BODY(uint64_t) }
+ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_AMO_BODY(uint32_t) }
+
+/* Strict fence: release and acquire at system scope; on gfx942 buffer_wbl2 sc0 sc1 + s_waitcnt +
+ * buffer_inv sc0 sc1, on gfx90a buffer_wbl2 + s_waitcnt + buffer_invl2 + buffer_wbinvl1_vol. */
+ROXA_FN void roxa_fence_sc(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, ""); }
+/* System-scope release: write back L2 (buffer_wbl2 [sc0 sc1]) and wait for stores. */
+ROXA_FN void roxa_fence_release(void) { __builtin_amdgcn_fence(__ATOMIC_RELEASE, ""); }
+/* System-scope acquire: invalidate L1 and L2 (buffer_inv sc0 sc1 / buffer_invl2 + wbinvl1_vol). */
+ROXA_FN void roxa_fence_acquire(void) { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, ""); }
+/* Bypass acquire: the heap is uncached in L2 in CacheBypass mode (the runtime allocates it so), so
+ * only the per-CU vector cache is invalidated: agent scope (buffer_inv sc1 / buffer_wbinvl1_vol). */
+ROXA_FN void roxa_fence_acquire_bypass(void) { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent"); }
+/* Bypass fence: the stores to order all carried cache-bypass bits, so waiting until they are
+ * acknowledged orders them; no cache write-back or invalidate. */
+ROXA_FN void roxa_drain(void) { asm volatile("s_waitcnt vmcnt(0)" ::: "memory"); }
+
+/* bulk accesses */
+typedef uint64_t roxa_v2u64 __attribute__((ext_vector_type(2)));
+ROXA_FN void roxa_st16(void *dst, const roxa_u128 *v, int mode)
+{
+	if (mode == ROXA_MEM_BYPASS) {
+#if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+		/* gfx942: system-scope stores carry sc0 sc1 (write through to memory) */
+		__scoped_atomic_store_n((uint64_t *)dst, v->x, __ATOMIC_RELAXED, ROXA_SYS);
+		__scoped_atomic_store_n((uint64_t *)dst + 1, v->y, __ATOMIC_RELAXED, ROXA_SYS);
+#else
+		/* gfx90a: nontemporal stores carry glc slc (streaming, bypass L2 retention) */
+		roxa_v2u64 w = {v->x, v->y};
+		__builtin_nontemporal_store(w, (roxa_v2u64 *)dst);
+#endif
+	} else {
+		*(roxa_u128 *)dst = *v;
+	}
+}
+ROXA_FN roxa_u128 roxa_ld16(const void *src, int mode)
+{
+	roxa_u128 r;
+	if (mode == ROXA_MEM_BYPASS) {
+		r.x = __scoped_atomic_load_n((const uint64_t *)src, __ATOMIC_RELAXED, ROXA_SYS);
+		r.y = __scoped_atomic_load_n((const uint64_t *)src + 1, __ATOMIC_RELAXED, ROXA_SYS);
+	} else {
+		r = *(const roxa_u128 *)src;
+	}
+	return r;
+}
+#elif defined(ROXA_NVPTX)
+ROXA_FN uint64_t roxa_ld_acquire_u64(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+ROXA_FN uint64_t roxa_ld_relaxed_u64(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+ROXA_FN uint32_t roxa_ld_relaxed_u32(const uint32_t *p)
+{
+	uint32_t v;
+	asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+ROXA_FN uint16_t roxa_ld_relaxed_u16(const uint16_t *p)
+{
+	uint32_t v;
+	asm volatile("ld.relaxed.sys.u16 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return (uint16_t)v;
+}
+ROXA_FN uint8_t roxa_ld_relaxed_u8(const uint8_t *p)
+{
+	uint32_t v;
+	asm volatile("ld.relaxed.sys.u8 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return (uint8_t)v;
+}
+ROXA_FN void roxa_st_release_u64(uint64_t *p, uint64_t v) { asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+ROXA_FN void roxa_st_relaxed_u64(uint64_t *p, uint64_t v) { asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+ROXA_FN void roxa_st_relaxed_u32(uint32_t *p, uint32_t v) { asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
+ROXA_FN void roxa_st_relaxed_u16(uint16_t *p, uint16_t v) { asm volatile("st.relaxed.sys.u16 [%0], %1;" ::"l"(p), "r"((uint32_t)v) : "memory"); }
+ROXA_FN void roxa_st_relaxed_u8(uint8_t *p, uint8_t v) { asm volatile("st.relaxed.sys.u8 [%0], %1;" ::"l"(p), "r"((uint32_t)v) : "memory"); }
+ROXA_FN uint64_t roxa_add_release_u64(uint64_t *p, uint64_t v)
+{
+	uint64_t old;
+	asm volatile("atom.release.sys.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+	return old;
+}
+ROXA_FN uint64_t roxa_add_agent_u64(uint64_t *p, uint64_t v)
+{
+	uint64_t old;
+	asm volatile("atom.acq_rel.gpu.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+	return old;
+}
+ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+
+#define ROXA_PTX_AMO(W, R, T)                                                                      \
+	T old = 0;                                                                                 \
+	switch (kind) {                                                                            \
+	case ROXSHMEM_AMO_FETCH: asm volatile("ld.relaxed.sys.b" #W " %0, [%1];" : "=" R(old) : "l"(p) : "memory"); break; \
+	case ROXSHMEM_AMO_SET: asm volatile("st.relaxed.sys.b" #W " [%0], %1;" ::"l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_SWAP: asm volatile("atom.relaxed.sys.exch.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_COMPARE_SWAP: asm volatile("atom.relaxed.sys.cas.b" #W " %0, [%1], %2, %3;" : "=" R(old) : "l"(p), R(cmp), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_FETCH_ADD: asm volatile("atom.relaxed.sys.add.u" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_FETCH_AND: asm volatile("atom.relaxed.sys.and.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_FETCH_OR: asm volatile("atom.relaxed.sys.or.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	default: asm volatile("atom.relaxed.sys.xor.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	}                                                                                          \
+	return old;
+ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_PTX_AMO(64, "l", uint64_t) }
+ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_PTX_AMO(32, "r", uint32_t) }
+
+ROXA_FN void roxa_fence_sc(void) { asm volatile("fence.sc.sys;" ::: "memory"); }
+ROXA_FN void roxa_fence_release(void) { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+ROXA_FN void roxa_fence_acquire(void) { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+/* NVLink stores land in the target GPU's L2, the point of coherence for its memory: there is no
+ * invalidation to skip, so the bypass acquire is the same system-scope acquire fence. */
+ROXA_FN void roxa_fence_acquire_bypass(void) { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+ROXA_FN void roxa_drain(void) { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
+ROXA_FN void roxa_st16(void *dst, const roxa_u128 *v, int mode)
+{
+	if (mode == ROXA_MEM_BYPASS)
+		asm volatile("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(dst), "l"(v->x), "l"(v->y) : "memory");
+	else
+		*(roxa_u128 *)dst = *v;
+}
+ROXA_FN roxa_u128 roxa_ld16(const void *src, int mode)
+{
+	roxa_u128 r;
+	if (mode == ROXA_MEM_BYPASS)
+		asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];" : "=l"(r.x), "=l"(r.y) : "l"(src) : "memory");
+	else
+		r = *(const roxa_u128 *)src;
+	return r;
+}
+#else /* host pass */
+ROXA_FN uint64_t roxa_ld_acquire_u64(const uint64_t *p) { return *p; }
+ROXA_FN uint64_t roxa_ld_relaxed_u64(const uint64_t *p) { return *p; }
+ROXA_FN uint32_t roxa_ld_relaxed_u32(const uint32_t *p) { return *p; }
+ROXA_FN uint16_t roxa_ld_relaxed_u16(const uint16_t *p) { return *p; }
+ROXA_FN uint8_t roxa_ld_relaxed_u8(const uint8_t *p) { return *p; }
+ROXA_FN void roxa_st_release_u64(uint64_t *p, uint64_t v) { *p = v; }
+ROXA_FN void roxa_st_relaxed_u64(uint64_t *p, uint64_t v) { *p = v; }
+ROXA_FN void roxa_st_relaxed_u32(uint32_t *p, uint32_t v) { *p = v; }
+ROXA_FN void roxa_st_relaxed_u16(uint16_t *p, uint16_t v) { *p = v; }
+ROXA_FN void roxa_st_relaxed_u8(uint8_t *p, uint8_t v) { *p = v; }
+ROXA_FN uint64_t roxa_add_release_u64(uint64_t *p, uint64_t v) { uint64_t o = *p; *p += v; return o; }
+ROXA_FN uint64_t roxa_add_agent_u64(uint64_t *p, uint64_t v) { uint64_t o = *p; *p += v; return o; }
+ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p) { return *p; }
+ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { *p = v; }
+ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
+ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
+ROXA_FN void roxa_fence_sc(void) {}
+ROXA_FN void roxa_fence_release(void) {}
+ROXA_FN void roxa_fence_acquire(void) {}
+ROXA_FN void roxa_fence_acquire_bypass(void) {}
+ROXA_FN void roxa_drain(void) {}
+ROXA_FN void roxa_st16(void *dst, const roxa_u128 *v, int mode) { (void)mode; *(roxa_u128 *)dst = *v; }
+ROXA_FN roxa_u128 roxa_ld16(const void *src, int mode) { (void)mode; return *(const roxa_u128 *)src; }
+#endif
+
+/* Copy n bytes; this thread takes elements idx, idx+stride, ... A mode applies to the side that is
+ * remote (ld_mode for a get's source, st_mode for a put's destination). */
+ROXA_FN void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, uint32_t stride,
+		       int ld_mode, int st_mode)
+{
+	uint8_t *d = (uint8_t *)dst;
+	const uint8_t *s = (const uint8_t *)src;
+	uint64_t done = 0;
+	if ((((uintptr_t)d | (uintptr_t)s) & 15) == 0) {
+		uint64_t n16 = n >> 4;
+		uint64_t i = idx;
+		/* four independent 16-byte loads in flight per thread before their stores */
+		for (; i + 3ull * stride < n16; i += 4ull * stride) {
+			roxa_u128 a = roxa_ld16(s + 16 * i, ld_mode);
+			roxa_u128 b = roxa_ld16(s + 16 * (i + stride), ld_mode);
+			roxa_u128 c = roxa_ld16(s + 16 * (i + 2ull * stride), ld_mode);
+			roxa_u128 e = roxa_ld16(s + 16 * (i + 3ull * stride), ld_mode);
+			roxa_st16(d + 16 * i, &a, st_mode);
+			roxa_st16(d + 16 * (i + stride), &b, st_mode);
+			roxa_st16(d + 16 * (i + 2ull * stride), &c, st_mode);
+			roxa_st16(d + 16 * (i + 3ull * stride), &e, st_mode);
+		}
+		for (; i < n16; i += stride) {
+			roxa_u128 a = roxa_ld16(s + 16 * i, ld_mode);
+			roxa_st16(d + 16 * i, &a, st_mode);
+		}
+		done = n16 << 4;
+	} else if ((((uintptr_t)d | (uintptr_t)s) & 7) == 0) {
+		uint64_t n8 = n >> 3;
+		for (uint64_t i = idx; i < n8; i += stride) {
+			uint64_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u64((const uint64_t *)s + i)
+							       : ((const uint64_t *)s)[i];
+			if (st_mode == ROXA_MEM_BYPASS)
+				roxa_st_relaxed_u64((uint64_t *)d + i, v);
+			else
+				((uint64_t *)d)[i] = v;
+		}
+		done = n8 << 3;
+	} else if ((((uintptr_t)d | (uintptr_t)s) & 3) == 0) {
+		uint64_t n4 = n >> 2;
+		for (uint64_t i = idx; i < n4; i += stride) {
+			uint32_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u32((const uint32_t *)s + i)
+							       : ((const uint32_t *)s)[i];
+			if (st_mode == ROXA_MEM_BYPASS)
+				roxa_st_relaxed_u32((uint32_t *)d + i, v);
+			else
+				((uint32_t *)d)[i] = v;
+		}
+		done = n4 << 2;
+	}
+	for (uint64_t i = done + idx; i < n; i += stride) {
+		uint8_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u8(s + i) : s[i];
+		if (st_mode == ROXA_MEM_BYPASS)
+			roxa_st_relaxed_u8(d + i, v);
+		else
+			d[i] = v;
+	}
+}
+
+#endif /* ROXA_GPU_LANG */
+#endif /* ROXAMEN_ARCH_H */

@@ -1,0 +1,184 @@
+/* The device -> host command ring: layout (plain C) and, in device passes, the producer.
+ * Layout fixed with nic/ring.go (nic.Desc, nic.Ring*Offset); TestRingParity compares them.
+ *
+ * Header, one 64-byte line per field: [0] head (next ticket; producers fetch_add), [64] tail
+ * (consumer-owned; slots before it are free), [128] completed (descriptors completed, advanced by
+ * the proxy in ticket order), [192] error (nonzero: the proxy failed) + pad. Descriptors start at
+ * byte 256; the slot of ticket t is t & (capacity-1). A descriptor is published by writing its seq
+ * (ticket+1) last, with release semantics; the consumer never reads head. */
+#ifndef ROXAMEN_RING_H
+#define ROXAMEN_RING_H
+
+#include "types.h"
+
+#include "ops.h"
+
+#define ROXSHMEM_DESC_KIND_MASK 0xffu
+#define ROXSHMEM_DESC_WIDTH_SHIFT 8
+#define ROXSHMEM_DESC_FLAGS(kind, width) (((uint32_t)(kind)&0xffu) | (((uint32_t)(width)&0xffu) << 8))
+/* pe of a fence or quiet descriptor that applies to every PE */
+#define ROXSHMEM_DESC_ALL_PES 0xffffffffu
+
+typedef struct roxshmem_ring_header {
+	uint64_t head;
+	uint8_t pad_head[56];
+	uint64_t tail;
+	uint8_t pad_tail[56];
+	uint64_t completed;
+	uint8_t pad_completed[56];
+	uint32_t error;
+	uint32_t pad_error;
+	uint8_t pad_end[56];
+} roxshmem_ring_header_t;
+
+typedef struct roxshmem_desc {
+	uint64_t seq;   /* ticket+1, written last with release semantics */
+	uint32_t op;    /* ROXSHMEM_OP_* */
+	uint32_t pe;    /* target PE */
+	uint64_t size;  /* bytes */
+	uint64_t src;   /* local device address: put source, get destination, fetched AMO result */
+	uint64_t dst;   /* remote symmetric-heap offset */
+	uint64_t value; /* AMO operand / signal value */
+	uint64_t aux;   /* AMO compare value / signal heap offset */
+	uint32_t flags; /* kind | width << 8 */
+	uint32_t pad;
+} roxshmem_desc_t;
+
+ROXA_STATIC_ASSERT(sizeof(roxshmem_ring_header_t) == 256, ring_header_size);
+ROXA_STATIC_ASSERT(sizeof(roxshmem_desc_t) == 64, desc_size);
+
+
+
+/* ---- the producer (device passes) ---------------------------------------------------------- */
+#ifdef ROXA_GPU_LANG
+#include "state.h"
+#include "arch.h"
+
+/* src value that asks roxshmemx_ring_push for the ticket's result slot (ring_results[t & (cap-1)]). */
+#define ROXSHMEM_RING_RESULT_SLOT (~0ull)
+/* ticket value of a push that gave up (abort word set or ring failed while the ring was full) */
+#define ROXSHMEM_RING_NO_TICKET (~0ull)
+
+ROXA_FN roxshmem_ring_header_t *roxi_ring(void)
+{
+	return (roxshmem_ring_header_t *)(uintptr_t)roxshmem_state.ring;
+}
+
+ROXA_FN uint64_t *roxi_ring_head(void)
+{
+	if (roxshmem_state.ring_head != 0)
+		return (uint64_t *)(uintptr_t)roxshmem_state.ring_head;
+	return &roxi_ring()->head;
+}
+
+ROXA_FN const uint64_t *roxi_ring_completion(void)
+{
+	if (roxshmem_state.completion != 0)
+		return (const uint64_t *)(uintptr_t)roxshmem_state.completion;
+	return &roxi_ring()->completed;
+}
+
+ROXA_FN uint64_t *roxi_ring_result(uint64_t ticket)
+{
+	return (uint64_t *)(uintptr_t)roxshmem_state.ring_results + (ticket & (roxshmem_state.ring_capacity - 1));
+}
+
+ROXA_FN void roxi_record(uint32_t call, int pe, uint32_t detail)
+{
+	roxshmem_abort_t *ab = (roxshmem_abort_t *)(uintptr_t)roxshmem_state.abort;
+	if (ab == 0)
+		return;
+	roxa_amo_u64(ROXSHMEM_AMO_COMPARE_SWAP, &ab->first, ROXSHMEM_ABORT_RECORD(call, pe, detail), 0);
+	roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, &ab->count, 1, 0);
+}
+
+/* Nonzero when a wait must give up: the host set the abort word, or (with_ring) the proxy failed.
+ * The reason is recorded for the host call that synchronizes with the kernel. */
+ROXA_FN int roxi_must_abort(uint32_t call, int pe, int with_ring)
+{
+	roxshmem_abort_t *ab = (roxshmem_abort_t *)(uintptr_t)roxshmem_state.abort;
+	if (ab != 0) {
+		uint64_t w = roxa_ld_relaxed_u64(&ab->word);
+		if (w != 0) {
+			roxi_record(call, pe, ROXSHMEM_DETAIL_ABORT_WORD | (uint32_t)(w & 0xffff));
+			return 1;
+		}
+	}
+	if (with_ring && roxshmem_state.ring != 0) {
+		uint32_t e = roxa_ld_relaxed_u32(&roxi_ring()->error);
+		if (e != 0) {
+			roxi_record(call, pe, ROXSHMEM_DETAIL_RING_ERROR | (e & 0xffff));
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Reserve a ticket, fill its slot, publish it (seq = ticket+1 written last, release at system
+ * scope: it also makes the put's source, written before the call, visible to the copy engine or
+ * NIC). Returns the ticket, or ROXSHMEM_RING_NO_TICKET when waiting for a free slot was aborted. */
+ROXA_FN uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, uint64_t src,
+				     uint64_t dst, uint64_t value, uint64_t aux, uint32_t flags)
+{
+	roxshmem_ring_header_t *r = roxi_ring();
+	uint64_t cap = roxshmem_state.ring_capacity;
+	uint64_t t = roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, roxi_ring_head(), 1, 0);
+	uint64_t tail = roxa_ld_relaxed_u64(&roxshmem_state.ring_tail_cache);
+	uint32_t spins = 0;
+	while (t >= tail + cap) {
+		/* looks full: re-read the consumer's tail; the cache only ever lags it */
+		tail = roxa_ld_acquire_u64(&r->tail);
+		if (t < tail + cap) {
+			if (roxa_ld_relaxed_u64(&roxshmem_state.ring_tail_cache) < tail)
+				roxa_st_relaxed_u64(&roxshmem_state.ring_tail_cache, tail);
+			break;
+		}
+		if ((++spins & 15) == 0 && roxi_must_abort(ROXSHMEM_CALL_RING, (int)pe, 1))
+			return ROXSHMEM_RING_NO_TICKET;
+		roxa_pause();
+	}
+	roxshmem_desc_t *d = (roxshmem_desc_t *)((uint8_t *)r + sizeof(roxshmem_ring_header_t)) + (t & (cap - 1));
+	if (src == ROXSHMEM_RING_RESULT_SLOT)
+		src = (uint64_t)(uintptr_t)roxi_ring_result(t);
+	d->op = op;
+	d->pe = pe;
+	d->size = size;
+	d->src = src;
+	d->dst = dst;
+	d->value = value;
+	d->aux = aux;
+	d->flags = flags;
+	d->pad = 0;
+	roxa_st_release_u64(&d->seq, t + 1);
+	return t;
+}
+
+/* Wait until the proxy has completed every ticket below target. Zero when aborted. */
+ROXA_FN int roxi_ring_wait(uint64_t target, uint32_t call, int pe)
+{
+	const uint64_t *c = roxi_ring_completion();
+	uint32_t spins = 0;
+	while (roxa_ld_relaxed_u64(c) < target) {
+		if ((++spins & 15) == 0) {
+			if (roxi_must_abort(call, pe, 1))
+				return 0;
+			roxa_pause();
+		}
+	}
+	/* a get's data or an AMO's result written by the proxy is read after this */
+	roxa_fence_acquire();
+	return 1;
+}
+
+/* Wait for every ticket reserved so far (by any thread of this PE). */
+ROXA_FN int roxi_ring_quiet(uint32_t call)
+{
+	if (roxshmem_state.ring == 0)
+		return 1;
+	uint64_t h = roxa_ld_relaxed_u64(roxi_ring_head());
+	if (roxa_ld_relaxed_u64(roxi_ring_completion()) >= h)
+		return 1;
+	return roxi_ring_wait(h, call, -1);
+}
+#endif /* ROXA_GPU_LANG */
+#endif /* ROXAMEN_RING_H */

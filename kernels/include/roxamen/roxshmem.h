@@ -1,0 +1,710 @@
+/* Roxamen device library: OpenSHMEM-style calls for GPU kernels (HIP dialect, header-only).
+ * Compiles with hipcc, nvcc and clang (-x hip for amdgcn, -x cuda for nvptx, with or without the
+ * vendor headers). Include it in one translation unit per code object: it defines the global
+ * roxshmem_state that the runtime fills when it loads the module.
+ *
+ * Ordering mode: ROXSHMEM_ORDERING=1 (Strict) or 2 (CacheBypass) at compile time fixes the mode;
+ * the default (0) reads ROXSHMEM_FLAG_BYPASS from roxshmem_state at run time. MAPPING.md lists the
+ * instructions each call uses in each mode and the memory-model rule each one implements. */
+#ifndef ROXAMEN_ROXSHMEM_H
+#define ROXAMEN_ROXSHMEM_H
+
+#include "types.h"
+#include "ops.h"
+#include "state.h"
+#include "ring.h"
+#include "arch.h"
+
+#ifndef ROXSHMEM_ORDERING
+#define ROXSHMEM_ORDERING 0
+#endif
+#define ROXSHMEM_ORDERING_RUNTIME 0
+#define ROXSHMEM_ORDERING_STRICT 1
+#define ROXSHMEM_ORDERING_BYPASS 2
+
+/* comparison operators of wait_until, test and signal_wait_until */
+#define ROXSHMEM_CMP_EQ 0
+#define ROXSHMEM_CMP_NE 1
+#define ROXSHMEM_CMP_GT 2
+#define ROXSHMEM_CMP_LE 3
+#define ROXSHMEM_CMP_LT 4
+#define ROXSHMEM_CMP_GE 5
+
+#ifdef ROXA_GPU_LANG
+
+/* ---- internals ----------------------------------------------------------------------------- */
+#define ROXI_PATH_SELF 0
+#define ROXI_PATH_LS 1   /* load/store to a mapped peer */
+#define ROXI_PATH_CE 2   /* copy engine, through the ring */
+#define ROXI_PATH_NIC 3  /* NIC, through the ring */
+
+#define ROXI_THREAD 0
+#define ROXI_WARP 1
+#define ROXI_BLOCK 2
+
+ROXA_FN int roxi_bypass(void)
+{
+#if ROXSHMEM_ORDERING == ROXSHMEM_ORDERING_STRICT
+	return 0;
+#elif ROXSHMEM_ORDERING == ROXSHMEM_ORDERING_BYPASS
+	return 1;
+#else
+	return (roxshmem_state.flags & ROXSHMEM_FLAG_BYPASS) != 0;
+#endif
+}
+
+ROXA_FN int roxi_store_mode(void) { return roxi_bypass() ? ROXA_MEM_BYPASS : ROXA_MEM_PLAIN; }
+
+ROXA_FN uint32_t roxi_gidx(int g) { return g == ROXI_BLOCK ? roxa_tid() : g == ROXI_WARP ? roxa_lane() : 0; }
+ROXA_FN uint32_t roxi_gsize(int g) { return g == ROXI_BLOCK ? roxa_nthreads() : g == ROXI_WARP ? roxa_warpsize() : 1; }
+ROXA_FN void roxi_gsync(int g)
+{
+	if (g == ROXI_BLOCK)
+		roxa_sync_block();
+	else if (g == ROXI_WARP)
+		roxa_sync_warp();
+}
+
+/* Stores this thread issued are complete before the group synchronizes, so that the leader's
+ * release covers them (amdgcn; on nvptx bar.sync and the release's cumulativity do it). */
+ROXA_FN void roxi_thread_drain(void)
+{
+#if defined(ROXA_AMDGCN)
+	roxa_drain();
+#endif
+}
+
+/* Validates pe and [addr, addr+n) against the symmetric heap; records and returns 0 when bad. */
+ROXA_FN int roxi_check(const void *addr, uint64_t n, int pe, uint64_t *off)
+{
+	if ((unsigned)pe >= (unsigned)roxshmem_state.n_pes) {
+		roxi_record(ROXSHMEM_CALL_BAD_PE, pe, (uint32_t)pe);
+		return 0;
+	}
+	uint64_t a = (uint64_t)(uintptr_t)addr, base = roxshmem_state.heap_base, size = roxshmem_state.heap_size;
+	if (a < base || a - base > size || n > size - (a - base)) {
+		roxi_record(ROXSHMEM_CALL_BAD_ADDR, pe, (uint32_t)a);
+		return 0;
+	}
+	*off = a - base;
+	return 1;
+}
+
+ROXA_FN int roxi_path(int pe, uint64_t n, int force_ce)
+{
+	int self = pe == roxshmem_state.my_pe;
+	if (!self && roxshmem_state.peer_base[pe] == 0)
+		return ROXI_PATH_NIC;
+	if (roxshmem_state.ring != 0 &&
+	    (force_ce || (roxshmem_state.ce_threshold != 0 && n >= roxshmem_state.ce_threshold)))
+		return ROXI_PATH_CE;
+	return self ? ROXI_PATH_SELF : ROXI_PATH_LS;
+}
+
+ROXA_FN void *roxi_remote(uint64_t off, int pe)
+{
+	if (pe == roxshmem_state.my_pe)
+		return (void *)(uintptr_t)(roxshmem_state.heap_base + off);
+	return (void *)(uintptr_t)(roxshmem_state.peer_base[pe] + off);
+}
+
+ROXA_FN void *roxi_local(uint64_t off) { return (void *)(uintptr_t)(roxshmem_state.heap_base + off); }
+
+/* The ring is needed but absent: record instead of hanging. */
+ROXA_FN int roxi_have_ring(int pe)
+{
+	if (roxshmem_state.ring != 0)
+		return 1;
+	roxi_record(ROXSHMEM_CALL_NO_ROUTE, pe, 0);
+	return 0;
+}
+
+ROXA_FN void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi, int force_ce)
+{
+	uint64_t off;
+	if (!roxi_check(dest, n, pe, &off))
+		return;
+	int path = roxi_path(pe, n, force_ce);
+	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
+		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
+			  path == ROXI_PATH_SELF ? ROXA_MEM_PLAIN : roxi_store_mode());
+	} else {
+		roxi_gsync(g); /* every thread's writes of src precede the descriptor */
+		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
+			uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_PUT, (uint32_t)pe, n, (uint64_t)(uintptr_t)src, off, 0, 0, 0);
+			if (!nbi && t != ROXSHMEM_RING_NO_TICKET)
+				roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe);
+		}
+	}
+	if (!nbi)
+		roxi_gsync(g);
+}
+
+ROXA_FN void roxi_getmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi)
+{
+	uint64_t off;
+	if (!roxi_check(src, n, pe, &off))
+		return;
+	int path = roxi_path(pe, n, 0);
+	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
+		/* remote loads are system-coherent in both modes: a get must not hit a stale line */
+		roxa_copy(dest, roxi_remote(off, pe), n, roxi_gidx(g), roxi_gsize(g),
+			  path == ROXI_PATH_SELF ? ROXA_MEM_PLAIN : ROXA_MEM_BYPASS, ROXA_MEM_PLAIN);
+	} else {
+		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
+			uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_GET, (uint32_t)pe, n, (uint64_t)(uintptr_t)dest, off, 0, 0, 0);
+			if (!nbi && t != ROXSHMEM_RING_NO_TICKET)
+				roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe);
+		}
+	}
+	if (!nbi) {
+		/* a blocking fetch orders later accesses (Strict) */
+		if (!roxi_bypass())
+			roxa_fence_acquire();
+		roxi_gsync(g);
+	}
+}
+
+ROXA_FN void roxi_st_width(void *p, uint64_t bits, uint32_t width)
+{
+	switch (width) {
+	case 1: roxa_st_relaxed_u8((uint8_t *)p, (uint8_t)bits); break;
+	case 2: roxa_st_relaxed_u16((uint16_t *)p, (uint16_t)bits); break;
+	case 4: roxa_st_relaxed_u32((uint32_t *)p, (uint32_t)bits); break;
+	default: roxa_st_relaxed_u64((uint64_t *)p, bits); break;
+	}
+}
+
+ROXA_FN uint64_t roxi_ld_width(const void *p, uint32_t width)
+{
+	switch (width) {
+	case 1: return roxa_ld_relaxed_u8((const uint8_t *)p);
+	case 2: return roxa_ld_relaxed_u16((const uint16_t *)p);
+	case 4: return roxa_ld_relaxed_u32((const uint32_t *)p);
+	default: return roxa_ld_relaxed_u64((const uint64_t *)p);
+	}
+}
+
+ROXA_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe);
+
+/* p: one element, one strong (single-copy atomic) store at system scope. */
+ROXA_FN void roxi_p(void *dest, uint64_t bits, uint32_t width, int pe)
+{
+	uint64_t off;
+	if (!roxi_check(dest, width, pe, &off))
+		return;
+	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC) {
+		roxi_st_width(roxi_remote(off, pe), bits, width);
+		return;
+	}
+	if (!roxi_have_ring(pe))
+		return;
+	if (width >= 4) {
+		/* the value travels in the descriptor: an AMO set */
+		roxshmemx_ring_push(ROXSHMEM_OP_AMO, (uint32_t)pe, width, 0, off, bits, 0,
+				    ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_SET, width));
+		return;
+	}
+	/* 1 or 2 bytes through the NIC: compare-and-swap the aligned 4-byte word that holds them */
+	uint64_t woff = off & ~3ull, shift = (off & 3) * 8, mask = (width == 1 ? 0xffull : 0xffffull) << shift;
+	uint64_t cur = roxi_amo(ROXSHMEM_AMO_FETCH, roxi_local(woff), 0, 0, 4, pe);
+	for (int i = 0; i < 1 << 20; i++) {
+		uint64_t want = (cur & ~mask) | ((bits << shift) & mask);
+		uint64_t got = roxi_amo(ROXSHMEM_AMO_COMPARE_SWAP, roxi_local(woff), want, cur, 4, pe);
+		if (got == cur || roxi_must_abort(ROXSHMEM_CALL_RING, pe, 1))
+			break;
+		cur = got;
+	}
+}
+
+ROXA_FN uint64_t roxi_g(const void *src, uint32_t width, int pe)
+{
+	uint64_t off, v = 0;
+	if (!roxi_check(src, width, pe, &off))
+		return 0;
+	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC) {
+		v = roxi_ld_width(roxi_remote(off, pe), width);
+	} else if (roxi_have_ring(pe)) {
+		uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_GET, (uint32_t)pe, width, ROXSHMEM_RING_RESULT_SLOT, off, 0, 0, 0);
+		if (t != ROXSHMEM_RING_NO_TICKET && roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe))
+			v = roxi_ld_width(roxi_ring_result(t), width);
+	}
+	if (!roxi_bypass())
+		roxa_fence_acquire();
+	return v;
+}
+
+ROXA_FN int roxi_fetching(uint32_t kind) { return kind != ROXSHMEM_AMO_SET; }
+
+/* An AMO of width 4 or 8 at system scope; returns the old value (0 for set). Non-fetching AMOs
+ * through the NIC are not waited for (quiet completes them). */
+ROXA_FN uint64_t roxi_amo_nbi(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe, int nbi)
+{
+	uint64_t off, old = 0;
+	if (!roxi_check(dest, width, pe, &off))
+		return 0;
+	if (((uintptr_t)dest & (width - 1)) != 0) {
+		roxi_record(ROXSHMEM_CALL_BAD_ADDR, pe, (uint32_t)(uintptr_t)dest);
+		return 0;
+	}
+	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC) {
+		void *p = roxi_remote(off, pe);
+		if (width == 8)
+			old = roxa_amo_u64(kind, (uint64_t *)p, v, cmp);
+		else
+			old = roxa_amo_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp);
+	} else if (roxi_have_ring(pe)) {
+		uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_AMO, (uint32_t)pe, width,
+						 nbi ? 0 : ROXSHMEM_RING_RESULT_SLOT, off, v, cmp,
+						 ROXSHMEM_DESC_FLAGS(kind, width));
+		if (!nbi && t != ROXSHMEM_RING_NO_TICKET && roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe))
+			old = roxi_ld_width(roxi_ring_result(t), width);
+	}
+	/* a blocking fetch orders later accesses (Strict; MP+quiet+fetchAMO) */
+	if (!nbi && !roxi_bypass())
+		roxa_fence_acquire();
+	return old;
+}
+
+ROXA_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe)
+{
+	return roxi_amo_nbi(kind, dest, v, cmp, width, pe, !roxi_fetching(kind));
+}
+
+/* Data, then the signal: the signal update is a release (Strict) or follows the drain of the
+ * cache-bypassing data stores (CacheBypass); through the ring one descriptor carries both. */
+ROXA_FN void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal,
+				int sig_op, int pe, int g, int nbi)
+{
+	uint64_t off, soff;
+	if (!roxi_check(dest, n, pe, &off) || !roxi_check(sig, 8, pe, &soff))
+		return;
+	int path = roxi_path(pe, n, 0);
+	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
+		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
+			  path == ROXI_PATH_SELF ? ROXA_MEM_PLAIN : roxi_store_mode());
+		if (g != ROXI_THREAD) {
+			roxi_thread_drain();
+			roxi_gsync(g);
+		}
+		if (roxi_gidx(g) == 0) {
+			uint64_t *s = (uint64_t *)roxi_remote(soff, pe);
+			if (!roxi_bypass()) {
+				if (sig_op == ROXSHMEM_SIGNAL_ADD)
+					roxa_add_release_u64(s, signal);
+				else
+					roxa_st_release_u64(s, signal);
+			} else {
+				roxa_drain();
+				if (sig_op == ROXSHMEM_SIGNAL_ADD)
+					roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, s, signal, 0);
+				else
+					roxa_st_relaxed_u64(s, signal);
+			}
+		}
+	} else {
+		roxi_gsync(g);
+		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
+			uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_PUT_SIGNAL, (uint32_t)pe, n, (uint64_t)(uintptr_t)src,
+							 off, signal, soff, ROXSHMEM_DESC_FLAGS(sig_op, 8));
+			if (!nbi && t != ROXSHMEM_RING_NO_TICKET)
+				roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe);
+		}
+	}
+	if (!nbi)
+		roxi_gsync(g);
+}
+
+ROXA_FN int roxi_cmp(uint64_t a, int cmp, uint64_t b, int is_signed)
+{
+	int64_t sa = (int64_t)a, sb = (int64_t)b;
+	switch (cmp) {
+	case ROXSHMEM_CMP_EQ: return a == b;
+	case ROXSHMEM_CMP_NE: return a != b;
+	case ROXSHMEM_CMP_GT: return is_signed ? sa > sb : a > b;
+	case ROXSHMEM_CMP_LE: return is_signed ? sa <= sb : a <= b;
+	case ROXSHMEM_CMP_LT: return is_signed ? sa < sb : a < b;
+	default: return is_signed ? sa >= sb : a >= b;
+	}
+}
+
+ROXA_FN uint64_t roxi_sext(uint64_t v, uint32_t width, int is_signed)
+{
+	if (!is_signed || width == 8)
+		return v;
+	uint32_t sh = 64 - 8 * width;
+	return (uint64_t)((int64_t)(v << sh) >> sh);
+}
+
+/* The acquire that ends a successful wait: system scope (Strict); in CacheBypass the heap holds
+ * no L2 lines, so only this CU's vector cache is invalidated on amdgcn. */
+ROXA_FN void roxi_wait_acquire(void)
+{
+	if (roxi_bypass())
+		roxa_fence_acquire_bypass();
+	else
+		roxa_fence_acquire();
+}
+
+ROXA_FN uint64_t roxi_wait(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value, uint32_t call)
+{
+	uint64_t want = roxi_sext(value, width, is_signed), v;
+	uint32_t spins = 0;
+	for (;;) {
+		v = roxi_sext(roxi_ld_width(ivar, width), width, is_signed);
+		if (roxi_cmp(v, cmp, want, is_signed))
+			break;
+		if ((++spins & 63) == 0) {
+			if (roxi_must_abort(call, roxshmem_state.my_pe, 0))
+				break;
+			if (spins > 4096)
+				roxa_pause();
+		}
+	}
+	roxi_wait_acquire();
+	return v;
+}
+
+ROXA_FN int roxi_test(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value)
+{
+	uint64_t v = roxi_sext(roxi_ld_width(ivar, width), width, is_signed);
+	if (!roxi_cmp(v, cmp, roxi_sext(value, width, is_signed), is_signed))
+		return 0;
+	roxi_wait_acquire();
+	return 1;
+}
+
+/* Tells PE pe that this PE reached round at workspace offset arrive (of this PE's slot). */
+ROXA_FN void roxi_announce(int pe, uint64_t arrive, uint64_t round)
+{
+	uint64_t off = roxshmem_state.barrier_off + arrive + 8ull * (uint64_t)roxshmem_state.my_pe;
+	if (pe == roxshmem_state.my_pe || roxshmem_state.peer_base[pe] != 0) {
+		roxa_st_release_u64((uint64_t *)roxi_remote(off, pe), round);
+	} else if (roxi_have_ring(pe)) {
+		roxshmemx_ring_push(ROXSHMEM_OP_AMO, (uint32_t)pe, 8, 0, off, round, 0,
+				    ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_SET, 8));
+	}
+}
+
+/* The PE-level barrier, run by one thread per PE: announce the round to every PE, wait for every
+ * PE's announcement. Zero when aborted. */
+ROXA_FN int roxi_pe_barrier(uint64_t round_word, uint64_t arrive, uint32_t call)
+{
+	uint64_t *ws = (uint64_t *)roxi_local(roxshmem_state.barrier_off);
+	uint64_t round = ws[round_word / 8] + 1;
+	ws[round_word / 8] = round;
+	int n = roxshmem_state.n_pes, me = roxshmem_state.my_pe;
+	for (int i = 1; i < n; i++)
+		roxi_announce((me + i) % n, arrive, round);
+	int ok = 1;
+	for (int pe = 0; pe < n && ok; pe++) {
+		if (pe == me)
+			continue;
+		const uint64_t *w = ws + arrive / 8 + pe;
+		uint32_t spins = 0;
+		while (roxa_ld_relaxed_u64(w) < round) {
+			if ((++spins & 63) == 0) {
+				if (roxi_must_abort(call, pe, 1)) {
+					ok = 0;
+					break;
+				}
+				if (spins > 4096)
+					roxa_pause();
+			}
+		}
+	}
+	roxi_wait_acquire();
+	return ok;
+}
+
+/* Grid-wide barrier among the blocks of this kernel (all resident), with the PE-level barrier run
+ * by the last block to arrive. quiet_first: complete every operation first (barrier) or only
+ * order them (sync). */
+ROXA_FN void roxi_grid_barrier(int quiet_first, uint32_t call)
+{
+	uint64_t *ws = (uint64_t *)roxi_local(roxshmem_state.barrier_off);
+	roxi_thread_drain();
+	roxa_sync_block();
+	if (roxa_tid() == 0) {
+		uint64_t gen = roxa_ld_acquire_agent_u64(ws + ROXSHMEM_BARRIER_GRID_GEN / 8);
+		uint64_t arrived = roxa_add_agent_u64(ws + ROXSHMEM_BARRIER_GRID_COUNT / 8, 1);
+		if (arrived == roxa_nblocks() - 1) {
+			roxa_st_relaxed_u64(ws + ROXSHMEM_BARRIER_GRID_COUNT / 8, 0);
+			if (quiet_first) {
+				roxi_bypass() ? roxa_fence_release() : roxa_fence_sc();
+				roxi_ring_quiet(call);
+				roxi_pe_barrier(ROXSHMEM_BARRIER_ROUND, ROXSHMEM_BARRIER_ARRIVE, call);
+			} else {
+				roxi_bypass() ? roxa_drain() : roxa_fence_sc();
+				roxi_pe_barrier(ROXSHMEM_BARRIER_SYNC_ROUND, ROXSHMEM_BARRIER_SYNC_ARRIVE, call);
+			}
+			roxa_st_release_agent_u64(ws + ROXSHMEM_BARRIER_GRID_GEN / 8, gen + 1);
+		} else {
+			uint32_t spins = 0;
+			while (roxa_ld_acquire_agent_u64(ws + ROXSHMEM_BARRIER_GRID_GEN / 8) == gen) {
+				if ((++spins & 63) == 0) {
+					if (roxi_must_abort(call, -1, 0))
+						break;
+					roxa_pause();
+				}
+			}
+		}
+		roxi_wait_acquire();
+	}
+	roxa_sync_block();
+}
+
+ROXA_FN void roxi_block_barrier(int quiet_first, uint32_t call)
+{
+	roxi_thread_drain();
+	roxa_sync_block();
+	if (roxa_tid() == 0) {
+		if (quiet_first) {
+			roxi_bypass() ? roxa_fence_release() : roxa_fence_sc();
+			roxi_ring_quiet(call);
+			roxi_pe_barrier(ROXSHMEM_BARRIER_ROUND, ROXSHMEM_BARRIER_ARRIVE, call);
+		} else {
+			roxi_bypass() ? roxa_drain() : roxa_fence_sc();
+			roxi_pe_barrier(ROXSHMEM_BARRIER_SYNC_ROUND, ROXSHMEM_BARRIER_SYNC_ARRIVE, call);
+		}
+	}
+	roxa_sync_block();
+}
+
+/* ---- the API ------------------------------------------------------------------------------- */
+
+ROXA_API int roxshmem_my_pe(void) { return roxshmem_state.my_pe; }
+ROXA_API int roxshmem_n_pes(void) { return roxshmem_state.n_pes; }
+
+/* The address through which this thread can load and store dest on pe, or 0 when pe's heap is not
+ * load/store reachable (or dest is not in the symmetric heap). */
+ROXA_API void *roxshmem_ptr(const void *dest, int pe)
+{
+	uint64_t a = (uint64_t)(uintptr_t)dest, base = roxshmem_state.heap_base;
+	if ((unsigned)pe >= (unsigned)roxshmem_state.n_pes || a < base || a - base >= roxshmem_state.heap_size)
+		return 0;
+	if (pe == roxshmem_state.my_pe)
+		return (void *)dest;
+	if (roxshmem_state.peer_base[pe] == 0)
+		return 0;
+	return roxi_remote(a - base, pe);
+}
+
+/* Nonzero once the host has set the abort word: every wait returns early from then on. */
+ROXA_API uint64_t roxshmemx_aborted(void)
+{
+	roxshmem_abort_t *ab = (roxshmem_abort_t *)(uintptr_t)roxshmem_state.abort;
+	return ab ? roxa_ld_relaxed_u64(&ab->word) : 0;
+}
+
+/* RMA, bytes */
+ROXA_API void roxshmem_putmem(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 0, 0); }
+ROXA_API void roxshmem_putmem_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 1, 0); }
+ROXA_API void roxshmem_getmem(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_THREAD, 0); }
+ROXA_API void roxshmem_getmem_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_THREAD, 1); }
+/* cooperative: every thread of the warp (wavefront) or block calls with the same arguments */
+ROXA_API void roxshmemx_putmem_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_WARP, 0, 0); }
+ROXA_API void roxshmemx_putmem_nbi_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_WARP, 1, 0); }
+ROXA_API void roxshmemx_putmem_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 0, 0); }
+ROXA_API void roxshmemx_putmem_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 1, 0); }
+ROXA_API void roxshmemx_getmem_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_WARP, 0); }
+ROXA_API void roxshmemx_getmem_nbi_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_WARP, 1); }
+ROXA_API void roxshmemx_getmem_block(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_BLOCK, 0); }
+ROXA_API void roxshmemx_getmem_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_BLOCK, 1); }
+/* always the copy engine (through the ring): zero SMs move the data */
+ROXA_API void roxshmemx_putmem_ce(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 0, 1); }
+ROXA_API void roxshmemx_putmem_ce_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 1, 1); }
+ROXA_API void roxshmemx_putmem_ce_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 0, 1); }
+ROXA_API void roxshmemx_putmem_ce_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 1, 1); }
+
+/* RMA, sized */
+#define ROXI_SIZED(BITS)                                                                                               \
+	ROXA_API void roxshmem_put##BITS(void *dest, const void *source, size_t nelems, int pe) { roxshmem_putmem(dest, source, nelems * (BITS / 8), pe); } \
+	ROXA_API void roxshmem_get##BITS(void *dest, const void *source, size_t nelems, int pe) { roxshmem_getmem(dest, source, nelems * (BITS / 8), pe); } \
+	ROXA_API void roxshmem_put##BITS##_nbi(void *dest, const void *source, size_t nelems, int pe) { roxshmem_putmem_nbi(dest, source, nelems * (BITS / 8), pe); } \
+	ROXA_API void roxshmem_get##BITS##_nbi(void *dest, const void *source, size_t nelems, int pe) { roxshmem_getmem_nbi(dest, source, nelems * (BITS / 8), pe); }
+ROXI_SIZED(8)
+ROXI_SIZED(16)
+ROXI_SIZED(32)
+ROXI_SIZED(64)
+ROXI_SIZED(128)
+
+/* RMA, typed: the OpenSHMEM standard RMA types (long double is not a device type on nvptx). */
+#define ROXI_RMA(NAME, T)                                                                                               \
+	ROXA_API void roxshmem_##NAME##_p(T *dest, T value, int pe)                                                 \
+	{                                                                                                           \
+		uint64_t bits = 0;                                                                                  \
+		__builtin_memcpy(&bits, &value, sizeof(T));                                                         \
+		roxi_p(dest, bits, sizeof(T), pe);                                                                  \
+	}                                                                                                           \
+	ROXA_API T roxshmem_##NAME##_g(const T *source, int pe)                                                     \
+	{                                                                                                           \
+		uint64_t bits = roxi_g(source, sizeof(T), pe);                                                      \
+		T v;                                                                                                \
+		__builtin_memcpy(&v, &bits, sizeof(T));                                                             \
+		return v;                                                                                           \
+	}                                                                                                           \
+	ROXA_API void roxshmem_##NAME##_put(T *dest, const T *source, size_t nelems, int pe) { roxshmem_putmem(dest, source, nelems * sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_get(T *dest, const T *source, size_t nelems, int pe) { roxshmem_getmem(dest, source, nelems * sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_put_nbi(T *dest, const T *source, size_t nelems, int pe) { roxshmem_putmem_nbi(dest, source, nelems * sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_get_nbi(T *dest, const T *source, size_t nelems, int pe) { roxshmem_getmem_nbi(dest, source, nelems * sizeof(T), pe); } \
+	ROXA_API void roxshmemx_##NAME##_put_block(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_putmem_block(dest, source, nelems * sizeof(T), pe); } \
+	ROXA_API void roxshmemx_##NAME##_get_block(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_getmem_block(dest, source, nelems * sizeof(T), pe); } \
+	ROXA_API void roxshmemx_##NAME##_put_warp(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_putmem_warp(dest, source, nelems * sizeof(T), pe); } \
+	ROXA_API void roxshmemx_##NAME##_get_warp(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_getmem_warp(dest, source, nelems * sizeof(T), pe); }
+
+#define ROXI_RMA_TYPES(X)                                                                                               \
+	X(float, float) X(double, double) X(char, char) X(schar, signed char) X(short, short) X(int, int) X(long, long)   \
+	X(longlong, long long) X(uchar, unsigned char) X(ushort, unsigned short) X(uint, unsigned int)                       \
+	X(ulong, unsigned long) X(ulonglong, unsigned long long) X(int8, int8_t) X(int16, int16_t) X(int32, int32_t)        \
+	X(int64, int64_t) X(uint8, uint8_t) X(uint16, uint16_t) X(uint32, uint32_t) X(uint64, uint64_t) X(size, size_t)     \
+	X(ptrdiff, ptrdiff_t)
+ROXI_RMA_TYPES(ROXI_RMA)
+
+/* AMOs (OpenSHMEM 1.5 names): relaxed, system scope, single-copy atomic among themselves. */
+#define ROXI_AMO_STD(NAME, T)                                                                                          \
+	ROXA_API T roxshmem_##NAME##_atomic_fetch(const T *source, int pe)                                         \
+	{                                                                                                           \
+		return (T)roxi_amo(ROXSHMEM_AMO_FETCH, (void *)source, 0, 0, sizeof(T), pe);                         \
+	}                                                                                                           \
+	ROXA_API void roxshmem_##NAME##_atomic_set(T *dest, T value, int pe) { roxi_amo(ROXSHMEM_AMO_SET, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API T roxshmem_##NAME##_atomic_swap(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_SWAP, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API T roxshmem_##NAME##_atomic_compare_swap(T *dest, T cond, T value, int pe)                         \
+	{                                                                                                           \
+		return (T)roxi_amo(ROXSHMEM_AMO_COMPARE_SWAP, dest, (uint64_t)value, (uint64_t)cond, sizeof(T), pe); \
+	}                                                                                                           \
+	ROXA_API T roxshmem_##NAME##_atomic_fetch_add(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_ADD, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_atomic_add(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_ADD, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
+	ROXA_API T roxshmem_##NAME##_atomic_fetch_inc(T *dest, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_ADD, dest, 1, 0, sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_atomic_inc(T *dest, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_ADD, dest, 1, 0, sizeof(T), pe, 1); } \
+	ROXA_API T roxshmem_##NAME##_atomic_fetch_and(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_AND, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_atomic_and(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_AND, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
+	ROXA_API T roxshmem_##NAME##_atomic_fetch_or(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_OR, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_atomic_or(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_OR, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
+	ROXA_API T roxshmem_##NAME##_atomic_fetch_xor(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_XOR, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void roxshmem_##NAME##_atomic_xor(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_XOR, dest, (uint64_t)value, 0, sizeof(T), pe, 1); }
+
+#define ROXI_AMO_TYPES(X)                                                                                               \
+	X(int, int) X(long, long) X(longlong, long long) X(uint, unsigned int) X(ulong, unsigned long)                     \
+	X(ulonglong, unsigned long long) X(int32, int32_t) X(int64, int64_t) X(uint32, uint32_t) X(uint64, uint64_t)        \
+	X(size, size_t) X(ptrdiff, ptrdiff_t)
+ROXI_AMO_TYPES(ROXI_AMO_STD)
+
+/* extended AMOs on floating point: fetch, set, swap (bitwise) */
+#define ROXI_AMO_EXT(NAME, T, U)                                                                                        \
+	ROXA_API T roxshmem_##NAME##_atomic_fetch(const T *source, int pe)                                         \
+	{                                                                                                           \
+		U bits = (U)roxi_amo(ROXSHMEM_AMO_FETCH, (void *)source, 0, 0, sizeof(T), pe);                       \
+		T v;                                                                                                \
+		__builtin_memcpy(&v, &bits, sizeof(T));                                                             \
+		return v;                                                                                           \
+	}                                                                                                           \
+	ROXA_API void roxshmem_##NAME##_atomic_set(T *dest, T value, int pe)                                       \
+	{                                                                                                           \
+		U bits;                                                                                             \
+		__builtin_memcpy(&bits, &value, sizeof(T));                                                         \
+		roxi_amo(ROXSHMEM_AMO_SET, dest, bits, 0, sizeof(T), pe);                                           \
+	}                                                                                                           \
+	ROXA_API T roxshmem_##NAME##_atomic_swap(T *dest, T value, int pe)                                         \
+	{                                                                                                           \
+		U bits;                                                                                             \
+		__builtin_memcpy(&bits, &value, sizeof(T));                                                         \
+		bits = (U)roxi_amo(ROXSHMEM_AMO_SWAP, dest, bits, 0, sizeof(T), pe);                                \
+		T v;                                                                                                \
+		__builtin_memcpy(&v, &bits, sizeof(T));                                                             \
+		return v;                                                                                           \
+	}
+ROXI_AMO_EXT(float, float, uint32_t)
+ROXI_AMO_EXT(double, double, uint64_t)
+
+/* put-with-signal: the data is delivered before the signal update becomes visible */
+ROXA_API void roxshmem_putmem_signal(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 0);
+}
+ROXA_API void roxshmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 1);
+}
+ROXA_API void roxshmemx_putmem_signal_warp(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_WARP, 0);
+}
+ROXA_API void roxshmemx_putmem_signal_nbi_warp(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_WARP, 1);
+}
+ROXA_API void roxshmemx_putmem_signal_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 0);
+}
+ROXA_API void roxshmemx_putmem_signal_nbi_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 1);
+}
+/* a relaxed read of a local signal word */
+ROXA_API uint64_t roxshmem_signal_fetch(const uint64_t *sig_addr) { return roxa_ld_relaxed_u64(sig_addr); }
+ROXA_API uint64_t roxshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value)
+{
+	return roxi_wait(sig_addr, 8, 0, cmp, cmp_value, ROXSHMEM_CALL_SIGNAL_WAIT_UNTIL);
+}
+
+/* point-to-point synchronization on a local symmetric variable */
+#define ROXI_P2P(NAME, T)                                                                                               \
+	ROXA_API void roxshmem_##NAME##_wait_until(T *ivar, int cmp, T cmp_value)                                   \
+	{                                                                                                           \
+		roxi_wait(ivar, sizeof(T), (T)-1 < (T)0, cmp, (uint64_t)cmp_value, ROXSHMEM_CALL_WAIT_UNTIL);        \
+	}                                                                                                           \
+	ROXA_API int roxshmem_##NAME##_test(T *ivar, int cmp, T cmp_value)                                          \
+	{                                                                                                           \
+		return roxi_test(ivar, sizeof(T), (T)-1 < (T)0, cmp, (uint64_t)cmp_value);                          \
+	}
+#define ROXI_P2P_TYPES(X)                                                                                               \
+	X(short, short) X(int, int) X(long, long) X(longlong, long long) X(ushort, unsigned short) X(uint, unsigned int)  \
+	X(ulong, unsigned long) X(ulonglong, unsigned long long) X(int32, int32_t) X(int64, int64_t) X(uint32, uint32_t)    \
+	X(uint64, uint64_t) X(size, size_t) X(ptrdiff, ptrdiff_t)
+ROXI_P2P_TYPES(ROXI_P2P)
+
+/* Ordering and completion. */
+
+/* fence: operations to each PE issued before it are delivered before those issued after it. */
+ROXA_API void roxshmem_fence(void)
+{
+	if (roxi_bypass())
+		roxa_drain();
+	else
+		roxa_fence_sc();
+	if (roxshmem_state.ring == 0)
+		return;
+	if (roxshmem_state.flags & ROXSHMEM_FLAG_RING_FENCE) {
+		/* ring and load/store reach disjoint PEs: the proxy keeps per-PE order across the marker */
+		if (roxa_ld_relaxed_u64(roxi_ring_completion()) < roxa_ld_relaxed_u64(roxi_ring_head()))
+			roxshmemx_ring_push(ROXSHMEM_OP_FENCE, ROXSHMEM_DESC_ALL_PES, 0, 0, 0, 0, 0, 0);
+	} else {
+		/* a later load/store put to a PE the ring also reaches must not overtake ring operations */
+		roxi_ring_quiet(ROXSHMEM_CALL_FENCE);
+	}
+}
+
+/* quiet: every operation this PE issued before it is complete (delivered, results in hand). */
+ROXA_API void roxshmem_quiet(void)
+{
+	if (roxi_bypass()) {
+		roxa_drain();
+		roxa_fence_release();
+	} else {
+		roxa_fence_sc();
+	}
+	roxi_ring_quiet(ROXSHMEM_CALL_QUIET);
+}
+
+/* Every thread of every block of the grid calls it; all blocks must be resident (a cooperative
+ * launch, or a grid no larger than the device runs at once). */
+ROXA_API void roxshmem_barrier_all(void) { roxi_grid_barrier(1, ROXSHMEM_CALL_BARRIER); }
+ROXA_API void roxshmem_sync_all(void) { roxi_grid_barrier(0, ROXSHMEM_CALL_SYNC); }
+/* One block per PE calls it (every thread of that block). */
+ROXA_API void roxshmemx_barrier_all_block(void) { roxi_block_barrier(1, ROXSHMEM_CALL_BARRIER); }
+ROXA_API void roxshmemx_sync_all_block(void) { roxi_block_barrier(0, ROXSHMEM_CALL_SYNC); }
+
+#endif /* ROXA_GPU_LANG */
+#endif /* ROXAMEN_ROXSHMEM_H */

@@ -1,0 +1,104 @@
+/* roxshmem_state: the device view of one PE, one global per code object that includes roxshmem.h.
+ * The host runtime (shmem) finds the symbol "roxshmem_state" in every module it loads and fills it
+ * before any kernel of that module runs; kernels only read it, except ring_tail_cache.
+ * Mirrored in Go by kernels.State (kernels/state.go); TestStateParity compiles this header and
+ * compares the size and every offset. Change both, and bump ROXSHMEM_STATE_VERSION. */
+#ifndef ROXAMEN_STATE_H
+#define ROXAMEN_STATE_H
+
+#include "types.h"
+
+#define ROXSHMEM_STATE_MAGIC 0x314d454d53584f52ull /* "ROXSMEM1" little-endian */
+#define ROXSHMEM_STATE_VERSION 1u
+#define ROXSHMEM_MAX_PES 64
+
+/* flags */
+#define ROXSHMEM_FLAG_BYPASS 0x1u     /* ordering: CacheBypass mode (else Strict) */
+#define ROXSHMEM_FLAG_RING_FENCE 0x2u /* the ring reaches only PEs that load/store never reaches:
+                                         fence publishes an OpFence descriptor instead of waiting
+                                         for outstanding ring operations */
+
+/* The barrier workspace, at heap offset barrier_off in every PE's heap (ROXSHMEM_BARRIER_BYTES). */
+#define ROXSHMEM_BARRIER_ROUND 0        /* uint64: barriers this PE has entered (own use) */
+#define ROXSHMEM_BARRIER_GRID_COUNT 8   /* uint64: blocks arrived at the grid barrier (own use) */
+#define ROXSHMEM_BARRIER_GRID_GEN 16    /* uint64: grid barrier generation (own use) */
+#define ROXSHMEM_BARRIER_SYNC_ROUND 24  /* uint64: sync_all rounds (own use) */
+#define ROXSHMEM_BARRIER_ARRIVE 64      /* uint64[MAX_PES]: round each PE last announced here */
+#define ROXSHMEM_BARRIER_SYNC_ARRIVE (64 + 8 * ROXSHMEM_MAX_PES) /* uint64[MAX_PES]: sync_all */
+#define ROXSHMEM_BARRIER_BYTES (64 + 16 * ROXSHMEM_MAX_PES)
+
+typedef struct roxshmem_state {
+	uint64_t magic;           /* ROXSHMEM_STATE_MAGIC once filled */
+	uint32_t version;         /* ROXSHMEM_STATE_VERSION */
+	uint32_t flags;           /* ROXSHMEM_FLAG_* */
+	int32_t my_pe;
+	int32_t n_pes;
+	uint64_t heap_base;       /* device address of this PE's symmetric heap */
+	uint64_t heap_size;
+	uint64_t ce_threshold;    /* puts/gets of at least this many bytes to a mapped peer take the
+	                             copy engine; 0: only the _ce calls do */
+	uint64_t ring;            /* device address of the command ring (header + descriptors); 0: none */
+	uint32_t ring_capacity;   /* descriptors, a power of two */
+	uint32_t pad0;
+	uint64_t ring_head;       /* device address of the ticket counter: &ring->head, or a device-local
+	                             word when the runtime keeps tickets off the host bus; 0: &ring->head */
+	uint64_t ring_results;    /* device address of uint64[ring_capacity]: where a get or fetching AMO
+	                             issued through the ring for ticket t lands (slot t & (cap-1)) */
+	uint64_t completion;      /* device address of a device-local mirror of ring->completed that the
+	                             proxy keeps current; 0: poll ring->completed */
+	uint64_t abort;           /* device address of a roxshmem_abort block; 0: waits cannot abort */
+	uint64_t barrier_off;     /* heap offset of the barrier workspace (ROXSHMEM_BARRIER_BYTES) */
+	uint64_t ring_tail_cache; /* producers' cached copy of ring->tail (device-written) */
+	uint64_t reserved[2];
+	uint64_t peer_base[ROXSHMEM_MAX_PES]; /* device address of PE i's heap as this GPU can load and
+	                                         store it; 0: not load/store reachable (NIC path) */
+} roxshmem_state_t;
+
+ROXA_STATIC_ASSERT(sizeof(roxshmem_state_t) == 128 + 8 * ROXSHMEM_MAX_PES, state_size);
+
+/* The abort block (64 bytes, host-pinned and device-mapped, or device memory the host writes).
+ * The host sets word when the job cannot proceed (a peer died, the proxy failed); every device wait
+ * then returns, and the first one records why in first (CAS from 0), and all of them bump count. */
+typedef struct roxshmem_abort {
+	uint64_t word;  /* host-written: nonzero = abort; the value is the host's reason code */
+	uint64_t first; /* device-written: ROXSHMEM_ABORT_RECORD of the first wait that gave up */
+	uint64_t count; /* device-written: number of waits that gave up */
+	uint64_t pad[5];
+} roxshmem_abort_t;
+
+ROXA_STATIC_ASSERT(sizeof(roxshmem_abort_t) == 64, abort_size);
+
+/* Record format: bit 63 set, call in bits 48..55, PE (or 0xffff) in bits 32..47, detail in 0..31. */
+#define ROXSHMEM_ABORT_RECORD(call, pe, detail)                                                    \
+	((1ull << 63) | ((uint64_t)((call)&0xff) << 48) | ((uint64_t)((pe)&0xffff) << 32) |         \
+	 (uint64_t)(uint32_t)(detail))
+
+/* Calls named in a record. */
+#define ROXSHMEM_CALL_WAIT_UNTIL 1
+#define ROXSHMEM_CALL_SIGNAL_WAIT_UNTIL 2
+#define ROXSHMEM_CALL_QUIET 3
+#define ROXSHMEM_CALL_BARRIER 4
+#define ROXSHMEM_CALL_RING 5   /* waiting for a free ring slot or for one operation's completion */
+#define ROXSHMEM_CALL_FENCE 6
+#define ROXSHMEM_CALL_SYNC 7
+#define ROXSHMEM_CALL_BAD_PE 0x80    /* not a wait: a call named a PE out of range (skipped) */
+#define ROXSHMEM_CALL_BAD_ADDR 0x81  /* not a wait: an address outside the symmetric heap */
+#define ROXSHMEM_CALL_NO_ROUTE 0x82  /* not a wait: the PE needs the ring and there is none */
+
+/* Detail of a wait record: which word ended it. */
+#define ROXSHMEM_DETAIL_ABORT_WORD 0x10000000u /* | low 16 bits of the abort word */
+#define ROXSHMEM_DETAIL_RING_ERROR 0x20000000u /* | the ring's error code */
+
+#ifdef ROXA_GPU_LANG
+/* The one state of this code object. A module built from several translation units with -fgpu-rdc
+ * defines ROXSHMEM_STATE_EXTERN in all but one. */
+#ifdef ROXSHMEM_STATE_EXTERN
+extern "C" __device__ roxshmem_state_t roxshmem_state; /* a declaration */
+#else
+extern "C" {
+__device__ __attribute__((used, aligned(64))) roxshmem_state_t roxshmem_state;
+}
+#endif
+#endif
+
+#endif /* ROXAMEN_STATE_H */
