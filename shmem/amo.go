@@ -1,7 +1,6 @@
 package shmem
 
 import (
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/roxamen/roxamen/nic"
@@ -55,78 +54,11 @@ func amo[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T) 
 }
 
 func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, val, cmp uint64) (uint64, error) {
-	return applyAMO(w.peers[pe], off, width, op, val, cmp), nil
-}
-
-// applyAMO performs op with real atomic instructions on the width-byte word at mem[off]: other
-// processes map the same memory, so a lock would not make it atomic.
-func applyAMO(mem []byte, off uint64, width int, op nic.AMOOp, val, cmp uint64) uint64 {
-	p := unsafe.Pointer(&mem[off])
-	if width == 4 {
-		a := (*uint32)(p)
-		v, c := uint32(val), uint32(cmp)
-		switch op {
-		case nic.AMOFetch:
-			return uint64(atomic.LoadUint32(a))
-		case nic.AMOSet:
-			atomic.StoreUint32(a, v)
-			return 0
-		case nic.AMOSwap:
-			return uint64(atomic.SwapUint32(a, v))
-		case nic.AMOCompareSwap:
-			for {
-				old := atomic.LoadUint32(a)
-				if old != c || atomic.CompareAndSwapUint32(a, old, v) {
-					return uint64(old)
-				}
-			}
-		case nic.AMOFetchAdd:
-			return uint64(atomic.AddUint32(a, v) - v)
-		case nic.AMOFetchAnd:
-			return uint64(atomic.AndUint32(a, v))
-		case nic.AMOFetchOr:
-			return uint64(atomic.OrUint32(a, v))
-		case nic.AMOFetchXor:
-			for {
-				old := atomic.LoadUint32(a)
-				if atomic.CompareAndSwapUint32(a, old, old^v) {
-					return uint64(old)
-				}
-			}
-		}
-		panic("shmem: unknown AMO")
+	old, err := w.paths[pe].amo(op, width, off, val, cmp)
+	if err != nil {
+		return 0, w.pathError(call, pe, err)
 	}
-	a := (*uint64)(p)
-	switch op {
-	case nic.AMOFetch:
-		return atomic.LoadUint64(a)
-	case nic.AMOSet:
-		atomic.StoreUint64(a, val)
-		return 0
-	case nic.AMOSwap:
-		return atomic.SwapUint64(a, val)
-	case nic.AMOCompareSwap:
-		for {
-			old := atomic.LoadUint64(a)
-			if old != cmp || atomic.CompareAndSwapUint64(a, old, val) {
-				return old
-			}
-		}
-	case nic.AMOFetchAdd:
-		return atomic.AddUint64(a, val) - val
-	case nic.AMOFetchAnd:
-		return atomic.AndUint64(a, val)
-	case nic.AMOFetchOr:
-		return atomic.OrUint64(a, val)
-	case nic.AMOFetchXor:
-		for {
-			old := atomic.LoadUint64(a)
-			if atomic.CompareAndSwapUint64(a, old, old^val) {
-				return old
-			}
-		}
-	}
-	panic("shmem: unknown AMO")
+	return old, nil
 }
 
 // AtomicFetch atomically reads element at of s on pe (shmem_atomic_fetch).

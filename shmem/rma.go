@@ -1,6 +1,7 @@
 package shmem
 
 import (
+	"fmt"
 	"unsafe"
 )
 
@@ -137,11 +138,20 @@ func (s Sym[T]) strided(call string, pe, at, symStride, locLen, locStride, n int
 
 // put and get move bytes between this PE and pe's heap at off; the caller has checked bounds.
 func (w *World) put(pe int, off uint64, src []byte) error {
-	copy(w.peers[pe][off:], src)
+	if err := w.paths[pe].put(off, src); err != nil {
+		return w.pathError("Put", pe, err)
+	}
 	return nil
 }
 
 func (w *World) get(pe int, off uint64, dst []byte) error {
-	copy(dst, w.peers[pe][off:])
+	if err := w.paths[pe].get(off, dst); err != nil {
+		return w.pathError("Get", pe, err)
+	}
 	return nil
+}
+
+// pathError wraps a transport failure: the PE it was talking to is gone or refused the operation.
+func (w *World) pathError(call string, pe int, err error) error {
+	return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("target PE %d", pe), Err: err}
 }

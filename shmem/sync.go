@@ -279,16 +279,10 @@ func putSignal[T Elem](call string, s Sym[T], at int, src []T, sig Sym[uint64], 
 	if op != SignalSet && op != SignalAdd {
 		return s.w.errorf(call, ErrBadArgument, "signal operation %d (want SignalSet or SignalAdd)", op)
 	}
-	if err := s.w.put(pe, off, asBytes(src)[:size]); err != nil {
-		return err
+	if err := s.w.paths[pe].putSignal(off, asBytes(src)[:size], soff, op, sigValue); err != nil {
+		return s.w.pathError(call, pe, err)
 	}
-	// The atomic update is a release on every architecture Go supports: the data is visible first.
-	amoOp := nic.AMOSet
-	if op == SignalAdd {
-		amoOp = nic.AMOFetchAdd
-	}
-	_, err = s.w.amo(call, pe, amoOp, 8, soff, sigValue, 0)
-	return err
+	return nil
 }
 
 // SignalFetch atomically reads this PE's signal element at (shmem_signal_fetch).
@@ -311,7 +305,9 @@ func SignalWaitUntil(ctx context.Context, sig Sym[uint64], at int, cmp Cmp, valu
 	return load(sig, at), nil
 }
 
-// fenceWord is the target of the full memory barrier that Fence and Quiet issue.
+// fenceWord is the target of the full memory barrier that Fence and Quiet issue for the direct
+// path: a Go atomic is a full barrier, so earlier stores are ordered before later ones on
+// architectures weaker than x86 too.
 var fenceWord atomic.Uint64
 
 // Fence orders delivery: puts, AMOs and put-with-signals this PE issued to a PE before the fence
@@ -321,6 +317,11 @@ func (w *World) Fence() error {
 		return err
 	}
 	fenceWord.Add(1)
+	for _, pe := range w.remotes {
+		if err := w.transport.Fence(pe); err != nil {
+			return w.pathError("Fence", pe, err)
+		}
+	}
 	return nil
 }
 
@@ -330,7 +331,19 @@ func (w *World) Quiet() error {
 	if err := w.check("Quiet"); err != nil {
 		return err
 	}
+	return w.quiet("Quiet", -1)
+}
+
+func (w *World) quiet(call string, pe int) error {
 	fenceWord.Add(1)
+	if w.transport == nil || (pe >= 0 && w.peers[pe] != nil) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	defer cancel()
+	if err := w.transport.Quiet(ctx, pe); err != nil {
+		return w.pathError(call, pe, err)
+	}
 	return nil
 }
 
@@ -341,6 +354,10 @@ func (w *World) PEQuiet(pes ...int) error {
 			return err
 		}
 	}
-	fenceWord.Add(1)
+	for _, pe := range pes {
+		if err := w.quiet("PEQuiet", pe); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/roxamen/roxamen/device/host"
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/symheap"
 )
 
@@ -73,13 +74,16 @@ type World struct {
 	ordering Ordering
 	timeout  time.Duration
 
-	heap     *symheap.Heap // guarded by allocMu
-	allocMu  sync.Mutex
-	heapBase device.Ptr
-	heapSize int64
-	local    []byte   // this PE's heap
-	peers    [][]byte // peers' heaps mapped here; nil where the peer is reached through the NIC path
-	imports  []device.Ptr
+	heap      *symheap.Heap // guarded by allocMu
+	allocMu   sync.Mutex
+	heapBase  device.Ptr
+	heapSize  int64
+	local     []byte   // this PE's heap
+	peers     [][]byte // peers' heaps mapped here; nil where the peer is reached through the NIC path
+	paths     []path   // how each PE's heap is reached
+	transport nic.Transport
+	remotes   []int // the PEs reached through transport
+	imports   []device.Ptr
 
 	barrier barrierState
 
@@ -171,6 +175,13 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return initErr(ErrPEFailed, err, "exchanging heaps")
 	}
 	w.peers = make([][]byte, w.npes)
+	w.paths = make([]path, w.npes)
+	type peerInfo struct {
+		node   string
+		handle []byte
+	}
+	infos := make([]peerInfo, w.npes)
+	nodes := map[string]bool{}
 	for pe, b := range all {
 		node, size, h, err := decodePeer(b)
 		if err != nil {
@@ -179,19 +190,38 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		if size != cfg.heapSize {
 			return initErr(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, cfg.heapSize)
 		}
-		if pe == w.pe {
+		infos[pe] = peerInfo{node, h}
+		nodes[node] = true
+	}
+	// Every PE takes the same decision from the same facts, so they all make the same
+	// collective calls below.
+	kind, _ := env.Transport.String()
+	forceNIC := kind == "tcp" || kind == "ucx"
+	for pe, info := range infos {
+		switch {
+		case pe == w.pe:
 			w.peers[pe] = w.local
-			continue
+			w.paths[pe] = mapped(w.local)
+		case info.node == rank.Node && !forceNIC:
+			p, err := w.dev.Import(info.handle)
+			if err != nil {
+				return initErr(ErrPEFailed, err, "mapping the heap of PE %d", pe)
+			}
+			w.imports = append(w.imports, p)
+			w.peers[pe] = host.Bytes(p, int(cfg.heapSize))
+			w.paths[pe] = mapped(w.peers[pe])
+		default:
+			w.remotes = append(w.remotes, pe)
 		}
-		if node != rank.Node {
-			return initErr(device.ErrNotSupported, nil, "PE %d is on node %q, this PE on %q: inter-node PEs need the NIC path", pe, node, rank.Node)
-		}
-		p, err := w.dev.Import(h)
+	}
+	if forceNIC || len(nodes) > 1 {
+		w.transport, err = w.startTransport(dctx, kind)
 		if err != nil {
-			return initErr(ErrPEFailed, err, "mapping the heap of PE %d", pe)
+			return initErr(ErrPEFailed, err, "starting the %s transport", kind)
 		}
-		w.imports = append(w.imports, p)
-		w.peers[pe] = host.Bytes(p, int(size))
+		for _, pe := range w.remotes {
+			w.paths[pe] = remote{w.transport, pe}
+		}
 	}
 	if err := w.initBarrier(); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving barrier space")
@@ -320,6 +350,9 @@ func (w *World) Finalize() error {
 
 func (w *World) teardown() {
 	close(w.done)
+	if w.transport != nil {
+		_ = w.transport.Close()
+	}
 	if w.boot != nil {
 		_ = w.boot.Close()
 	}
@@ -332,7 +365,7 @@ func (w *World) teardown() {
 		}
 		_ = w.dev.Close()
 	}
-	w.local, w.peers, w.imports = nil, nil, nil
+	w.local, w.peers, w.paths, w.imports = nil, nil, nil, nil
 }
 
 // GlobalExit ends the whole job with status (shmem_global_exit): every other PE exits with the

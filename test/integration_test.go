@@ -245,3 +245,27 @@ func assertNoProcesses(t *testing.T, prog string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestNICPath forces every PE pair of one node through the TCP transport (ROX_TRANSPORT=tcp).
+func TestNICPath(t *testing.T) {
+	env := []string{"ROX_TRANSPORT=tcp"}
+	t.Run("api/3", func(t *testing.T) {
+		mustPass(t, roxrun(t, 3*time.Minute, env, "-n", "3", filepath.Join(bin, "testprog"), "api"), "api: ok on 3 PEs")
+	})
+	t.Run("ring/4", func(t *testing.T) {
+		mustPass(t, roxrun(t, 2*time.Minute, env, "-n", "4", filepath.Join(bin, "ring"), "-laps", "20"), "20 laps of 4 PEs")
+	})
+	t.Run("counter/3", func(t *testing.T) {
+		mustPass(t, roxrun(t, 2*time.Minute, env, "-n", "3", filepath.Join(bin, "counter"), "-adds", "300"), "every ticket once: ok")
+	})
+	t.Run("badinput/2", func(t *testing.T) {
+		mustPass(t, roxrun(t, time.Minute, append(env, "ROX_HEAP_SIZE=8M"), "-n", "2", filepath.Join(bin, "testprog"), "badinput"), "badinput: ok")
+	})
+	t.Run("kill/3", func(t *testing.T) {
+		r := roxrun(t, time.Minute, append(env, "ROX_TIMEOUT=20s"), "-n", "3", filepath.Join(bin, "testprog"), "kill")
+		if r.status == 0 || !strings.Contains(r.stderr, "PE 2") {
+			t.Fatalf("status %d; want a failure naming PE 2\n%s", r.status, r.stderr)
+		}
+		assertNoProcesses(t, "testprog")
+	})
+}

@@ -271,8 +271,10 @@ func api(ctx context.Context, w *shmem.World) error {
 		return fmt.Errorf("TestAny with all masked: %d, %v", idx, err)
 	}
 
-	// Ptr gives direct access to a peer's copy on this node.
-	if p := flags.Ptr(right); p == nil || len(p) != n {
+	// Ptr gives direct access to a peer's copy on this node, unless the NIC path is forced.
+	if p := flags.Ptr(right); os.Getenv("ROX_TRANSPORT") == "tcp" && p != nil {
+		return fmt.Errorf("Ptr(%d) with ROX_TRANSPORT=tcp is not nil", right)
+	} else if os.Getenv("ROX_TRANSPORT") != "tcp" && (p == nil || len(p) != n) {
 		return fmt.Errorf("Ptr(%d) on one node: %v", right, p)
 	}
 	if err := w.SyncAll(ctx); err != nil {

@@ -1,0 +1,99 @@
+package shmem
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/roxamen/roxamen/nic"
+	"github.com/roxamen/roxamen/nic/tcp"
+)
+
+// path moves bytes to and from one PE's symmetric heap. The World picks one per PE at Init:
+// direct load/store when the PE's heap is mapped here, the NIC path otherwise (DESIGN.md, "Paths
+// a put can take"). Offsets and sizes are checked by the caller.
+type path interface {
+	put(off uint64, src []byte) error
+	get(off uint64, dst []byte) error
+	amo(op nic.AMOOp, width int, off uint64, value, compare uint64) (uint64, error)
+	putSignal(off uint64, src []byte, sig uint64, op SignalOp, value uint64) error
+}
+
+// mapped is a heap this process can load from and store to.
+type mapped []byte
+
+func (m mapped) put(off uint64, src []byte) error { copy(m[off:], src); return nil }
+func (m mapped) get(off uint64, dst []byte) error { copy(dst, m[off:]); return nil }
+
+func (m mapped) amo(op nic.AMOOp, width int, off uint64, value, compare uint64) (uint64, error) {
+	return nic.ApplyAMO(m[off:off+uint64(width)], op, width, value, compare)
+}
+
+func (m mapped) putSignal(off uint64, src []byte, sig uint64, op SignalOp, value uint64) error {
+	copy(m[off:], src)
+	// ApplySignal's atomic is a release on every architecture Go supports: the data is visible first.
+	return nic.ApplySignal(m[sig:sig+8], op, value)
+}
+
+// remote reaches a PE through a nic.Transport.
+type remote struct {
+	t  nic.Transport
+	pe int
+}
+
+func (r remote) put(off uint64, src []byte) error { return r.t.Put(r.pe, off, src) }
+func (r remote) get(off uint64, dst []byte) error { return r.t.Get(r.pe, off, dst) }
+func (r remote) amo(op nic.AMOOp, width int, off uint64, value, compare uint64) (uint64, error) {
+	return r.t.AMO(r.pe, op, width, off, value, compare)
+}
+func (r remote) putSignal(off uint64, src []byte, sig uint64, op SignalOp, value uint64) error {
+	return r.t.PutSignal(r.pe, off, src, sig, op, value)
+}
+
+// heapMemory is this PE's heap as the transport's target side sees it.
+type heapMemory []byte
+
+func (h heapMemory) Bytes(off uint64, n int) ([]byte, error) {
+	if n < 0 || off > uint64(len(h)) || uint64(n) > uint64(len(h))-off {
+		return nil, fmt.Errorf("range [%d, %d) is outside the %d-byte symmetric heap", off, off+uint64(n), len(h))
+	}
+	return h[off : off+uint64(n) : off+uint64(n)], nil
+}
+
+// startTransport brings up the NIC path to the PEs in remotePEs: a TCP transport listening on
+// the address this host reaches the rendezvous from, its address exchanged with every PE.
+func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport, error) {
+	if kind == "ucx" {
+		return nil, fmt.Errorf("ROX_TRANSPORT=ucx: the UCX transport is not built into this version; use tcp")
+	}
+	advertise := "127.0.0.1"
+	if w.rank.Addr != "" {
+		// A UDP "connection" sends nothing; it only asks the kernel which local address routes there.
+		if c, err := net.Dial("udp", w.rank.Addr); err == nil {
+			advertise = c.LocalAddr().(*net.UDPAddr).IP.String()
+			c.Close()
+		}
+	}
+	t, err := tcp.New(tcp.Config{
+		PE: w.pe, NPEs: w.npes, Token: w.rank.Token,
+		Listen: net.JoinHostPort(advertise, "0"), Advertise: advertise,
+		Heap: heapMemory(w.local), Timeout: w.timeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := w.boot.Allgather(ctx, []byte(t.Addr()))
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	peers := make([]string, len(addrs))
+	for i, a := range addrs {
+		peers[i] = string(a)
+	}
+	if err := t.Connect(ctx, peers); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
