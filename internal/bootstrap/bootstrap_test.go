@@ -267,6 +267,23 @@ func TestDeadPEFailsTheOthers(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("server reported no failure")
 	}
+	// The survivors leave after the failure: that is no further death.
+	for pe, c := range cs {
+		if pe != dead {
+			c.Close()
+		}
+	}
+	// Every PE has now left or failed, so whatever the server reports is already in Failures.
+	select {
+	case <-s.left:
+	case <-time.After(testTimeout):
+		t.Fatal("the server did not see every PE leave")
+	}
+	select {
+	case f := <-s.Failures():
+		t.Errorf("a survivor's Close after the failure was reported as %+v", f)
+	default:
+	}
 }
 
 func TestAbort(t *testing.T) {

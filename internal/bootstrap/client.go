@@ -398,6 +398,13 @@ func (c *Client) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		_, err = c.call(ctx, "Close", msgBye, func(*enc) {}, func() string { return "the server to acknowledge the goodbye" })
 		cancel()
+	} else {
+		// The job already failed: still say goodbye, without waiting, so that the server does not
+		// report this PE's exit as one more death on top of the real one.
+		c.wmu.Lock()
+		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		c.conn.Write(newFrame(msgBye, 0).finish())
+		c.wmu.Unlock()
 	}
 	c.mu.Lock()
 	c.closing = true
