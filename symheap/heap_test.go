@@ -283,6 +283,9 @@ func TestImportsOnlyStdlib(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue // tests may use test libraries; the rule is for what the package pulls in
+		}
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
