@@ -1,6 +1,3 @@
-// Package bootstrap finds out which PE this process is (from roxrun or a foreign launcher) and
-// connects it to the job's rendezvous service: a small TCP key-value store with allgather and
-// barrier, authenticated by a per-job token, that also tells every PE when another one dies.
 package bootstrap
 
 import (
