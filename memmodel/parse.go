@@ -272,7 +272,11 @@ func (p *parser) test() *Test {
 		p.fail("want SHMEM and the test name, found %s", p.describe())
 		return nil
 	}
-	if p.off < len(p.src) && !strings.ContainsRune(" \t", rune(p.src[p.off])) {
+	if p.off >= len(p.src) || p.src[p.off] == '\n' || p.src[p.off] == '\r' {
+		p.failAt(p.line, p.col, "want the test name after SHMEM")
+		return nil
+	}
+	if p.src[p.off] != ' ' && p.src[p.off] != '\t' {
 		p.fail("want SHMEM and the test name, found %s", p.describe())
 		return nil
 	}

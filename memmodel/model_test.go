@@ -1,0 +1,245 @@
+package memmodel
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// suite parses every litmus file of testdata and of the shared sample directory.
+func suite(t *testing.T) []*Test {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*.litmus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests []*Test
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := ParseFile(f, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, ts...)
+	}
+	if len(tests) < 40 {
+		t.Fatalf("testdata holds %d tests, want at least 40", len(tests))
+	}
+	return tests
+}
+
+func mustParse(t *testing.T, src string) *Test {
+	t.Helper()
+	tt, err := Parse("inline", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt
+}
+
+func TestSuiteVerdicts(t *testing.T) {
+	for _, tt := range suite(t) {
+		if tt.ExpectStrict == VerdictNone || tt.ExpectBypass == VerdictNone {
+			t.Errorf("%s: no expect line for both modes", tt.Name)
+			continue
+		}
+		for _, m := range []Mode{Strict, Bypass} {
+			r, err := Check(tt, m, DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Verdict != tt.Expect(m) {
+				t.Errorf("%s %s: model says %s, test expects %s; states %v", tt.Name, m, r.Verdict, tt.Expect(m), r.States)
+			}
+		}
+	}
+}
+
+// The shared samples must all be in testdata, unchanged.
+func TestSamplesCopied(t *testing.T) {
+	shared, _ := filepath.Glob("../../shared/litmus/*.litmus")
+	for _, f := range shared {
+		want, _ := os.ReadFile(f)
+		got, err := os.ReadFile(filepath.Join("testdata", filepath.Base(f)))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s is missing from testdata or differs", filepath.Base(f))
+		}
+	}
+}
+
+// Bypass only adds outcomes: every state Strict allows, Bypass allows too.
+func TestBypassContainsStrict(t *testing.T) {
+	differ := 0
+	for _, tt := range suite(t) {
+		s, err := Check(tt, Strict, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Check(tt, Bypass, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range s.States {
+			if _, ok := b.Witnesses[st]; !ok {
+				t.Errorf("%s: strict allows %q, bypass does not", tt.Name, st)
+			}
+		}
+		if s.Verdict != b.Verdict {
+			differ++
+		}
+	}
+	if differ < 8 {
+		t.Errorf("only %d tests tell the modes apart, want the suite to cover every differing shape (8+)", differ)
+	}
+}
+
+// The issue's bound: a test with 4 PEs and 12 events is decided well under a second. Checked by
+// counting candidate work, not by the clock: the biggest test must stay far below the naive bound.
+func TestBigTestDecided(t *testing.T) {
+	src, err := os.ReadFile("testdata/Big_4PE_12.litmus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := mustParse(t, string(src))
+	if n := len(Events(tt)); n != 12 {
+		t.Fatalf("Big_4PE_12 has %d events, want 12", n)
+	}
+	for _, m := range []Mode{Strict, Bypass} {
+		r, err := Check(tt, m, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Executions == 0 || r.Verdict != tt.Expect(m) {
+			t.Errorf("%s: %d executions, verdict %s", m, r.Executions, r.Verdict)
+		}
+	}
+}
+
+func BenchmarkSuite(b *testing.B) {
+	var tests []*Test
+	files, _ := filepath.Glob("testdata/*.litmus")
+	for _, f := range files {
+		src, _ := os.ReadFile(f)
+		ts, err := ParseFile(f, src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tests = append(tests, ts...)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, tt := range tests {
+			for _, m := range []Mode{Strict, Bypass} {
+				if _, err := Check(tt, m, DefaultOptions()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// Each interpretation option changes the verdict of the test that depends on it.
+func TestOptions(t *testing.T) {
+	mpStores := mustParse(t, `SHMEM MP+st+fence+st
+PE0 | PE1 ;
+st x 1 | get r0 y@0 ;
+fence | get r1 x@0 ;
+st y 1 | ;
+exists (1:r0=1 /\ 1:r1=0)`)
+	fetchOrder := mustParse(t, `SHMEM LB+gets
+PE0 | PE1 ;
+get r0 x@2 | get r1 y@2 ;
+put y@2 1 | put x@2 1 ;
+exists (0:r0=1 /\ 1:r1=1)`)
+	atomic := mustParse(t, `SHMEM AMO+fadd+put
+PE0 | PE1 ;
+fadd r0 x@2 1 | put x@2 5 ;
+exists (0:r0=0 /\ x@2=1)`)
+	cases := []struct {
+		name      string
+		test      *Test
+		opt       func(*Options)
+		def, with Verdict
+	}{
+		{"FenceOrdersStores=false", mpStores, func(o *Options) { o.FenceOrdersStores = false }, Forbidden, Allowed},
+		{"BlockingFetchOrders=false", fetchOrder, func(o *Options) { o.BlockingFetchOrders = false }, Forbidden, Allowed},
+		{"AtomicAllWrites=true", atomic, func(o *Options) { o.AtomicAllWrites = true }, Allowed, Forbidden},
+	}
+	for _, c := range cases {
+		def, err := Check(c.test, Strict, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := DefaultOptions()
+		c.opt(&o)
+		with, err := Check(c.test, Strict, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if def.Verdict != c.def || with.Verdict != c.with {
+			t.Errorf("%s: default %s (want %s), with option %s (want %s)", c.name, def.Verdict, c.def, with.Verdict, c.with)
+		}
+	}
+}
+
+// Executions carry consistent relations: rf pairs a read with a write of its location and the
+// value it reads, co is per location, and every execution's final state is among the results.
+func TestExecutionRelations(t *testing.T) {
+	tt := mustParse(t, `SHMEM MP+fence+wait
+PE0 | PE1 ;
+put x@1 1 | wait y == 1 ;
+fence | ld r0 x ;
+put y@1 1 | ;
+exists (1:r0=0)`)
+	r, err := Check(tt, Bypass, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = Enumerate(tt, Bypass, DefaultOptions(), func(x *Execution) {
+		n++
+		for _, p := range x.RF {
+			if p[0] >= 0 && x.Events[p[0]].Loc != x.Events[p[1]].Loc {
+				t.Errorf("rf %v joins different locations", p)
+			}
+			if p[0] >= 0 && x.Values[p[0]] != x.Values[p[1]] {
+				t.Errorf("rf %v: read %d from a write of %d", p, x.Values[p[1]], x.Values[p[0]])
+			}
+		}
+		for _, p := range x.CO {
+			if p[0] >= 0 && x.Events[p[0]].Loc != x.Events[p[1]].Loc {
+				t.Errorf("co %v joins different locations", p)
+			}
+		}
+		if !r.Allows(x.Final) {
+			t.Errorf("execution's final state %v is not among the result's", x.Final)
+		}
+		if len(x.Ord) == 0 {
+			t.Errorf("no preserved order in MP+fence+wait")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != r.Executions || n == 0 {
+		t.Errorf("Enumerate saw %d executions, Check %d", n, r.Executions)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("SHMEM Huge\nPE0 ;\n")
+	for i := 0; i < 70; i++ {
+		b.WriteString("put x@1 1 ;\n")
+	}
+	b.WriteString("exists (x@1=1)\n")
+	tt := mustParse(t, b.String())
+	_, err := Check(tt, Strict, DefaultOptions())
+	if err == nil || !strings.Contains(err.Error(), "Huge") || !strings.Contains(err.Error(), "70") {
+		t.Fatalf("err = %v, want an error naming the test and its 70 points", err)
+	}
+}

@@ -1,0 +1,112 @@
+package memmodel
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct{ src, want string }{
+		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 | ld r0 y@0 ;\nexists (1:r0=0)\n", "f:3:19: ld on PE1 names y@0"},
+		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 ;\nexists (x@1=0)\n", "f:3:11: row has 1 cells, want 2"},
+		{"SHMEM T\nPE0 ;\nfoo x ;\nexists (x@0=0)\n", `f:3:1: unknown instruction "foo"`},
+		{"SHMEM T\nPE0 ;\nput x@99 1 ;\nexists (x@0=0)\n", "f:3:7: PE 99 out of range"},
+		{"SHMEM T\nPE0 ;\nput x@1 one ;\nexists (x@0=0)\n", `f:3:9: want a number, found "one"`},
+		{"SHMEM T\nPE0 | PE0 ;\n", "f:2:7: column PE0 appears twice"},
+		{"SHMEM T\nPE0 ;\nwait x = 1 ;\nexists (x@0=0)\n", "f:3:8: want a comparison"},
+		{"SHMEM T\nPE0 ;\nput x@1 1 ;\nexists (x@1=0 /\\ )\n", "f:4:18: want a condition term"},
+		{"SHMEM T\nPE0 ;\nput x@1 1 ;\nexists (x@1=0)\nexpect strict=Maybe\n", `f:5:15: want Allowed or Forbidden, found "Maybe"`},
+		{"SHMEM T\nPE0 | PE1 ;\nbarrier | ;\nexists (x@1=0)\n", "f:1:1: test T: PE1 runs 0 barriers"},
+		{"SHMEM T\nPE0 ;\nld r0 x ;\nld r0 x ;\nexists (0:r0=0)\n", "f:1:1: test T: register r0 is written twice on PE0"},
+		{"SHMEM T\nPE0 ;\nput x@1 1 ;\nexists (0:r9=0)\n", "f:1:1: test T: condition names register 0:r9"},
+		{"SHMEM T\nPE0 ;\nputsig x@1 1 s@2 set 1 ;\nexists (x@1=0)\n", "f:3:14: putsig on PE0: signal s@2 is not on the data's PE 1"},
+		{"SHMEM T\n(* open\nPE0 ;\n", "f:2:1: comment never closed"},
+		{"SHMEM T\nPE0 ;\nput x@1 1 2 ;\n", `f:3:11: extra "2" after put`},
+		{"SHMEM\n", "f:1:6: want the test name"},
+		{"", "f:1:1: no test"},
+		{"SHMEM T\nPE0 ;\nput x@1 1 ;\n", "f:4:1: want a row or the final condition"},
+		{"SHMEM T\nPE0 ;\nst x 1 $ ;\n", "f:3:8: unexpected character '$'"},
+	}
+	for _, c := range cases {
+		_, err := ParseFile("f", []byte(c.src))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("parse %q:\n got %v\nwant %s...", c.src, err, c.want)
+		}
+	}
+}
+
+func TestParseShape(t *testing.T) {
+	tt := mustParse(t, `SHMEM Shape (* a comment *)
+{ y@0=1; x@1=5 }
+PE1 | PE0 ;
+putsig x@0 1 s@0 add 2 | wait s >= 2 ;
+cswap r1 x@1 5 6       | ;
+~exists (~(1:r1=5) \/ x@1=6 /\ true)
+expect bypass=Allowed strict=Forbidden
+`)
+	want := &Test{
+		Name: "Shape",
+		Init: []InitVal{{Loc{"y", 0}, 1}, {Loc{"x", 1}, 5}},
+		Columns: []Column{
+			{PE: 1, Instrs: []Instr{
+				{Op: OpPutSig, Loc: Loc{"x", 0}, Val: 1, Sig: Loc{"s", 0}, SigOp: SigAdd, New: 2},
+				{Op: OpCSwap, Reg: "r1", Loc: Loc{"x", 1}, Val: 5, New: 6},
+			}},
+			{PE: 0, Instrs: []Instr{{Op: OpWait, Loc: Loc{"s", 0}, Cmp: CmpGE, Val: 2}}},
+		},
+		Quant: NotExists,
+		Cond: Prop{Kind: PropOr, Args: []Prop{
+			{Kind: PropNot, Args: []Prop{{Kind: PropReg, PE: 1, Reg: "r1", Val: 5}}},
+			{Kind: PropAnd, Args: []Prop{{Kind: PropMem, Loc: Loc{"x", 1}, Val: 6}, {Kind: PropTrue}}},
+		}},
+		ExpectStrict: Forbidden, ExpectBypass: Allowed,
+	}
+	if !reflect.DeepEqual(tt, want) {
+		t.Fatalf("parsed\n%#v\nwant\n%#v", tt, want)
+	}
+}
+
+func TestRoundTripSuite(t *testing.T) {
+	for _, tt := range suite(t) {
+		back, err := Parse(tt.Name, []byte(tt.String()))
+		if err != nil {
+			t.Fatalf("%s: printed test does not parse: %v\n%s", tt.Name, err, tt)
+		}
+		if !reflect.DeepEqual(back, tt) {
+			t.Errorf("%s: parse(print(t)) != t\n%s", tt.Name, tt)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, tt := range suite(&testing.T{}) {
+		f.Add(tt.String())
+	}
+	f.Add("SHMEM A\n{ x@1=2; }\nPE0 ;\nfadd r0 x@1 -3 ;\nforall ((0:r0=2 /\\ x@1=-1) \\/ false)\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		tests, err := ParseFile("fuzz", []byte(src))
+		if err != nil {
+			var pe *ParseError
+			if !asParseError(err, &pe) || pe.Line < 1 || pe.Col < 1 {
+				t.Fatalf("error without a position: %v", err)
+			}
+			return
+		}
+		for _, tt := range tests {
+			back, err := Parse("printed", []byte(tt.String()))
+			if err != nil {
+				t.Fatalf("printed test does not parse: %v\n%s", err, tt)
+			}
+			if !reflect.DeepEqual(back, tt) {
+				t.Fatalf("parse(print(t)) != t\n%s\n%#v\n%#v", tt, tt, back)
+			}
+		}
+	})
+}
+
+func asParseError(err error, pe **ParseError) bool {
+	p, ok := err.(*ParseError)
+	*pe = p
+	return ok
+}
