@@ -13,6 +13,10 @@ import (
 // Library is the file dlopen'ed; its SONAME is stable across driver versions.
 const Library = "libcuda.so.1"
 
+// fallbackDirs are tried when the dynamic linker's search path lacks the driver (containers
+// that mount it under /usr/local/nvidia without an ld.so.conf entry).
+var fallbackDirs = []string{"/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"}
+
 type (
 	cuDevice  int32
 	cuContext uintptr
@@ -204,6 +208,14 @@ var (
 func load() error {
 	loadOnce.Do(func() {
 		h, err := purego.Dlopen(Library, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		for _, dir := range fallbackDirs {
+			if err == nil {
+				break
+			}
+			if h2, err2 := purego.Dlopen(dir+"/"+Library, purego.RTLD_NOW|purego.RTLD_GLOBAL); err2 == nil {
+				h, err = h2, nil
+			}
+		}
 		if err != nil {
 			loadErr = &device.Error{Op: "dlopen " + Library, Err: err, Kind: device.ErrNoDriver}
 			return
