@@ -243,3 +243,16 @@ func TestTooLarge(t *testing.T) {
 		t.Fatalf("err = %v, want an error naming the test and its 70 points", err)
 	}
 }
+
+func loadTest(t *testing.T, path string) *Test {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt, err := Parse(path, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt
+}
