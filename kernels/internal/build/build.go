@@ -1,0 +1,137 @@
+// Package build compiles the kernels' HIP sources with Debian's clang-19 (no vendor SDK): amdgcn
+// code objects for gfx90a and gfx942, PTX for sm_80 and sm_90. It is shared by the generator
+// (go generate ./kernels) and the tests that check the committed objects and the arch mapping.
+package build
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Target is one architecture the runtime ships code for.
+type Target struct {
+	Arch string // "gfx942", "sm_90"
+	AMD  bool   // amdgcn code object; otherwise nvptx PTX
+}
+
+// Ext is the file extension of the target's output.
+func (t Target) Ext() string {
+	if t.AMD {
+		return ".hsaco"
+	}
+	return ".ptx"
+}
+
+// Targets are the architectures of kernels/obj, in a fixed order.
+var Targets = []Target{
+	{Arch: "gfx90a", AMD: true},
+	{Arch: "gfx942", AMD: true},
+	{Arch: "sm_80"},
+	{Arch: "sm_90"},
+}
+
+// Lookup returns the target named arch.
+func Lookup(arch string) (Target, bool) {
+	for _, t := range Targets {
+		if t.Arch == arch {
+			return t, true
+		}
+	}
+	return Target{}, false
+}
+
+// ErrNoClang reports that clang-19 is not installed (CI installs it: .ci/kernels-deps.txt).
+var ErrNoClang = errors.New("clang-19 not found in PATH (apt-get install clang-19 lld-19 llvm-19)")
+
+// Tool returns the path of a versioned LLVM tool ("clang-19", "llvm-objdump-19", "ld.lld-19").
+func Tool(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if name == "clang-19" {
+			return "", ErrNoClang
+		}
+		return "", fmt.Errorf("%s not found in PATH (apt-get install clang-19 lld-19 llvm-19): %w", name, err)
+	}
+	return p, nil
+}
+
+// Args returns clang's arguments to compile src (relative to the kernels directory) for t into out.
+// Outputs are byte-reproducible: no debug info, paths relative to the kernels directory, and
+// -ffile-prefix-map for anything that still names the directory.
+func Args(t Target, src, out string, defines []string) []string {
+	args := []string{}
+	if t.AMD {
+		args = append(args, "-x", "hip", "--offload-arch="+t.Arch, "--offload-device-only",
+			"--no-gpu-bundle-output", "-nogpulib", "-nogpuinc")
+	} else {
+		args = append(args, "-x", "cuda", "--cuda-gpu-arch="+t.Arch, "--cuda-device-only",
+			"-nocudainc", "-nocudalib", "-S")
+	}
+	args = append(args, "-O3", "-Wall", "-Wextra", "-Werror", "-g0", "-ffile-prefix-map=.=.",
+		"-fno-ident", "-Iinclude")
+	for _, d := range defines {
+		args = append(args, "-D"+d)
+	}
+	return append(args, "-o", out, src)
+}
+
+// Compile builds src (relative to dir, the kernels directory) for t into out (absolute or relative
+// to dir). The compiler runs in dir so that no absolute path reaches the output.
+func Compile(dir string, t Target, src, out string, defines ...string) error {
+	clang, err := Tool("clang-19")
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	args := Args(t, src, out, defines)
+	// the prefix map must name the real directory to rewrite it
+	for i, a := range args {
+		if a == "-ffile-prefix-map=.=." {
+			args[i] = "-ffile-prefix-map=" + abs + "=."
+		}
+	}
+	cmd := exec.Command(clang, args...)
+	cmd.Dir = abs
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=0", "LC_ALL=C")
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("clang-19 %s for %s: %v\n%s", src, t.Arch, err, stderr.String())
+	}
+	return nil
+}
+
+// Sources are the runtime kernels, compiled into one object per target named runtime-<arch><ext>.
+var Sources = []string{"src/runtime.hip"}
+
+// ObjectName is the file in kernels/obj that holds the runtime kernels for t.
+func ObjectName(t Target) string { return "runtime-" + t.Arch + t.Ext() }
+
+// All builds the runtime kernels for every target into outDir.
+func All(kernelsDir, outDir string) error {
+	outAbs, err := filepath.Abs(outDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outAbs, 0o755); err != nil {
+		return err
+	}
+	for _, t := range Targets {
+		out := filepath.Join(outAbs, ObjectName(t))
+		if err := Compile(kernelsDir, t, Sources[0], out); err != nil {
+			return err
+		}
+		// the linker marks code objects executable; keep one mode for every output
+		if err := os.Chmod(out, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

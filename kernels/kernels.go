@@ -1,0 +1,60 @@
+// Package kernels holds Roxamen's device side: the header-only device library that user kernels
+// include (include/roxamen/roxshmem.h), the runtime's own kernels (src/*.hip), and their prebuilt
+// code objects (obj/), embedded here. The layout of roxshmem_state and of the command ring is
+// mirrored in Go (State, Abort, LitmusInsn) and checked against the C headers by the tests.
+//
+// Regenerate the objects with `go generate ./kernels` (Debian's clang-19, lld-19; no vendor SDK).
+package kernels
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+)
+
+//go:generate go run ./internal/gen
+
+//go:embed obj/*.hsaco obj/*.ptx
+var objects embed.FS
+
+// Arches lists the architectures Object has code for.
+var Arches = []string{"gfx90a", "gfx942", "sm_80", "sm_90"}
+
+// Object returns the runtime kernels built for arch ("gfx90a", "gfx942": amdgcn code objects;
+// "sm_80", "sm_90": PTX text that the CUDA driver JIT-compiles for the device, newer ones included).
+// The slice is shared: do not modify it.
+func Object(arch string) ([]byte, error) {
+	ext := ""
+	switch {
+	case strings.HasPrefix(arch, "gfx"):
+		ext = ".hsaco"
+	case strings.HasPrefix(arch, "sm_"):
+		ext = ".ptx"
+	}
+	for _, a := range Arches {
+		if a == arch {
+			return objects.ReadFile("obj/runtime-" + arch + ext)
+		}
+	}
+	return nil, fmt.Errorf("kernels: no code object for arch %q (have %s)", arch, strings.Join(Arches, ", "))
+}
+
+// ObjectFor picks the object a device of arch can load: the exact amdgcn target, or for NVIDIA the
+// newest PTX not newer than the device (sm_90 for sm_90 and later, sm_80 for sm_80..sm_89).
+func ObjectFor(arch string) ([]byte, string, error) {
+	if strings.HasPrefix(arch, "sm_") {
+		var v int
+		if _, err := fmt.Sscanf(strings.TrimSuffix(strings.TrimSuffix(arch[3:], "a"), "f"), "%d", &v); err == nil {
+			switch {
+			case v >= 90:
+				b, err := Object("sm_90")
+				return b, "sm_90", err
+			case v >= 80:
+				b, err := Object("sm_80")
+				return b, "sm_80", err
+			}
+		}
+	}
+	b, err := Object(arch)
+	return b, arch, err
+}

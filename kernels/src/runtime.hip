@@ -1,0 +1,298 @@
+// The runtime's own kernels: built by `go generate ./kernels` into kernels/obj for gfx90a, gfx942
+// (code objects) and sm_80, sm_90 (PTX), embedded in the Go binary (kernels.Object). The ordering
+// mode is read from roxshmem_state at run time. Launch arguments are 4- or 8-byte scalars and
+// device pointers (device.Stream.Launch).
+#include "roxamen/roxshmem.h"
+#include "roxamen/litmus.h"
+
+#define KERNEL extern "C" __global__
+
+// ---- synchronization ----------------------------------------------------------------------------
+
+// One block per PE: quiet, then barrier with every PE.
+KERNEL void roxk_barrier_all_block(void) { roxshmemx_barrier_all_block(); }
+
+// Every block of a resident grid.
+KERNEL void roxk_barrier_all(void) { roxshmem_barrier_all(); }
+
+KERNEL void roxk_sync_all_block(void) { roxshmemx_sync_all_block(); }
+
+KERNEL void roxk_quiet(void) { roxshmem_quiet(); }
+
+// out[0] = 1 if every PE has taken part in a barrier (used by stream-ordered barriers); waits on
+// the local signal word until it reaches value (stream-ordered signal wait).
+KERNEL void roxk_signal_wait_until(uint64_t *sig, int32_t cmp, uint64_t value)
+{
+	if (roxa_tid() == 0 && roxa_block() == 0)
+		roxshmem_signal_wait_until(sig, cmp, value);
+}
+
+// Stream-ordered put-with-signal issued from one thread.
+KERNEL void roxk_putmem_signal(void *dst, const void *src, uint64_t n, uint64_t *sig, uint64_t signal,
+			       int32_t sig_op, int32_t pe)
+{
+	if (roxa_tid() == 0 && roxa_block() == 0)
+		roxshmem_putmem_signal(dst, src, n, sig, signal, sig_op, pe);
+}
+
+// Stream-ordered put from one block per chunk: block b moves bytes [b*chunk, (b+1)*chunk).
+KERNEL void roxk_putmem_blocks(void *dst, const void *src, uint64_t n, int32_t pe)
+{
+	uint64_t nb = roxa_nblocks(), b = roxa_block();
+	uint64_t chunk = (n + nb - 1) / nb;
+	chunk = (chunk + 15) & ~15ull;
+	uint64_t lo = b * chunk;
+	if (lo < n) {
+		uint64_t len = n - lo < chunk ? n - lo : chunk;
+		roxshmemx_putmem_nbi_block((uint8_t *)dst + lo, (const uint8_t *)src + lo, len, pe);
+	}
+	roxa_sync_block();
+	if (roxa_tid() == 0)
+		roxshmem_quiet();
+}
+
+// ---- copy and fill ------------------------------------------------------------------------------
+
+KERNEL void roxk_copy(void *dst, const void *src, uint64_t n)
+{
+	uint32_t idx = roxa_block() * roxa_nthreads() + roxa_tid();
+	roxa_copy(dst, src, n, idx, roxa_nblocks() * roxa_nthreads(), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+}
+
+KERNEL void roxk_fill_u8(uint8_t *dst, uint32_t value, uint64_t n)
+{
+	uint64_t stride = (uint64_t)roxa_nblocks() * roxa_nthreads();
+	for (uint64_t i = (uint64_t)roxa_block() * roxa_nthreads() + roxa_tid(); i < n; i += stride)
+		dst[i] = (uint8_t)value;
+}
+
+KERNEL void roxk_fill_u64(uint64_t *dst, uint64_t value, uint64_t count)
+{
+	uint64_t stride = (uint64_t)roxa_nblocks() * roxa_nthreads();
+	for (uint64_t i = (uint64_t)roxa_block() * roxa_nthreads() + roxa_tid(); i < count; i += stride)
+		dst[i] = value;
+}
+
+// A reproducible byte pattern (splitmix64 of seed and the 8-byte word index): tests fill sources
+// with it and check destinations against it without a host copy of the data.
+ROXA_FN uint64_t roxk_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+ROXA_FN uint8_t roxk_pattern_byte(uint64_t seed, uint64_t i)
+{
+	return (uint8_t)(roxk_mix(seed ^ (i >> 3)) >> (8 * (i & 7)));
+}
+
+KERNEL void roxk_pattern(uint8_t *dst, uint64_t n, uint64_t seed)
+{
+	uint64_t stride = (uint64_t)roxa_nblocks() * roxa_nthreads();
+	for (uint64_t i = (uint64_t)roxa_block() * roxa_nthreads() + roxa_tid(); i < n; i += stride)
+		dst[i] = roxk_pattern_byte(seed, i);
+}
+
+// bad[0] counts mismatching bytes; bad[1] receives the lowest mismatching index + 1 (atomic min).
+KERNEL void roxk_check_pattern(const uint8_t *src, uint64_t n, uint64_t seed, uint64_t *bad)
+{
+	uint64_t stride = (uint64_t)roxa_nblocks() * roxa_nthreads();
+	for (uint64_t i = (uint64_t)roxa_block() * roxa_nthreads() + roxa_tid(); i < n; i += stride) {
+		if (src[i] != roxk_pattern_byte(seed, i)) {
+			roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, &bad[0], 1, 0);
+			uint64_t want = i + 1, cur = roxa_ld_relaxed_u64(&bad[1]);
+			while (cur == 0 || want < cur) {
+				uint64_t got = roxa_amo_u64(ROXSHMEM_AMO_COMPARE_SWAP, &bad[1], want, cur);
+				if (got == cur)
+					break;
+				cur = got;
+			}
+		}
+	}
+}
+
+// ---- bench (roxrun bench): out[0] receives the elapsed device time in ns ----------------------
+
+// 8-byte p ping-pong between this PE and peer on the symmetric word flag: the initiator puts i and
+// waits for the peer's i; the responder waits then answers. One-way latency = out[0] / (2 iters).
+KERNEL void roxk_p_pingpong(uint64_t *flag, uint64_t iters, int32_t peer, int32_t initiator, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	uint64_t t0 = roxa_clock_ns();
+	for (uint64_t i = 1; i <= iters; i++) {
+		if (initiator) {
+			roxshmem_uint64_p(flag, i, peer);
+			roxshmem_uint64_wait_until(flag, ROXSHMEM_CMP_GE, i);
+		} else {
+			roxshmem_uint64_wait_until(flag, ROXSHMEM_CMP_GE, i);
+			roxshmem_uint64_p(flag, i, peer);
+		}
+	}
+	out[0] = roxa_clock_ns() - t0;
+}
+
+// put-with-signal ping-pong: size bytes of buf and a SET of sig to i.
+KERNEL void roxk_putsig_pingpong(uint8_t *buf, uint64_t size, uint64_t *sig, uint64_t iters, int32_t peer,
+				 int32_t initiator, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	uint64_t t0 = roxa_clock_ns();
+	for (uint64_t i = 1; i <= iters; i++) {
+		if (initiator) {
+			roxshmem_putmem_signal_nbi(buf, buf, size, sig, i, ROXSHMEM_SIGNAL_SET, peer);
+			roxshmem_signal_wait_until(sig, ROXSHMEM_CMP_GE, i);
+		} else {
+			roxshmem_signal_wait_until(sig, ROXSHMEM_CMP_GE, i);
+			roxshmem_putmem_signal_nbi(buf, buf, size, sig, i, ROXSHMEM_SIGNAL_SET, peer);
+		}
+	}
+	roxshmem_quiet();
+	out[0] = roxa_clock_ns() - t0;
+}
+
+// fetch_add latency: iters dependent fetch_adds of 1 on peer's target. out[1] = last value.
+KERNEL void roxk_fadd_latency(uint64_t *target, uint64_t iters, int32_t peer, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	uint64_t v = 0, t0 = roxa_clock_ns();
+	for (uint64_t i = 0; i < iters; i++)
+		v += roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+	out[0] = roxa_clock_ns() - t0;
+	out[1] = v;
+}
+
+// Put bandwidth: every block puts its chunk of size bytes iters times with putmem_nbi_block, then
+// quiets. Timed from the host with events; out[0] (block 0's view) is informational.
+KERNEL void roxk_put_bw(uint8_t *dst, const uint8_t *src, uint64_t size, uint64_t iters, int32_t peer, uint64_t *out)
+{
+	uint64_t nb = roxa_nblocks(), b = roxa_block();
+	uint64_t chunk = ((size + nb - 1) / nb + 15) & ~15ull;
+	uint64_t lo = b * chunk, len = lo < size ? (size - lo < chunk ? size - lo : chunk) : 0;
+	uint64_t t0 = roxa_clock_ns();
+	for (uint64_t i = 0; i < iters; i++)
+		if (len)
+			roxshmemx_putmem_nbi_block(dst + lo, src + lo, len, peer);
+	roxa_sync_block();
+	if (roxa_tid() == 0) {
+		roxshmem_quiet();
+		if (b == 0 && out)
+			out[0] = roxa_clock_ns() - t0;
+	}
+}
+
+// Copy-engine put bandwidth: one thread hands iters transfers of size bytes to the copy engine
+// through the ring, then quiets: zero SMs move data.
+KERNEL void roxk_put_bw_ce(uint8_t *dst, const uint8_t *src, uint64_t size, uint64_t iters, int32_t peer, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	uint64_t t0 = roxa_clock_ns();
+	for (uint64_t i = 0; i < iters; i++)
+		roxshmemx_putmem_ce_nbi(dst, src, size, peer);
+	roxshmem_quiet();
+	if (out)
+		out[0] = roxa_clock_ns() - t0;
+}
+
+// A block-cooperative put through the copy engine (roxshmemx_putmem_ce_block), blocking.
+KERNEL void roxk_putmem_ce_block(uint8_t *dst, const uint8_t *src, uint64_t size, int32_t peer)
+{
+	if (roxa_block() == 0)
+		roxshmemx_putmem_ce_block(dst, src, size, peer);
+}
+
+// ---- the GPU litmus runner ------------------------------------------------------------------------
+
+ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pending_get, const roxk_insn_t **gets)
+{
+	uint64_t *local = (uint64_t *)roxi_local(in->var);
+	switch (in->op) {
+	case ROXK_L_ST:
+		asm volatile("" ::: "memory");
+		*(volatile uint64_t *)local = in->value;
+		break;
+	case ROXK_L_LD:
+		asm volatile("" ::: "memory");
+		regs[in->reg] = *(volatile uint64_t *)local;
+		break;
+	case ROXK_L_PUT:
+		roxshmem_uint64_p(local, in->value, in->pe);
+		break;
+	case ROXK_L_PUT_NBI:
+		roxshmem_putmem_nbi(local, &in->value, 8, in->pe);
+		break;
+	case ROXK_L_GET:
+		regs[in->reg] = roxshmem_uint64_g(local, in->pe);
+		break;
+	case ROXK_L_GET_NBI:
+		gets[(*pending_get)++] = in;
+		break;
+	case ROXK_L_FADD: regs[in->reg] = roxshmem_uint64_atomic_fetch_add(local, in->value, in->pe); break;
+	case ROXK_L_SWAP: regs[in->reg] = roxshmem_uint64_atomic_swap(local, in->value, in->pe); break;
+	case ROXK_L_CSWAP: regs[in->reg] = roxshmem_uint64_atomic_compare_swap(local, in->aux, in->value, in->pe); break;
+	case ROXK_L_FETCH: regs[in->reg] = roxshmem_uint64_atomic_fetch(local, in->pe); break;
+	case ROXK_L_ADD: roxshmem_uint64_atomic_add(local, in->value, in->pe); break;
+	case ROXK_L_SET: roxshmem_uint64_atomic_set(local, in->value, in->pe); break;
+	case ROXK_L_PUTSIG:
+		roxshmem_putmem_signal(local, &in->value, 8, (uint64_t *)roxi_local(in->aux), in->reg, (int)in->sub, in->pe);
+		break;
+	case ROXK_L_WAIT: roxi_wait(local, 8, 0, (int)in->sub, in->value, ROXSHMEM_CALL_WAIT_UNTIL); break;
+	case ROXK_L_FENCE: roxshmem_fence(); break;
+	case ROXK_L_QUIET: roxshmem_quiet(); break;
+	default: break;
+	}
+}
+
+// Runs this PE's column of a litmus test iters times, in one block (thread 0 executes; the block
+// takes part in the barriers). Per iteration: this PE's variables init[2j] (heap offset) are set to
+// init[2j+1]; barrier; the program; quiet; barrier; registers go to regs_out[it*nregs ..] and the
+// final values of the init variables to mem_out[it*ninit ..]. A program's BARRIER instruction is a
+// barrier_all_block of the whole block, so every thread walks the program.
+KERNEL void roxk_litmus(const roxk_insn_t *prog, uint32_t n, uint64_t *regs_out, uint32_t nregs,
+			const uint64_t *init, uint32_t ninit, uint64_t *mem_out, uint64_t iters)
+{
+	if (roxa_block() != 0)
+		return;
+	const int leader = roxa_tid() == 0;
+	for (uint64_t it = 0; it < iters; it++) {
+		if (leader)
+			for (uint32_t j = 0; j < ninit; j++)
+				roxa_st_relaxed_u64((uint64_t *)roxi_local(init[2 * j]), init[2 * j + 1]);
+		roxshmemx_barrier_all_block();
+		uint64_t regs[ROXK_LITMUS_MAX_REGS];
+		const roxk_insn_t *gets[ROXK_LITMUS_MAX_REGS];
+		int pending = 0;
+		for (int r = 0; r < ROXK_LITMUS_MAX_REGS; r++)
+			regs[r] = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			if (prog[i].op == ROXK_L_BARRIER) {
+				roxshmemx_barrier_all_block();
+				continue;
+			}
+			if (leader)
+				roxk_litmus_step(&prog[i], regs, &pending, gets);
+			if (leader && (prog[i].op == ROXK_L_QUIET) && pending) {
+				for (int g = 0; g < pending; g++)
+					regs[gets[g]->reg] = roxshmem_uint64_g((uint64_t *)roxi_local(gets[g]->var), gets[g]->pe);
+				pending = 0;
+			}
+		}
+		if (leader) {
+			roxshmem_quiet();
+			for (int g = 0; g < pending; g++)
+				regs[gets[g]->reg] = roxshmem_uint64_g((uint64_t *)roxi_local(gets[g]->var), gets[g]->pe);
+		}
+		roxshmemx_barrier_all_block();
+		if (leader) {
+			for (uint32_t r = 0; r < nregs && r < ROXK_LITMUS_MAX_REGS; r++)
+				regs_out[it * nregs + r] = regs[r];
+			for (uint32_t j = 0; j < ninit; j++)
+				mem_out[it * ninit + j] = roxa_ld_relaxed_u64((const uint64_t *)roxi_local(init[2 * j]));
+		}
+	}
+}

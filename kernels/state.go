@@ -1,0 +1,112 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// The Go mirror of kernels/include/roxamen/state.h. TestStateParity compiles the header and
+// checks the size and every offset; change both together and bump StateVersion.
+
+const (
+	StateMagic   = 0x314d454d53584f52 // "ROXSMEM1" little-endian
+	StateVersion = 1
+	MaxPEs       = 64
+
+	// State.Flags
+	FlagBypass    = 0x1 // ordering: CacheBypass (else Strict)
+	FlagRingFence = 0x2 // the ring reaches only PEs that load/store never reaches (see MAPPING.md)
+
+	// The barrier workspace at heap offset State.BarrierOff in every PE's heap.
+	BarrierRound       = 0
+	BarrierGridCount   = 8
+	BarrierGridGen     = 16
+	BarrierSyncRound   = 24
+	BarrierArrive      = 64
+	BarrierSyncArrive  = 64 + 8*MaxPEs
+	BarrierBytes       = 64 + 16*MaxPEs
+	StateSymbol        = "roxshmem_state" // the global every code object that includes roxshmem.h defines
+	RingResultSlotSize = 8                // bytes per ticket slot of State.RingResults
+)
+
+// State is struct roxshmem_state: the device view of one PE, filled by the host in every loaded
+// module before its kernels run (device.Module.Global(StateSymbol), then a copy).
+type State struct {
+	Magic         uint64
+	Version       uint32
+	Flags         uint32
+	MyPE          int32
+	NPEs          int32
+	HeapBase      uint64 // device address of this PE's symmetric heap
+	HeapSize      uint64
+	CEThreshold   uint64 // mapped-peer transfers of at least this many bytes take the copy engine; 0: only _ce calls
+	Ring          uint64 // device address of the command ring (header + descriptors); 0: none
+	RingCapacity  uint32 // a power of two
+	Pad0          uint32
+	RingHead      uint64 // device address of the ticket counter; 0: the ring header's head
+	RingResults   uint64 // device address of uint64[RingCapacity]: gets/fetching AMOs via the ring land in slot t&(cap-1)
+	Completion    uint64 // device address of a device-local mirror of the ring's completed; 0: poll the ring header
+	Abort         uint64 // device address of an Abort block; 0: device waits cannot be aborted
+	BarrierOff    uint64 // heap offset of the barrier workspace (BarrierBytes, zeroed)
+	RingTailCache uint64 // device-written: producers' cached ring tail; the host writes 0
+	Reserved      [2]uint64
+	PeerBase      [MaxPEs]uint64 // device address of PE i's heap as this GPU loads/stores it; 0: NIC path
+}
+
+// Abort is struct roxshmem_abort (64 bytes): the host sets Word to stop every device wait; the
+// first wait that gives up stores its record in First, and every one increments Count.
+type Abort struct {
+	Word  uint64
+	First uint64
+	Count uint64
+	Pad   [5]uint64
+}
+
+// Calls named by an abort record (AbortRecord.Call).
+const (
+	CallWaitUntil       = 1
+	CallSignalWaitUntil = 2
+	CallQuiet           = 3
+	CallBarrier         = 4
+	CallRing            = 5
+	CallFence           = 6
+	CallSync            = 7
+	CallBadPE           = 0x80 // not a wait: a call named a PE out of range (and was skipped)
+	CallBadAddr         = 0x81 // not a wait: an address outside the symmetric heap (or misaligned AMO)
+	CallNoRoute         = 0x82 // not a wait: the target needs the ring and the state has none
+
+	DetailAbortWord = 0x10000000 // | low 16 bits of Abort.Word
+	DetailRingError = 0x20000000 // | the ring's error code
+)
+
+// AbortRecord decodes Abort.First.
+type AbortRecord struct {
+	Valid  bool
+	Call   uint8
+	PE     uint16 // 0xffff: no particular PE
+	Detail uint32
+}
+
+// DecodeAbortRecord splits a record written by the device (ROXSHMEM_ABORT_RECORD).
+func DecodeAbortRecord(r uint64) AbortRecord {
+	return AbortRecord{Valid: r>>63 != 0, Call: uint8(r >> 48), PE: uint16(r >> 32), Detail: uint32(r)}
+}
+
+var callNames = map[uint8]string{
+	CallWaitUntil: "wait_until", CallSignalWaitUntil: "signal_wait_until", CallQuiet: "quiet",
+	CallBarrier: "barrier", CallRing: "ring operation", CallFence: "fence", CallSync: "sync",
+	CallBadPE: "bad PE", CallBadAddr: "bad address", CallNoRoute: "no route",
+}
+
+// CallName names a record's call.
+func (r AbortRecord) CallName() string {
+	if n, ok := callNames[r.Call]; ok {
+		return n
+	}
+	return fmt.Sprintf("call %#x", r.Call)
+}
+
+// StateBytes returns the raw bytes of s, as the device expects them (little-endian hosts).
+func StateBytes(s *State) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(s)), unsafe.Sizeof(*s))
+}
