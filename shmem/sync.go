@@ -2,6 +2,7 @@ package shmem
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"syscall"
@@ -62,11 +63,27 @@ func holds[T AMOInt](v T, c Cmp, ref T) bool {
 // load atomically reads this PE's element i of s; the atomic load is the acquire that orders
 // the caller's later reads after the writes that satisfied the wait.
 func load[T AMOInt](s Sym[T], i int) T {
-	p := unsafe.Pointer(&s.w.local[s.off+uint64(i*s.elemSize())])
-	if s.elemSize() == 4 {
-		return fromBits[T](uint64(atomic.LoadUint32((*uint32)(p))))
+	return fromBits[T](s.w.loadWord(s.off+uint64(i*s.elemSize()), s.elemSize()))
+}
+
+// loadWord reads the width-byte word at off of this PE's heap: an atomic load where the heap is
+// host memory, a copy through this PE's own path where it is device memory.
+func (w *World) loadWord(off uint64, width int) uint64 {
+	if w.local != nil {
+		p := unsafe.Pointer(&w.local[off])
+		if width == 4 {
+			return uint64(atomic.LoadUint32((*uint32)(p)))
+		}
+		return atomic.LoadUint64((*uint64)(p))
 	}
-	return fromBits[T](atomic.LoadUint64((*uint64)(p)))
+	var b [8]byte
+	if err := w.paths[w.pe].get(off, b[:width]); err != nil {
+		return 0
+	}
+	if width == 4 {
+		return uint64(binary.LittleEndian.Uint32(b[:]))
+	}
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // spinner polls with bounded backoff: spin, then yield the CPU, then short sleeps. It checks the

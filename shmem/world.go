@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/device/auto"
 	"github.com/roxamen/roxamen/device/host"
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
@@ -41,9 +42,10 @@ const (
 )
 
 const (
-	defaultHostHeap = 64 << 20
-	heapAlign       = 64 // a cache line: symmetric objects never share one with another object
-	maxBarrierRound = 32
+	defaultHostHeap   = 64 << 20
+	defaultDeviceHeap = 1 << 30
+	heapAlign         = 64 // a cache line: symmetric objects never share one with another object
+	maxBarrierRound   = 32
 )
 
 // Option changes how Init sets up the job.
@@ -122,14 +124,21 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		cfg.heapSize = n
 	}
 	if cfg.heapSize == 0 {
-		cfg.heapSize = defaultHostHeap
+		cfg.heapSize = defaultHostHeap // the device default is applied once the backend is known
 	}
+	// The allocator works in cache lines.
+	cfg.heapSize = (cfg.heapSize + heapAlign - 1) &^ (heapAlign - 1)
 	if cfg.heapSize < 4096 {
 		return fail(ErrBadArgument, nil, "heap size %d bytes is below the 4096-byte minimum", cfg.heapSize)
 	}
 	backend, _ := env.Device.String()
-	if backend != "auto" && backend != "host" {
-		return fail(device.ErrNotSupported, nil, "ROX_DEVICE=%s: this build's shmem runs its heap on the host backend only", backend)
+	drv, _, err := auto.Pick(backend)
+	if err != nil {
+		return fail(device.ErrNoDevice, err, "ROX_DEVICE=%s", backend)
+	}
+	onHost := drv.Name() == "host"
+	if cfg.heapSize == defaultHostHeap && !env.HeapSize.IsSet() && !onHost {
+		cfg.heapSize = defaultDeviceHeap
 	}
 
 	rank, err := bootstrap.Detect(cfg.getenv)
@@ -150,16 +159,39 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return initErr(ErrPEFailed, err, "joining the job")
 	}
 
-	drv := host.Driver{}
-	w.dev, err = drv.Open(rank.LocalPE)
+	if rank.LocalPE < 0 || rank.LocalNPEs < 0 {
+		// The launcher did not say where this PE stands on its node: work it out from the nodes.
+		nodes, err := w.boot.Allgather(dctx, []byte(rank.Node))
+		if err != nil {
+			return initErr(ErrPEFailed, err, "exchanging node names")
+		}
+		rank.LocalPE, rank.LocalNPEs = 0, 0
+		for pe, n := range nodes {
+			if string(n) == rank.Node {
+				if pe < rank.PE {
+					rank.LocalPE++
+				}
+				rank.LocalNPEs++
+			}
+		}
+		w.rank = rank
+	}
+	count, err := drv.Count()
 	if err != nil {
-		return initErr(device.ErrNoDevice, err, "opening the host device")
+		return initErr(device.ErrNoDevice, err, "counting %s devices", drv.Name())
+	}
+	// One PE per device: the local PE index picks it (several PEs share the host backend's).
+	w.dev, err = drv.Open(rank.LocalPE % count)
+	if err != nil {
+		return initErr(device.ErrNoDevice, err, "opening %s device %d", drv.Name(), rank.LocalPE%count)
 	}
 	w.heapBase, err = w.dev.Alloc(int(cfg.heapSize))
 	if err != nil {
-		return initErr(ErrOutOfMemory, err, "allocating a %d-byte symmetric heap", cfg.heapSize)
+		return initErr(ErrOutOfMemory, err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
 	}
-	w.local = host.Bytes(w.heapBase, int(cfg.heapSize))
+	if onHost {
+		w.local = host.Bytes(w.heapBase, int(cfg.heapSize))
+	}
 	w.heap, err = symheap.New(uint64(cfg.heapSize), heapAlign)
 	if err != nil {
 		return initErr(ErrBadArgument, err, "heap size %d", cfg.heapSize)
@@ -199,17 +231,23 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	forceNIC := kind == "tcp" || kind == "ucx"
 	for pe, info := range infos {
 		switch {
-		case pe == w.pe:
+		case pe == w.pe && onHost:
 			w.peers[pe] = w.local
 			w.paths[pe] = mapped(w.local)
+		case pe == w.pe:
+			w.paths[pe] = w.devicePath(pe, w.heapBase)
 		case info.node == rank.Node && !forceNIC:
 			p, err := w.dev.Import(info.handle)
 			if err != nil {
 				return initErr(ErrPEFailed, err, "mapping the heap of PE %d", pe)
 			}
 			w.imports = append(w.imports, p)
-			w.peers[pe] = host.Bytes(p, int(cfg.heapSize))
-			w.paths[pe] = mapped(w.peers[pe])
+			if onHost {
+				w.peers[pe] = host.Bytes(p, int(cfg.heapSize))
+				w.paths[pe] = mapped(w.peers[pe])
+			} else {
+				w.paths[pe] = w.devicePath(pe, p)
+			}
 		default:
 			w.remotes = append(w.remotes, pe)
 		}
@@ -221,6 +259,11 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		for _, pe := range w.remotes {
 			w.paths[pe] = remote{w.transport, pe}
+		}
+	}
+	if !onHost {
+		if err := w.startDevice(dctx); err != nil {
+			return initErr(ErrPEFailed, err, "starting the device runtime on %v", w.dev.Info())
 		}
 	}
 	if err := w.initBarrier(); err != nil {
@@ -350,6 +393,7 @@ func (w *World) Finalize() error {
 
 func (w *World) teardown() {
 	close(w.done)
+	w.stopDevice()
 	if w.transport != nil {
 		_ = w.transport.Close()
 	}
