@@ -1,0 +1,127 @@
+package litmusrun
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/memmodel"
+	"github.com/roxamen/roxamen/shmem"
+)
+
+const childEnv = "ROX_LITMUSRUN_TEST_CHILD"
+
+// TestMain turns the test binary into a PE when launched by TestHostConformance.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(child())
+	}
+	os.Exit(m.Run())
+}
+
+func loadSuite(dir string) ([]*memmodel.Test, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.litmus"))
+	if err != nil {
+		return nil, err
+	}
+	var tests []*memmodel.Test
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := memmodel.ParseFile(f, src)
+		if err != nil {
+			return nil, err
+		}
+		tests = append(tests, ts...)
+	}
+	return tests, nil
+}
+
+func child() int {
+	ctx := context.Background()
+	tests, err := loadSuite(os.Getenv(childEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	iters, _ := strconv.Atoi(os.Getenv("ROX_LITMUSRUN_ITERS"))
+	w, err := shmem.Init(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	err = RunSuite(ctx, w, tests, ModeOf(w), memmodel.DefaultOptions(), iters, 1, os.Stdout)
+	if ferr := w.Finalize(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// The host backend, run as a real multi-process job, never shows an outcome the model forbids.
+func TestHostConformance(t *testing.T) {
+	dir, err := filepath.Abs("../../memmodel/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := loadSuite(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iters := 20
+	if testing.Short() {
+		iters = 3
+	}
+	for _, ord := range []string{"strict", "bypass"} {
+		var out, errb bytes.Buffer
+		start := time.Now()
+		err := launch.Run(context.Background(), launch.Config{
+			NPEs:    NPEs(tests),
+			Argv:    []string{os.Args[0]},
+			Env:     []string{childEnv + "=" + dir, "ROX_LITMUSRUN_ITERS=" + strconv.Itoa(iters), "ROX_ORDERING=" + ord, "ROX_DEVICE=host"},
+			Timeout: 5 * time.Minute,
+			Stdout:  &out,
+			Stderr:  &errb,
+		})
+		if err != nil {
+			t.Fatalf("ROX_ORDERING=%s: %v\n%s\n%s", ord, err, errb.String(), out.String())
+		}
+		got := strings.Count(out.String(), "Histogram (")
+		if got != len(tests) {
+			t.Errorf("ROX_ORDERING=%s: %d histograms printed, want %d\n%s", ord, got, len(tests), out.String())
+		}
+		t.Logf("ROX_ORDERING=%s: %d tests x %d iterations in %v", ord, len(tests), iters, time.Since(start))
+	}
+}
+
+func TestNPEs(t *testing.T) {
+	tt, err := memmodel.Parse("t", []byte("SHMEM T\nPE0 ;\nput x@1 1 ;\nexists (y@3=0)\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := NPEs([]*memmodel.Test{tt}); n != 4 {
+		t.Fatalf("NPEs = %d, want 4 (the condition names y@3)", n)
+	}
+}
+
+func TestLayoutRejectsSignalAsData(t *testing.T) {
+	tt, err := memmodel.Parse("t", []byte("SHMEM T\nPE0 ;\nputsig x@1 1 s@1 set 1 ;\nputsig s@1 1 x@1 set 1 ;\nexists (x@1=0)\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newLayout(tt); err == nil || !strings.Contains(err.Error(), "T") {
+		t.Fatalf("err = %v, want one naming the test", err)
+	}
+}
