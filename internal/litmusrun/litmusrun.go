@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand"
 	"sort"
+	"time"
 
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/shmem"
@@ -218,12 +219,13 @@ func RunPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 	}
 	rng := rand.New(rand.NewSource(seed*7919 + int64(w.MyPE())))
 	h := memmodel.NewHistogram(t)
+	start := time.Now()
 	for it := 0; it < iters; it++ {
 		p.reset()
 		if err := w.BarrierAll(ctx); err != nil {
 			return fmt.Errorf("litmusrun: %s iteration %d: %w", t.Name, it, err)
 		}
-		delay(rng, 4000)
+		delay(rng, 40000) // covers the skew with which PEs leave the barrier, so columns overlap both ways
 		if err := p.runColumn(ctx, rng); err != nil {
 			return fmt.Errorf("litmusrun: %s iteration %d on PE %d: %w", t.Name, it, w.MyPE(), err)
 		}
@@ -250,7 +252,7 @@ func RunPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 	if w.MyPE() != 0 {
 		return nil
 	}
-	h.Print(out, result, 0)
+	h.Print(out, result, time.Since(start))
 	return memmodel.CheckHistogram(h, result)
 }
 
@@ -315,7 +317,7 @@ func (p *pe) runColumn(ctx context.Context, rng *rand.Rand) error {
 	}
 	for _, in := range p.col.Instrs {
 		if rng.Intn(4) == 0 {
-			delay(rng, 500)
+			delay(rng, 3000)
 		}
 		if err := p.exec(ctx, in); err != nil {
 			return fmt.Errorf("%s: %w", in.Format(p.col.PE), err)
