@@ -21,9 +21,11 @@ const (
 )
 
 // Transport carries one PE's operations to other PEs' heaps. Heap locations are symmetric heap
-// offsets; the target applies writes and AMOs to its own heap. Blocking calls return when the
-// operation is complete at the target (Put: delivered; Get and AMO: the value is in hand).
-// Calls to the same PE are delivered in issue order once Fence(pe) has been called between them.
+// offsets; the target applies writes and AMOs to its own heap. Get and AMO return when the value
+// is in hand. Put and PutSignal return as soon as src may be reused (they are pipelined); they are
+// complete (delivered at the target) when a later Quiet returns, which also reports any error the
+// target found in them. Calls to the same PE are delivered in issue order once Fence(pe) has been
+// called between them. Errors name the operation, the PE and the range or value at fault.
 type Transport interface {
 	Put(pe int, dst uint64, src []byte) error
 	Get(pe int, src uint64, dst []byte) error
@@ -36,6 +38,21 @@ type Transport interface {
 	// Quiet waits until every operation issued so far to pe (or to all PEs when pe < 0) is complete.
 	Quiet(ctx context.Context, pe int) error
 	Close() error
+}
+
+// Memory resolves an address range to bytes, with a bounds check: a symmetric heap (offsets), or
+// the local memory that descriptors point at (addresses). Bytes must return an error, not a
+// short slice, for a range it does not hold.
+type Memory interface {
+	Bytes(addr uint64, n int) ([]byte, error)
+}
+
+// Batcher is implemented by transports that can hold back small operations: between BeginBatch
+// and EndBatch they may buffer puts; EndBatch sends everything buffered. Get, AMO, Fence and Quiet
+// send what is buffered before they wait.
+type Batcher interface {
+	BeginBatch()
+	EndBatch() error
 }
 
 // AMOOp is an atomic memory operation.

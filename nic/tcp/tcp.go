@@ -1,0 +1,949 @@
+// Package tcp is a nic.Transport over kernel TCP, in pure Go.
+//
+// Each ordered pair of PEs (i, j) shares one connection that i dialed: i writes requests, j
+// applies them to its symmetric heap in arrival order (so per-PE order holds with no extra work
+// for Fence) and answers those that need an answer (Get, AMO, Flush). Requests are pipelined:
+// Put and PutSignal return once the data is handed to the kernel, and Quiet sends a Flush to each
+// PE written since the last one and waits for its answer. Connections are authenticated by the
+// job token (HMAC challenge-response in both directions); a connection that fails it is refused
+// and logged. A lost or timed-out connection fails every pending and later operation to its PE
+// with an error that names the PE; no call waits longer than Config.Timeout.
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/roxamen/roxamen/nic"
+)
+
+// Config configures a Transport.
+type Config struct {
+	PE, NPEs int
+	// Token is the job's secret; both ends of every connection must hold the same one.
+	Token string
+	// Listen is the local address to listen on ("host:port"; port 0 picks one). Ignored when
+	// Listener is set.
+	Listen string
+	// Advertise is the host (IP or name) other PEs reach this one at, when the listen address is
+	// unspecified (0.0.0.0, ::): e.g. the local IP of the bootstrap connection.
+	Advertise string
+	// Heap is this PE's symmetric heap: remote writes and AMOs land in it, gets read from it. Its
+	// size is also the bound checked for every remote range before it is sent.
+	Heap nic.Memory
+	// Timeout bounds every wait: a connection, a response, a write. Default 30s.
+	Timeout time.Duration
+	// Listener and Dial, when set, replace net.Listen and a net.Dialer (tests use them to place
+	// sockets in network namespaces).
+	Listener net.Listener
+	Dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Logf logs refused connections and lost peers; default log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// Errors matched with errors.Is.
+var (
+	ErrPeerLost = errors.New("tcp: connection to PE lost")
+	ErrAuth     = errors.New("tcp: authentication failed")
+	ErrClosed   = errors.New("tcp: transport closed")
+	ErrTimeout  = errors.New("tcp: timed out")
+)
+
+const (
+	defaultTimeout  = 30 * time.Second
+	directThreshold = 16 << 10  // payloads this large go to the socket without a copy
+	flushThreshold  = 256 << 10 // a batch sends once this much is buffered
+	readBufSize     = 256 << 10
+)
+
+// Transport is a nic.Transport over TCP. Its methods are safe for concurrent use.
+type Transport struct {
+	cfg  Config
+	ln   net.Listener
+	addr string
+
+	out   []atomic.Pointer[peer] // out[pe]: the connection this PE dialed to pe; nil for itself
+	mu    sync.Mutex
+	in    map[int]net.Conn // inbound connections by PE, once authenticated
+	inCh  chan struct{}    // signalled when an inbound connection is added
+	conns map[net.Conn]struct{}
+
+	corked    atomic.Int32
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+var _ nic.Transport = (*Transport)(nil)
+var _ nic.Batcher = (*Transport)(nil)
+
+// New listens and starts accepting connections from other PEs; Connect then joins them.
+func New(cfg Config) (*Transport, error) {
+	if cfg.NPEs < 1 || cfg.PE < 0 || cfg.PE >= cfg.NPEs {
+		return nil, fmt.Errorf("tcp: New: PE %d of %d PEs is out of range", cfg.PE, cfg.NPEs)
+	}
+	if cfg.Token == "" {
+		return nil, fmt.Errorf("tcp: New: PE %d: empty job token", cfg.PE)
+	}
+	if cfg.Heap == nil {
+		return nil, fmt.Errorf("tcp: New: PE %d: no heap", cfg.PE)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = defaultTimeout
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		l := cfg.Listen
+		if l == "" {
+			l = ":0"
+		}
+		var err error
+		if ln, err = net.Listen("tcp", l); err != nil {
+			return nil, fmt.Errorf("tcp: New: PE %d: %w", cfg.PE, err)
+		}
+	}
+	host, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("tcp: New: PE %d: listen address %q: %w", cfg.PE, ln.Addr(), err)
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if cfg.Advertise == "" {
+			ln.Close()
+			return nil, fmt.Errorf("tcp: New: PE %d: listening on %s: an unspecified address needs Config.Advertise", cfg.PE, ln.Addr())
+		}
+		host = cfg.Advertise
+	}
+	t := &Transport{
+		cfg:   cfg,
+		ln:    ln,
+		addr:  net.JoinHostPort(host, port),
+		out:   make([]atomic.Pointer[peer], cfg.NPEs),
+		in:    map[int]net.Conn{},
+		inCh:  make(chan struct{}, 1),
+		conns: map[net.Conn]struct{}{},
+		done:  make(chan struct{}),
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	return t, nil
+}
+
+// Addr returns the address other PEs dial to reach this one.
+func (t *Transport) Addr() string { return t.addr }
+
+// PE returns this transport's PE.
+func (t *Transport) PE() int { return t.cfg.PE }
+
+func (t *Transport) logf(format string, args ...any) {
+	if !t.closed.Load() {
+		t.cfg.Logf(format, args...)
+	}
+}
+
+// track registers a connection so that Close closes it; it returns false once closed.
+func (t *Transport) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed.Load() {
+		return false
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *Transport) untrack(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+	c.Close()
+}
+
+// Connect dials every other PE (addrs[pe], from the bootstrap allgather; addrs[self] is ignored)
+// and waits until every other PE has dialed this one. It fails within ctx's deadline or
+// Config.Timeout, naming the PEs it could not reach.
+func (t *Transport) Connect(ctx context.Context, addrs []string) error {
+	if len(addrs) != t.cfg.NPEs {
+		return fmt.Errorf("tcp: Connect: PE %d: %d addresses for %d PEs", t.cfg.PE, len(addrs), t.cfg.NPEs)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.cfg.Timeout)
+		defer cancel()
+	}
+	errs := make([]error, t.cfg.NPEs)
+	var wg sync.WaitGroup
+	for pe := range addrs {
+		if pe == t.cfg.PE || t.out[pe].Load() != nil {
+			continue
+		}
+		wg.Add(1)
+		go func(pe int) {
+			defer wg.Done()
+			p, err := t.dial(ctx, pe, addrs[pe])
+			if err != nil {
+				errs[pe] = err
+				return
+			}
+			t.out[pe].Store(p)
+		}(pe)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for {
+		t.mu.Lock()
+		var missing []int
+		for pe := 0; pe < t.cfg.NPEs; pe++ {
+			if _, ok := t.in[pe]; !ok && pe != t.cfg.PE {
+				missing = append(missing, pe)
+			}
+		}
+		t.mu.Unlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-t.inCh:
+		case <-t.done:
+			return fmt.Errorf("tcp: Connect: PE %d: %w", t.cfg.PE, ErrClosed)
+		case <-ctx.Done():
+			return fmt.Errorf("tcp: Connect: PE %d: no connection from PEs %v: %w", t.cfg.PE, missing, ctx.Err())
+		}
+	}
+}
+
+func (t *Transport) dial(ctx context.Context, pe int, addr string) (*peer, error) {
+	dial := t.cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	var conn net.Conn
+	for {
+		var err error
+		conn, err = dial(ctx, "tcp", addr)
+		if err == nil {
+			break
+		}
+		// The peer may not listen yet (another process still starting): retry until ctx ends.
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("tcp: Connect: PE %d: dial PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !t.track(conn) {
+		conn.Close()
+		return nil, fmt.Errorf("tcp: Connect: PE %d: %w", t.cfg.PE, ErrClosed)
+	}
+	if err := t.dialHandshake(ctx, conn, pe); err != nil {
+		t.untrack(conn)
+		return nil, fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	p := &peer{t: t, pe: pe, conn: conn, failed: make(chan struct{})}
+	t.wg.Add(1)
+	go p.readResponses()
+	return p, nil
+}
+
+func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe int) error {
+	deadline := time.Now().Add(t.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn.SetDeadline(deadline)
+	defer conn.SetDeadline(time.Time{})
+	nd, err := nonce()
+	if err != nil {
+		return err
+	}
+	h := hello{pe: t.cfg.PE, npes: t.cfg.NPEs, nonce: nd}
+	if _, err := conn.Write(h.encode()); err != nil {
+		return err
+	}
+	var ch [challengeSize]byte
+	if _, err := io.ReadFull(conn, ch[:]); err != nil {
+		return fmt.Errorf("refused (wrong job token, or not a roxamen PE?): %w", err)
+	}
+	if [8]byte(ch[:8]) != magic {
+		return fmt.Errorf("%w: not a roxamen nic endpoint", ErrAuth)
+	}
+	accPE := int(binary.LittleEndian.Uint32(ch[8:]))
+	var na [32]byte
+	copy(na[:], ch[12:44])
+	if !hmac.Equal(ch[44:], mac(t.cfg.Token, "acceptor", nd, na, accPE, t.cfg.PE)) {
+		return fmt.Errorf("%w: the endpoint does not hold the job token", ErrAuth)
+	}
+	if accPE != pe {
+		return fmt.Errorf("%w: the endpoint is PE %d", ErrAuth, accPE)
+	}
+	if _, err := conn.Write(mac(t.cfg.Token, "dialer", na, nd, t.cfg.PE, pe)); err != nil {
+		return err
+	}
+	var ok [1]byte
+	if _, err := io.ReadFull(conn, ok[:]); err != nil || ok[0] != 1 {
+		return fmt.Errorf("%w: refused by PE %d", ErrAuth, pe)
+	}
+	return nil
+}
+
+func (t *Transport) acceptLoop() {
+	defer t.wg.Done()
+	for {
+		conn, err := t.ln.Accept()
+		if err != nil {
+			if t.closed.Load() {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			t.logf("tcp: PE %d: accept: %v", t.cfg.PE, err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !t.track(conn) {
+			conn.Close()
+			return
+		}
+		t.wg.Add(1)
+		go t.serve(conn)
+	}
+}
+
+// serve authenticates an inbound connection and then applies its requests until it ends.
+func (t *Transport) serve(conn net.Conn) {
+	defer t.wg.Done()
+	defer t.untrack(conn)
+	pe, err := t.acceptHandshake(conn)
+	if err != nil {
+		t.logf("tcp: PE %d: refused connection from %s: %v", t.cfg.PE, conn.RemoteAddr(), err)
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	s := &session{t: t, pe: pe, conn: conn}
+	err = s.run()
+	t.mu.Lock()
+	if t.in[pe] == conn {
+		delete(t.in, pe)
+	}
+	t.mu.Unlock()
+	if t.closed.Load() {
+		return
+	}
+	// The PE that dialed us is gone: fail our operations to it as well, now, rather than when
+	// they time out.
+	if err == nil {
+		err = io.EOF
+	}
+	if p := t.out[pe].Load(); p != nil {
+		p.fail(fmt.Errorf("%w: PE %d: its connection to PE %d ended: %v", ErrPeerLost, pe, t.cfg.PE, err))
+	}
+}
+
+func (t *Transport) acceptHandshake(conn net.Conn) (int, error) {
+	conn.SetDeadline(time.Now().Add(t.cfg.Timeout))
+	defer conn.SetDeadline(time.Time{})
+	var hb [helloSize]byte
+	if _, err := io.ReadFull(conn, hb[:]); err != nil {
+		return -1, err
+	}
+	h, err := decodeHello(hb[:])
+	if err != nil {
+		return -1, err
+	}
+	if h.npes != t.cfg.NPEs || h.pe < 0 || h.pe >= t.cfg.NPEs || h.pe == t.cfg.PE {
+		return -1, fmt.Errorf("claims PE %d of %d PEs (this is PE %d of %d)", h.pe, h.npes, t.cfg.PE, t.cfg.NPEs)
+	}
+	na, err := nonce()
+	if err != nil {
+		return -1, err
+	}
+	ch := make([]byte, 0, challengeSize)
+	ch = append(ch, magic[:]...)
+	me := uint32(t.cfg.PE)
+	ch = append(ch, byte(me), byte(me>>8), byte(me>>16), byte(me>>24))
+	ch = append(ch, na[:]...)
+	ch = append(ch, mac(t.cfg.Token, "acceptor", h.nonce, na, t.cfg.PE, h.pe)...)
+	if _, err := conn.Write(ch); err != nil {
+		return -1, err
+	}
+	resp := make([]byte, len(ch)-44)
+	if _, err := io.ReadFull(conn, resp); err != nil {
+		return -1, fmt.Errorf("claims PE %d: no proof of the job token: %w", h.pe, err)
+	}
+	if !hmac.Equal(resp, mac(t.cfg.Token, "dialer", na, h.nonce, h.pe, t.cfg.PE)) {
+		return -1, fmt.Errorf("claims PE %d: %w: wrong job token", h.pe, ErrAuth)
+	}
+	t.mu.Lock()
+	if _, dup := t.in[h.pe]; dup {
+		t.mu.Unlock()
+		return -1, fmt.Errorf("claims PE %d, which is already connected", h.pe)
+	}
+	t.in[h.pe] = conn
+	t.mu.Unlock()
+	if _, err := conn.Write([]byte{1}); err != nil {
+		return -1, err
+	}
+	select {
+	case t.inCh <- struct{}{}:
+	default:
+	}
+	return h.pe, nil
+}
+
+// Close stops accepting, closes every connection and waits for the transport's goroutines.
+// Pending operations fail with ErrClosed.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed.Store(true)
+		close(t.done)
+		conns := make([]net.Conn, 0, len(t.conns))
+		for c := range t.conns {
+			conns = append(conns, c)
+		}
+		t.mu.Unlock()
+		t.ln.Close()
+		for i := range t.out {
+			if p := t.out[i].Load(); p != nil {
+				p.fail(fmt.Errorf("PE %d: %w", t.cfg.PE, ErrClosed))
+			}
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	t.wg.Wait()
+	return nil
+}
+
+// checkRange checks a heap range against this PE's heap: heaps are symmetric, so a range this PE
+// does not hold is not held by any PE.
+func (t *Transport) checkRange(op string, pe int, off uint64, n int) error {
+	if pe < 0 || pe >= t.cfg.NPEs {
+		return fmt.Errorf("tcp: %s: PE %d: to PE %d of %d PEs: PE out of range", op, t.cfg.PE, pe, t.cfg.NPEs)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := t.cfg.Heap.Bytes(off, n); err != nil {
+		return fmt.Errorf("tcp: %s: PE %d: to PE %d heap [%#x, %#x): %w", op, t.cfg.PE, pe, off, off+uint64(n), err)
+	}
+	return nil
+}
+
+func (t *Transport) peer(op string, pe int) (*peer, error) {
+	if t.closed.Load() {
+		return nil, fmt.Errorf("tcp: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
+	}
+	p := t.out[pe].Load()
+	if p == nil {
+		return nil, fmt.Errorf("tcp: %s: PE %d: PE %d is not connected", op, t.cfg.PE, pe)
+	}
+	return p, nil
+}
+
+// Put copies src to pe's heap at dst. It returns once src may be reused; Quiet completes it.
+func (t *Transport) Put(pe int, dst uint64, src []byte) error {
+	if err := t.checkRange("put", pe, dst, len(src)); err != nil {
+		return err
+	}
+	if pe == t.cfg.PE {
+		b, _ := t.cfg.Heap.Bytes(dst, len(src))
+		copy(b, src)
+		return nil
+	}
+	p, err := t.peer("put", pe)
+	if err != nil {
+		return err
+	}
+	r := request{typ: reqPut, off: dst, size: uint64(len(src))}
+	return p.send("put", &r, src, nil, false)
+}
+
+// PutSignal copies src to pe's heap at dst and then updates the signal word at sig; the target
+// applies the two in that order.
+func (t *Transport) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp nic.SignalOp, sigValue uint64) error {
+	if err := t.checkRange("put_signal", pe, dst, len(src)); err != nil {
+		return err
+	}
+	if err := t.checkRange("put_signal (signal)", pe, sig, 8); err != nil {
+		return err
+	}
+	if sig%8 != 0 || sigOp > nic.SignalAdd {
+		return fmt.Errorf("tcp: put_signal: PE %d: to PE %d: signal %v at %#x: want set or add at an 8-byte aligned offset", t.cfg.PE, pe, sigOp, sig)
+	}
+	if pe == t.cfg.PE {
+		b, _ := t.cfg.Heap.Bytes(dst, len(src))
+		copy(b, src)
+		s, _ := t.cfg.Heap.Bytes(sig, 8)
+		return nic.ApplySignal(s, sigOp, sigValue)
+	}
+	p, err := t.peer("put_signal", pe)
+	if err != nil {
+		return err
+	}
+	r := request{typ: reqPutSignal, kind: uint8(sigOp), off: dst, size: uint64(len(src)), value: sigValue, aux: sig}
+	return p.send("put_signal", &r, src, nil, false)
+}
+
+// Get copies len(dst) bytes from pe's heap at src into dst.
+func (t *Transport) Get(pe int, src uint64, dst []byte) error {
+	if err := t.checkRange("get", pe, src, len(dst)); err != nil {
+		return err
+	}
+	if pe == t.cfg.PE {
+		b, _ := t.cfg.Heap.Bytes(src, len(dst))
+		copy(dst, b)
+		return nil
+	}
+	p, err := t.peer("get", pe)
+	if err != nil {
+		return err
+	}
+	pd := &pending{typ: reqGet, dst: dst, done: make(chan struct{})}
+	r := request{typ: reqGet, off: src, size: uint64(len(dst))}
+	if err := p.send("get", &r, nil, pd, true); err != nil {
+		return err
+	}
+	if err := p.wait(context.Background(), "get", pd); err != nil {
+		return fmt.Errorf("tcp: get: PE %d: from PE %d heap [%#x, %#x): %w", t.cfg.PE, pe, src, src+uint64(len(dst)), err)
+	}
+	return nil
+}
+
+// AMO applies op to the width-byte word at dst on pe and returns its old value.
+func (t *Transport) AMO(pe int, op nic.AMOOp, width int, dst uint64, value, compare uint64) (uint64, error) {
+	if err := nic.CheckAMO(op, width, dst); err != nil {
+		return 0, fmt.Errorf("tcp: amo: PE %d: to PE %d heap offset %#x: %w", t.cfg.PE, pe, dst, err)
+	}
+	if err := t.checkRange("amo", pe, dst, width); err != nil {
+		return 0, err
+	}
+	if pe == t.cfg.PE {
+		b, _ := t.cfg.Heap.Bytes(dst, width)
+		return nic.ApplyAMO(b, op, width, value, compare)
+	}
+	p, err := t.peer("amo", pe)
+	if err != nil {
+		return 0, err
+	}
+	pd := &pending{typ: reqAMO, done: make(chan struct{})}
+	r := request{typ: reqAMO, kind: uint8(op), width: uint8(width), off: dst, value: value, aux: compare}
+	if err := p.send("amo", &r, nil, pd, true); err != nil {
+		return 0, err
+	}
+	if err := p.wait(context.Background(), "amo", pd); err != nil {
+		return 0, fmt.Errorf("tcp: amo %v: PE %d: on PE %d heap offset %#x: %w", op, t.cfg.PE, pe, dst, err)
+	}
+	return pd.value, nil
+}
+
+// Fence orders delivery to pe: one connection per ordered pair of PEs, applied in arrival order,
+// already does. It reports a peer that is lost.
+func (t *Transport) Fence(pe int) error {
+	if pe < 0 || pe >= t.cfg.NPEs {
+		return fmt.Errorf("tcp: fence: PE %d: PE %d of %d PEs: PE out of range", t.cfg.PE, pe, t.cfg.NPEs)
+	}
+	if pe == t.cfg.PE {
+		return nil
+	}
+	p, err := t.peer("fence", pe)
+	if err != nil {
+		return err
+	}
+	return p.failure("fence")
+}
+
+// Quiet waits until every put issued so far to pe (every PE when pe < 0) is delivered, and
+// returns the first error any of them met.
+func (t *Transport) Quiet(ctx context.Context, pe int) error {
+	if pe >= t.cfg.NPEs {
+		return fmt.Errorf("tcp: quiet: PE %d: PE %d of %d PEs: PE out of range", t.cfg.PE, pe, t.cfg.NPEs)
+	}
+	type flush struct {
+		p  *peer
+		pd *pending
+	}
+	var fl []flush
+	var errs []error
+	for q := range t.out {
+		p := t.out[q].Load()
+		if p == nil || (pe >= 0 && q != pe) {
+			continue
+		}
+		if !p.dirty.Load() {
+			continue
+		}
+		pd := &pending{typ: reqFlush, done: make(chan struct{})}
+		if err := p.send("quiet", &request{typ: reqFlush}, nil, pd, true); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fl = append(fl, flush{p, pd})
+	}
+	for _, f := range fl {
+		if err := f.p.wait(ctx, "quiet", f.pd); err != nil {
+			errs = append(errs, fmt.Errorf("tcp: quiet: PE %d: puts to PE %d: %w", t.cfg.PE, f.p.pe, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// BeginBatch lets small puts wait in the send buffers until EndBatch.
+func (t *Transport) BeginBatch() { t.corked.Add(1) }
+
+// EndBatch sends what the batch buffered.
+func (t *Transport) EndBatch() error {
+	if t.corked.Add(-1) > 0 {
+		return nil
+	}
+	var errs []error
+	for i := range t.out {
+		if p := t.out[i].Load(); p != nil {
+			if err := p.flushBuffered(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pending is an operation waiting for its response.
+type pending struct {
+	typ   uint8
+	dst   []byte // a get's destination
+	value uint64
+	err   error
+	done  chan struct{}
+}
+
+// peer is the connection this PE dialed to another: requests out, responses in.
+type peer struct {
+	t    *Transport
+	pe   int
+	conn net.Conn
+
+	wmu   sync.Mutex // serializes writes; guards wbuf
+	wbuf  []byte
+	dirty atomic.Bool // puts sent since the last flush
+
+	pmu      sync.Mutex // guards pend and err
+	pend     []*pending // FIFO: responses come back in request order
+	err      error
+	failed   chan struct{}
+	failOnce sync.Once
+}
+
+func (p *peer) failure(op string) error {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	if p.err != nil {
+		return fmt.Errorf("tcp: %s: PE %d: to PE %d: %w", op, p.t.cfg.PE, p.pe, p.err)
+	}
+	return nil
+}
+
+// fail records the first error, fails every pending operation and closes the connection.
+func (p *peer) fail(err error) {
+	p.failOnce.Do(func() {
+		p.pmu.Lock()
+		p.err = err
+		pend := p.pend
+		p.pend = nil
+		p.pmu.Unlock()
+		close(p.failed)
+		for _, pd := range pend {
+			pd.err = err
+			close(pd.done)
+		}
+		p.conn.Close()
+		if !errors.Is(err, ErrClosed) {
+			p.t.logf("tcp: PE %d: %v", p.t.cfg.PE, err)
+		}
+	})
+}
+
+func (p *peer) write(bufs net.Buffers) error {
+	p.conn.SetWriteDeadline(time.Now().Add(p.t.cfg.Timeout))
+	var err error
+	if len(bufs) == 1 {
+		_, err = p.conn.Write(bufs[0])
+	} else {
+		_, err = bufs.WriteTo(p.conn) // writev
+	}
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			err = fmt.Errorf("%w: PE %d accepted no data for %v", ErrTimeout, p.pe, p.t.cfg.Timeout)
+		}
+		err = fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err)
+		p.fail(err)
+		return err
+	}
+	return nil
+}
+
+// send writes one request. pd, when set, is queued for the response before the request can
+// reach the wire. A payload of directThreshold or more is written from src itself.
+func (p *peer) send(op string, r *request, payload []byte, pd *pending, flush bool) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if pd != nil {
+		p.pmu.Lock()
+		if p.err != nil {
+			err := p.err
+			p.pmu.Unlock()
+			return fmt.Errorf("tcp: %s: PE %d: to PE %d: %w", op, p.t.cfg.PE, p.pe, err)
+		}
+		p.pend = append(p.pend, pd)
+		p.pmu.Unlock()
+	} else if err := p.failure(op); err != nil {
+		return err
+	}
+	switch r.typ {
+	case reqPut, reqPutSignal:
+		p.dirty.Store(true)
+	case reqFlush:
+		p.dirty.Store(false)
+	}
+	var err error
+	if len(payload) >= directThreshold {
+		p.wbuf = r.encode(p.wbuf)
+		err = p.write(net.Buffers{p.wbuf, payload})
+		p.wbuf = p.wbuf[:0]
+	} else {
+		p.wbuf = append(r.encode(p.wbuf), payload...)
+		if !flush && p.t.corked.Load() > 0 && len(p.wbuf) < flushThreshold {
+			return nil
+		}
+		err = p.write(net.Buffers{p.wbuf})
+		p.wbuf = p.wbuf[:0]
+	}
+	if err != nil {
+		return fmt.Errorf("tcp: %s: PE %d: to PE %d: %w", op, p.t.cfg.PE, p.pe, err)
+	}
+	return nil
+}
+
+func (p *peer) flushBuffered() error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if len(p.wbuf) == 0 {
+		return nil
+	}
+	err := p.write(net.Buffers{p.wbuf})
+	p.wbuf = p.wbuf[:0]
+	return err
+}
+
+// wait waits for pd's response, at most Config.Timeout; a timeout fails the peer, since the
+// response stream can no longer be trusted to line up with the requests.
+func (p *peer) wait(ctx context.Context, op string, pd *pending) error {
+	timer := time.NewTimer(p.t.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case <-pd.done:
+		return pd.err
+	case <-timer.C:
+		p.fail(fmt.Errorf("%w: PE %d: no answer to %s within %v", ErrTimeout, p.pe, op, p.t.cfg.Timeout))
+	case <-ctx.Done():
+		p.fail(fmt.Errorf("%w: PE %d: %s abandoned: %v", ErrTimeout, p.pe, op, ctx.Err()))
+	}
+	<-pd.done
+	return pd.err
+}
+
+// readResponses matches responses to pending operations in order.
+func (p *peer) readResponses() {
+	defer p.t.wg.Done()
+	br := bufio.NewReaderSize(p.conn, readBufSize)
+	var h [respHeaderSize]byte
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err))
+			return
+		}
+		typ := h[0]
+		errLen := int(binary.LittleEndian.Uint32(h[4:]))
+		value := binary.LittleEndian.Uint64(h[8:])
+		if errLen > maxErrText {
+			p.fail(fmt.Errorf("%w: PE %d: protocol error: error text of %d bytes", ErrPeerLost, p.pe, errLen))
+			return
+		}
+		var remoteErr error
+		if errLen > 0 {
+			msg := make([]byte, errLen)
+			if _, err := io.ReadFull(br, msg); err != nil {
+				p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err))
+				return
+			}
+			remoteErr = &RemoteError{PE: p.pe, Msg: string(msg)}
+		}
+		p.pmu.Lock()
+		var pd *pending
+		if len(p.pend) > 0 && p.pend[0].typ == typ {
+			pd = p.pend[0]
+			p.pend[0] = nil
+			p.pend = p.pend[1:]
+		}
+		p.pmu.Unlock()
+		if pd == nil {
+			p.fail(fmt.Errorf("%w: PE %d: protocol error: unexpected response type %d", ErrPeerLost, p.pe, typ))
+			return
+		}
+		if typ == reqGet && remoteErr == nil {
+			if value != uint64(len(pd.dst)) {
+				p.fail(fmt.Errorf("%w: PE %d: protocol error: get answered %d bytes for %d", ErrPeerLost, p.pe, value, len(pd.dst)))
+				return
+			}
+			if _, err := io.ReadFull(br, pd.dst); err != nil {
+				// pd is off the queue: fail it here, then the peer.
+				pd.err = fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err)
+				close(pd.done)
+				p.fail(pd.err)
+				return
+			}
+		}
+		pd.value, pd.err = value, remoteErr
+		close(pd.done)
+	}
+}
+
+// RemoteError is an error the target PE reported for one of our operations.
+type RemoteError struct {
+	PE  int
+	Msg string
+}
+
+func (e *RemoteError) Error() string { return "PE " + strconv.Itoa(e.PE) + " reports: " + e.Msg }
+
+// session applies one inbound connection's requests to this PE's heap.
+type session struct {
+	t    *Transport
+	pe   int // the PE that dialed
+	conn net.Conn
+}
+
+func (s *session) run() error {
+	t := s.t
+	br := bufio.NewReaderSize(s.conn, readBufSize)
+	bw := bufio.NewWriterSize(s.conn, 64<<10)
+	var firstErr string // the first failed put since the last flush
+	var h [reqHeaderSize]byte
+	var r request
+	var out []byte
+	for {
+		if br.Buffered() == 0 && bw.Buffered() > 0 {
+			s.conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			if err == io.EOF && t.closed.Load() {
+				return nil
+			}
+			return err
+		}
+		r.decode(h[:])
+		switch r.typ {
+		case reqPut, reqPutSignal:
+			op := "put"
+			if r.typ == reqPutSignal {
+				op = "put_signal"
+			}
+			b, err := s.heap(op, r.off, r.size)
+			if err != nil {
+				if firstErr == "" {
+					firstErr = err.Error()
+				}
+				// Stay in step with the stream; write nothing.
+				if _, err := io.CopyN(io.Discard, br, int64(r.size)); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := io.ReadFull(br, b); err != nil {
+				return err
+			}
+			if r.typ == reqPutSignal {
+				sb, err := s.heap("put_signal (signal)", r.aux, 8)
+				if err == nil {
+					err = nic.ApplySignal(sb, nic.SignalOp(r.kind), r.value)
+				}
+				if err != nil && firstErr == "" {
+					firstErr = fmt.Sprintf("put_signal from PE %d: signal at %#x: %v", s.pe, r.aux, err)
+				}
+			}
+		case reqGet:
+			b, err := s.heap("get", r.off, r.size)
+			if err != nil {
+				out = encodeResp(out[:0], reqGet, 0, err.Error())
+				bw.Write(out)
+				continue
+			}
+			out = encodeResp(out[:0], reqGet, uint64(len(b)), "")
+			bw.Write(out)
+			s.conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+		case reqAMO:
+			var old uint64
+			b, err := s.heap("amo", r.off, uint64(r.width))
+			if err == nil {
+				old, err = nic.ApplyAMO(b, nic.AMOOp(r.kind), int(r.width), r.value, r.aux)
+			}
+			msg := ""
+			if err != nil {
+				msg = fmt.Sprintf("amo from PE %d at heap offset %#x: %v", s.pe, r.off, err)
+			}
+			out = encodeResp(out[:0], reqAMO, old, msg)
+			bw.Write(out)
+		case reqFlush:
+			out = encodeResp(out[:0], reqFlush, 0, firstErr)
+			firstErr = ""
+			bw.Write(out)
+		default:
+			return fmt.Errorf("protocol error: request type %d from PE %d", r.typ, s.pe)
+		}
+	}
+}
+
+func (s *session) heap(op string, off, size uint64) ([]byte, error) {
+	if size > uint64(^uint(0)>>1) {
+		return nil, fmt.Errorf("%s from PE %d to PE %d heap [%#x, +%d): size too large", op, s.pe, s.t.cfg.PE, off, size)
+	}
+	if size == 0 {
+		return nil, nil
+	}
+	b, err := s.t.cfg.Heap.Bytes(off, int(size))
+	if err != nil {
+		return nil, fmt.Errorf("%s from PE %d to PE %d heap [%#x, %#x): %v", op, s.pe, s.t.cfg.PE, off, off+size, err)
+	}
+	return b, nil
+}
