@@ -447,6 +447,9 @@ func (c *checker) reads(li, ri int, g graph) {
 		if own >= 0 && pos < c.coPos[own] {
 			continue
 		}
+		if e.Op == OpWait && !c.waitMaySee(l, src, r) {
+			continue
+		}
 		g2 := g.clone()
 		ok := true
 		if src >= 0 {
@@ -463,6 +466,21 @@ func (c *checker) reads(li, ri int, g graph) {
 		c.src[r] = src
 		c.reads(li, ri+1, g2)
 	}
+}
+
+// waitMaySee prunes early: a wait cannot read a write whose value is fixed and fails its test.
+func (c *checker) waitMaySee(l *locInfo, src, r int) bool {
+	v := l.init
+	if src >= 0 {
+		if c.evs[src].Read { // an RMW: its value depends on what it reads, known later
+			return true
+		}
+		v = c.ins[src].Val
+		if c.evs[src].Op == OpPutSig && c.evs[src].Part == 1 {
+			v = c.ins[src].New
+		}
+	}
+	return c.ins[r].Cmp.Holds(v, c.ins[r].Val)
 }
 
 // atomicOK: the read-modify-write r reads the write at co position pos, and no AMO (or, with

@@ -1,11 +1,13 @@
 package memmodel
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,7 +285,15 @@ func TestConformCatchesDroppedFences(t *testing.T) {
 		for round := 0; round < 10 && err == nil; round++ {
 			_, err = Conform(context.Background(), tt, simRunner{dropFences: true}, Strict, DefaultOptions(), 500, int64(round), nil)
 		}
+		var out bytes.Buffer
+		_, err = Conform(context.Background(), tt, simRunner{dropFences: true}, Strict, DefaultOptions(), 500, 99, &out)
 		var fe *ForbiddenError
+		if errors.As(err, &fe) && !strings.Contains(out.String(), "FORBIDDEN by the strict model") {
+			t.Errorf("%s: histogram does not flag the forbidden state:\n%s", name, out.String())
+		}
+		if !strings.Contains(out.String(), "Histogram (") || !strings.Contains(out.String(), "Observation "+tt.Name) {
+			t.Errorf("%s: not a litmus7-style histogram:\n%s", name, out.String())
+		}
 		if !errors.As(err, &fe) {
 			t.Errorf("%s: fence-dropping backend not caught (err %v)", name, err)
 			continue

@@ -1,0 +1,144 @@
+package memmodel
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// genTest builds a small valid test from fuzz bytes: up to 3 PEs, up to 4 instructions each, over
+// two variables, every instruction kind.
+func genTest(data []byte) *Test {
+	next := func() int {
+		if len(data) == 0 {
+			return 0
+		}
+		b := data[0]
+		data = data[1:]
+		return int(b)
+	}
+	npe := 1 + next()%3
+	t := &Test{Name: "Gen"}
+	vars := []string{"x", "y"}
+	nreg := 0
+	var regs []Prop
+	for pe := 0; pe < npe; pe++ {
+		col := Column{PE: pe}
+		n := next() % 5
+		for i := 0; i < n; i++ {
+			q := next() % npe
+			v := vars[next()%2]
+			val := int64(next()%2 + 1)
+			reg := fmt.Sprintf("r%d", nreg)
+			in := Instr{Loc: Loc{v, q}, Val: val}
+			switch next() % 16 {
+			case 0:
+				in = Instr{Op: OpSt, Loc: Loc{v, pe}, Val: val}
+			case 1:
+				in = Instr{Op: OpLd, Reg: reg, Loc: Loc{v, pe}}
+			case 2:
+				in.Op = OpPut
+			case 3:
+				in.Op = OpPutNBI
+			case 4:
+				in.Op, in.Reg, in.Val = OpGet, reg, 0
+			case 5:
+				in.Op, in.Reg, in.Val = OpGetNBI, reg, 0
+			case 6:
+				in.Op, in.Reg = OpFAdd, reg
+			case 7:
+				in.Op, in.Reg = OpSwap, reg
+			case 8:
+				in.Op, in.Reg, in.Val, in.New = OpCSwap, reg, 0, val
+			case 9:
+				in.Op, in.Reg, in.Val = OpFetch, reg, 0
+			case 10:
+				in.Op = OpAdd
+			case 11:
+				in.Op = OpSet
+			case 12:
+				in = Instr{Op: OpPutSig, Loc: Loc{"x", q}, Val: val, Sig: Loc{"s", q}, SigOp: SigOp(next() % 2), New: 1}
+			case 13:
+				in = Instr{Op: OpFence}
+			case 14:
+				in = Instr{Op: OpQuiet}
+			default:
+				in = Instr{Op: OpWait, Loc: Loc{"s", pe}, Cmp: CmpGE, Val: 0}
+			}
+			if in.Reg != "" {
+				nreg++
+				regs = append(regs, Prop{Kind: PropReg, PE: pe, Reg: in.Reg, Val: int64(next() % 3)})
+			}
+			col.Instrs = append(col.Instrs, in)
+		}
+		t.Columns = append(t.Columns, col)
+	}
+	t.Cond = Prop{Kind: PropMem, Loc: Loc{"x", 0}, Val: int64(next() % 3)}
+	if len(regs) > 0 {
+		t.Cond = Prop{Kind: PropAnd, Args: append(regs, t.Cond)}
+	}
+	return t
+}
+
+func stateSet(t *testing.T, tt *Test, m Mode, o Options) map[string]bool {
+	r, err := Check(tt, m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := map[string]bool{}
+	for _, st := range r.States {
+		s[st] = true
+	}
+	return s
+}
+
+func subset(a, b map[string]bool) string {
+	for k := range a {
+		if !b[k] {
+			return k
+		}
+	}
+	return ""
+}
+
+// Properties the model must have on any program: Bypass allows everything Strict allows; turning
+// an ordering option off only adds outcomes; AtomicAllWrites only removes them; and the printed
+// test parses back to itself.
+func FuzzModelProperties(f *testing.F) {
+	f.Add([]byte{1, 3, 1, 0, 2, 1, 2, 13, 1, 1, 1, 2, 2, 1, 0, 1, 15, 0, 0, 1, 1})
+	f.Add([]byte{2, 2, 2, 0, 1, 6, 1, 2, 1, 1, 2, 0, 0, 8, 0, 2, 0, 1, 0, 0, 0, 4, 2})
+	f.Add([]byte{1, 4, 0, 0, 1, 0, 1, 0, 1, 13, 1, 1, 1, 4, 0, 2, 1, 0, 1, 9, 1, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tt := genTest(data)
+		back, err := Parse("gen", []byte(tt.String()))
+		if err != nil {
+			t.Fatalf("generated test does not parse: %v\n%s", err, tt)
+		}
+		if !reflect.DeepEqual(back, tt) {
+			t.Fatalf("parse(print(t)) != t\n%s", tt)
+		}
+		def := DefaultOptions()
+		strict := stateSet(t, tt, Strict, def)
+		if k := subset(strict, stateSet(t, tt, Bypass, def)); k != "" {
+			t.Fatalf("strict allows %s, bypass does not\n%s", k, tt)
+		}
+		for _, m := range []Mode{Strict, Bypass} {
+			base := stateSet(t, tt, m, def)
+			o := def
+			o.FenceOrdersStores = false
+			if k := subset(base, stateSet(t, tt, m, o)); k != "" {
+				t.Fatalf("%s: dropping FenceOrdersStores loses %s\n%s", m, k, tt)
+			}
+			o = def
+			o.BlockingFetchOrders = false
+			if k := subset(base, stateSet(t, tt, m, o)); k != "" {
+				t.Fatalf("%s: dropping BlockingFetchOrders loses %s\n%s", m, k, tt)
+			}
+			o = def
+			o.AtomicAllWrites = true
+			if k := subset(stateSet(t, tt, m, o), base); k != "" {
+				t.Fatalf("%s: AtomicAllWrites adds %s\n%s", m, k, tt)
+			}
+		}
+	})
+}
