@@ -6,7 +6,8 @@ import (
 	"sort"
 )
 
-// maxPoints bounds the points of the order graph (one per event, two per plain access in bypass).
+// maxPoints bounds the instants of the order graph: one per event, two per plain access in bypass
+// and per AMO that is atomic only among AMOs.
 const maxPoints = 64
 
 // graph holds, per point, the set of points reachable from it: the transitive closure of the edges

@@ -90,7 +90,7 @@ type Execution struct {
 // State is a final state: registers "PE:reg" and memory "x@PE" to values.
 type State map[string]int64
 
-// String formats s herd-style with keys in the order of keys.
+// format writes s herd-style, with keys in the order given.
 func (s State) format(keys []string) string {
 	var b strings.Builder
 	for _, k := range keys {
