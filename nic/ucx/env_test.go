@@ -1,0 +1,5 @@
+package ucx
+
+import "os"
+
+var getenv = os.Getenv
