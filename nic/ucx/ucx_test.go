@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -314,5 +317,28 @@ func TestClosed(t *testing.T) {
 	}
 	if err := ts[0].Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMissingLibrary: a machine without libucp gets an error naming it that matches ErrNoLibrary.
+// It runs in a child process, since this one may have loaded the real library.
+func TestMissingLibrary(t *testing.T) {
+	if os.Getenv("ROX_UCX_TEST_CHILD") == "missing" {
+		libraryName = "libucp-roxamen-missing.so.0"
+		_, err := New(Config{PE: 0, NPEs: 1, Heap: make([]byte, 4096)})
+		fmt.Println(err)
+		if !errors.Is(err, ErrNoLibrary) || !strings.Contains(err.Error(), "libucp") || !errors.Is(Probe(), ErrNoLibrary) {
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMissingLibrary$")
+	cmd.Env = append(os.Environ(), "ROX_UCX_TEST_CHILD=missing")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "libucp.so.0 is not available") {
+		t.Fatalf("the error does not name libucp.so.0:\n%s", out)
 	}
 }
