@@ -125,3 +125,40 @@ func TestLayoutRejectsSignalAsData(t *testing.T) {
 		t.Fatalf("err = %v, want one naming the test", err)
 	}
 }
+
+// In-process, one PE: single-PE tests run and print their histogram, and bad arguments are
+// errors naming the PE and the value.
+func TestRunPESinglePE(t *testing.T) {
+	for _, k := range []string{"ROX_PE", "ROX_NPES", "ROX_BOOTSTRAP"} {
+		if os.Getenv(k) != "" {
+			t.Skipf("%s is set: not a single-process job", k)
+		}
+	}
+	ctx := context.Background()
+	w, err := shmem.Init(ctx, shmem.WithHeapSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Finalize()
+	one, err := memmodel.Parse("t", []byte("SHMEM One\nPE0 ;\nst x 1 ;\nfence ;\nfetch r0 x@0 ;\nadd y@0 2 ;\nquiet ;\nld r1 y ;\nexists (0:r0=0 \\/ 0:r1=0)\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := RunPE(ctx, w, one, ModeOf(w), memmodel.DefaultOptions(), 10, 1, &out); err != nil {
+		t.Fatalf("RunPE: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "10      :>0:r0=1; 0:r1=2;") {
+		t.Errorf("want all 10 runs to see the store and the add:\n%s", out.String())
+	}
+	two, err := memmodel.Parse("t", []byte("SHMEM Two\nPE0 ;\nput x@1 1 ;\nexists (x@1=0)\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RunPE(ctx, w, two, memmodel.Strict, memmodel.DefaultOptions(), 10, 1, &out); err == nil || !strings.Contains(err.Error(), "PE 0") || !strings.Contains(err.Error(), "needs 2 PEs, the job has 1") {
+		t.Errorf("err = %v, want one naming PE 0 and the PE counts", err)
+	}
+	if err := RunPE(ctx, w, one, memmodel.Strict, memmodel.DefaultOptions(), 0, 1, &out); err == nil || !strings.Contains(err.Error(), "iterations 0") {
+		t.Errorf("err = %v, want one naming the bad iteration count", err)
+	}
+}
