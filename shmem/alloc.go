@@ -25,8 +25,8 @@ func (m Mem) Offset() uint64 { return m.off }
 
 // Local returns this PE's copy.
 func (m Mem) Local() []byte {
-	if m.w == nil || m.w.closed.Load() {
-		return nil
+	if m.w == nil || m.w.closed.Load() || m.w.local == nil {
+		return nil // a GPU heap: use the device address (Sym.Device) instead
 	}
 	return m.w.local[m.off : m.off+uint64(m.size) : m.off+uint64(m.size)]
 }
@@ -76,7 +76,9 @@ func (w *World) alloc(call string, size, align int, zero bool) (Mem, error) {
 	}
 	m := Mem{w: w, off: off, size: size}
 	if zero {
-		clear(m.Local())
+		if err := w.zero(call, off, size); err != nil {
+			return Mem{}, err
+		}
 	}
 	// Nobody may put into the new object before its owner has zeroed it.
 	if zero {
@@ -179,7 +181,10 @@ func (w *World) Realloc(m Mem, size int) (Mem, error) {
 	}
 	n := Mem{w: w, off: off, size: size}
 	if off != m.off {
-		copy(n.Local(), old) // memmove semantics: the ranges may overlap
+		if err := w.move(off, m.off, min(size, m.size), old); err != nil {
+			w.allocMu.Unlock()
+			return Mem{}, err
+		}
 	}
 	w.allocMu.Unlock()
 	// Nobody writes into the moved object before its owner has copied the old contents.
@@ -263,7 +268,7 @@ func (s Sym[T]) Slice(i, n int) (Sym[T], error) {
 // Local returns this PE's copy of s; plain loads and stores through it are the memory model's
 // ld and st.
 func (s Sym[T]) Local() []T {
-	if s.w == nil || s.w.closed.Load() || s.n == 0 {
+	if s.w == nil || s.w.closed.Load() || s.n == 0 || s.w.local == nil {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&s.w.local[s.off])), s.n)

@@ -88,6 +88,7 @@ type World struct {
 	imports   []device.Ptr
 
 	barrier barrierState
+	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
 
 	closed atomic.Bool
 	done   chan struct{} // closed by teardown: stops watch

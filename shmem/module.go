@@ -1,0 +1,167 @@
+package shmem
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/roxamen/roxamen/device"
+)
+
+// Module is a user's code object (PTX, cubin or hsaco built from sources that include
+// kernels/include/roxamen/roxshmem.h) loaded on this PE's GPU and linked to the runtime: its
+// roxshmem_state is filled before any of its kernels runs, as nvshmemx_cumodule_init does. Its
+// kernels run on the module's own stream, in launch order.
+//
+// Lifetime: from LoadModule to Unload or Finalize.
+type Module struct {
+	w      *World
+	mod    device.Module
+	stream device.Stream
+	dead   atomic.Bool
+
+	mu  sync.Mutex
+	fns map[string]device.Function
+}
+
+// LoadModule loads image on this PE's GPU and fills its roxshmem_state. It fails with
+// ErrBadArgument when the image does not include roxshmem.h (no roxshmem_state symbol) or was built
+// against another layout of it, and with device.ErrNotSupported on the host backend.
+func (w *World) LoadModule(image []byte) (*Module, error) {
+	if err := w.check("LoadModule"); err != nil {
+		return nil, err
+	}
+	if w.gpu == nil || w.gpu.runtimeMod == nil {
+		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrBadArgument, Detail: "code objects need a GPU backend, this PE runs on " + w.dev.Info().Driver, Err: device.ErrNotSupported}
+	}
+	rt := w.gpu
+	mod, err := w.dev.LoadModule(image)
+	if err != nil {
+		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("loading a %d-byte image on %v", len(image), w.dev.Info()), Err: err}
+	}
+	if err := rt.fillState(mod); err != nil {
+		_ = mod.Unload()
+		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrBadArgument, Detail: "linking the module to the runtime (does it include roxamen/roxshmem.h?)", Err: err}
+	}
+	st, err := w.dev.NewStream()
+	if err != nil {
+		_ = mod.Unload()
+		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrPEFailed, Detail: "creating the module's stream", Err: err}
+	}
+	m := &Module{w: w, mod: mod, stream: st, fns: map[string]device.Function{}}
+	rt.modMu.Lock()
+	rt.modules[m] = true
+	rt.modMu.Unlock()
+	return m, nil
+}
+
+func (m *Module) check(call string) error {
+	if m == nil || m.w == nil {
+		return &Error{Call: call, PE: -1, Kind: ErrNotInitialized, Detail: "nil Module"}
+	}
+	if err := m.w.check(call); err != nil {
+		return err
+	}
+	if m.dead.Load() {
+		return m.w.errorf(call, ErrFinalized, "the module was unloaded")
+	}
+	return nil
+}
+
+func (m *Module) function(call, name string) (device.Function, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.fns[name]; ok {
+		return f, nil
+	}
+	f, err := m.mod.Function(name)
+	if err != nil {
+		return nil, &Error{Call: call, PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("kernel %q (declare it extern \"C\")", name), Err: err}
+	}
+	m.fns[name] = f
+	return f, nil
+}
+
+// Stream returns the stream the module's kernels run on; stream-ordered operations (PutOnStream,
+// ...) enqueued on it are ordered with them.
+func (m *Module) Stream() device.Stream { return m.stream }
+
+// Global returns the device address and size of a global variable of the module.
+func (m *Module) Global(name string) (device.Ptr, int, error) {
+	if err := m.check("Module.Global"); err != nil {
+		return 0, 0, err
+	}
+	p, n, err := m.mod.Global(name)
+	if err != nil {
+		return 0, 0, &Error{Call: "Module.Global", PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("global %q", name), Err: err}
+	}
+	return p, n, nil
+}
+
+// Launch enqueues kernel name on the module's stream (this PE only) and returns without waiting;
+// Sync waits for it. Arguments are int32, uint32, int64, uint64, float32, float64, device.Ptr or
+// uintptr (a Sym's Device() address for symmetric data).
+func (m *Module) Launch(name string, grid, block device.Dim3, sharedBytes int, args ...any) error {
+	if err := m.check("Module.Launch"); err != nil {
+		return err
+	}
+	f, err := m.function("Module.Launch", name)
+	if err != nil {
+		return err
+	}
+	if err := m.stream.Launch(f, grid, block, sharedBytes, args...); err != nil {
+		return &Error{Call: "Module.Launch", PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("kernel %q grid %v block %v shared %d", name, grid, block, sharedBytes), Err: err}
+	}
+	return nil
+}
+
+// Sync waits for the kernels launched so far. It never hangs: when a PE fails or ctx ends, it sets
+// the abort word so that every device wait returns, and it reports why. A kernel that faulted, or
+// a device call that recorded a failure (a wait that gave up, a PE out of range, an address outside
+// the symmetric heap), makes it fail with an error naming the call and the PE.
+func (m *Module) Sync(ctx context.Context) error {
+	if err := m.check("Module.Sync"); err != nil {
+		return err
+	}
+	return m.w.gpu.waitStream(ctx, "Module.Sync", m.stream)
+}
+
+// LaunchAll is the collective launch (nvshmemx_collective_launch): every PE calls it with the same
+// kernel; no PE's kernel starts before every PE's module is loaded and every PE has reached the
+// call, and it returns once this PE's kernel has finished. Device-wide barriers
+// (roxshmem_barrier_all) need every block resident: keep grid within what the GPU runs at once
+// (at most one block per multiprocessor is always safe).
+func (m *Module) LaunchAll(ctx context.Context, name string, grid, block device.Dim3, sharedBytes int, args ...any) error {
+	if err := m.check("Module.LaunchAll"); err != nil {
+		return err
+	}
+	if err := m.w.SyncAll(ctx); err != nil {
+		return err
+	}
+	if err := m.Launch(name, grid, block, sharedBytes, args...); err != nil {
+		return err
+	}
+	return m.Sync(ctx)
+}
+
+// Unload waits for the module's kernels and releases it.
+func (m *Module) Unload() error {
+	if err := m.check("Module.Unload"); err != nil {
+		return err
+	}
+	rt := m.w.gpu
+	rt.modMu.Lock()
+	delete(rt.modules, m)
+	rt.modMu.Unlock()
+	m.dead.Store(true)
+	err := m.stream.Synchronize()
+	_ = m.stream.Destroy()
+	if e := m.mod.Unload(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return &Error{Call: "Module.Unload", PE: m.w.pe, Kind: ErrPEFailed, Err: err}
+	}
+	return nil
+}
