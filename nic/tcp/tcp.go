@@ -290,14 +290,17 @@ func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe int) er
 	accPE := int(binary.LittleEndian.Uint32(ch[8:]))
 	var na [32]byte
 	copy(na[:], ch[12:44])
+	// Answer the challenge even when the acceptor failed ours, so that it can log why it refuses
+	// us; the answer is worthless to anyone else (fresh nonces).
+	_, werr := conn.Write(mac(t.cfg.Token, "dialer", na, nd, t.cfg.PE, pe))
 	if !hmac.Equal(ch[44:], mac(t.cfg.Token, "acceptor", nd, na, accPE, t.cfg.PE)) {
 		return fmt.Errorf("%w: the endpoint does not hold the job token", ErrAuth)
 	}
 	if accPE != pe {
 		return fmt.Errorf("%w: the endpoint is PE %d", ErrAuth, accPE)
 	}
-	if _, err := conn.Write(mac(t.cfg.Token, "dialer", na, nd, t.cfg.PE, pe)); err != nil {
-		return err
+	if werr != nil {
+		return werr
 	}
 	var ok [1]byte
 	if _, err := io.ReadFull(conn, ok[:]); err != nil || ok[0] != 1 {
