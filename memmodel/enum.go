@@ -65,8 +65,6 @@ type checker struct {
 
 	keys   []string
 	states map[string]State
-	counts map[string]int
-	execs  int
 	fn     func(*Execution)
 }
 
@@ -232,21 +230,19 @@ func (c *checker) preservedOrder() {
 
 // Result is the model's answer for one test in one mode.
 type Result struct {
-	Test       *Test
-	Mode       Mode
-	Keys       []string // what a final state records
-	States     []string // allowed final states, formatted, sorted
-	Witnesses  map[string]int
-	Executions int // candidate executions the mode allows
-	Positive   int // allowed final states satisfying the condition's proposition
-	Negative   int
-	Verdict    Verdict // Allowed iff Positive > 0
+	Test     *Test
+	Mode     Mode
+	Keys     []string // what a final state records
+	States   []string // allowed final states, formatted, sorted
+	allowed  map[string]bool
+	Positive int // allowed final states satisfying the condition's proposition
+	Negative int
+	Verdict  Verdict // Allowed iff Positive > 0
 }
 
 // Allows reports whether the mode allows final state s.
 func (r *Result) Allows(s State) bool {
-	_, ok := r.Witnesses[s.format(r.Keys)]
-	return ok
+	return r.allowed[s.format(r.Keys)]
 }
 
 // Format formats a state with this result's keys.
@@ -298,10 +294,11 @@ func Check(t *Test, mode Mode, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.run()
-	r := &Result{Test: t, Mode: mode, Keys: c.keys, Witnesses: c.counts, Executions: c.execs}
+	c.decide()
+	r := &Result{Test: t, Mode: mode, Keys: c.keys, allowed: map[string]bool{}}
 	for k, s := range c.states {
 		r.States = append(r.States, k)
+		r.allowed[k] = true
 		if t.EvalState(s) {
 			r.Positive++
 		} else {
@@ -316,7 +313,8 @@ func Check(t *Test, mode Mode, opt Options) (*Result, error) {
 	return r, nil
 }
 
-// Enumerate calls fn for every candidate execution of t that mode allows.
+// Enumerate calls fn for every candidate execution of t that mode allows, each coherence order
+// separately: exhaustive, and slow on tests with many writes to one location (Check is not).
 func Enumerate(t *Test, mode Mode, opt Options, fn func(*Execution)) error {
 	c, err := newChecker(t, mode, opt)
 	if err != nil {
@@ -329,7 +327,7 @@ func Enumerate(t *Test, mode Mode, opt Options, fn func(*Execution)) error {
 
 func (c *checker) run() {
 	n := len(c.evs)
-	c.states, c.counts = map[string]State{}, map[string]int{}
+	c.states = map[string]State{}
 	c.succeed, c.src, c.coPos, c.val = make([]bool, n), make([]int, n), make([]int, n), make([]int64, n)
 	c.co = make([][]int, len(c.locs))
 	var cswaps []int
@@ -574,8 +572,6 @@ func (c *checker) record() {
 		}
 		c.states[k] = proj
 	}
-	c.counts[k]++
-	c.execs++
 	if c.fn != nil {
 		c.fn(c.execution(s))
 	}

@@ -119,6 +119,12 @@ func FuzzModelProperties(f *testing.F) {
 		}
 		def := DefaultOptions()
 		strict := stateSet(t, tt, Strict, def)
+		for _, m := range []Mode{Strict, Bypass} {
+			fast, slow := stateSet(t, tt, m, def), exhaustiveStates(t, tt, m, def)
+			if k := subset(fast, slow) + subset(slow, fast); k != "" {
+				t.Fatalf("%s: Check and Enumerate disagree on %s\n%s", m, k, tt)
+			}
+		}
 		if k := subset(strict, stateSet(t, tt, Bypass, def)); k != "" {
 			t.Fatalf("strict allows %s, bypass does not\n%s", k, tt)
 		}

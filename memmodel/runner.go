@@ -46,7 +46,7 @@ func (h *Histogram) Add(s State) {
 func (h *Histogram) Forbidden(r *Result) []string {
 	var bad []string
 	for k := range h.Counts {
-		if _, ok := r.Witnesses[k]; !ok {
+		if !r.allowed[k] {
 			bad = append(bad, k)
 		}
 	}
@@ -72,7 +72,7 @@ func (h *Histogram) Print(w io.Writer, r *Result, elapsed time.Duration) {
 			pos += h.Counts[k]
 		}
 		flag := ""
-		if _, ok := r.Witnesses[k]; !ok {
+		if !r.allowed[k] {
 			flag = "   <- FORBIDDEN by the " + r.Mode.String() + " model"
 		}
 		fmt.Fprintf(w, "%-8d%s%s%s\n", h.Counts[k], mark, k, flag)
