@@ -15,7 +15,7 @@ const Library = "libucp.so.0"
 
 // ErrNoLibrary is returned (wrapped, with the loader's message) when libucp.so.0 cannot be
 // loaded or lacks an entry point this package needs. Match it with errors.Is.
-var ErrNoLibrary = errors.New("ucx: " + Library + " is not available")
+var ErrNoLibrary = errors.New(Library + " is not available")
 
 type (
 	ucpConfig  uintptr // ucp_config_t *
