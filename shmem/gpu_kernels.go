@@ -29,6 +29,93 @@ extern "C" __global__ void roxg_amo(uint64_t addr, uint32_t kind, uint32_t width
 	if (out != 0)
 		roxa_st_release_u64(out, old);
 }
+
+// ---- test kernels (gpu_test.go) ----
+
+// op 0 putmem, 1 getmem, 2 putmem through the copy engine, 3 putmem_signal (SET sigval); group 0
+// one thread, 1 a warp, 2 the block. Then quiet.
+extern "C" __global__ void roxg_t_rma(uint8_t *dst, const uint8_t *src, uint64_t n, int32_t pe, int32_t group, int32_t op,
+				      uint64_t *sig, uint64_t sigval)
+{
+	if (roxa_block() != 0)
+		return;
+	switch (op) {
+	case 0:
+		if (group == 0) roxshmem_putmem(dst, src, n, pe);
+		else if (group == 1) roxshmemx_putmem_warp(dst, src, n, pe);
+		else roxshmemx_putmem_block(dst, src, n, pe);
+		break;
+	case 1:
+		if (group == 0) roxshmem_getmem(dst, src, n, pe);
+		else if (group == 1) roxshmemx_getmem_warp(dst, src, n, pe);
+		else roxshmemx_getmem_block(dst, src, n, pe);
+		break;
+	case 2:
+		if (group == 2) roxshmemx_putmem_ce_block(dst, src, n, pe);
+		else roxshmemx_putmem_ce(dst, src, n, pe);
+		break;
+	default:
+		if (group == 0) roxshmem_putmem_signal(dst, src, n, sig, sigval, ROXSHMEM_SIGNAL_SET, pe);
+		else if (group == 1) roxshmemx_putmem_signal_warp(dst, src, n, sig, sigval, ROXSHMEM_SIGNAL_SET, pe);
+		else roxshmemx_putmem_signal_block(dst, src, n, sig, sigval, ROXSHMEM_SIGNAL_SET, pe);
+		break;
+	}
+	roxa_sync_block();
+	if (roxa_tid() == 0)
+		roxshmem_quiet();
+}
+
+// Contention: every thread adds 1 to ctr64 and ctr32 on pe iters times, and increments cas64 with a
+// compare-and-swap loop cas_iters times.
+extern "C" __global__ void roxg_t_amo(uint64_t *ctr64, uint32_t *ctr32, uint64_t *cas64, int32_t pe, uint32_t iters,
+				      uint32_t cas_iters)
+{
+	for (uint32_t i = 0; i < iters; i++) {
+		roxshmem_uint64_atomic_add(ctr64, 1, pe);
+		roxshmem_uint32_atomic_fetch_add(ctr32, 1, pe);
+	}
+	for (uint32_t i = 0; i < cas_iters; i++) {
+		uint64_t old = roxshmem_uint64_atomic_fetch(cas64, pe);
+		for (;;) {
+			uint64_t got = roxshmem_uint64_atomic_compare_swap(cas64, old, old + 1, pe);
+			if (got == old)
+				break;
+			old = got;
+		}
+	}
+	roxshmem_quiet();
+}
+
+// Ordering when the copy engine and load/store mix: a copy-engine put of big, then fence (or
+// quiet), then a load/store put-with-signal of small with signal round.
+extern "C" __global__ void roxg_t_mix(uint8_t *big, const uint8_t *bigsrc, uint64_t bign, uint8_t *small,
+				      const uint8_t *smallsrc, uint64_t smalln, uint64_t *sig, uint64_t round, int32_t pe,
+				      int32_t use_fence)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	roxshmemx_putmem_ce_nbi(big, bigsrc, bign, pe);
+	if (use_fence)
+		roxshmem_fence();
+	else
+		roxshmem_quiet();
+	roxshmem_putmem_signal_nbi(small, smallsrc, smalln, sig, round, ROXSHMEM_SIGNAL_SET, pe);
+	roxshmem_quiet();
+}
+
+// Faults: a store to an address no allocation holds.
+extern "C" __global__ void roxg_t_fault(uint64_t addr)
+{
+	*(volatile uint64_t *)(uintptr_t)addr = 1;
+}
+
+// Waits on this PE's word until it is at least value (a peer that never comes makes it wait
+// until the abort word is set).
+extern "C" __global__ void roxg_t_wait(uint64_t *word, uint64_t value)
+{
+	if (roxa_tid() == 0 && roxa_block() == 0)
+		roxshmem_uint64_wait_until(word, ROXSHMEM_CMP_GE, value);
+}
 `
 
 // auxArches are the targets auxPTX holds.

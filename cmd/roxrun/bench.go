@@ -56,6 +56,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	iters := fs.Int("iters", 20000, "round trips for the latency tests")
 	oshmem := fs.String("oshmem", "", "also run the OSHMEM anchor script (e.g. ../shared/anchors/oshmem/run.sh) and print ratios")
 	timeout := fs.Duration("timeout", 10*time.Minute, "stop the benchmark job after this long")
+	nvshmem := fs.String("nvshmem", "", "GPUs: the saved output of ../shared/anchors/nvshmem/run.sh, for ratios")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -65,6 +66,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	if *n < 2 {
 		fmt.Fprintf(stderr, "roxrun bench: -n %d: the benchmarks need at least 2 PEs\n", *n)
 		return 2
+	}
+	if gpuBackend() {
+		return benchGPUMain(*n, *asJSON, *timeout, *nvshmem, stdout, stderr)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -199,6 +203,9 @@ func benchPE(iters int, _ bool, stdout, stderr io.Writer) int {
 }
 
 func runBenchmarks(ctx context.Context, w *shmem.World, iters int, enc *json.Encoder) error {
+	if w.Device().Driver != "host" {
+		return runGPUBenchmarks(ctx, w, enc)
+	}
 	me, npes := w.MyPE(), w.NPEs()
 	peer := npes - 1 // PE 0 and the last PE are the pair: the farthest apart
 	backend, _ := env.Device.String()

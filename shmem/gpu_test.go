@@ -1,0 +1,556 @@
+package shmem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/device/cuda"
+	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/nic"
+)
+
+// The GPU tests run 2-PE jobs: TestGPU starts this test binary twice under the launcher with
+// ROX_GPU_WORKER set, and TestGPUWorker is then one PE. They need two CUDA GPUs; they skip without
+// them, and fail instead when ROX_TEST_GPU=1.
+
+func needGPUs(t *testing.T, n int) {
+	t.Helper()
+	count, err := cuda.New().Count()
+	if err == nil && count >= n {
+		return
+	}
+	msg := fmt.Sprintf("need %d CUDA GPUs: found %d (%v)", n, count, err)
+	if os.Getenv("ROX_TEST_GPU") == "1" {
+		t.Fatal(msg + " and ROX_TEST_GPU=1")
+	}
+	t.Skip(msg)
+}
+
+func gpuJob(t *testing.T, limit time.Duration, env ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	w := &lockedBuf{b: &out}
+	err := launch.Run(context.Background(), launch.Config{
+		NPEs: 2, Argv: []string{os.Args[0], "-test.run=^TestGPUWorker$", "-test.v"},
+		Env:     append([]string{"ROX_GPU_WORKER=1", "ROX_TIMEOUT=20s"}, env...),
+		Prefix:  true,
+		Timeout: limit, Stdout: w, Stderr: w,
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return out.String(), err
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func TestGPU(t *testing.T) {
+	if os.Getenv("ROX_GPU_WORKER") != "" {
+		t.Skip("in a worker")
+	}
+	needGPUs(t, 2)
+	for _, ord := range []string{"strict", "bypass"} {
+		for _, tr := range []string{"auto", "tcp"} {
+			t.Run(ord+"/"+tr, func(t *testing.T) {
+				start := time.Now()
+				out, err := gpuJob(t, 4*time.Minute, "ROX_ORDERING="+ord, "ROX_TRANSPORT="+tr)
+				t.Logf("job took %v", time.Since(start))
+				if err != nil || !strings.Contains(out, "--- PASS: TestGPUWorker") {
+					t.Fatalf("job failed: %v\n%s", err, out)
+				}
+				if testing.Verbose() {
+					t.Log(out)
+				}
+			})
+		}
+	}
+	t.Run("fault", func(t *testing.T) {
+		start := time.Now()
+		out, err := gpuJob(t, 2*time.Minute, "ROX_GPU_FAULT=1")
+		took := time.Since(start)
+		t.Logf("faulting job ended after %v: %v\n%s", took, err, out)
+		if err == nil {
+			t.Fatal("a job whose PE 1 kernel faults succeeded")
+		}
+		var ee *launch.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("want a launch.ExitError, got %T %v", err, err)
+		}
+		if !strings.Contains(out, "CUDA_ERROR_ILLEGAL_ADDRESS") {
+			t.Errorf("no PE reported the fault (CUDA_ERROR_ILLEGAL_ADDRESS) in:\n%s", out)
+		}
+		if took > time.Minute {
+			t.Errorf("the job took %v to fail", took)
+		}
+	})
+}
+
+// TestGPUWorker is one PE of TestGPU's jobs.
+func TestGPUWorker(t *testing.T) {
+	if os.Getenv("ROX_GPU_WORKER") == "" {
+		t.Skip("run by TestGPU")
+	}
+	ctx := context.Background()
+	w, err := Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, peer := w.MyPE(), 1-w.MyPE()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("PE %d on %v, ordering %s, seed %d", me, w.Device(), w.Ordering(), seed)
+	rng := rand.New(rand.NewPCG(seed, uint64(me)))
+	viaNIC := w.transport != nil
+
+	mod, err := w.LoadModule([]byte(auxPTX["sm_90"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("ROX_GPU_FAULT") != "" {
+		gpuFault(t, ctx, w, mod)
+		return
+	}
+
+	maxSize := 256 << 20
+	if viaNIC {
+		maxSize = 16 << 20
+	}
+	const pad = 64
+	dst, err := Alloc[byte](w, maxSize+2*pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := Alloc[byte](w, maxSize+2*pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := Alloc[uint64](w, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const poison = 0xa5
+	sizes := []int{1, 7, 4096 + 3, 1<<20 + 5, maxSize}
+	data := make([]byte, maxSize+2*pad)
+	fill := func(b []byte) {
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+	}
+	poisonDst := func(n int) {
+		t.Helper()
+		p := bytes.Repeat([]byte{poison}, n)
+		if err := dst.Put(me, 0, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// check reads this PE's dst and compares [off, off+len(want)) with want and pad bytes on each
+	// side with the poison.
+	check := func(what string, off int, want []byte) {
+		t.Helper()
+		lo, hi := max(0, off-pad), min(dst.Len(), off+len(want)+pad)
+		got := make([]byte, hi-lo)
+		if err := dst.Get(me, lo, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range got {
+			a := lo + i
+			exp := byte(poison)
+			if a >= off && a < off+len(want) {
+				exp = want[a-off]
+			}
+			if b != exp {
+				t.Fatalf("%s: byte %d of dst (offset %d, %d bytes at %d) is %#x, want %#x", what, a, a-off, len(want), off, b, exp)
+			}
+		}
+	}
+	barrier := func() {
+		t.Helper()
+		if err := w.BarrierAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Host API: PE 0 puts into PE 1 and PE 1 gets from PE 0, odd offsets, every size.
+	for _, n := range sizes {
+		off := 1 + 2*rng.IntN(pad/2)
+		poisonDst(dst.Len())
+		fill(data[:n])
+		barrier()
+		if me == 0 {
+			if err := dst.Put(peer, off, data[:n]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		barrier()
+		// Both PEs learn PE 0's data: PE 1 reads it where it landed.
+		var want []byte
+		if me == 0 {
+			want = data[:n]
+			if err := src.Put(me, off, want); err != nil {
+				t.Fatal(err)
+			}
+		}
+		barrier()
+		if me == 1 {
+			want = make([]byte, n)
+			if err := src.Get(peer, off, want); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("host Put of %d bytes", n), off, want)
+		}
+		barrier()
+	}
+
+	// Host AMOs on the peer's word: every op, 4 and 8 bytes, against a model.
+	words, err := Alloc[uint64](w, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w32, err := As[uint32](words.Mem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if me == 0 {
+		model := uint64(0)
+		for i := 0; i < 200; i++ {
+			op := nic.AMOOp(rng.IntN(8))
+			v, c := rng.Uint64(), model
+			if rng.IntN(2) == 0 {
+				c = rng.Uint64()
+			}
+			old, err := w.amo("test", peer, op, 8, words.off, v, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if op != nic.AMOSet && old != model {
+				t.Fatalf("8-byte %v #%d returned %#x, the model holds %#x", op, i, old, model)
+			}
+			model = applyModel(op, model, v, c, 8)
+			m32 := uint64(0)
+			if got, _ := AtomicFetch(w32, 2, peer); uint64(got) != m32 {
+				t.Fatalf("an 8-byte AMO on element 0 changed element 2 to %#x", got)
+			}
+		}
+		if got, _ := AtomicFetch(words, 0, peer); got != model {
+			t.Fatalf("after the AMOs the word is %#x, the model holds %#x", got, model)
+		}
+		m32 := uint64(0)
+		for i := 0; i < 200; i++ {
+			op := nic.AMOOp(rng.IntN(8))
+			v, c := uint64(rng.Uint32()), m32
+			if rng.IntN(2) == 0 {
+				c = uint64(rng.Uint32())
+			}
+			old, err := w.amo("test", peer, op, 4, w32.off+12, v, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if op != nic.AMOSet && old != m32 {
+				t.Fatalf("4-byte %v #%d returned %#x, the model holds %#x", op, i, old, m32)
+			}
+			m32 = applyModel(op, m32, v, c, 4)
+		}
+	}
+	barrier()
+	// Host contention: both PEs fetch-add PE 0's word.
+	if err := AtomicSet(words, 4, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	barrier()
+	for i := 0; i < 300; i++ {
+		if err := AtomicAdd(words, 4, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	barrier()
+	if got, _ := AtomicFetch(words, 4, 0); got != 600 {
+		t.Fatalf("2 PEs x 300 host fetch-adds left %d, want 600", got)
+	}
+
+	// Host put-with-signal.
+	for round := uint64(1); round <= 3; round++ {
+		n := sizes[rng.IntN(len(sizes))]
+		poisonDst(dst.Len())
+		barrier()
+		off := 1 + 2*rng.IntN(pad/2)
+		if me == 0 {
+			fill(data[:n])
+			if err := PutSignal(dst, off, data[:n], sig, 0, round, SignalSet, peer); err != nil {
+				t.Fatal(err)
+			}
+			if err := src.Put(me, 0, data[:n]); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, round); err != nil {
+				t.Fatal(err)
+			}
+		}
+		barrier()
+		if me == 1 {
+			want := make([]byte, n)
+			if err := src.Get(peer, 0, want); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("PutSignal of %d bytes", n), off, want)
+		}
+		barrier()
+	}
+
+	// Device API: PE 0's kernel puts (or gets) with one thread, a warp and a block, on every path.
+	groups := []struct {
+		name         string
+		group, block int
+	}{{"thread", 0, 1}, {"warp", 1, 32}, {"block", 2, 256}}
+	ops := []string{"putmem", "getmem", "putmem_ce", "putmem_signal"}
+	round := uint64(100)
+	for op, opName := range ops {
+		for _, g := range groups {
+			for _, n := range sizes {
+				if op == 2 && g.group == 1 {
+					continue
+				}
+				if g.group == 0 && n > 1<<20+5 && op != 2 {
+					n = 1<<20 + 5 // one thread moving 256 MiB byte by byte takes too long
+				}
+				round++
+				what := fmt.Sprintf("device %s by a %s, %d bytes", opName, g.name, n)
+				off := 1 + 2*rng.IntN(pad/2)
+				poisonDst(dst.Len())
+				// PE 0's src holds the data; for getmem PE 1's kernel reads PE 0's src.
+				if me == 0 {
+					fill(data[:n])
+					if err := src.Put(me, off, data[:n]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				barrier()
+				runner := 0
+				if op == 1 {
+					runner = 1
+				}
+				if me == runner {
+					err := mod.Launch("roxg_t_rma", device.D1(1), device.D1(g.block), 0,
+						dst.Device().Add(off), src.Device().Add(off), uint64(n), int32(1-me), int32(g.group), int32(op),
+						sig.Device(), round)
+					if err == nil {
+						err = mod.Sync(ctx)
+					}
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+				}
+				if op == 3 && me == 1 {
+					if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, round); err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+				}
+				barrier()
+				if me == 1 {
+					want := make([]byte, n)
+					if err := src.Get(peer, off, want); err != nil {
+						t.Fatal(err)
+					}
+					check(what, off, want)
+				}
+				barrier()
+			}
+		}
+	}
+
+	// AMO atomicity under contention from every SM of both GPUs, on PE 0's words.
+	ctr, err := Alloc[uint64](w, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctr32, _ := As[uint32](ctr.Mem())
+	grid, block := w.Device().Multiprocessors, 128
+	iters, casIters := 20, 2
+	if viaNIC {
+		grid, block, iters, casIters = 2, 32, 5, 1
+	}
+	barrier()
+	if err := mod.Launch("roxg_t_amo", device.D1(grid), device.D1(block), 0, ctr.Device(), ctr32.Device().Add(8*4), ctr.Device().Add(16*8/8*1), int32(0), uint32(iters), uint32(casIters)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mod.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	barrier()
+	if me == 0 {
+		want := uint64(2 * grid * block * iters)
+		if got, _ := AtomicFetch(ctr, 0, me); got != want {
+			t.Errorf("64-bit adds: %d, want %d", got, want)
+		}
+		if got, _ := AtomicFetch(ctr32, 8, me); uint64(got) != want {
+			t.Errorf("32-bit fetch-adds: %d, want %d", got, want)
+		}
+		if got, _ := AtomicFetch(ctr, 2, me); got != uint64(2*grid*block*casIters) {
+			t.Errorf("compare-and-swap increments: %d, want %d", got, 2*grid*block*casIters)
+		}
+	}
+	barrier()
+
+	// Put-with-signal and quiet/fence ordering when copy-engine and load/store transfers mix.
+	if !viaNIC {
+		bigN, smallN := 8<<20+3, 4096+1
+		for r := uint64(1); r <= 6; r++ {
+			useFence := int32(r % 2)
+			poisonDst(dst.Len())
+			if me == 0 {
+				fill(data[:bigN+smallN])
+				if err := src.Put(me, 0, data[:bigN+smallN]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			barrier()
+			rr := 1000 + r
+			if me == 0 {
+				err := mod.Launch("roxg_t_mix", device.D1(1), device.D1(1), 0, dst.Device(), src.Device(), uint64(bigN),
+					dst.Device().Add(bigN+pad), src.Device().Add(bigN), uint64(smallN), sig.Device(), rr, int32(peer), useFence)
+				if err == nil {
+					err = mod.Sync(ctx)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// The signal is the only synchronization: the data must be there when it is.
+				if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, rr); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]byte, bigN+pad+smallN)
+				if err := dst.Get(me, 0, got); err != nil {
+					t.Fatal(err)
+				}
+				want := make([]byte, bigN+smallN)
+				if err := src.Get(peer, 0, want); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got[:bigN], want[:bigN]) {
+					t.Fatalf("round %d (fence=%d): the copy-engine data was not there when the signal was", r, useFence)
+				}
+				if !bytes.Equal(got[bigN+pad:], want[bigN:]) {
+					t.Fatalf("round %d: the put-with-signal data was not there when the signal was", r)
+				}
+			}
+			barrier()
+		}
+	}
+
+	// Stream-ordered: PE 0 puts with signal on a stream, PE 1's stream waits for the signal and then
+	// puts the data back; PE 0 waits on its stream and checks.
+	n := 1<<20 + 3
+	poisonDst(dst.Len())
+	if me == 0 {
+		fill(data[:n])
+		if err := src.Put(me, 0, data[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := AtomicSet(sig, 1, 0, me); err != nil {
+		t.Fatal(err)
+	}
+	barrier()
+	st := mod.Stream()
+	if me == 0 {
+		if err := PutSignalOnStream(st, dst, 1, src.Device(), n, sig, 1, 7, SignalSet, peer); err != nil {
+			t.Fatal(err)
+		}
+		if err := SignalWaitOnStream(st, sig, 1, CmpEQ, 8); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if err := SignalWaitOnStream(st, sig, 1, CmpEQ, 7); err != nil {
+			t.Fatal(err)
+		}
+		if err := PutOnStream(st, dst, 3, dst.Device().Add(1), n, peer); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.QuietOnStream(st); err != nil {
+			t.Fatal(err)
+		}
+		if err := PutSignalOnStream(st, dst, 0, dst.Device(), 0, sig, 1, 8, SignalSet, peer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.BarrierOnStream(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SyncStream(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if me == 0 {
+		check("stream-ordered round trip", 3, data[:n])
+	}
+	barrier()
+
+	if err := mod.Unload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func applyModel(op nic.AMOOp, cur, v, c uint64, width int) uint64 {
+	mask := ^uint64(0)
+	if width == 4 {
+		mask = 0xffffffff
+	}
+	v, c = v&mask, c&mask
+	switch op {
+	case nic.AMOSet, nic.AMOSwap:
+		return v
+	case nic.AMOCompareSwap:
+		if cur == c {
+			return v
+		}
+	case nic.AMOFetchAdd:
+		return (cur + v) & mask
+	case nic.AMOFetchAnd:
+		return cur & v
+	case nic.AMOFetchOr:
+		return cur | v
+	case nic.AMOFetchXor:
+		return cur ^ v
+	}
+	return cur
+}
+
+// gpuFault: PE 1's kernel faults; PE 0's kernel waits for a word PE 1 never sets. Both must end
+// with an error (PE 0 because PE 1 died), not hang.
+func gpuFault(t *testing.T, ctx context.Context, w *World, mod *Module) {
+	word, err := Alloc[uint64](w, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.MyPE() == 1 {
+		err = mod.Launch("roxg_t_fault", device.D1(1), device.D1(1), 0, uint64(8))
+	} else {
+		err = mod.Launch("roxg_t_wait", device.D1(1), device.D1(1), 0, word.Device(), uint64(1))
+	}
+	if err == nil {
+		err = mod.Sync(ctx)
+	}
+	t.Fatalf("PE %d: the kernel ended: %v", w.MyPE(), err)
+}
