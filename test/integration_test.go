@@ -269,3 +269,16 @@ func TestNICPath(t *testing.T) {
 		assertNoProcesses(t, "testprog")
 	})
 }
+
+// TestRoxrunKilled: even roxrun dying by SIGKILL takes its PEs with it (Pdeathsig).
+func TestRoxrunKilled(t *testing.T) {
+	cmd := exec.Command(filepath.Join(bin, "roxrun"), "-n", "3", filepath.Join(bin, "testprog"), "hang")
+	cmd.Env = append(os.Environ(), "ROX_TIMEOUT=60s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	assertNoProcesses(t, "testprog")
+}
