@@ -7,6 +7,7 @@ import (
 
 	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/nic/tcp"
+	"github.com/roxamen/roxamen/nic/ucx"
 )
 
 // path moves bytes to and from one PE's symmetric heap. The World picks one per PE at Init:
@@ -81,11 +82,25 @@ func (h heapMemory) Bytes(off uint64, n int) ([]byte, error) {
 	return h[off : off+uint64(n) : off+uint64(n)], nil
 }
 
-// startTransport brings up the NIC path to the PEs in remotePEs: a TCP transport listening on
-// the address this host reaches the rendezvous from, its address exchanged with every PE.
+// startTransport brings up the NIC path to the PEs in remotePEs: for kind "ucx" a UCX transport
+// (nic/ucx), else a TCP transport listening on the address this host reaches the rendezvous from;
+// either way its address is exchanged with every PE through the bootstrap allgather.
 func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport, error) {
 	if kind == "ucx" {
-		return nil, fmt.Errorf("ROX_TRANSPORT=ucx: the UCX transport is not built into this version; use tcp")
+		// libucp.so.0 through purego; a machine without it gets an error naming the library.
+		t, err := ucx.New(ucx.Config{PE: w.pe, NPEs: w.npes, Heap: w.local, Timeout: w.timeout})
+		if err != nil {
+			return nil, fmt.Errorf("ROX_TRANSPORT=ucx: %w", err)
+		}
+		all, err := w.boot.Allgather(ctx, t.Address())
+		if err == nil {
+			err = t.Connect(ctx, all)
+		}
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		return t, nil
 	}
 	advertise := "127.0.0.1"
 	if w.rank.Addr != "" {

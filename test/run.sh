@@ -10,7 +10,8 @@ command -v gcc >/dev/null || need+=(gcc)               # the race detector's run
 command -v ip >/dev/null || need+=(iproute2)           # network namespaces as hosts
 [ -e /usr/lib/x86_64-linux-gnu/libamdhip64.so.5 ] || need+=(libamdhip64-5)   # the hip binding's "no AMD device" path
 command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
-[ -e /usr/lib/x86_64-linux-gnu/libucp.so.0 ] || need+=(libucx0 libucx-dev ucx-utils)
+[ -e /usr/lib/x86_64-linux-gnu/libucp.so.0 ] && [ -e /usr/include/ucp/api/ucp.h ] && command -v ucx_perftest >/dev/null || need+=(libucx0 libucx-dev ucx-utils)
+command -v slurmctld >/dev/null || need+=(slurm-wlm munge)      # a one-node Slurm for srun (test/launchers_test.go)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test/run.sh: installing ${need[*]}"

@@ -1,0 +1,144 @@
+package test
+
+// The shmem suite over the UCX transport (ROX_TRANSPORT=ucx): on one node, and between two
+// network namespaces standing in for hosts, where roxrun starts the PEs with
+// `--hosts NS1:2,NS2:2 --rsh 'ip netns exec'` and UCX carries every PE pair over TCP across the
+// bridge.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roxamen/roxamen/nic/ucx"
+	"github.com/roxamen/roxamen/test/netns"
+)
+
+// needUCX skips when libucp.so.0 cannot be loaded, unless ROX_TEST_UCX=1 requires it (CI installs
+// libucx0, so there a missing library is a failure, not a skip).
+func needUCX(t *testing.T) {
+	t.Helper()
+	if err := ucx.Probe(); err != nil {
+		if os.Getenv("ROX_TEST_UCX") == "1" {
+			t.Fatalf("ROX_TEST_UCX=1 but %v", err)
+		}
+		t.Skipf("no UCX here: %v", err)
+	}
+}
+
+// ucxSuite runs the examples and testprog's scenarios in a job; launch adds roxrun's placement
+// flags (-n N, or --hosts) and returns the full argument list for a program.
+func ucxSuite(t *testing.T, env []string, npes int, launch func(prog string, args ...string) []string) {
+	t.Run("ring", func(t *testing.T) {
+		r := roxrun(t, 2*time.Minute, env, launch(filepath.Join(bin, "ring"), "-laps", "20")...)
+		mustPass(t, r, fmt.Sprintf("20 laps of %d PEs", npes))
+	})
+	t.Run("counter", func(t *testing.T) {
+		r := roxrun(t, 2*time.Minute, env, launch(filepath.Join(bin, "counter"), "-adds", "300")...)
+		mustPass(t, r, "every ticket once: ok")
+	})
+	t.Run("api", func(t *testing.T) {
+		r := roxrun(t, 3*time.Minute, env, launch(filepath.Join(bin, "testprog"), "api")...)
+		mustPass(t, r, fmt.Sprintf("api: ok on %d PEs", npes))
+	})
+	t.Run("badinput", func(t *testing.T) {
+		r := roxrun(t, time.Minute, append(env, "ROX_HEAP_SIZE=8M"), launch(filepath.Join(bin, "testprog"), "badinput")...)
+		mustPass(t, r, "badinput: ok")
+	})
+	t.Run("kill", func(t *testing.T) {
+		r := roxrun(t, time.Minute, append(env, "ROX_TIMEOUT=20s"), launch(filepath.Join(bin, "testprog"), "kill")...)
+		if r.status == 0 || !strings.Contains(r.stderr+r.stdout, "PE 2") {
+			t.Fatalf("status %d; want a failure naming PE 2\n%s\n%s", r.status, r.stdout, r.stderr)
+		}
+		if r.took > 15*time.Second {
+			t.Errorf("the job took %v to fail, want well within ROX_TIMEOUT (20s)", r.took)
+		}
+		assertNoProcesses(t, "testprog")
+	})
+}
+
+func TestUCXOneNode(t *testing.T) {
+	needUCX(t)
+	for _, n := range []int{3, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ucxSuite(t, []string{"ROX_TRANSPORT=ucx"}, n, func(prog string, args ...string) []string {
+				return append([]string{"-n", fmt.Sprint(n), prog}, args...)
+			})
+		})
+	}
+}
+
+// hostsNet makes two namespaces joined by a bridge in this namespace, so that roxrun's
+// rendezvous, bound to the bridge's address, is reachable from both.
+func hostsNet(t *testing.T) *netns.Net {
+	t.Helper()
+	if err := netns.Available(); err != nil {
+		t.Skip(err)
+	}
+	nt, err := netns.New(2, netns.Options{Gateway: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nt.Close() })
+	return nt
+}
+
+// hostsArgs is roxrun's placement of 2 PEs in each of nt's namespaces.
+func hostsArgs(nt *netns.Net) []string {
+	return []string{"--hosts", nt.Hosts[0].Name + ":2," + nt.Hosts[1].Name + ":2",
+		"--rsh", "ip netns exec", "--bind", nt.GatewayIP + ":0"}
+}
+
+// TestUCXHosts: 4 PEs, 2 per namespace, every pair over UCX's TCP transport on the namespaces'
+// eth0 (UCX_TLS=tcp: shared memory would cross the namespaces on this one machine).
+func TestUCXHosts(t *testing.T) {
+	needUCX(t)
+	nt := hostsNet(t)
+	env := []string{"ROX_TRANSPORT=ucx", "UCX_TLS=tcp", "UCX_NET_DEVICES=eth0"}
+	ucxSuite(t, env, 4, func(prog string, args ...string) []string {
+		return append(append(hostsArgs(nt), prog), args...)
+	})
+	// ROX_TRANSPORT=auto between hosts is the TCP transport.
+	t.Run("auto", func(t *testing.T) {
+		r := roxrun(t, 2*time.Minute, []string{"ROX_TRANSPORT=auto"}, append(hostsArgs(nt), filepath.Join(bin, "ring"), "-laps", "20")...)
+		mustPass(t, r, "20 laps of 4 PEs")
+	})
+}
+
+// TestUCXMissingLibrary: with libucp.so.0 hidden (a private mount namespace binds an empty file
+// over it), ROX_TRANSPORT=ucx makes Init fail with an error naming the library.
+func TestUCXMissingLibrary(t *testing.T) {
+	needUCX(t)
+	lib := ""
+	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"} {
+		if _, err := os.Stat(filepath.Join(dir, ucx.Library)); err == nil {
+			lib = filepath.Join(dir, ucx.Library)
+			break
+		}
+	}
+	if lib == "" || os.Geteuid() != 0 {
+		t.Skipf("hiding %s needs root and the library's path (found %q)", ucx.Library, lib)
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	script := fmt.Sprintf("mount --bind /dev/null %s && exec %s -n 2 %s -laps 1", lib, filepath.Join(bin, "roxrun"), filepath.Join(bin, "ring"))
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "ROX_TRANSPORT=ucx", "ROX_TIMEOUT=20s")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the job passed with %s hidden:\n%s", ucx.Library, out)
+	}
+	if strings.Contains(string(out), "mount") && !strings.Contains(string(out), "[pe") {
+		t.Skipf("cannot hide the library here: %s", out)
+	}
+	if !strings.Contains(string(out), "Init") || !strings.Contains(string(out), ucx.Library) {
+		t.Fatalf("the failure does not say Init cannot load %s:\n%s", ucx.Library, out)
+	}
+}
+
+func ucxLoads() bool { return ucx.Probe() == nil }
