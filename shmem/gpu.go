@@ -22,10 +22,12 @@ import (
 // stream host-initiated atomics run on. One gpuRuntime per PE, from startDevice to stopDevice.
 //
 // Memory it owns:
-//   - ctrl (host-pinned, device-mapped): [0,64) the abort block; [64,128) the host AMO result;
-//     then ring results (uint64[ringCap]) and the proxy's completion values (uint64[ringCap]);
+//   - ctrl (host-pinned, device-mapped): [64,128) the host AMO result; then ring results
+//     (uint64[ringCap]) and the proxy's completion values (uint64[ringCap]);
 //   - ringMem (host-pinned, device-mapped): the command ring;
-//   - misc (device memory): [0] the ticket counter, [64] the device-local completion mirror;
+//   - misc (device memory): [0] the ticket counter, [64] the device-local completion mirror,
+//     [128,192) the abort block: device waits poll it, so it lives in device memory, where a poll
+//     costs an L2 access rather than a PCIe round trip; the host writes it with a copy;
 //   - a BarrierBytes workspace reserved at the start of the symmetric heap.
 type gpuRuntime struct {
 	w        *World
@@ -52,16 +54,18 @@ type gpuRuntime struct {
 	modMu   sync.Mutex
 	modules map[*Module]bool
 
-	proxy *gpuProxy
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	proxy   *gpuProxy
+	aborted atomic.Uint64 // the reason the abort word was set with; 0: not set
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 const (
-	ctrlAbort   = 0
 	ctrlAMO     = 64
 	ctrlResults = 128
 	ringCap     = 1024
+	miscAbort   = 128
+	miscBytes   = 256
 
 	abortPeerFailed = 1 // abort word: the bootstrap reported a dead PE
 	abortProxy      = 2 // the proxy failed
@@ -153,10 +157,10 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	if rt.ring, err = nic.NewRing(rt.ringMem.Bytes, rt.ringCap); err != nil {
 		return err
 	}
-	if rt.misc, err = d.Alloc(128); err != nil {
+	if rt.misc, err = d.Alloc(miscBytes); err != nil {
 		return err
 	}
-	if err := d.Memset(rt.misc, 0, 128); err != nil {
+	if err := d.Memset(rt.misc, 0, miscBytes); err != nil {
 		return err
 	}
 
@@ -185,7 +189,7 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	s.RingHead = uint64(rt.misc)
 	s.RingResults = uint64(rt.ctrl.Dev) + ctrlResults
 	s.Completion = uint64(rt.misc) + 64
-	s.Abort = uint64(rt.ctrl.Dev) + ctrlAbort
+	s.Abort = uint64(rt.misc) + miscAbort
 	s.BarrierOff = boff
 	if w.npes > kernels.MaxPEs {
 		return fmt.Errorf("%d PEs: the device state holds at most %d", w.npes, kernels.MaxPEs)
@@ -259,16 +263,17 @@ func (rt *gpuRuntime) watch() {
 	}
 }
 
-func (rt *gpuRuntime) abortWord() *uint64 {
-	return (*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort]))
-}
-
-// abort sets the abort word (the first reason wins).
+// abort sets the abort word (the first reason wins). The copy runs on the device's private
+// non-blocking stream, next to kernels that may be spinning in a wait.
 func (rt *gpuRuntime) abort(reason uint64) {
-	if len(rt.ctrl.Bytes) == 0 {
+	if rt.misc == 0 || !rt.aborted.CompareAndSwap(0, reason) {
 		return
 	}
-	atomic.CompareAndSwapUint64(rt.abortWord(), 0, reason)
+	var b [8]byte
+	*(*uint64)(unsafe.Pointer(&b[0])) = reason
+	if err := rt.w.dev.CopyHtoD(rt.misc.Add(miscAbort), b[:]); err != nil {
+		debugf("PE %d: setting the abort word: %v", rt.w.pe, err)
+	}
 }
 
 var abortReasons = map[uint64]string{
@@ -279,12 +284,15 @@ var abortReasons = map[uint64]string{
 // deviceError reports what device code recorded (an abandoned wait, a bad PE or address) and
 // the ring's failure, if any; nil when all is well.
 func (rt *gpuRuntime) deviceError(call string) error {
-	if len(rt.ctrl.Bytes) == 0 {
+	if rt.misc == 0 {
 		return nil
 	}
 	w := rt.w
-	first := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+8])))
-	count := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+16])))
+	var rec [2]uint64
+	if err := w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&rec[0])), 16), rt.misc.Add(miscAbort+8)); err != nil {
+		rec = [2]uint64{} // a faulted context: the caller reports the fault itself
+	}
+	first, count := rec[0], rec[1]
 	r := kernels.DecodeAbortRecord(first)
 	var cause error
 	if err := w.failed(); err != nil {
@@ -327,8 +335,7 @@ func (rt *gpuRuntime) deviceError(call string) error {
 
 // clearDeviceError forgets a recorded device failure (after it was reported).
 func (rt *gpuRuntime) clearDeviceError() {
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+8])), 0)
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+16])), 0)
+	_ = rt.w.dev.Memset(rt.misc.Add(miscAbort+8), 0, 16)
 }
 
 // waitStream waits for st's work without hanging: when the job fails or ctx ends it sets the abort

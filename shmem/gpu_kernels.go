@@ -116,6 +116,38 @@ extern "C" __global__ void roxg_t_wait(uint64_t *word, uint64_t value)
 	if (roxa_tid() == 0 && roxa_block() == 0)
 		roxshmem_uint64_wait_until(word, ROXSHMEM_CMP_GE, value);
 }
+
+// Latency probe (logged by the GPU tests): one-way 8-byte ping-pong. Variant 0: relaxed system-scope
+// store to the peer and polling load, nothing else; 1: the same with fence.acq_rel.sys (the strict
+// wait's acquire) after each wait; 2: roxshmem_uint64_p and roxshmem_uint64_wait_until.
+extern "C" __global__ void roxg_b_pingpong(uint64_t *flag, uint64_t iters, int32_t peer, int32_t initiator,
+					   int32_t variant, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	uint64_t *remote = (uint64_t *)roxshmem_ptr(flag, peer);
+	uint64_t t0 = roxa_clock_ns();
+	for (uint64_t i = 1; i <= iters; i++) {
+		if (variant == 2) {
+			if (initiator)
+				roxshmem_uint64_p(flag, i, peer);
+			roxshmem_uint64_wait_until(flag, ROXSHMEM_CMP_GE, i);
+			if (!initiator)
+				roxshmem_uint64_p(flag, i, peer);
+			continue;
+		}
+		if (initiator)
+			roxa_st_relaxed_u64(remote, i);
+		for (uint32_t spins = 1; roxa_ld_relaxed_u64(flag) < i; spins++)
+			if ((spins & 1023) == 0 && roxshmemx_aborted())
+				return;
+		if (variant == 1)
+			roxa_fence_acquire();
+		if (!initiator)
+			roxa_st_relaxed_u64(remote, i);
+	}
+	out[0] = roxa_clock_ns() - t0;
+}
 `
 
 // auxArches are the targets auxPTX holds.

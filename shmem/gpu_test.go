@@ -115,7 +115,8 @@ func TestGPUWorker(t *testing.T) {
 	me, peer := w.MyPE(), 1-w.MyPE()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("PE %d on %v, ordering %s, seed %d", me, w.Device(), w.Ordering(), seed)
-	rng := rand.New(rand.NewPCG(seed, uint64(me)))
+	rng := rand.New(rand.NewPCG(seed, uint64(me))) // data: fresh on every run
+	lay := rand.New(rand.NewPCG(7, 11))            // offsets and sizes: the same on every PE
 	viaNIC := w.transport != nil
 
 	mod, err := w.LoadModule([]byte(auxPTX["sm_90"]))
@@ -125,6 +126,10 @@ func TestGPUWorker(t *testing.T) {
 	if os.Getenv("ROX_GPU_FAULT") != "" {
 		gpuFault(t, ctx, w, mod)
 		return
+	}
+
+	if !viaNIC {
+		latencyProbe(t, ctx, w, mod)
 	}
 
 	maxSize := 256 << 20
@@ -188,7 +193,7 @@ func TestGPUWorker(t *testing.T) {
 
 	// Host API: PE 0 puts into PE 1 and PE 1 gets from PE 0, odd offsets, every size.
 	for _, n := range sizes {
-		off := 1 + 2*rng.IntN(pad/2)
+		off := 1 + 2*lay.IntN(pad/2)
 		poisonDst(dst.Len())
 		fill(data[:n])
 		barrier()
@@ -285,10 +290,10 @@ func TestGPUWorker(t *testing.T) {
 
 	// Host put-with-signal.
 	for round := uint64(1); round <= 3; round++ {
-		n := sizes[rng.IntN(len(sizes))]
+		n := sizes[lay.IntN(len(sizes))]
 		poisonDst(dst.Len())
 		barrier()
-		off := 1 + 2*rng.IntN(pad/2)
+		off := 1 + 2*lay.IntN(pad/2)
 		if me == 0 {
 			fill(data[:n])
 			if err := PutSignal(dst, off, data[:n], sig, 0, round, SignalSet, peer); err != nil {
@@ -331,7 +336,7 @@ func TestGPUWorker(t *testing.T) {
 				}
 				round++
 				what := fmt.Sprintf("device %s by a %s, %d bytes", opName, g.name, n)
-				off := 1 + 2*rng.IntN(pad/2)
+				off := 1 + 2*lay.IntN(pad/2)
 				poisonDst(dst.Len())
 				// PE 0's src holds the data; for getmem PE 1's kernel reads PE 0's src.
 				if me == 0 {
@@ -553,4 +558,42 @@ func gpuFault(t *testing.T, ctx context.Context, w *World, mod *Module) {
 		err = mod.Sync(ctx)
 	}
 	t.Fatalf("PE %d: the kernel ended: %v", w.MyPE(), err)
+}
+
+// latencyProbe logs the one-way ping-pong latency of each roxg_b_pingpong variant (a measurement
+// for the notes, not a check).
+func latencyProbe(t *testing.T, ctx context.Context, w *World, mod *Module) {
+	words, err := Alloc[uint64](w, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := w.MyPE()
+	const iters = 20000
+	for _, v := range []int32{0, 1, 2, 0} {
+		for _, n := range []uint64{1000, iters} {
+			if err := w.BarrierAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := words.P(me, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.BarrierAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			init := int32(0)
+			if me == 0 {
+				init = 1
+			}
+			if err := mod.Launch("roxg_b_pingpong", device.D1(1), device.D1(1), 0, words.Device(), n, int32(1-me), init, v, words.Device().Add(64)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mod.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n == iters && me == 0 {
+				ns, _ := words.G(me, 8)
+				t.Logf("latency probe variant %d (%s): %.3f us one way", v, w.Ordering(), float64(ns)/1e3/float64(2*n))
+			}
+		}
+	}
 }

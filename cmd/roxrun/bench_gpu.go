@@ -223,6 +223,10 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 	target, _ := words.Slice(16, 1)
 	outv := func(i int) (uint64, error) { return out.G(me, i) }
 	reset := func(s shmem.Sym[uint64]) error {
+		// Nobody may still be working on the word when it is reset.
+		if err := w.BarrierAll(ctx); err != nil {
+			return err
+		}
 		if err := s.P(me, 0, 0); err != nil {
 			return err
 		}
