@@ -50,6 +50,10 @@ type Config struct {
 	Dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logf logs refused connections and lost peers; default log.Printf.
 	Logf func(format string, args ...any)
+	// Notify, when set, is called after requests from other PEs changed this PE's heap (puts,
+	// signals, AMOs), once per burst, before the transport waits for more: a PE waiting for a
+	// heap word can sleep until then rather than spin. It must not block.
+	Notify func()
 }
 
 // Errors matched with errors.Is.
@@ -79,6 +83,7 @@ type Transport struct {
 	inCh  chan struct{}    // signalled when an inbound connection is added
 	conns map[net.Conn]struct{}
 
+	sessions  map[*session]struct{}
 	corked    atomic.Int32
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -130,17 +135,19 @@ func New(cfg Config) (*Transport, error) {
 		host = cfg.Advertise
 	}
 	t := &Transport{
-		cfg:   cfg,
-		ln:    ln,
-		addr:  net.JoinHostPort(host, port),
-		out:   make([]atomic.Pointer[peer], cfg.NPEs),
-		in:    map[int]net.Conn{},
-		inCh:  make(chan struct{}, 1),
-		conns: map[net.Conn]struct{}{},
-		done:  make(chan struct{}),
+		cfg:      cfg,
+		ln:       ln,
+		addr:     net.JoinHostPort(host, port),
+		out:      make([]atomic.Pointer[peer], cfg.NPEs),
+		in:       map[int]net.Conn{},
+		inCh:     make(chan struct{}, 1),
+		conns:    map[net.Conn]struct{}{},
+		sessions: map[*session]struct{}{},
+		done:     make(chan struct{}),
 	}
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.acceptLoop()
+	go t.watchdog()
 	return t, nil
 }
 
@@ -347,8 +354,12 @@ func (t *Transport) serve(conn net.Conn) {
 		tc.SetNoDelay(true)
 	}
 	s := &session{t: t, pe: pe, conn: conn}
+	t.mu.Lock()
+	t.sessions[s] = struct{}{}
+	t.mu.Unlock()
 	err = s.run()
 	t.mu.Lock()
+	delete(t.sessions, s)
 	if t.in[pe] == conn {
 		delete(t.in, pe)
 	}
@@ -653,6 +664,7 @@ type peer struct {
 	wmu   sync.Mutex // serializes writes; guards wbuf
 	wbuf  []byte
 	dirty atomic.Bool // puts sent since the last flush
+	clock stallClock  // when the write in progress began
 
 	pmu      sync.Mutex // guards pend and err
 	pend     []*pending // FIFO: responses come back in request order
@@ -691,7 +703,8 @@ func (p *peer) fail(err error) {
 }
 
 func (p *peer) write(bufs net.Buffers) error {
-	p.conn.SetWriteDeadline(time.Now().Add(p.t.cfg.Timeout))
+	p.clock.start()
+	defer p.clock.stop()
 	var err error
 	if len(bufs) == 1 {
 		_, err = p.conn.Write(bufs[0])
@@ -699,13 +712,11 @@ func (p *peer) write(bufs net.Buffers) error {
 		_, err = bufs.WriteTo(p.conn) // writev
 	}
 	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			err = fmt.Errorf("%w: PE %d accepted no data for %v", ErrTimeout, p.pe, p.t.cfg.Timeout)
-		}
 		err = fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err)
 		p.fail(err)
-		return err
+		p.pmu.Lock()
+		defer p.pmu.Unlock()
+		return p.err // the first failure: the watchdog's timeout, if it closed the connection
 	}
 	return nil
 }
@@ -846,22 +857,27 @@ func (e *RemoteError) Error() string { return "PE " + strconv.Itoa(e.PE) + " rep
 
 // session applies one inbound connection's requests to this PE's heap.
 type session struct {
-	t    *Transport
-	pe   int // the PE that dialed
-	conn net.Conn
+	t     *Transport
+	pe    int // the PE that dialed
+	conn  net.Conn
+	clock stallClock
 }
 
 func (s *session) run() error {
 	t := s.t
 	br := bufio.NewReaderSize(s.conn, readBufSize)
-	bw := bufio.NewWriterSize(s.conn, 64<<10)
+	bw := bufio.NewWriterSize(clockedWriter{s.conn, &s.clock}, 64<<10)
 	var firstErr string // the first failed put since the last flush
 	var h [reqHeaderSize]byte
 	var r request
 	var out []byte
+	changed := false
 	for {
+		if changed && br.Buffered() == 0 && t.cfg.Notify != nil {
+			t.cfg.Notify()
+			changed = false
+		}
 		if br.Buffered() == 0 && bw.Buffered() > 0 {
-			s.conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			if err := bw.Flush(); err != nil {
 				return err
 			}
@@ -893,6 +909,7 @@ func (s *session) run() error {
 			if _, err := io.ReadFull(br, b); err != nil {
 				return err
 			}
+			changed = true
 			if r.typ == reqPutSignal {
 				sb, err := s.heap("put_signal (signal)", r.aux, 8)
 				if err == nil {
@@ -911,7 +928,6 @@ func (s *session) run() error {
 			}
 			out = encodeResp(out[:0], reqGet, uint64(len(b)), "")
 			bw.Write(out)
-			s.conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			if _, err := bw.Write(b); err != nil {
 				return err
 			}
@@ -920,6 +936,7 @@ func (s *session) run() error {
 			b, err := s.heap("amo", r.off, uint64(r.width))
 			if err == nil {
 				old, err = nic.ApplyAMO(b, nic.AMOOp(r.kind), int(r.width), r.value, r.aux)
+				changed = true
 			}
 			msg := ""
 			if err != nil {
@@ -949,4 +966,56 @@ func (s *session) heap(op string, off, size uint64) ([]byte, error) {
 		return nil, fmt.Errorf("%s from PE %d to PE %d heap [%#x, %#x): %v", op, s.pe, s.t.cfg.PE, off, off+size, err)
 	}
 	return b, nil
+}
+
+// stallClock records when a blocking write began (0: none in progress), for the watchdog: one
+// timer for the transport instead of a deadline set on every write.
+type stallClock struct{ since atomic.Int64 }
+
+func (c *stallClock) start() { c.since.Store(time.Now().UnixNano()) }
+func (c *stallClock) stop()  { c.since.Store(0) }
+
+func (c *stallClock) stalled(now time.Time, limit time.Duration) bool {
+	s := c.since.Load()
+	return s != 0 && now.UnixNano()-s > int64(limit)
+}
+
+type clockedWriter struct {
+	w     io.Writer
+	clock *stallClock
+}
+
+func (c clockedWriter) Write(b []byte) (int, error) {
+	c.clock.start()
+	defer c.clock.stop()
+	return c.w.Write(b)
+}
+
+// watchdog fails a connection whose write has made no progress for Config.Timeout: the peer
+// stopped reading, or its host is gone.
+func (t *Transport) watchdog() {
+	defer t.wg.Done()
+	tick := min(max(t.cfg.Timeout/4, 5*time.Millisecond), time.Second)
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case now := <-tk.C:
+			for i := range t.out {
+				if p := t.out[i].Load(); p != nil && p.clock.stalled(now, t.cfg.Timeout) {
+					p.fail(fmt.Errorf("%w: %w: PE %d accepted no data for %v", ErrPeerLost, ErrTimeout, p.pe, t.cfg.Timeout))
+				}
+			}
+			t.mu.Lock()
+			for s := range t.sessions {
+				if s.clock.stalled(now, t.cfg.Timeout) {
+					t.logf("tcp: PE %d: PE %d accepted no responses for %v; closing its connection", t.cfg.PE, s.pe, t.cfg.Timeout)
+					s.conn.Close()
+				}
+			}
+			t.mu.Unlock()
+		}
+	}
 }
