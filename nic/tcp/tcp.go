@@ -1,10 +1,12 @@
 // Package tcp is a nic.Transport over kernel TCP, in pure Go.
 //
-// Each ordered pair of PEs (i, j) shares one connection that i dialed: i writes requests, j
-// applies them to its symmetric heap in arrival order (so per-PE order holds with no extra work
-// for Fence) and answers those that need an answer (Get, AMO, Flush). Requests are pipelined:
-// Put and PutSignal return once the data is handed to the kernel, and Quiet sends a Flush to each
-// PE written since the last one and waits for its answer. Connections are authenticated by the
+// Each pair of PEs shares one connection, dialed by the lower PE, that carries both PEs'
+// requests and the answers to them (so a put one way carries the TCP acknowledgement of a put the
+// other way). Each PE applies the other's requests to its symmetric heap in arrival order (so
+// per-PE order holds with no extra work for Fence) and answers those that need an answer (Get,
+// AMO, Flush) from a separate goroutine, so that a PE never stops reading while it writes.
+// Requests are pipelined: Put and PutSignal return once the data is handed to the kernel, and
+// Quiet sends a Flush to each PE written since the last one and waits for its answer. Connections are authenticated by the
 // job token (HMAC challenge-response in both directions); a connection that fails it is refused
 // and logged. A lost or timed-out connection fails every pending and later operation to its PE
 // with an error that names the PE; no call waits longer than Config.Timeout.
@@ -77,13 +79,11 @@ type Transport struct {
 	ln   net.Listener
 	addr string
 
-	out   []atomic.Pointer[peer] // out[pe]: the connection this PE dialed to pe; nil for itself
-	mu    sync.Mutex
-	in    map[int]net.Conn // inbound connections by PE, once authenticated
-	inCh  chan struct{}    // signalled when an inbound connection is added
-	conns map[net.Conn]struct{}
+	peers  []atomic.Pointer[peer] // peers[pe]: the connection to pe, once made; nil for itself
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // every open connection, for Close
+	joined chan struct{}         // signalled when a peer is added
 
-	sessions  map[*session]struct{}
 	corked    atomic.Int32
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -135,15 +135,13 @@ func New(cfg Config) (*Transport, error) {
 		host = cfg.Advertise
 	}
 	t := &Transport{
-		cfg:      cfg,
-		ln:       ln,
-		addr:     net.JoinHostPort(host, port),
-		out:      make([]atomic.Pointer[peer], cfg.NPEs),
-		in:       map[int]net.Conn{},
-		inCh:     make(chan struct{}, 1),
-		conns:    map[net.Conn]struct{}{},
-		sessions: map[*session]struct{}{},
-		done:     make(chan struct{}),
+		cfg:    cfg,
+		ln:     ln,
+		addr:   net.JoinHostPort(host, port),
+		peers:  make([]atomic.Pointer[peer], cfg.NPEs),
+		conns:  map[net.Conn]struct{}{},
+		joined: make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	t.wg.Add(2)
 	go t.acceptLoop()
@@ -181,9 +179,9 @@ func (t *Transport) untrack(c net.Conn) {
 	c.Close()
 }
 
-// Connect dials every other PE (addrs[pe], from the bootstrap allgather; addrs[self] is ignored)
-// and waits until every other PE has dialed this one. It fails within ctx's deadline or
-// Config.Timeout, naming the PEs it could not reach.
+// Connect joins every other PE: it dials the higher PEs (addrs[pe], from the bootstrap
+// allgather; addrs[self] is ignored) and waits until every lower PE has dialed this one. It fails
+// within ctx's deadline or Config.Timeout, naming the PEs it could not reach.
 func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 	if len(addrs) != t.cfg.NPEs {
 		return fmt.Errorf("tcp: Connect: PE %d: %d addresses for %d PEs", t.cfg.PE, len(addrs), t.cfg.NPEs)
@@ -195,19 +193,14 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 	}
 	errs := make([]error, t.cfg.NPEs)
 	var wg sync.WaitGroup
-	for pe := range addrs {
-		if pe == t.cfg.PE || t.out[pe].Load() != nil {
+	for pe := t.cfg.PE + 1; pe < t.cfg.NPEs; pe++ {
+		if t.peers[pe].Load() != nil {
 			continue
 		}
 		wg.Add(1)
 		go func(pe int) {
 			defer wg.Done()
-			p, err := t.dial(ctx, pe, addrs[pe])
-			if err != nil {
-				errs[pe] = err
-				return
-			}
-			t.out[pe].Store(p)
+			errs[pe] = t.dial(ctx, pe, addrs[pe])
 		}(pe)
 	}
 	wg.Wait()
@@ -215,19 +208,17 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 		return err
 	}
 	for {
-		t.mu.Lock()
 		var missing []int
-		for pe := 0; pe < t.cfg.NPEs; pe++ {
-			if _, ok := t.in[pe]; !ok && pe != t.cfg.PE {
+		for pe := 0; pe < t.cfg.PE; pe++ {
+			if t.peers[pe].Load() == nil {
 				missing = append(missing, pe)
 			}
 		}
-		t.mu.Unlock()
 		if len(missing) == 0 {
 			return nil
 		}
 		select {
-		case <-t.inCh:
+		case <-t.joined:
 		case <-t.done:
 			return fmt.Errorf("tcp: Connect: PE %d: %w", t.cfg.PE, ErrClosed)
 		case <-ctx.Done():
@@ -236,7 +227,7 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 	}
 }
 
-func (t *Transport) dial(ctx context.Context, pe int, addr string) (*peer, error) {
+func (t *Transport) dial(ctx context.Context, pe int, addr string) error {
 	dial := t.cfg.Dial
 	if dial == nil {
 		var d net.Dialer
@@ -251,26 +242,48 @@ func (t *Transport) dial(ctx context.Context, pe int, addr string) (*peer, error
 		}
 		// The peer may not listen yet (another process still starting): retry until ctx ends.
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("tcp: Connect: PE %d: dial PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+			return fmt.Errorf("tcp: Connect: PE %d: dial PE %d at %s: %w", t.cfg.PE, pe, addr, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !t.track(conn) {
 		conn.Close()
-		return nil, fmt.Errorf("tcp: Connect: PE %d: %w", t.cfg.PE, ErrClosed)
+		return fmt.Errorf("tcp: Connect: PE %d: %w", t.cfg.PE, ErrClosed)
 	}
 	if err := t.dialHandshake(ctx, conn, pe); err != nil {
 		t.untrack(conn)
-		return nil, fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+		if errors.Is(err, ErrAuth) {
+			t.logf("tcp: PE %d: refused PE %d at %s: %v", t.cfg.PE, pe, addr, err)
+		}
+		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
 	}
+	if _, err := t.join(pe, conn); err != nil {
+		t.untrack(conn)
+		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+	}
+	return nil
+}
+
+// join makes conn the connection to pe and starts serving it.
+func (t *Transport) join(pe int, conn net.Conn) (*peer, error) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	p := &peer{t: t, pe: pe, conn: conn, failed: make(chan struct{})}
-	t.wg.Add(1)
-	go p.readResponses()
+	p := &peer{t: t, pe: pe, conn: conn, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if !t.peers[pe].CompareAndSwap(nil, p) {
+		return nil, fmt.Errorf("PE %d is already connected", pe)
+	}
+	t.wg.Add(2)
+	go p.serve()
+	go p.answer()
+	select {
+	case t.joined <- struct{}{}:
+	default:
+	}
 	return p, nil
 }
+
+const accepted = 1 // the acceptor's last handshake byte
 
 func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe int) error {
 	deadline := time.Now().Add(t.cfg.Timeout)
@@ -310,7 +323,7 @@ func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe int) er
 		return werr
 	}
 	var ok [1]byte
-	if _, err := io.ReadFull(conn, ok[:]); err != nil || ok[0] != 1 {
+	if _, err := io.ReadFull(conn, ok[:]); err != nil || ok[0] != accepted {
 		return fmt.Errorf("%w: refused by PE %d", ErrAuth, pe)
 	}
 	return nil
@@ -337,44 +350,29 @@ func (t *Transport) acceptLoop() {
 			return
 		}
 		t.wg.Add(1)
-		go t.serve(conn)
+		go t.accept(conn)
 	}
 }
 
-// serve authenticates an inbound connection and then applies its requests until it ends.
-func (t *Transport) serve(conn net.Conn) {
+// accept authenticates an inbound connection and joins it.
+func (t *Transport) accept(conn net.Conn) {
 	defer t.wg.Done()
-	defer t.untrack(conn)
 	pe, err := t.acceptHandshake(conn)
-	if err != nil {
-		t.logf("tcp: PE %d: refused connection from %s: %v", t.cfg.PE, conn.RemoteAddr(), err)
-		return
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	s := &session{t: t, pe: pe, conn: conn}
-	t.mu.Lock()
-	t.sessions[s] = struct{}{}
-	t.mu.Unlock()
-	err = s.run()
-	t.mu.Lock()
-	delete(t.sessions, s)
-	if t.in[pe] == conn {
-		delete(t.in, pe)
-	}
-	t.mu.Unlock()
-	if t.closed.Load() {
-		return
-	}
-	// The PE that dialed us is gone: fail our operations to it as well, now, rather than when
-	// they time out.
 	if err == nil {
-		err = io.EOF
+		if _, err = t.join(pe, conn); err == nil {
+			conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+			_, err = conn.Write([]byte{accepted})
+			conn.SetWriteDeadline(time.Time{})
+			if err != nil {
+				if p := t.peers[pe].Load(); p != nil {
+					p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, pe, err))
+				}
+			}
+			return
+		}
 	}
-	if p := t.out[pe].Load(); p != nil {
-		p.fail(fmt.Errorf("%w: PE %d: its connection to PE %d ended: %v", ErrPeerLost, pe, t.cfg.PE, err))
-	}
+	t.logf("tcp: PE %d: refused connection from %s: %v", t.cfg.PE, conn.RemoteAddr(), err)
+	t.untrack(conn)
 }
 
 func (t *Transport) acceptHandshake(conn net.Conn) (int, error) {
@@ -388,7 +386,8 @@ func (t *Transport) acceptHandshake(conn net.Conn) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if h.npes != t.cfg.NPEs || h.pe < 0 || h.pe >= t.cfg.NPEs || h.pe == t.cfg.PE {
+	if h.npes != t.cfg.NPEs || h.pe < 0 || h.pe >= t.cfg.PE {
+		// Only lower PEs dial this one.
 		return -1, fmt.Errorf("claims PE %d of %d PEs (this is PE %d of %d)", h.pe, h.npes, t.cfg.PE, t.cfg.NPEs)
 	}
 	na, err := nonce()
@@ -411,20 +410,6 @@ func (t *Transport) acceptHandshake(conn net.Conn) (int, error) {
 	if !hmac.Equal(resp, mac(t.cfg.Token, "dialer", na, h.nonce, h.pe, t.cfg.PE)) {
 		return -1, fmt.Errorf("claims PE %d: %w: wrong job token", h.pe, ErrAuth)
 	}
-	t.mu.Lock()
-	if _, dup := t.in[h.pe]; dup {
-		t.mu.Unlock()
-		return -1, fmt.Errorf("claims PE %d, which is already connected", h.pe)
-	}
-	t.in[h.pe] = conn
-	t.mu.Unlock()
-	if _, err := conn.Write([]byte{1}); err != nil {
-		return -1, err
-	}
-	select {
-	case t.inCh <- struct{}{}:
-	default:
-	}
 	return h.pe, nil
 }
 
@@ -441,8 +426,8 @@ func (t *Transport) Close() error {
 		}
 		t.mu.Unlock()
 		t.ln.Close()
-		for i := range t.out {
-			if p := t.out[i].Load(); p != nil {
+		for i := range t.peers {
+			if p := t.peers[i].Load(); p != nil {
 				p.fail(fmt.Errorf("PE %d: %w", t.cfg.PE, ErrClosed))
 			}
 		}
@@ -473,7 +458,7 @@ func (t *Transport) peer(op string, pe int) (*peer, error) {
 	if t.closed.Load() {
 		return nil, fmt.Errorf("tcp: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
 	}
-	p := t.out[pe].Load()
+	p := t.peers[pe].Load()
 	if p == nil {
 		return nil, fmt.Errorf("tcp: %s: PE %d: PE %d is not connected", op, t.cfg.PE, pe)
 	}
@@ -604,8 +589,8 @@ func (t *Transport) Quiet(ctx context.Context, pe int) error {
 	}
 	var fl []flush
 	var errs []error
-	for q := range t.out {
-		p := t.out[q].Load()
+	for q := range t.peers {
+		p := t.peers[q].Load()
 		if p == nil || (pe >= 0 && q != pe) {
 			continue
 		}
@@ -636,8 +621,8 @@ func (t *Transport) EndBatch() error {
 		return nil
 	}
 	var errs []error
-	for i := range t.out {
-		if p := t.out[i].Load(); p != nil {
+	for i := range t.peers {
+		if p := t.peers[i].Load(); p != nil {
 			if err := p.flushBuffered(); err != nil {
 				errs = append(errs, err)
 			}
@@ -646,7 +631,7 @@ func (t *Transport) EndBatch() error {
 	return errors.Join(errs...)
 }
 
-// pending is an operation waiting for its response.
+// pending is an operation waiting for its answer.
 type pending struct {
 	typ   uint8
 	dst   []byte // a get's destination
@@ -655,7 +640,13 @@ type pending struct {
 	done  chan struct{}
 }
 
-// peer is the connection this PE dialed to another: requests out, responses in.
+// answer is a response to one of the peer's requests, waiting to be written.
+type answer struct {
+	hdr  []byte
+	data []byte // a get's data: heap memory, written as it is when the answer goes out
+}
+
+// peer is the connection to another PE: this PE's requests and answers out, the other's in.
 type peer struct {
 	t    *Transport
 	pe   int
@@ -667,10 +658,14 @@ type peer struct {
 	clock stallClock  // when the write in progress began
 
 	pmu      sync.Mutex // guards pend and err
-	pend     []*pending // FIFO: responses come back in request order
+	pend     []*pending // FIFO: answers come back in request order
 	err      error
 	failed   chan struct{}
 	failOnce sync.Once
+
+	amu     sync.Mutex // guards answers
+	answers []answer
+	wake    chan struct{}
 }
 
 func (p *peer) failure(op string) error {
@@ -702,6 +697,7 @@ func (p *peer) fail(err error) {
 	})
 }
 
+// write writes bufs (one Write, or a writev for several); the caller holds wmu.
 func (p *peer) write(bufs net.Buffers) error {
 	p.clock.start()
 	defer p.clock.stop()
@@ -709,11 +705,10 @@ func (p *peer) write(bufs net.Buffers) error {
 	if len(bufs) == 1 {
 		_, err = p.conn.Write(bufs[0])
 	} else {
-		_, err = bufs.WriteTo(p.conn) // writev
+		_, err = bufs.WriteTo(p.conn)
 	}
 	if err != nil {
-		err = fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err)
-		p.fail(err)
+		p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err))
 		p.pmu.Lock()
 		defer p.pmu.Unlock()
 		return p.err // the first failure: the watchdog's timeout, if it closed the connection
@@ -721,8 +716,8 @@ func (p *peer) write(bufs net.Buffers) error {
 	return nil
 }
 
-// send writes one request. pd, when set, is queued for the response before the request can
-// reach the wire. A payload of directThreshold or more is written from src itself.
+// send writes one request. pd, when set, is queued for the answer before the request can reach
+// the wire. A payload of directThreshold or more is written from src itself.
 func (p *peer) send(op string, r *request, payload []byte, pd *pending, flush bool) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
@@ -774,8 +769,8 @@ func (p *peer) flushBuffered() error {
 	return err
 }
 
-// wait waits for pd's response, at most Config.Timeout; a timeout fails the peer, since the
-// response stream can no longer be trusted to line up with the requests.
+// wait waits for pd's answer, at most Config.Timeout; a timeout fails the peer, since the answer
+// stream can no longer be trusted to line up with the requests.
 func (p *peer) wait(ctx context.Context, op string, pd *pending) error {
 	timer := time.NewTimer(p.t.cfg.Timeout)
 	defer timer.Stop()
@@ -791,101 +786,100 @@ func (p *peer) wait(ctx context.Context, op string, pd *pending) error {
 	return pd.err
 }
 
-// readResponses matches responses to pending operations in order.
-func (p *peer) readResponses() {
-	defer p.t.wg.Done()
-	br := bufio.NewReaderSize(p.conn, readBufSize)
-	var h [respHeaderSize]byte
-	for {
-		if _, err := io.ReadFull(br, h[:]); err != nil {
-			p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err))
-			return
-		}
-		typ := h[0]
-		errLen := int(binary.LittleEndian.Uint32(h[4:]))
-		value := binary.LittleEndian.Uint64(h[8:])
-		if errLen > maxErrText {
-			p.fail(fmt.Errorf("%w: PE %d: protocol error: error text of %d bytes", ErrPeerLost, p.pe, errLen))
-			return
-		}
-		var remoteErr error
-		if errLen > 0 {
-			msg := make([]byte, errLen)
-			if _, err := io.ReadFull(br, msg); err != nil {
-				p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err))
-				return
-			}
-			remoteErr = &RemoteError{PE: p.pe, Msg: string(msg)}
-		}
-		p.pmu.Lock()
-		var pd *pending
-		if len(p.pend) > 0 && p.pend[0].typ == typ {
-			pd = p.pend[0]
-			p.pend[0] = nil
-			p.pend = p.pend[1:]
-		}
-		p.pmu.Unlock()
-		if pd == nil {
-			p.fail(fmt.Errorf("%w: PE %d: protocol error: unexpected response type %d", ErrPeerLost, p.pe, typ))
-			return
-		}
-		if typ == reqGet && remoteErr == nil {
-			if value != uint64(len(pd.dst)) {
-				p.fail(fmt.Errorf("%w: PE %d: protocol error: get answered %d bytes for %d", ErrPeerLost, p.pe, value, len(pd.dst)))
-				return
-			}
-			if _, err := io.ReadFull(br, pd.dst); err != nil {
-				// pd is off the queue: fail it here, then the peer.
-				pd.err = fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err)
-				close(pd.done)
-				p.fail(pd.err)
-				return
-			}
-		}
-		pd.value, pd.err = value, remoteErr
-		close(pd.done)
+// queue hands an answer to the answering goroutine: the reader never blocks on a write, so two
+// PEs writing to each other can always both make progress.
+func (p *peer) queue(a answer) {
+	p.amu.Lock()
+	p.answers = append(p.answers, a)
+	p.amu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 
-// RemoteError is an error the target PE reported for one of our operations.
-type RemoteError struct {
-	PE  int
-	Msg string
+// answer writes queued answers, small ones gathered into one write.
+func (p *peer) answer() {
+	defer p.t.wg.Done()
+	var out []byte
+	for {
+		select {
+		case <-p.wake:
+		case <-p.failed:
+			return
+		}
+		p.amu.Lock()
+		q := p.answers
+		p.answers = nil
+		p.amu.Unlock()
+		if len(q) == 0 {
+			continue
+		}
+		p.wmu.Lock()
+		out = append(out[:0], p.wbuf...) // buffered requests go too
+		p.wbuf = p.wbuf[:0]
+		var err error
+		for _, a := range q {
+			out = append(out, a.hdr...)
+			if len(a.data) < directThreshold {
+				out = append(out, a.data...)
+				continue
+			}
+			if err = p.write(net.Buffers{out, a.data}); err != nil {
+				break
+			}
+			out = out[:0]
+		}
+		if err == nil && len(out) > 0 {
+			err = p.write(net.Buffers{out})
+		}
+		p.wmu.Unlock()
+		if err != nil {
+			return
+		}
+		if cap(out) > 1<<20 {
+			out = nil
+		}
+	}
 }
 
-func (e *RemoteError) Error() string { return "PE " + strconv.Itoa(e.PE) + " reports: " + e.Msg }
-
-// session applies one inbound connection's requests to this PE's heap.
-type session struct {
-	t     *Transport
-	pe    int // the PE that dialed
-	conn  net.Conn
-	clock stallClock
+// serve reads the connection: the peer's requests, applied to this PE's heap in order, and the
+// answers to this PE's requests, matched to them in order.
+func (p *peer) serve() {
+	defer p.t.wg.Done()
+	err := p.read()
+	if p.t.closed.Load() {
+		err = ErrClosed
+	}
+	p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err))
+	p.t.untrack(p.conn)
 }
 
-func (s *session) run() error {
-	t := s.t
-	br := bufio.NewReaderSize(s.conn, readBufSize)
-	bw := bufio.NewWriterSize(clockedWriter{s.conn, &s.clock}, 64<<10)
+func (p *peer) read() error {
+	t := p.t
+	br := bufio.NewReaderSize(p.conn, readBufSize)
 	var firstErr string // the first failed put since the last flush
 	var h [reqHeaderSize]byte
 	var r request
-	var out []byte
 	changed := false
 	for {
 		if changed && br.Buffered() == 0 && t.cfg.Notify != nil {
 			t.cfg.Notify()
 			changed = false
 		}
-		if br.Buffered() == 0 && bw.Buffered() > 0 {
-			if err := bw.Flush(); err != nil {
+		if _, err := io.ReadFull(br, h[:1]); err != nil {
+			return err
+		}
+		if h[0]&respFlag != 0 {
+			if _, err := io.ReadFull(br, h[1:respHeaderSize]); err != nil {
 				return err
 			}
-		}
-		if _, err := io.ReadFull(br, h[:]); err != nil {
-			if err == io.EOF && t.closed.Load() {
-				return nil
+			if err := p.readAnswer(br, h[:respHeaderSize]); err != nil {
+				return err
 			}
+			continue
+		}
+		if _, err := io.ReadFull(br, h[1:]); err != nil {
 			return err
 		}
 		r.decode(h[:])
@@ -895,7 +889,7 @@ func (s *session) run() error {
 			if r.typ == reqPutSignal {
 				op = "put_signal"
 			}
-			b, err := s.heap(op, r.off, r.size)
+			b, err := p.heap(op, r.off, r.size)
 			if err != nil {
 				if firstErr == "" {
 					firstErr = err.Error()
@@ -911,62 +905,108 @@ func (s *session) run() error {
 			}
 			changed = true
 			if r.typ == reqPutSignal {
-				sb, err := s.heap("put_signal (signal)", r.aux, 8)
+				sb, err := p.heap("put_signal (signal)", r.aux, 8)
 				if err == nil {
 					err = nic.ApplySignal(sb, nic.SignalOp(r.kind), r.value)
 				}
 				if err != nil && firstErr == "" {
-					firstErr = fmt.Sprintf("put_signal from PE %d: signal at %#x: %v", s.pe, r.aux, err)
+					firstErr = fmt.Sprintf("put_signal from PE %d: signal at %#x: %v", p.pe, r.aux, err)
 				}
 			}
 		case reqGet:
-			b, err := s.heap("get", r.off, r.size)
+			b, err := p.heap("get", r.off, r.size)
 			if err != nil {
-				out = encodeResp(out[:0], reqGet, 0, err.Error())
-				bw.Write(out)
+				p.queue(answer{hdr: encodeResp(nil, reqGet|respFlag, 0, err.Error())})
 				continue
 			}
-			out = encodeResp(out[:0], reqGet, uint64(len(b)), "")
-			bw.Write(out)
-			if _, err := bw.Write(b); err != nil {
-				return err
-			}
+			p.queue(answer{hdr: encodeResp(nil, reqGet|respFlag, uint64(len(b)), ""), data: b})
 		case reqAMO:
 			var old uint64
-			b, err := s.heap("amo", r.off, uint64(r.width))
+			b, err := p.heap("amo", r.off, uint64(r.width))
 			if err == nil {
 				old, err = nic.ApplyAMO(b, nic.AMOOp(r.kind), int(r.width), r.value, r.aux)
 				changed = true
 			}
 			msg := ""
 			if err != nil {
-				msg = fmt.Sprintf("amo from PE %d at heap offset %#x: %v", s.pe, r.off, err)
+				msg = fmt.Sprintf("amo from PE %d at heap offset %#x: %v", p.pe, r.off, err)
 			}
-			out = encodeResp(out[:0], reqAMO, old, msg)
-			bw.Write(out)
+			p.queue(answer{hdr: encodeResp(nil, reqAMO|respFlag, old, msg)})
 		case reqFlush:
-			out = encodeResp(out[:0], reqFlush, 0, firstErr)
+			p.queue(answer{hdr: encodeResp(nil, reqFlush|respFlag, 0, firstErr)})
 			firstErr = ""
-			bw.Write(out)
 		default:
-			return fmt.Errorf("protocol error: request type %d from PE %d", r.typ, s.pe)
+			return fmt.Errorf("protocol error: request type %d", r.typ)
 		}
 	}
 }
 
-func (s *session) heap(op string, off, size uint64) ([]byte, error) {
+// readAnswer matches one answer (its header in h) to the oldest pending operation.
+func (p *peer) readAnswer(br *bufio.Reader, h []byte) error {
+	typ := h[0] &^ respFlag
+	errLen := int(binary.LittleEndian.Uint32(h[4:]))
+	value := binary.LittleEndian.Uint64(h[8:])
+	if errLen > maxErrText {
+		return fmt.Errorf("protocol error: error text of %d bytes", errLen)
+	}
+	var remoteErr error
+	if errLen > 0 {
+		msg := make([]byte, errLen)
+		if _, err := io.ReadFull(br, msg); err != nil {
+			return err
+		}
+		remoteErr = &RemoteError{PE: p.pe, Msg: string(msg)}
+	}
+	p.pmu.Lock()
+	var pd *pending
+	if len(p.pend) > 0 && p.pend[0].typ == typ {
+		pd = p.pend[0]
+		p.pend[0] = nil
+		p.pend = p.pend[1:]
+	}
+	p.pmu.Unlock()
+	if pd == nil {
+		return fmt.Errorf("protocol error: unexpected answer of type %d", typ)
+	}
+	if typ == reqGet && remoteErr == nil {
+		if value != uint64(len(pd.dst)) {
+			pd.err = fmt.Errorf("%w: PE %d: protocol error: get answered %d bytes for %d", ErrPeerLost, p.pe, value, len(pd.dst))
+			close(pd.done)
+			return pd.err
+		}
+		if _, err := io.ReadFull(br, pd.dst); err != nil {
+			// pd is off the queue: fail it here; the caller fails the peer.
+			pd.err = fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err)
+			close(pd.done)
+			return err
+		}
+	}
+	pd.value, pd.err = value, remoteErr
+	close(pd.done)
+	return nil
+}
+
+func (p *peer) heap(op string, off, size uint64) ([]byte, error) {
 	if size > uint64(^uint(0)>>1) {
-		return nil, fmt.Errorf("%s from PE %d to PE %d heap [%#x, +%d): size too large", op, s.pe, s.t.cfg.PE, off, size)
+		return nil, fmt.Errorf("%s from PE %d to PE %d heap [%#x, +%d): size too large", op, p.pe, p.t.cfg.PE, off, size)
 	}
 	if size == 0 {
 		return nil, nil
 	}
-	b, err := s.t.cfg.Heap.Bytes(off, int(size))
+	b, err := p.t.cfg.Heap.Bytes(off, int(size))
 	if err != nil {
-		return nil, fmt.Errorf("%s from PE %d to PE %d heap [%#x, %#x): %v", op, s.pe, s.t.cfg.PE, off, off+size, err)
+		return nil, fmt.Errorf("%s from PE %d to PE %d heap [%#x, %#x): %v", op, p.pe, p.t.cfg.PE, off, off+size, err)
 	}
 	return b, nil
 }
+
+// RemoteError is an error the target PE reported for one of our operations.
+type RemoteError struct {
+	PE  int
+	Msg string
+}
+
+func (e *RemoteError) Error() string { return "PE " + strconv.Itoa(e.PE) + " reports: " + e.Msg }
 
 // stallClock records when a blocking write began (0: none in progress), for the watchdog: one
 // timer for the transport instead of a deadline set on every write.
@@ -978,17 +1018,6 @@ func (c *stallClock) stop()  { c.since.Store(0) }
 func (c *stallClock) stalled(now time.Time, limit time.Duration) bool {
 	s := c.since.Load()
 	return s != 0 && now.UnixNano()-s > int64(limit)
-}
-
-type clockedWriter struct {
-	w     io.Writer
-	clock *stallClock
-}
-
-func (c clockedWriter) Write(b []byte) (int, error) {
-	c.clock.start()
-	defer c.clock.stop()
-	return c.w.Write(b)
 }
 
 // watchdog fails a connection whose write has made no progress for Config.Timeout: the peer
@@ -1003,19 +1032,11 @@ func (t *Transport) watchdog() {
 		case <-t.done:
 			return
 		case now := <-tk.C:
-			for i := range t.out {
-				if p := t.out[i].Load(); p != nil && p.clock.stalled(now, t.cfg.Timeout) {
+			for i := range t.peers {
+				if p := t.peers[i].Load(); p != nil && p.clock.stalled(now, t.cfg.Timeout) {
 					p.fail(fmt.Errorf("%w: %w: PE %d accepted no data for %v", ErrPeerLost, ErrTimeout, p.pe, t.cfg.Timeout))
 				}
 			}
-			t.mu.Lock()
-			for s := range t.sessions {
-				if s.clock.stalled(now, t.cfg.Timeout) {
-					t.logf("tcp: PE %d: PE %d accepted no responses for %v; closing its connection", t.cfg.PE, s.pe, t.cfg.Timeout)
-					s.conn.Close()
-				}
-			}
-			t.mu.Unlock()
 		}
 	}
 }

@@ -375,35 +375,61 @@ func TestBadRange(t *testing.T) {
 	}
 }
 
+// A PE holding a different job token is refused, whichever side of the connection it is on, and
+// the good PE logs the refusal; a connection that speaks garbage is refused too.
 func TestWrongToken(t *testing.T) {
-	logs := &logBuf{}
-	good, err := New(Config{PE: 0, NPEs: 2, Token: "right", Listen: "127.0.0.1:0", Heap: newHeap(4096), Timeout: 2 * time.Second, Logf: logs.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close()
-	badLogs := &logBuf{}
-	bad, err := New(Config{PE: 1, NPEs: 2, Token: "wrong", Listen: "127.0.0.1:0", Heap: newHeap(4096), Timeout: 2 * time.Second, Logf: badLogs.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bad.Close()
-	addrs := []string{good.Addr(), bad.Addr()}
-	errBad := bad.Connect(context.Background(), addrs)
-	if !errors.Is(errBad, ErrAuth) {
-		t.Fatalf("connect with a wrong token: %v", errBad)
-	}
-	errGood := good.Connect(context.Background(), addrs)
-	if !errors.Is(errGood, ErrAuth) {
-		t.Fatalf("connect to a peer with a wrong token: %v", errGood)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "wrong job token"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("refusal not logged; log:\n%s", logs.String())
+	for bad := 0; bad < 2; bad++ {
+		var ts [2]*Transport
+		var logs [2]*logBuf
+		for pe := range ts {
+			tok := "right"
+			if pe == bad {
+				tok = "wrong"
+			}
+			logs[pe] = &logBuf{}
+			tr, err := New(Config{PE: pe, NPEs: 2, Token: tok, Listen: "127.0.0.1:0", Heap: newHeap(4096), Timeout: 2 * time.Second, Logf: logs[pe].logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			ts[pe] = tr
+		}
+		addrs := []string{ts[0].Addr(), ts[1].Addr()}
+		var errs [2]error
+		var wg sync.WaitGroup
+		for pe := range ts {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[pe] = ts[pe].Connect(context.Background(), addrs) }()
+		}
+		wg.Wait()
+		good := 1 - bad
+		if errs[0] == nil || errs[1] == nil {
+			t.Fatalf("bad PE %d: connect succeeded: %v, %v", bad, errs[0], errs[1])
+		}
+		if good == 0 && !errors.Is(errs[good], ErrAuth) {
+			t.Fatalf("good PE 0 dialing a PE with another token: %v", errs[good])
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			l := logs[good].String()
+			if strings.Contains(l, "refused") && strings.Contains(l, "job token") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("bad PE %d: refusal not logged by PE %d; log:\n%s", bad, good, l)
+			}
+		}
+		if err := ts[bad].Put(good, 0, []byte{1}); err == nil {
+			t.Fatalf("bad PE %d could put", bad)
 		}
 	}
 	// A raw connection that speaks garbage is refused and logged too.
-	c, err := net.Dial("tcp", good.Addr())
+	logs := &logBuf{}
+	tr, err := New(Config{PE: 1, NPEs: 2, Token: "right", Listen: "127.0.0.1:0", Heap: newHeap(4096), Timeout: 2 * time.Second, Logf: logs.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	c, err := net.Dial("tcp", tr.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,6 +439,11 @@ func TestWrongToken(t *testing.T) {
 		t.Fatal("garbage hello was answered")
 	}
 	c.Close()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "refused connection"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("garbage connection not logged: %s", logs.String())
+		}
+	}
 }
 
 // The target's connection is reset in the middle of a stream of large puts: the pending and
@@ -429,9 +460,7 @@ func TestPeerResetMidTransfer(t *testing.T) {
 			}
 			if i == 2 {
 				// Reset PE 1's end of the connection with an RST while data flows.
-				j.ts[1].mu.Lock()
-				c := j.ts[1].in[0]
-				j.ts[1].mu.Unlock()
+				c := j.ts[1].peers[0].Load().conn
 				c.(*net.TCPConn).SetLinger(0)
 				c.Close()
 			}
@@ -488,11 +517,9 @@ func TestSilentPeerTimesOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Dial PE 1 from PE 0 only; PE 1's session stalls on its first request.
-	p, err := tr.dial(ctx, 1, fake.Addr())
-	if err != nil {
+	if err := tr.dial(ctx, 1, fake.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	tr.out[1].Store(p)
 	if err := tr.Get(1, 0, make([]byte, 8)); !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "PE 1") {
 		t.Fatalf("get from a silent peer: %v", err)
 	}

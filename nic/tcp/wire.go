@@ -9,18 +9,18 @@ import (
 	"io"
 )
 
-// Wire format. Each ordered pair of PEs (i, j) has one connection that i dialed: i writes
-// requests, j applies them to its heap in order and writes the responses that Get, AMO and Flush
-// need. Puts have no response; a Flush response reports the first error among the puts before it.
+// Wire format. Each pair of PEs has one connection, which carries both PEs' requests and the
+// answers to them. A PE applies the other's requests to its heap in order and answers Get, AMO
+// and Flush. Puts have no answer; a Flush answer reports the first error among the puts before it.
 //
 // request header, 40 bytes, little endian:
 //
 //	[0] u8 type  [1] u8 kind (AMOOp / SignalOp)  [2] u8 width  [3..7] zero
 //	[8] u64 heap offset  [16] u64 size  [24] u64 value  [32] u64 aux (compare / signal offset)
 //
-// followed by size payload bytes for a put. Response header, 16 bytes:
+// followed by size payload bytes for a put. Answer header, 16 bytes:
 //
-//	[0] u8 type  [1..3] zero  [4] u32 error length  [8] u64 value (old AMO value / data length)
+//	[0] u8 type|0x80  [1..3] zero  [4] u32 error length  [8] u64 value (old AMO value / data length)
 //
 // followed by the error text, then, for a successful get, the data.
 const (
@@ -29,6 +29,8 @@ const (
 	reqGet       = 3
 	reqAMO       = 4
 	reqFlush     = 5
+
+	respFlag = 0x80 // set in the type of an answer
 
 	reqHeaderSize  = 40
 	respHeaderSize = 16

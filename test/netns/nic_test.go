@@ -376,8 +376,8 @@ func TestHostTornDown(t *testing.T) {
 	}
 }
 
-// A transport holding a different job token is refused by PE 0 and the refusal is logged; it
-// never gets to write into PE 0's heap.
+// A transport holding a different job token is refused by PE 0 (which dials it) and the refusal
+// is logged; it never gets to write into PE 0's heap.
 func TestWrongTokenAcrossHosts(t *testing.T) {
 	nt := needNetns(t)
 	good := &logs{}
@@ -391,7 +391,7 @@ func TestWrongTokenAcrossHosts(t *testing.T) {
 	// PE 0 logs once it has checked the answer, which may be after PE 1's Connect returned.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		l := good.String()
-		if strings.Contains(l, "refused connection from "+nt.Hosts[1].IP) && strings.Contains(l, "wrong job token") {
+		if strings.Contains(l, "refused PE 1 at "+nt.Hosts[1].IP) && strings.Contains(l, "job token") {
 			break
 		}
 		if time.Now().After(deadline) {
