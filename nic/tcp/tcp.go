@@ -257,22 +257,33 @@ func (t *Transport) dial(ctx context.Context, pe int, addr string) error {
 		}
 		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
 	}
-	if _, err := t.join(pe, conn); err != nil {
+	if _, err := t.join(pe, conn, nil); err != nil {
 		t.untrack(conn)
 		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
 	}
 	return nil
 }
 
-// join makes conn the connection to pe and starts serving it.
-func (t *Transport) join(pe int, conn net.Conn) (*peer, error) {
+// join makes conn the connection to pe and starts serving it. The acceptor passes its last
+// handshake byte in ack: it is written before anything this PE sends can be.
+func (t *Transport) join(pe int, conn net.Conn, ack []byte) (*peer, error) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
 	p := &peer{t: t, pe: pe, conn: conn, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	p.wmu.Lock()
 	if !t.peers[pe].CompareAndSwap(nil, p) {
+		p.wmu.Unlock()
 		return nil, fmt.Errorf("PE %d is already connected", pe)
 	}
+	if ack != nil {
+		conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+		if _, err := conn.Write(ack); err != nil {
+			p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, pe, err))
+		}
+		conn.SetWriteDeadline(time.Time{})
+	}
+	p.wmu.Unlock()
 	t.wg.Add(2)
 	go p.serve()
 	go p.answer()
@@ -359,15 +370,7 @@ func (t *Transport) accept(conn net.Conn) {
 	defer t.wg.Done()
 	pe, err := t.acceptHandshake(conn)
 	if err == nil {
-		if _, err = t.join(pe, conn); err == nil {
-			conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
-			_, err = conn.Write([]byte{accepted})
-			conn.SetWriteDeadline(time.Time{})
-			if err != nil {
-				if p := t.peers[pe].Load(); p != nil {
-					p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, pe, err))
-				}
-			}
+		if _, err = t.join(pe, conn, []byte{accepted}); err == nil {
 			return
 		}
 	}

@@ -560,3 +560,43 @@ func TestCloseFailsPending(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// The acceptor may put the moment its Connect returns, while the dialer is still finishing the
+// handshake: the put must not be taken for the handshake's last byte.
+func TestAcceptorPutsFirst(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		var ts [2]*Transport
+		var hs [2]*memHeap
+		for pe := range ts {
+			hs[pe] = newHeap(4096)
+			tr, err := New(Config{PE: pe, NPEs: 2, Token: "tok", Listen: "127.0.0.1:0", Heap: hs[pe], Timeout: 5 * time.Second, Logf: (&logBuf{}).logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts[pe] = tr
+		}
+		addrs := []string{ts[0].Addr(), ts[1].Addr()}
+		errc := make(chan error, 1)
+		go func() {
+			err := ts[1].Connect(context.Background(), addrs)
+			if err == nil {
+				err = ts[1].Put(0, 8, []byte("first"))
+			}
+			if err == nil {
+				err = ts[1].Quiet(context.Background(), 0)
+			}
+			errc <- err
+		}()
+		if err := ts[0].Connect(context.Background(), addrs); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if string(hs[0].b[8:13]) != "first" {
+			t.Fatalf("round %d: put not delivered", round)
+		}
+		ts[0].Close()
+		ts[1].Close()
+	}
+}
