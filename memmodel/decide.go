@@ -1,5 +1,7 @@
 package memmodel
 
+import "strconv"
+
 // decide is the checker's fast path: it enumerates rf and the final write of each location the
 // condition names (together they fix the final state), and only then searches for one coherence
 // order that makes the candidate consistent, stopping at the first. A final state already known is
@@ -8,6 +10,20 @@ package memmodel
 func (c *checker) decide() {
 	n := len(c.evs)
 	c.states = map[string]State{}
+	c.keyEvent, c.keyLoc, c.keyVal = make([]int, len(c.keys)), make([]int, len(c.keys)), make([]int64, len(c.keys))
+	for k, key := range c.keys {
+		c.keyEvent[k], c.keyLoc[k] = -1, -1
+		for i := range c.evs {
+			if c.evs[i].Reg != "" && regKey(c.evs[i].PE, c.evs[i].Reg) == key {
+				c.keyEvent[k] = i
+			}
+		}
+		for li, l := range c.locs {
+			if l.loc.String() == key {
+				c.keyLoc[k] = li
+			}
+		}
+	}
 	c.succeed, c.src, c.coPos, c.val = make([]bool, n), make([]int, n), make([]int, n), make([]int64, n)
 	c.co = make([][]int, len(c.locs))
 	var cswaps []int
@@ -42,6 +58,20 @@ func (c *checker) decide() {
 		c.chooseRF(reads, 0, c.base.clone())
 	}
 }
+
+// cloneG copies g into a graph from the checker's pool: the search is depth-first, so graphs are
+// released in the reverse order they are taken and the pool stays as deep as the search.
+func (c *checker) cloneG(g graph) graph {
+	if n := len(c.pool); n > 0 {
+		h := c.pool[n-1]
+		c.pool = c.pool[:n-1]
+		copy(h, g)
+		return h
+	}
+	return g.clone()
+}
+
+func (c *checker) release(g graph) { c.pool = append(c.pool, g) }
 
 // ownStore is the latest plain store of r's PE to r's location before plain load r, or -1.
 func (c *checker) ownStore(r int) int {
@@ -78,7 +108,10 @@ func (c *checker) chooseRF(reads []int, k int, g graph) {
 		if e.Op == OpWait && !c.waitMaySee(l, src, r) {
 			continue
 		}
-		g2 := g.clone()
+		if e.Write && c.rmwTaken(reads[:k], e.Loc, src) { // two RMWs never read the same write: one would land between
+			continue
+		}
+		g2 := c.cloneG(g)
 		ok := true
 		if src >= 0 {
 			ok = g2.add(c.srcPoint(src, r), c.readPoint(r))
@@ -95,12 +128,22 @@ func (c *checker) chooseRF(reads []int, k int, g graph) {
 				}
 			}
 		}
-		if !ok {
-			continue
+		if ok {
+			c.src[r] = src
+			c.chooseRF(reads, k+1, g2)
 		}
-		c.src[r] = src
-		c.chooseRF(reads, k+1, g2)
+		c.release(g2)
 	}
+}
+
+// rmwTaken reports whether an RMW among done already reads src at loc.
+func (c *checker) rmwTaken(done []int, loc Loc, src int) bool {
+	for _, r := range done {
+		if c.evs[r].Write && c.src[r] == src && c.evs[r].Loc == loc {
+			return true
+		}
+	}
+	return false
 }
 
 // valueOf computes the value a write stores (following rf for read-modify-writes).
@@ -134,7 +177,6 @@ func (c *checker) readValue(r int, depth int) (int64, bool) {
 }
 
 func (c *checker) afterRF(g graph) {
-	regs := State{}
 	for i := range c.evs {
 		e := &c.evs[i]
 		if !e.Read {
@@ -150,52 +192,63 @@ func (c *checker) afterRF(g graph) {
 		if e.Op == OpCSwap && (v == c.ins[i].Val) != c.succeed[i] {
 			return
 		}
-		if e.Reg != "" {
-			regs[regKey(e.PE, e.Reg)] = v
+		c.val[i] = v // scratch: the value read, for the state's registers
+	}
+	for k, ev := range c.keyEvent {
+		if ev >= 0 {
+			c.keyVal[k] = c.val[ev]
 		}
 	}
-	c.chooseFinal(condLocs(c.t), 0, regs, g)
+	c.chooseFinal(0, g)
 }
 
 // chooseFinal picks the co-last write of each location the condition names.
-func (c *checker) chooseFinal(locs []Loc, k int, s State, g graph) {
-	if k == len(locs) {
-		key := s.format(c.keys)
-		if _, known := c.states[key]; known {
+func (c *checker) chooseFinal(k int, g graph) {
+	for k < len(c.keyEvent) && c.keyEvent[k] >= 0 {
+		k++
+	}
+	if k == len(c.keyEvent) {
+		c.keyBuf = c.keyBuf[:0]
+		for i, key := range c.keys {
+			c.keyBuf = append(c.keyBuf, key...)
+			c.keyBuf = append(c.keyBuf, '=')
+			c.keyBuf = strconv.AppendInt(c.keyBuf, c.keyVal[i], 10)
+			c.keyBuf = append(c.keyBuf, ';')
+			if i < len(c.keys)-1 {
+				c.keyBuf = append(c.keyBuf, ' ')
+			}
+		}
+		if _, known := c.states[string(c.keyBuf)]; known {
 			return
 		}
 		if c.coExists(0, g) {
-			proj := State{}
-			for _, kk := range c.keys {
-				proj[kk] = s[kk]
+			st := State{}
+			for i, key := range c.keys {
+				st[key] = c.keyVal[i]
 			}
-			c.states[key] = proj
+			c.states[string(c.keyBuf)] = st
 		}
 		return
 	}
-	l := c.locs[c.locOf[locs[k]]]
+	l := c.locs[c.keyLoc[k]]
 	if len(l.writes) == 0 {
-		s[locs[k].String()] = l.init
-		c.chooseFinal(locs, k+1, s, g)
+		c.keyVal[k] = l.init
+		c.chooseFinal(k+1, g)
 		return
 	}
 	for _, last := range l.writes {
-		g2 := g.clone()
+		g2 := c.cloneG(g)
 		ok := true
 		for _, w := range l.writes {
 			if ok && w != last {
 				ok = g2.add(c.late[w], c.late[last])
 			}
 		}
-		if !ok {
-			continue
+		if v, okv := c.valueOf(last, 0); ok && okv {
+			c.keyVal[k] = v
+			c.chooseFinal(k+1, g2)
 		}
-		v, okv := c.valueOf(last, 0)
-		if !okv {
-			continue
-		}
-		s[locs[k].String()] = v
-		c.chooseFinal(locs, k+1, s, g2)
+		c.release(g2)
 	}
 }
 
@@ -218,7 +271,7 @@ func (c *checker) place(li int, l *locInfo, placed []bool, last, n int, g graph)
 		if placed[w] || !c.placeable(l, placed, w, g) {
 			continue
 		}
-		g2 := g.clone()
+		g2 := c.cloneG(g)
 		ok := true
 		if last >= 0 {
 			ok = g2.add(c.late[last], c.late[w])
@@ -228,12 +281,13 @@ func (c *checker) place(li int, l *locInfo, placed []bool, last, n int, g graph)
 				ok = g2.add(c.readPoint(r), c.late[w])
 			}
 		}
-		if !ok {
-			continue
+		found := false
+		if ok {
+			placed[w] = true
+			found = c.place(li, l, placed, w, n+1, g2)
+			placed[w] = false
 		}
-		placed[w] = true
-		found := c.place(li, l, placed, w, n+1, g2)
-		placed[w] = false
+		c.release(g2)
 		if found {
 			return true
 		}

@@ -65,7 +65,12 @@ type checker struct {
 
 	keys   []string
 	states map[string]State
-	fn     func(*Execution)
+	// fast path: per state key, the event whose register it is or the location it names
+	keyEvent, keyLoc []int
+	keyVal           []int64
+	keyBuf           []byte
+	pool             []graph
+	fn               func(*Execution)
 }
 
 func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
