@@ -185,7 +185,7 @@ P("kindmask", ROXSHMEM_DESC_KIND_MASK); P("widthshift", ROXSHMEM_DESC_WIDTH_SHIF
 		"head.size": 8, "tail.size": 8, "completed.size": 8, "error.size": 4,
 		"op.nop": uint64(nic.OpNop), "op.put": uint64(nic.OpPut), "op.get": uint64(nic.OpGet),
 		"op.putsig": uint64(nic.OpPutSignal), "op.amo": uint64(nic.OpAMO), "op.fence": uint64(nic.OpFence),
-		"op.quiet": uint64(nic.OpQuiet),
+		"op.quiet":  uint64(nic.OpQuiet),
 		"amo.fetch": uint64(nic.AMOFetch), "amo.set": uint64(nic.AMOSet), "amo.swap": uint64(nic.AMOSwap),
 		"amo.cswap": uint64(nic.AMOCompareSwap), "amo.fadd": uint64(nic.AMOFetchAdd),
 		"amo.fand": uint64(nic.AMOFetchAnd), "amo.for": uint64(nic.AMOFetchOr), "amo.fxor": uint64(nic.AMOFetchXor),

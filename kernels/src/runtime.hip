@@ -6,6 +6,12 @@
 #include "roxamen/litmus.h"
 
 #define KERNEL extern "C" __global__
+// kernels launched with at most 256 threads per block (lets the amdgcn backend budget registers)
+#if defined(__AMDGCN__)
+#define SMALL_BLOCK __attribute__((amdgpu_flat_work_group_size(1, 256)))
+#else
+#define SMALL_BLOCK
+#endif
 
 // ---- synchronization ----------------------------------------------------------------------------
 
@@ -252,8 +258,8 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 // takes part in the barriers). Per iteration: this PE's variables init[2j] (heap offset) are set to
 // init[2j+1]; barrier; the program; quiet; barrier; registers go to regs_out[it*nregs ..] and the
 // final values of the init variables to mem_out[it*ninit ..]. A program's BARRIER instruction is a
-// barrier_all_block of the whole block, so every thread walks the program.
-KERNEL void roxk_litmus(const roxk_insn_t *prog, uint32_t n, uint64_t *regs_out, uint32_t nregs,
+// barrier_all_block of the whole block, so every thread walks the program. At most 256 threads.
+KERNEL SMALL_BLOCK void roxk_litmus(const roxk_insn_t *prog, uint32_t n, uint64_t *regs_out, uint32_t nregs,
 			const uint64_t *init, uint32_t ninit, uint64_t *mem_out, uint64_t iters)
 {
 	if (roxa_block() != 0)

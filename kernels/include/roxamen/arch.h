@@ -322,7 +322,7 @@ ROXA_FN roxa_u128 roxa_ld16(const void *src, int mode) { (void)mode; return *(co
 
 /* Copy n bytes; this thread takes elements idx, idx+stride, ... A mode applies to the side that is
  * remote (ld_mode for a get's source, st_mode for a put's destination). */
-ROXA_FN void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, uint32_t stride,
+ROXI_COLD void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, uint32_t stride,
 		       int ld_mode, int st_mode)
 {
 	uint8_t *d = (uint8_t *)dst;

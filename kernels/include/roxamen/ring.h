@@ -56,8 +56,46 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_desc_t) == 64, desc_size);
 
 /* src value that asks roxshmemx_ring_push for the ticket's result slot (ring_results[t & (cap-1)]). */
 #define ROXSHMEM_RING_RESULT_SLOT (~0ull)
+/* Ordering mode: ROXSHMEM_ORDERING=1 (Strict) or 2 (CacheBypass) fixes it at compile time; the
+ * default (0) reads ROXSHMEM_FLAG_BYPASS from roxshmem_state at run time. */
+#ifndef ROXSHMEM_ORDERING
+#define ROXSHMEM_ORDERING 0
+#endif
+#define ROXSHMEM_ORDERING_RUNTIME 0
+#define ROXSHMEM_ORDERING_STRICT 1
+#define ROXSHMEM_ORDERING_BYPASS 2
+
+/* ROXSHMEM_RING=0 compiles the ring out: for kernels that only reach load/store peers (a call that
+ * would need the ring records ROXSHMEM_CALL_NO_ROUTE instead). */
+#ifndef ROXSHMEM_RING
+#define ROXSHMEM_RING 1
+#endif
+
 /* ticket value of a push that gave up (abort word set or ring failed while the ring was full) */
 #define ROXSHMEM_RING_NO_TICKET (~0ull)
+
+ROXA_FN int roxi_bypass(void)
+{
+#if ROXSHMEM_ORDERING == ROXSHMEM_ORDERING_STRICT
+	return 0;
+#elif ROXSHMEM_ORDERING == ROXSHMEM_ORDERING_BYPASS
+	return 1;
+#else
+	return (roxshmem_state.flags & ROXSHMEM_FLAG_BYPASS) != 0;
+#endif
+}
+
+/* The acquire that ends a successful wait: system scope (Strict); in CacheBypass the heap holds
+ * no L2 lines, so only this CU's vector cache is invalidated on amdgcn. */
+ROXA_FN void roxi_wait_acquire(void)
+{
+	if (roxi_bypass())
+		roxa_fence_acquire_bypass();
+	else
+		roxa_fence_acquire();
+}
+
+ROXA_FN int roxi_ring_enabled(void) { return ROXSHMEM_RING && roxshmem_state.ring != 0; }
 
 ROXA_FN roxshmem_ring_header_t *roxi_ring(void)
 {
@@ -83,7 +121,7 @@ ROXA_FN uint64_t *roxi_ring_result(uint64_t ticket)
 	return (uint64_t *)(uintptr_t)roxshmem_state.ring_results + (ticket & (roxshmem_state.ring_capacity - 1));
 }
 
-ROXA_FN void roxi_record(uint32_t call, int pe, uint32_t detail)
+ROXI_COLD void roxi_record(uint32_t call, int pe, uint32_t detail)
 {
 	roxshmem_abort_t *ab = (roxshmem_abort_t *)(uintptr_t)roxshmem_state.abort;
 	if (ab == 0)
@@ -94,7 +132,7 @@ ROXA_FN void roxi_record(uint32_t call, int pe, uint32_t detail)
 
 /* Nonzero when a wait must give up: the host set the abort word, or (with_ring) the proxy failed.
  * The reason is recorded for the host call that synchronizes with the kernel. */
-ROXA_FN int roxi_must_abort(uint32_t call, int pe, int with_ring)
+ROXI_COLD int roxi_must_abort(uint32_t call, int pe, int with_ring)
 {
 	roxshmem_abort_t *ab = (roxshmem_abort_t *)(uintptr_t)roxshmem_state.abort;
 	if (ab != 0) {
@@ -104,7 +142,7 @@ ROXA_FN int roxi_must_abort(uint32_t call, int pe, int with_ring)
 			return 1;
 		}
 	}
-	if (with_ring && roxshmem_state.ring != 0) {
+	if (with_ring && roxi_ring_enabled()) {
 		uint32_t e = roxa_ld_relaxed_u32(&roxi_ring()->error);
 		if (e != 0) {
 			roxi_record(call, pe, ROXSHMEM_DETAIL_RING_ERROR | (e & 0xffff));
@@ -117,7 +155,7 @@ ROXA_FN int roxi_must_abort(uint32_t call, int pe, int with_ring)
 /* Reserve a ticket, fill its slot, publish it (seq = ticket+1 written last, release at system
  * scope: it also makes the put's source, written before the call, visible to the copy engine or
  * NIC). Returns the ticket, or ROXSHMEM_RING_NO_TICKET when waiting for a free slot was aborted. */
-ROXA_FN uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, uint64_t src,
+ROXI_COLD uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, uint64_t src,
 				     uint64_t dst, uint64_t value, uint64_t aux, uint32_t flags)
 {
 	roxshmem_ring_header_t *r = roxi_ring();
@@ -153,8 +191,10 @@ ROXA_FN uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, ui
 	return t;
 }
 
-/* Wait until the proxy has completed every ticket below target. Zero when aborted. */
-ROXA_FN int roxi_ring_wait(uint64_t target, uint32_t call, int pe)
+/* Wait until the proxy has completed every ticket below target, then acquire: at system scope
+ * when data the proxy wrote (a get, a fetched value) is read next (sys_acquire), else with the
+ * mode's wait acquire. Zero when aborted. */
+ROXI_COLD int roxi_ring_wait_acq(uint64_t target, uint32_t call, int pe, int sys_acquire)
 {
 	const uint64_t *c = roxi_ring_completion();
 	uint32_t spins = 0;
@@ -165,20 +205,24 @@ ROXA_FN int roxi_ring_wait(uint64_t target, uint32_t call, int pe)
 			roxa_pause();
 		}
 	}
-	/* a get's data or an AMO's result written by the proxy is read after this */
-	roxa_fence_acquire();
+	if (sys_acquire)
+		roxa_fence_acquire();
+	else
+		roxi_wait_acquire();
 	return 1;
 }
 
+ROXA_FN int roxi_ring_wait(uint64_t target, uint32_t call, int pe) { return roxi_ring_wait_acq(target, call, pe, 1); }
+
 /* Wait for every ticket reserved so far (by any thread of this PE). */
-ROXA_FN int roxi_ring_quiet(uint32_t call)
+ROXI_FN int roxi_ring_quiet(uint32_t call)
 {
-	if (roxshmem_state.ring == 0)
+	if (!roxi_ring_enabled())
 		return 1;
 	uint64_t h = roxa_ld_relaxed_u64(roxi_ring_head());
 	if (roxa_ld_relaxed_u64(roxi_ring_completion()) >= h)
 		return 1;
-	return roxi_ring_wait(h, call, -1);
+	return roxi_ring_wait_acq(h, call, -1, 0);
 }
 #endif /* ROXA_GPU_LANG */
 #endif /* ROXAMEN_RING_H */

@@ -15,13 +15,6 @@
 #include "ring.h"
 #include "arch.h"
 
-#ifndef ROXSHMEM_ORDERING
-#define ROXSHMEM_ORDERING 0
-#endif
-#define ROXSHMEM_ORDERING_RUNTIME 0
-#define ROXSHMEM_ORDERING_STRICT 1
-#define ROXSHMEM_ORDERING_BYPASS 2
-
 /* comparison operators of wait_until, test and signal_wait_until */
 #define ROXSHMEM_CMP_EQ 0
 #define ROXSHMEM_CMP_NE 1
@@ -41,17 +34,6 @@
 #define ROXI_THREAD 0
 #define ROXI_WARP 1
 #define ROXI_BLOCK 2
-
-ROXA_FN int roxi_bypass(void)
-{
-#if ROXSHMEM_ORDERING == ROXSHMEM_ORDERING_STRICT
-	return 0;
-#elif ROXSHMEM_ORDERING == ROXSHMEM_ORDERING_BYPASS
-	return 1;
-#else
-	return (roxshmem_state.flags & ROXSHMEM_FLAG_BYPASS) != 0;
-#endif
-}
 
 ROXA_FN int roxi_store_mode(void) { return roxi_bypass() ? ROXA_MEM_BYPASS : ROXA_MEM_PLAIN; }
 
@@ -75,7 +57,7 @@ ROXA_FN void roxi_thread_drain(void)
 }
 
 /* Validates pe and [addr, addr+n) against the symmetric heap; records and returns 0 when bad. */
-ROXA_FN int roxi_check(const void *addr, uint64_t n, int pe, uint64_t *off)
+ROXI_FN int roxi_check(const void *addr, uint64_t n, int pe, uint64_t *off)
 {
 	if ((unsigned)pe >= (unsigned)roxshmem_state.n_pes) {
 		roxi_record(ROXSHMEM_CALL_BAD_PE, pe, (uint32_t)pe);
@@ -90,12 +72,12 @@ ROXA_FN int roxi_check(const void *addr, uint64_t n, int pe, uint64_t *off)
 	return 1;
 }
 
-ROXA_FN int roxi_path(int pe, uint64_t n, int force_ce)
+ROXI_FN int roxi_path(int pe, uint64_t n, int force_ce)
 {
 	int self = pe == roxshmem_state.my_pe;
 	if (!self && roxshmem_state.peer_base[pe] == 0)
 		return ROXI_PATH_NIC;
-	if (roxshmem_state.ring != 0 &&
+	if (roxi_ring_enabled() &&
 	    (force_ce || (roxshmem_state.ce_threshold != 0 && n >= roxshmem_state.ce_threshold)))
 		return ROXI_PATH_CE;
 	return self ? ROXI_PATH_SELF : ROXI_PATH_LS;
@@ -111,23 +93,23 @@ ROXA_FN void *roxi_remote(uint64_t off, int pe)
 ROXA_FN void *roxi_local(uint64_t off) { return (void *)(uintptr_t)(roxshmem_state.heap_base + off); }
 
 /* The ring is needed but absent: record instead of hanging. */
-ROXA_FN int roxi_have_ring(int pe)
+ROXI_FN int roxi_have_ring(int pe)
 {
-	if (roxshmem_state.ring != 0)
+	if (roxi_ring_enabled())
 		return 1;
 	roxi_record(ROXSHMEM_CALL_NO_ROUTE, pe, 0);
 	return 0;
 }
 
-ROXA_FN void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi, int force_ce)
+ROXI_COLD void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi, int force_ce)
 {
 	uint64_t off;
 	if (!roxi_check(dest, n, pe, &off))
 		return;
 	int path = roxi_path(pe, n, force_ce);
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
-		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
-			  path == ROXI_PATH_SELF ? ROXA_MEM_PLAIN : roxi_store_mode());
+		/* to self too: in CacheBypass every API delivery bypasses the caches */
+		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
 	} else {
 		roxi_gsync(g); /* every thread's writes of src precede the descriptor */
 		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
@@ -140,7 +122,7 @@ ROXA_FN void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int g,
 		roxi_gsync(g);
 }
 
-ROXA_FN void roxi_getmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi)
+ROXI_COLD void roxi_getmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi)
 {
 	uint64_t off;
 	if (!roxi_check(src, n, pe, &off))
@@ -185,10 +167,10 @@ ROXA_FN uint64_t roxi_ld_width(const void *p, uint32_t width)
 	}
 }
 
-ROXA_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe);
+ROXI_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe);
 
 /* p: one element, one strong (single-copy atomic) store at system scope. */
-ROXA_FN void roxi_p(void *dest, uint64_t bits, uint32_t width, int pe)
+ROXI_FN void roxi_p(void *dest, uint64_t bits, uint32_t width, int pe)
 {
 	uint64_t off;
 	if (!roxi_check(dest, width, pe, &off))
@@ -217,7 +199,7 @@ ROXA_FN void roxi_p(void *dest, uint64_t bits, uint32_t width, int pe)
 	}
 }
 
-ROXA_FN uint64_t roxi_g(const void *src, uint32_t width, int pe)
+ROXI_FN uint64_t roxi_g(const void *src, uint32_t width, int pe)
 {
 	uint64_t off, v = 0;
 	if (!roxi_check(src, width, pe, &off))
@@ -238,7 +220,7 @@ ROXA_FN int roxi_fetching(uint32_t kind) { return kind != ROXSHMEM_AMO_SET; }
 
 /* An AMO of width 4 or 8 at system scope; returns the old value (0 for set). Non-fetching AMOs
  * through the NIC are not waited for (quiet completes them). */
-ROXA_FN uint64_t roxi_amo_nbi(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe, int nbi)
+ROXI_FN uint64_t roxi_amo_nbi(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe, int nbi)
 {
 	uint64_t off, old = 0;
 	if (!roxi_check(dest, width, pe, &off))
@@ -266,14 +248,14 @@ ROXA_FN uint64_t roxi_amo_nbi(uint32_t kind, void *dest, uint64_t v, uint64_t cm
 	return old;
 }
 
-ROXA_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe)
+ROXI_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe)
 {
 	return roxi_amo_nbi(kind, dest, v, cmp, width, pe, !roxi_fetching(kind));
 }
 
 /* Data, then the signal: the signal update is a release (Strict) or follows the drain of the
  * cache-bypassing data stores (CacheBypass); through the ring one descriptor carries both. */
-ROXA_FN void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal,
+ROXI_COLD void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal,
 				int sig_op, int pe, int g, int nbi)
 {
 	uint64_t off, soff;
@@ -281,8 +263,8 @@ ROXA_FN void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint64_
 		return;
 	int path = roxi_path(pe, n, 0);
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
-		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
-			  path == ROXI_PATH_SELF ? ROXA_MEM_PLAIN : roxi_store_mode());
+		/* to self too: in CacheBypass every API delivery bypasses the caches */
+		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
 		if (g != ROXI_THREAD) {
 			roxi_thread_drain();
 			roxi_gsync(g);
@@ -336,17 +318,7 @@ ROXA_FN uint64_t roxi_sext(uint64_t v, uint32_t width, int is_signed)
 	return (uint64_t)((int64_t)(v << sh) >> sh);
 }
 
-/* The acquire that ends a successful wait: system scope (Strict); in CacheBypass the heap holds
- * no L2 lines, so only this CU's vector cache is invalidated on amdgcn. */
-ROXA_FN void roxi_wait_acquire(void)
-{
-	if (roxi_bypass())
-		roxa_fence_acquire_bypass();
-	else
-		roxa_fence_acquire();
-}
-
-ROXA_FN uint64_t roxi_wait(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value, uint32_t call)
+ROXI_FN uint64_t roxi_wait(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value, uint32_t call)
 {
 	uint64_t want = roxi_sext(value, width, is_signed), v;
 	uint32_t spins = 0;
@@ -365,7 +337,7 @@ ROXA_FN uint64_t roxi_wait(const void *ivar, uint32_t width, int is_signed, int 
 	return v;
 }
 
-ROXA_FN int roxi_test(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value)
+ROXI_FN int roxi_test(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value)
 {
 	uint64_t v = roxi_sext(roxi_ld_width(ivar, width), width, is_signed);
 	if (!roxi_cmp(v, cmp, roxi_sext(value, width, is_signed), is_signed))
@@ -375,7 +347,7 @@ ROXA_FN int roxi_test(const void *ivar, uint32_t width, int is_signed, int cmp, 
 }
 
 /* Tells PE pe that this PE reached round at workspace offset arrive (of this PE's slot). */
-ROXA_FN void roxi_announce(int pe, uint64_t arrive, uint64_t round)
+ROXI_FN void roxi_announce(int pe, uint64_t arrive, uint64_t round)
 {
 	uint64_t off = roxshmem_state.barrier_off + arrive + 8ull * (uint64_t)roxshmem_state.my_pe;
 	if (pe == roxshmem_state.my_pe || roxshmem_state.peer_base[pe] != 0) {
@@ -388,7 +360,7 @@ ROXA_FN void roxi_announce(int pe, uint64_t arrive, uint64_t round)
 
 /* The PE-level barrier, run by one thread per PE: announce the round to every PE, wait for every
  * PE's announcement. Zero when aborted. */
-ROXA_FN int roxi_pe_barrier(uint64_t round_word, uint64_t arrive, uint32_t call)
+ROXI_COLD int roxi_pe_barrier(uint64_t round_word, uint64_t arrive, uint32_t call)
 {
 	uint64_t *ws = (uint64_t *)roxi_local(roxshmem_state.barrier_off);
 	uint64_t round = ws[round_word / 8] + 1;
@@ -420,7 +392,7 @@ ROXA_FN int roxi_pe_barrier(uint64_t round_word, uint64_t arrive, uint32_t call)
 /* Grid-wide barrier among the blocks of this kernel (all resident), with the PE-level barrier run
  * by the last block to arrive. quiet_first: complete every operation first (barrier) or only
  * order them (sync). */
-ROXA_FN void roxi_grid_barrier(int quiet_first, uint32_t call)
+ROXI_COLD void roxi_grid_barrier(int quiet_first, uint32_t call)
 {
 	uint64_t *ws = (uint64_t *)roxi_local(roxshmem_state.barrier_off);
 	roxi_thread_drain();
@@ -454,7 +426,7 @@ ROXA_FN void roxi_grid_barrier(int quiet_first, uint32_t call)
 	roxa_sync_block();
 }
 
-ROXA_FN void roxi_block_barrier(int quiet_first, uint32_t call)
+ROXI_COLD void roxi_block_barrier(int quiet_first, uint32_t call)
 {
 	roxi_thread_drain();
 	roxa_sync_block();
@@ -674,7 +646,7 @@ ROXA_API void roxshmem_fence(void)
 		roxa_drain();
 	else
 		roxa_fence_sc();
-	if (roxshmem_state.ring == 0)
+	if (!roxi_ring_enabled())
 		return;
 	if (roxshmem_state.flags & ROXSHMEM_FLAG_RING_FENCE) {
 		/* ring and load/store reach disjoint PEs: the proxy keeps per-PE order across the marker */

@@ -45,6 +45,16 @@ typedef __PTRDIFF_TYPE__ ptrdiff_t;
 #define __shared__ __attribute__((shared))
 #endif
 #define ROXA_FN static __device__ inline __attribute__((always_inline))
+/* ROXI_FN: the library's larger internals; the compiler decides what to inline, which keeps a
+ * kernel that calls much of the API compiling in seconds */
+#define ROXI_FN static __device__ inline
+/* ROXI_COLD: bulk and slow paths kept out of line (one copy per code object); probes and the
+ * mapping tests define ROXSHMEM_INLINE_ALL to see each call's instructions in one function */
+#ifdef ROXSHMEM_INLINE_ALL
+#define ROXI_COLD static __device__ inline __attribute__((always_inline))
+#else
+#define ROXI_COLD static __device__ inline __attribute__((noinline))
+#endif
 #define ROXA_API static __device__ inline
 #endif
 

@@ -66,7 +66,9 @@ func Args(t Target, src, out string, defines []string) []string {
 	args := []string{}
 	if t.AMD {
 		args = append(args, "-x", "hip", "--offload-arch="+t.Arch, "--offload-device-only",
-			"--no-gpu-bundle-output", "-nogpulib", "-nogpuinc")
+			"--no-gpu-bundle-output", "-nogpulib", "-nogpuinc",
+			// the default CUID hashes the command line (output path included)
+			"-fuse-cuid=none")
 	} else {
 		args = append(args, "-x", "cuda", "--cuda-gpu-arch="+t.Arch, "--cuda-device-only",
 			"-nocudainc", "-nocudalib", "-S")

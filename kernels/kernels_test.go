@@ -1,0 +1,138 @@
+package kernels
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/roxamen/roxamen/kernels/internal/build"
+)
+
+// runtimeKernels are the entry points other packages launch by name.
+var runtimeKernels = []string{
+	"roxk_barrier_all_block", "roxk_barrier_all", "roxk_sync_all_block", "roxk_quiet",
+	"roxk_signal_wait_until", "roxk_putmem_signal", "roxk_putmem_blocks", "roxk_copy", "roxk_fill_u8",
+	"roxk_fill_u64", "roxk_pattern", "roxk_check_pattern", "roxk_p_pingpong", "roxk_putsig_pingpong",
+	"roxk_fadd_latency", "roxk_put_bw", "roxk_put_bw_ce", "roxk_putmem_ce_block", "roxk_litmus",
+}
+
+func TestObject(t *testing.T) {
+	for _, arch := range Arches {
+		b, err := Object(arch)
+		if err != nil {
+			t.Fatalf("Object(%q): %v", arch, err)
+		}
+		if strings.HasPrefix(arch, "gfx") {
+			if !bytes.HasPrefix(b, []byte("\x7fELF")) {
+				t.Errorf("%s: not an ELF code object", arch)
+			}
+		} else if !bytes.Contains(b, []byte(".target "+arch)) {
+			t.Errorf("%s: PTX does not say .target %s", arch, arch)
+		}
+		for _, k := range append(runtimeKernels, StateSymbol) {
+			if !bytes.Contains(b, []byte(k)) {
+				t.Errorf("%s: object lacks %s", arch, k)
+			}
+		}
+	}
+	for _, bad := range []string{"gfx1100", "sm_70", "", "host"} {
+		_, err := Object(bad)
+		if err == nil {
+			t.Errorf("Object(%q) succeeded", bad)
+		} else if !strings.Contains(err.Error(), `"`+bad+`"`) {
+			t.Errorf("Object(%q) error does not name the arch: %v", bad, err)
+		}
+	}
+	for dev, want := range map[string]string{"sm_90": "sm_90", "sm_100": "sm_90", "sm_90a": "sm_90", "sm_86": "sm_80",
+		"sm_80": "sm_80", "gfx942": "gfx942"} {
+		if _, got, err := ObjectFor(dev); err != nil || got != want {
+			t.Errorf("ObjectFor(%q) = %q, %v; want %q", dev, got, err, want)
+		}
+	}
+	if _, _, err := ObjectFor("sm_75"); err == nil {
+		t.Error("ObjectFor(sm_75) succeeded: PTX for sm_80 cannot run there")
+	}
+}
+
+// TestRegenerate rebuilds the objects, from this directory and from a copy elsewhere (a path in
+// the output would differ), and compares them with the committed ones byte for byte.
+func TestRegenerate(t *testing.T) {
+	needClang(t)
+	copyDir := filepath.Join(t.TempDir(), "elsewhere", "kernels")
+	for _, d := range []string{"include/roxamen", "src"} {
+		if err := os.MkdirAll(filepath.Join(copyDir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(d, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(copyDir, d, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, dir := range []string{".", copyDir} {
+		out := t.TempDir()
+		if err := build.All(dir, out); err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range build.Targets {
+			name := build.ObjectName(target)
+			got, err := os.ReadFile(filepath.Join(out, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join("obj", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("obj/%s differs from a rebuild in %s (%d vs %d bytes): run go generate ./kernels and commit",
+					name, dir, len(want), len(got))
+			}
+			if bytes.Contains(got, []byte(dir)) && dir != "." {
+				t.Errorf("%s names the build directory", name)
+			}
+		}
+	}
+}
+
+// TestHeaderCompiles builds a kernel that calls the whole API for each target with -Wall -Werror,
+// the HIP and CUDA host passes of it, and the layout headers as plain C.
+func TestHeaderCompiles(t *testing.T) {
+	needClang(t)
+	clang, _ := build.Tool("clang-19")
+	// the run-time mode compiles both orderings' code; the probes cover the forced modes
+	for _, target := range build.Targets {
+		out := filepath.Join(t.TempDir(), "api"+target.Ext())
+		if err := build.Compile(".", target, "testdata/api.hip", out); err != nil {
+			t.Error(err)
+		}
+	}
+	inc, _ := filepath.Abs("include")
+	for _, host := range [][]string{
+		{"-x", "hip", "--offload-arch=gfx942", "--cuda-host-only", "-nogpuinc", "-nogpulib"},
+		{"-x", "cuda", "--cuda-gpu-arch=sm_90", "--cuda-host-only", "-nocudainc", "-nocudalib"},
+	} {
+		args := append(host, "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-I"+inc, "testdata/api.hip")
+		if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+			t.Errorf("host pass %v: %v\n%s", host[:2], err, out)
+		}
+	}
+	for _, h := range []string{"state.h", "ring.h", "ops.h", "litmus.h", "types.h"} {
+		src := filepath.Join(t.TempDir(), "c.c")
+		os.WriteFile(src, []byte("#include \"roxamen/"+h+"\"\n#include \"roxamen/"+h+"\"\nint main(void) { return 0; }\n"), 0o644)
+		if out, err := exec.Command(clang, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I"+inc, "-fsyntax-only", src).CombinedOutput(); err != nil {
+			t.Errorf("C %s: %v\n%s", h, err, out)
+		}
+	}
+}

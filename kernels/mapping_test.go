@@ -1,0 +1,337 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/roxamen/roxamen/kernels/internal/build"
+)
+
+// needClang skips when clang-19 is absent (CI installs it from .ci/kernels-deps.txt).
+func needClang(t *testing.T) {
+	t.Helper()
+	if _, err := build.Tool("clang-19"); errors.Is(err, build.ErrNoClang) {
+		t.Skip("clang-19 not installed: ", err)
+	}
+}
+
+// probeFuncs compiles testdata/probes.hip for target with defines and returns each probe's
+// instructions: llvm-objdump-19's disassembly of the code object on amdgcn, PTX text on nvptx.
+func probeFuncs(t *testing.T, target build.Target, defines ...string) map[string][]string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "probes"+target.Ext())
+	if err := build.Compile(".", target, "testdata/probes.hip", out, append(defines, "ROXSHMEM_INLINE_ALL")...); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if target.AMD {
+		objdump, err := build.Tool("llvm-objdump-19")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := exec.Command(objdump, "-d", "--no-show-raw-insn", out).Output()
+		if err != nil {
+			t.Fatalf("llvm-objdump-19: %v", err)
+		}
+		text = string(b)
+	} else {
+		b, err := readFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text = string(b)
+	}
+	return splitFuncs(text, target.AMD)
+}
+
+var (
+	amdSym  = regexp.MustCompile(`^[0-9a-f]+ <(\w+)>:`)
+	ptxSym  = regexp.MustCompile(`^\.visible \.entry (\w+)\(`)
+	amdNote = regexp.MustCompile(`\s*(//|;).*$`) // llvm-objdump comments
+	ptxNote = regexp.MustCompile(`\s*//.*$`)
+)
+
+// splitFuncs cuts a disassembly or PTX file into functions, one trimmed instruction per line.
+func splitFuncs(text string, amd bool) map[string][]string {
+	funcs := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(text, "\n") {
+		sym := ptxSym
+		if amd {
+			sym = amdSym
+		}
+		if m := sym.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+			continue
+		}
+		if cur == "" {
+			continue
+		}
+		note := ptxNote
+		if amd {
+			note = amdNote
+		}
+		l := strings.TrimSpace(note.ReplaceAllString(line, ""))
+		l = strings.Join(strings.Fields(l), " ")
+		if l == "" || strings.HasPrefix(l, "s_nop") || strings.HasPrefix(l, ".") {
+			continue
+		}
+		funcs[cur] = append(funcs[cur], l)
+	}
+	return funcs
+}
+
+// rule is one promise of MAPPING.md about one probe.
+type rule struct {
+	arch    string // regexp on the target arch
+	probe   string
+	mode    int      // 1 Strict, 2 CacheBypass, 0 both
+	must    []string // each regexp matches some instruction
+	mustNot []string // no instruction matches
+	every   [2]string
+	// every[0] selects instructions, each of which must match every[1]
+	order [2]string // an instruction matching order[0] precedes one matching order[1]
+}
+
+const (
+	strict = 1
+	bypass = 2
+)
+
+var gfx942Rules = []rule{
+	{arch: "gfx942", probe: "probe_fence", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_fence", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv`}},
+	{arch: "gfx942", probe: "probe_quiet", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_quiet", mode: bypass, must: []string{`^buffer_wbl2 sc0 sc1$`}, mustNot: []string{`buffer_inv`}},
+	{arch: "gfx942", probe: "probe_wait_until", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}, mustNot: []string{`buffer_wbl2`}},
+	{arch: "gfx942", probe: "probe_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc1$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv sc0`}},
+	{arch: "gfx942", probe: "probe_signal_wait_until", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_signal_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc1$`}, mustNot: []string{`buffer_inv sc0`}},
+	{arch: "gfx942", probe: "probe_p", must: []string{`_store_dwordx2 .* sc0 sc1$`}, every: [2]string{`_store_`, `sc0 sc1$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv`}},
+	{arch: "gfx942", probe: "probe_g", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_putmem", mode: strict, must: []string{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]( offset:\d+)?$`}},
+	{arch: "gfx942", probe: "probe_putmem", mode: bypass, must: []string{`_store_dwordx2 .* sc0 sc1$`}, every: [2]string{`_store_`, `sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_putmem_block", mode: bypass, every: [2]string{`_store_`, `sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_getmem", must: []string{`_load_dwordx2 .* sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_fetch_add", must: []string{`_atomic_add_x2 .* sc0 sc1$`}, every: [2]string{`_atomic_`, `sc1$`}},
+	{arch: "gfx942", probe: "probe_fetch_add", mode: strict, must: []string{`^buffer_inv sc0 sc1$`}, order: [2]string{`_atomic_add_x2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_fetch_add", mode: bypass, mustNot: []string{`buffer_inv`, `buffer_wbl2`}},
+	{arch: "gfx942", probe: "probe_add32", must: []string{`_atomic_add v\[\d+:\d+\], v\d+ sc1$`}, mustNot: []string{`buffer_inv`, `buffer_wbl2`}},
+	{arch: "gfx942", probe: "probe_compare_swap", must: []string{`_atomic_cmpswap_x2 .* sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_swap32", must: []string{`_atomic_swap v\d+, .* sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_fetch_xor", must: []string{`_atomic_xor_x2 .* sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_putmem_signal_set", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`}, order: [2]string{`^buffer_wbl2 sc0 sc1$`, `_store_dwordx2 .* sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_putmem_signal_set", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`}, every: [2]string{`_store_`, `sc0 sc1$`}},
+	{arch: "gfx942", probe: "probe_putmem_signal_add", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}, order: [2]string{`^buffer_wbl2 sc0 sc1$`, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}},
+	{arch: "gfx942", probe: "probe_putmem_signal_add", mode: bypass, mustNot: []string{`buffer_wbl2`}, must: []string{`_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}},
+	{arch: "gfx942", probe: "probe_barrier_all_block", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`, `^s_barrier$`}},
+	{arch: "gfx942", probe: "probe_barrier_all_block", mode: bypass, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc1$`, `^s_barrier$`}, mustNot: []string{`buffer_inv sc0`}},
+}
+
+var gfx90aRules = []rule{
+	{arch: "gfx90a", probe: "probe_fence", mode: strict, must: []string{`^buffer_wbl2$`, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}},
+	{arch: "gfx90a", probe: "probe_fence", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`, `buffer_invl2`, `buffer_wbinvl1`}},
+	{arch: "gfx90a", probe: "probe_quiet", mode: strict, must: []string{`^buffer_wbl2$`, `^buffer_invl2$`}},
+	{arch: "gfx90a", probe: "probe_quiet", mode: bypass, must: []string{`^buffer_wbl2$`}, mustNot: []string{`buffer_invl2`, `buffer_wbinvl1`}},
+	{arch: "gfx90a", probe: "probe_wait_until", mode: strict, must: []string{`_load_dwordx2 .* glc$`, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}},
+	{arch: "gfx90a", probe: "probe_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* glc$`, `^buffer_wbinvl1_vol$`}, mustNot: []string{`buffer_invl2`, `buffer_wbl2`}},
+	{arch: "gfx90a", probe: "probe_putmem", mode: strict, must: []string{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]( offset:\d+)?$`}},
+	{arch: "gfx90a", probe: "probe_putmem", mode: bypass, must: []string{`_store_dwordx4 .* glc slc$`}, every: [2]string{`_store_dwordx4`, `glc slc$`}},
+	{arch: "gfx90a", probe: "probe_fetch_add", must: []string{`_atomic_add_x2 .* glc$`}},
+	{arch: "gfx90a", probe: "probe_fetch_add", mode: strict, must: []string{`^buffer_invl2$`}},
+	{arch: "gfx90a", probe: "probe_fetch_add", mode: bypass, mustNot: []string{`buffer_invl2`, `buffer_wbl2`}},
+	{arch: "gfx90a", probe: "probe_putmem_signal_set", mode: strict, must: []string{`^buffer_wbl2$`}, order: [2]string{`^buffer_wbl2$`, `_store_dwordx2`}},
+	{arch: "gfx90a", probe: "probe_putmem_signal_set", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`}},
+}
+
+// nvptxRules apply to sm_80 and sm_90.
+var nvptxRules = []rule{
+	{probe: "*", every: [2]string{`^(atom|red)\.`, `^(atom|red)\.(relaxed|acquire|release|acq_rel)\.sys\.`}, mustNot: []string{`^membar`, `^atom\.global\.`, `\.gpu\.`, `\.cta\.`}},
+	{probe: "probe_fence", mode: strict, must: []string{`^fence\.sc\.sys;$`}},
+	{probe: "probe_fence", mode: bypass, must: []string{`^fence\.acq_rel\.sys;$`}, mustNot: []string{`^fence\.sc`}},
+	{probe: "probe_quiet", mode: strict, must: []string{`^fence\.sc\.sys;$`}},
+	{probe: "probe_quiet", mode: bypass, must: []string{`^fence\.acq_rel\.sys;$`}, mustNot: []string{`^fence\.sc`}},
+	{probe: "probe_wait_until", must: []string{`^ld\.relaxed\.sys\.u64 `, `^fence\.acq_rel\.sys;$`}, order: [2]string{`^ld\.relaxed\.sys\.u64 `, `^fence\.acq_rel\.sys;$`}},
+	{probe: "probe_signal_wait_until", must: []string{`^ld\.relaxed\.sys\.u64 `, `^fence\.acq_rel\.sys;$`}},
+	{probe: "probe_p", must: []string{`^st\.relaxed\.sys\.u64 `}},
+	{probe: "probe_g", must: []string{`^ld\.relaxed\.sys\.u64 `}},
+	{probe: "probe_g", mode: strict, must: []string{`^fence\.acq_rel\.sys;$`}},
+	{probe: "probe_putmem", mode: strict, must: []string{`^st\.v2\.u64 `}, mustNot: []string{`\.cg\.`}},
+	{probe: "probe_putmem", mode: bypass, must: []string{`^st\.global\.cg\.v2\.u64 `}, mustNot: []string{`^st\.v2\.u64 `}},
+	{probe: "probe_putmem_block", mode: bypass, must: []string{`^st\.global\.cg\.v2\.u64 `, `^bar\.sync 0;$`}},
+	{probe: "probe_getmem", must: []string{`^ld\.global\.cg\.v2\.u64 `}},
+	{probe: "probe_fetch_add", must: []string{`^atom\.relaxed\.sys\.add\.u64 `}},
+	{probe: "probe_fetch_add", mode: strict, order: [2]string{`^atom\.relaxed\.sys\.add\.u64 `, `^fence\.acq_rel\.sys;$`}},
+	{probe: "probe_fetch_add", mode: bypass, mustNot: []string{`^fence`}},
+	{probe: "probe_add32", must: []string{`^atom\.relaxed\.sys\.add\.u32 `}, mustNot: []string{`^fence`}},
+	{probe: "probe_compare_swap", must: []string{`^atom\.relaxed\.sys\.cas\.b64 `}},
+	{probe: "probe_swap32", must: []string{`^atom\.relaxed\.sys\.exch\.b32 `}},
+	{probe: "probe_fetch_xor", must: []string{`^atom\.relaxed\.sys\.xor\.b64 `}},
+	{probe: "probe_putmem_signal_set", mode: strict, must: []string{`^st\.release\.sys\.u64 `}},
+	{probe: "probe_putmem_signal_set", mode: bypass, must: []string{`^fence\.acq_rel\.sys;$`, `^st\.relaxed\.sys\.u64 `}, order: [2]string{`^fence\.acq_rel\.sys;$`, `^st\.relaxed\.sys\.u64 `}},
+	{probe: "probe_putmem_signal_add", mode: strict, must: []string{`^atom\.release\.sys\.add\.u64 `}},
+	{probe: "probe_putmem_signal_add", mode: bypass, must: []string{`^fence\.acq_rel\.sys;$`, `^atom\.relaxed\.sys\.add\.u64 `}},
+	{probe: "probe_barrier_all_block", mode: strict, must: []string{`^fence\.sc\.sys;$`, `^bar\.sync 0;$`, `^st\.release\.sys\.u64 `, `^ld\.relaxed\.sys\.u64 `}},
+	{probe: "probe_barrier_all_block", mode: bypass, must: []string{`^fence\.acq_rel\.sys;$`, `^bar\.sync 0;$`, `^st\.release\.sys\.u64 `}, mustNot: []string{`^fence\.sc`}},
+}
+
+func firstIndex(ins []string, re *regexp.Regexp) int {
+	for i, l := range ins {
+		if re.MatchString(l) {
+			return i
+		}
+	}
+	return -1
+}
+
+func lastIndex(ins []string, re *regexp.Regexp) int {
+	idx := -1
+	for i, l := range ins {
+		if re.MatchString(l) {
+			idx = i
+		}
+	}
+	return idx
+}
+
+// check applies r to one probe's instructions and returns what it broke.
+func (r rule) check(ins []string) []string {
+	var bad []string
+	for _, m := range r.must {
+		if lastIndex(ins, regexp.MustCompile(m)) < 0 {
+			bad = append(bad, "no instruction matches "+m)
+		}
+	}
+	for _, m := range r.mustNot {
+		re := regexp.MustCompile(m)
+		for _, l := range ins {
+			if re.MatchString(l) {
+				bad = append(bad, fmt.Sprintf("%q matches forbidden %s", l, m))
+			}
+		}
+	}
+	if r.every[0] != "" {
+		sel, want := regexp.MustCompile(r.every[0]), regexp.MustCompile(r.every[1])
+		for _, l := range ins {
+			if sel.MatchString(l) && !want.MatchString(l) {
+				bad = append(bad, fmt.Sprintf("%q lacks %s", l, r.every[1]))
+			}
+		}
+	}
+	if r.order[0] != "" {
+		a, b := firstIndex(ins, regexp.MustCompile(r.order[0])), lastIndex(ins, regexp.MustCompile(r.order[1]))
+		if a < 0 || b < 0 || a > b {
+			bad = append(bad, fmt.Sprintf("no %s (first at %d) precedes a %s (last at %d)", r.order[0], a, r.order[1], b))
+		}
+	}
+	return bad
+}
+
+// TestMapping checks the instructions MAPPING.md promises, per target and ordering mode, in the
+// probes compiled with the ring compiled out (the load/store paths alone).
+func TestMapping(t *testing.T) {
+	needClang(t)
+	if _, err := build.Tool("llvm-objdump-19"); err != nil {
+		t.Fatal(err) // clang-19 present without llvm-19: the CI install is incomplete
+	}
+	rules := append(append([]rule{}, gfx942Rules...), gfx90aRules...)
+	for _, target := range build.Targets {
+		for _, mode := range []int{strict, bypass} {
+			target, mode := target, mode
+			t.Run(fmt.Sprintf("%s/mode%d", target.Arch, mode), func(t *testing.T) {
+				funcs := probeFuncs(t, target, fmt.Sprintf("ROXSHMEM_ORDERING=%d", mode), "ROXSHMEM_RING=0")
+				applied := 0
+				apply := func(r rule, name string) {
+					ins, ok := funcs[name]
+					if !ok {
+						t.Errorf("probe %s missing from the %s output", name, target.Arch)
+						return
+					}
+					applied++
+					for _, b := range r.check(ins) {
+						t.Errorf("%s %s mode %d: %s", target.Arch, name, mode, b)
+					}
+				}
+				set := rules
+				if !target.AMD {
+					set = nvptxRules
+				}
+				for _, r := range set {
+					if r.mode != 0 && r.mode != mode {
+						continue
+					}
+					if target.AMD && !regexp.MustCompile("^"+r.arch+"$").MatchString(target.Arch) {
+						continue
+					}
+					if r.probe == "*" {
+						for name := range funcs {
+							apply(r, name)
+						}
+						continue
+					}
+					apply(r, r.probe)
+				}
+				if applied == 0 {
+					t.Fatalf("no rule applied to %s", target.Arch)
+				}
+			})
+		}
+	}
+}
+
+// TestMappingRing checks the producer: ticket by a system-scope fetch_add, the descriptor, then the
+// seq word published with a system-scope release (written last).
+func TestMappingRing(t *testing.T) {
+	needClang(t)
+	for _, target := range build.Targets {
+		var r []rule
+		switch target.Arch {
+		case "gfx942":
+			r = []rule{{probe: "probe_ring_push", must: []string{`_atomic_add_x2 .* sc0 sc1$`, `^buffer_wbl2 sc0 sc1$`},
+				order: [2]string{`^buffer_wbl2 sc0 sc1$`, `_store_dwordx2 .* sc0 sc1$`}}}
+		case "gfx90a":
+			r = []rule{{probe: "probe_ring_push", must: []string{`_atomic_add_x2 .* glc$`, `^buffer_wbl2$`},
+				order: [2]string{`^buffer_wbl2$`, `_store_dwordx2`}}}
+		default:
+			r = []rule{
+				{probe: "probe_ring_push", must: []string{`^atom\.relaxed\.sys\.add\.u64 `, `^st\.release\.sys\.u64 `},
+					order: [2]string{`^st(\.global)?\.u(32|64) `, `^st\.release\.sys\.u64 `}},
+				{probe: "probe_ring_quiet", must: []string{`^ld\.relaxed\.sys\.u64 `, `^fence\.acq_rel\.sys;$`}},
+			}
+		}
+		funcs := probeFuncs(t, target, "ROXSHMEM_ORDERING=1")
+		for _, rr := range r {
+			for _, b := range rr.check(funcs[rr.probe]) {
+				t.Errorf("%s %s: %s", target.Arch, rr.probe, b)
+			}
+		}
+	}
+}
+
+// TestRuleCheck makes sure a rule can fail.
+func TestRuleCheck(t *testing.T) {
+	ins := []string{"buffer_wbl2 sc0 sc1", "global_store_dwordx2 v0, v[0:1], s[0:1]", "s_waitcnt vmcnt(0)"}
+	r := rule{must: []string{`^buffer_inv`}, mustNot: []string{`^buffer_wbl2`}, every: [2]string{`_store_`, `sc0 sc1$`},
+		order: [2]string{`_store_`, `^buffer_wbl2`}}
+	if got := r.check(ins); len(got) != 4 {
+		t.Errorf("check found %d problems, want 4: %q", len(got), got)
+	}
+	ok := rule{must: []string{`^buffer_wbl2 sc0 sc1$`}, order: [2]string{`^buffer_wbl2`, `_store_`}}
+	if got := ok.check(ins); len(got) != 0 {
+		t.Errorf("check of a satisfied rule: %q", got)
+	}
+}
+
+var readMu sync.Mutex
+
+func readFile(p string) ([]byte, error) {
+	readMu.Lock()
+	defer readMu.Unlock()
+	return osReadFile(p)
+}

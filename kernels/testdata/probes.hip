@@ -1,0 +1,40 @@
+// Probe kernels for TestMapping: one API call each, compiled per target and per ordering mode
+// (-DROXSHMEM_ORDERING=1|2), with the ring compiled out (-DROXSHMEM_RING=0) so that each probe
+// holds only the load/store path, and once with the ring for the producer probes.
+#include "roxamen/roxshmem.h"
+
+#define PROBE extern "C" __global__
+
+PROBE void probe_fence(void) { roxshmem_fence(); }
+PROBE void probe_quiet(void) { roxshmem_quiet(); }
+PROBE void probe_wait_until(uint64_t *ivar) { roxshmem_uint64_wait_until(ivar, ROXSHMEM_CMP_GE, 1); }
+PROBE void probe_signal_wait_until(uint64_t *sig, uint64_t *out) { out[0] = roxshmem_signal_wait_until(sig, ROXSHMEM_CMP_EQ, 3); }
+PROBE void probe_p(long *dest, int pe) { roxshmem_long_p(dest, 42, pe); }
+PROBE void probe_g(long *src, long *out, int pe) { out[0] = roxshmem_long_g(src, pe); }
+// 16-byte aligned bulk put to a peer: the vectorized load/store path
+PROBE void probe_putmem(roxa_u128 *dest, const roxa_u128 *src, size_t n, int pe) { roxshmem_putmem(dest, src, n * 16, pe); }
+PROBE void probe_putmem_block(roxa_u128 *dest, const roxa_u128 *src, size_t n, int pe) { roxshmemx_putmem_block(dest, src, n * 16, pe); }
+PROBE void probe_getmem(roxa_u128 *dest, const roxa_u128 *src, size_t n, int pe) { roxshmem_getmem(dest, src, n * 16, pe); }
+PROBE void probe_fetch_add(uint64_t *dest, uint64_t *out, int pe) { out[0] = roxshmem_uint64_atomic_fetch_add(dest, 5, pe); }
+PROBE void probe_add32(int *dest, int pe) { roxshmem_int_atomic_add(dest, 5, pe); }
+PROBE void probe_compare_swap(uint64_t *dest, uint64_t *out, int pe) { out[0] = roxshmem_uint64_atomic_compare_swap(dest, 1, 2, pe); }
+PROBE void probe_swap32(uint32_t *dest, uint32_t *out, int pe) { out[0] = roxshmem_uint32_atomic_swap(dest, 7, pe); }
+PROBE void probe_fetch_xor(uint64_t *dest, uint64_t *out, int pe) { out[0] = roxshmem_uint64_atomic_fetch_xor(dest, 7, pe); }
+PROBE void probe_putmem_signal_set(roxa_u128 *dest, const roxa_u128 *src, size_t n, uint64_t *sig, int pe)
+{
+	roxshmem_putmem_signal(dest, src, n * 16, sig, 1, ROXSHMEM_SIGNAL_SET, pe);
+}
+PROBE void probe_putmem_signal_add(roxa_u128 *dest, const roxa_u128 *src, size_t n, uint64_t *sig, int pe)
+{
+	roxshmem_putmem_signal(dest, src, n * 16, sig, 1, ROXSHMEM_SIGNAL_ADD, pe);
+}
+PROBE void probe_barrier_all_block(void) { roxshmemx_barrier_all_block(); }
+
+#if ROXSHMEM_RING
+// The producer: a ticket by atomic fetch_add at system scope, the descriptor, then seq with release.
+PROBE void probe_ring_push(uint64_t src, uint64_t dst, int pe)
+{
+	roxshmemx_ring_push(ROXSHMEM_OP_PUT, (uint32_t)pe, 64, src, dst, 0, 0, 0);
+}
+PROBE void probe_ring_quiet(void) { roxi_ring_quiet(ROXSHMEM_CALL_QUIET); }
+#endif

@@ -1,0 +1,5 @@
+package kernels
+
+import "os"
+
+var osReadFile = os.ReadFile
