@@ -142,3 +142,29 @@ func TestUCXMissingLibrary(t *testing.T) {
 }
 
 func ucxLoads() bool { return ucx.Probe() == nil }
+
+// TestUCXLitmus: the memory-model conformance suite (memmodel/testdata) runs every litmus test
+// on real 2- and 3-PE jobs with every PE pair on the UCX transport, and fails on any outcome the
+// model forbids.
+func TestUCXLitmus(t *testing.T) {
+	needUCX(t)
+	files, err := filepath.Glob("../memmodel/testdata/*.litmus")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no litmus tests in ../memmodel/testdata: %v", err)
+	}
+	r := roxrun(t, 15*time.Minute, []string{"ROX_TRANSPORT=ucx", "ROX_TIMEOUT=60s"}, append([]string{"litmus", "--run", "5", "--timeout", "14m"}, files...)...)
+	if r.status != 0 {
+		t.Fatalf("roxrun litmus --run with ROX_TRANSPORT=ucx: status %d\n%s\n%s", r.status, tail(r.stdout, 60), r.stderr)
+	}
+	if n := strings.Count(r.stdout, "\nTest "); n < len(files) {
+		t.Fatalf("%d verdicts for %d files:\n%s", n, len(files), tail(r.stdout, 60))
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
