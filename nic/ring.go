@@ -266,7 +266,9 @@ func (r *Ring) Reserve(ctx context.Context) (uint64, error) {
 	if t < r.cachedTail.Load()+r.capacity {
 		return t, nil
 	}
-	var b Backoff
+	// A full ring drains at the proxy's pace: yield and sleep rather than spin, so that many
+	// waiting producers leave the processor to the proxy.
+	b := Backoff{n: backoffSpins + backoffYields - 8}
 	for {
 		tail := atomic.LoadUint64(r.tail)
 		// Keep the cache monotonic when producers race to refresh it.

@@ -70,7 +70,7 @@ const (
 	defaultTimeout  = 30 * time.Second
 	directThreshold = 16 << 10  // payloads this large go to the socket without a copy
 	flushThreshold  = 256 << 10 // a batch sends once this much is buffered
-	readBufSize     = 256 << 10
+	readBufSize     = 16 << 10 // small: payloads past what it holds are read straight into place
 )
 
 // Transport is a nic.Transport over TCP. Its methods are safe for concurrent use.
@@ -903,7 +903,7 @@ func (p *peer) read() error {
 				}
 				continue
 			}
-			if _, err := io.ReadFull(br, b); err != nil {
+			if err := p.readPayload(br, b); err != nil {
 				return err
 			}
 			changed = true
@@ -977,7 +977,7 @@ func (p *peer) readAnswer(br *bufio.Reader, h []byte) error {
 			close(pd.done)
 			return pd.err
 		}
-		if _, err := io.ReadFull(br, pd.dst); err != nil {
+		if err := p.readPayload(br, pd.dst); err != nil {
 			// pd is off the queue: fail it here; the caller fails the peer.
 			pd.err = fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err)
 			close(pd.done)
@@ -987,6 +987,22 @@ func (p *peer) readAnswer(br *bufio.Reader, h []byte) error {
 	pd.value, pd.err = value, remoteErr
 	close(pd.done)
 	return nil
+}
+
+// readPayload fills b from the stream: what the buffer holds, then, for a large payload, the
+// rest straight from the connection into b (the heap, or a get's destination) without a copy.
+func (p *peer) readPayload(br *bufio.Reader, b []byte) error {
+	k := min(br.Buffered(), len(b))
+	if _, err := io.ReadFull(br, b[:k]); err != nil {
+		return err
+	}
+	rest := b[k:]
+	if len(rest) < readBufSize {
+		_, err := io.ReadFull(br, rest)
+		return err
+	}
+	_, err := io.ReadFull(p.conn, rest) // the buffer is empty: the stream continues in the socket
+	return err
 }
 
 func (p *peer) heap(op string, off, size uint64) ([]byte, error) {
