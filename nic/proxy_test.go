@@ -385,3 +385,44 @@ func TestProxyClose(t *testing.T) {
 		t.Fatalf("quiet after close: %v", err)
 	}
 }
+
+// One proxy drains several rings (say, one per block of device threads); each ring's Quiet covers
+// its own descriptors.
+func TestProxyTwoRings(t *testing.T) {
+	fake := newFake(2, 4096)
+	local := newRegion(localBase, 4096)
+	r1, _ := AllocRing(4)
+	r2, _ := AllocRing(8)
+	px, err := NewProxy(ProxyConfig{PE: 0, NPEs: 2, HeapSize: 4096, Transport: fake, Local: local, Rings: []*Ring{r1, r2}, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	ctx := ctxT(t)
+	copy(local.b, "0123456789abcdef")
+	var wg sync.WaitGroup
+	for k, r := range []*Ring{r1, r2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				d := Desc{Op: OpPut, PE: 1, Size: 8, Src: localBase + uint64(k*8), Dst: uint64(k*8 + 64*(i%4))}
+				if _, err := r.Push(ctx, &d); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if err := r.Quiet(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	for j := 0; j < 4; j++ {
+		if got := string(fake.heaps[1].b[64*j : 64*j+16]); got != "0123456789abcdef" {
+			t.Fatalf("slot %d holds %q", j, got)
+		}
+	}
+}
