@@ -379,6 +379,10 @@ func (rt *gpuRuntime) waitStream(ctx context.Context, call string, st device.Str
 			sleep *= 2
 		}
 	}
+	if on, _ := env.Debug.Bool(); on && rt.proxy != nil && rt.proxy.stats.descs.Load() != 0 {
+		debugf("PE %d: %s: proxy %v", w.pe, call, &rt.proxy.stats)
+		rt.proxy.stats.reset()
+	}
 	if err := rt.deviceError(call); err != nil {
 		rt.clearDeviceError()
 		return err

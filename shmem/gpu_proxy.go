@@ -26,6 +26,25 @@ type gpuProxy struct {
 	slotDv device.Ptr
 	descs  []nic.Desc
 	stage  []byte // NIC path: device bytes pass through here
+	stats  proxyStats
+}
+
+// proxyStats are counters for ROX_DEBUG: Module.Sync logs what changed while its kernels ran.
+type proxyStats struct {
+	batches, descs, ceBytes, flowWaits atomic.Uint64
+	busyNs, enqueueNs, flowNs          atomic.Uint64
+}
+
+func (s *proxyStats) String() string {
+	return fmt.Sprintf("batches=%d descs=%d ce_bytes=%d busy=%v enqueue=%v flow_waits=%d flow_wait=%v",
+		s.batches.Load(), s.descs.Load(), s.ceBytes.Load(), time.Duration(s.busyNs.Load()),
+		time.Duration(s.enqueueNs.Load()), s.flowWaits.Load(), time.Duration(s.flowNs.Load()))
+}
+
+func (s *proxyStats) reset() {
+	for _, c := range []*atomic.Uint64{&s.batches, &s.descs, &s.ceBytes, &s.flowWaits, &s.busyNs, &s.enqueueNs, &s.flowNs} {
+		c.Store(0)
+	}
 }
 
 func (rt *gpuRuntime) newProxy() (*gpuProxy, error) {
@@ -79,7 +98,11 @@ func (p *gpuProxy) run() {
 		}
 		polls = 0
 		last = time.Now()
-		if err := p.execute(first, p.descs[:n]); err != nil {
+		err := p.execute(first, p.descs[:n])
+		p.stats.batches.Add(1)
+		p.stats.descs.Add(uint64(n))
+		p.stats.busyNs.Add(uint64(time.Since(last)))
+		if err != nil {
 			code := nic.RingErrInput
 			if _, ok := err.(remoteErr); ok {
 				code = nic.RingErrRemote
@@ -174,9 +197,14 @@ func (p *gpuProxy) execute(first uint64, ds []nic.Desc) error {
 
 // waitCompleted waits until the ring's completed count reaches target.
 func (p *gpuProxy) waitCompleted(target uint64) error {
-	if int64(target) <= 0 {
+	if int64(target) <= 0 || p.rt.ring.Completed() >= target {
 		return nil
 	}
+	t0 := time.Now()
+	defer func() {
+		p.stats.flowWaits.Add(1)
+		p.stats.flowNs.Add(uint64(time.Since(t0)))
+	}()
 	for n := 0; p.rt.ring.Completed() < target; n++ {
 		select {
 		case <-p.rt.stop:
@@ -197,7 +225,11 @@ func (p *gpuProxy) copyEngine(base device.Ptr, d *nic.Desc) error {
 	switch d.Op {
 	case nic.OpPut, nic.OpPutSignal:
 		if d.Size > 0 {
-			if err := p.ce.CopyAsync(dst, device.Ptr(d.Src), int(d.Size)); err != nil {
+			t0 := time.Now()
+			err := p.ce.CopyAsync(dst, device.Ptr(d.Src), int(d.Size))
+			p.stats.enqueueNs.Add(uint64(time.Since(t0)))
+			p.stats.ceBytes.Add(d.Size)
+			if err != nil {
 				return err
 			}
 		}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
@@ -119,6 +121,10 @@ func TestGPUWorker(t *testing.T) {
 	lay := rand.New(rand.NewPCG(7, 11))            // offsets and sizes: the same on every PE
 	viaNIC := w.transport != nil
 
+	if d, err := time.ParseDuration(os.Getenv("ROX_GPU_WATCHDOG")); err == nil {
+		timer := time.AfterFunc(d, func() { watchdog(w, d) })
+		defer timer.Stop()
+	}
 	mod, err := w.LoadModule([]byte(auxPTX["sm_90"]))
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +159,11 @@ func TestGPUWorker(t *testing.T) {
 	sizes := []int{1, 7, 4096 + 3, 1<<20 + 5, maxSize}
 	data := make([]byte, maxSize+2*pad)
 	fill := func(b []byte) {
-		for i := range b {
-			b[i] = byte(rng.Uint32())
+		for i := 0; i < len(b); i += 8 {
+			v := rng.Uint64()
+			for j := i; j < min(i+8, len(b)); j++ {
+				b[j] = byte(v >> (8 * (j - i)))
+			}
 		}
 	}
 	poisonDst := func(n int) {
@@ -191,6 +200,7 @@ func TestGPUWorker(t *testing.T) {
 		}
 	}
 
+	t.Logf("phase: host put/get")
 	// Host API: PE 0 puts into PE 1 and PE 1 gets from PE 0, odd offsets, every size.
 	for _, n := range sizes {
 		off := 1 + 2*lay.IntN(pad/2)
@@ -222,6 +232,7 @@ func TestGPUWorker(t *testing.T) {
 		barrier()
 	}
 
+	t.Logf("phase: host AMOs")
 	// Host AMOs on the peer's word: every op, 4 and 8 bytes, against a model.
 	words, err := Alloc[uint64](w, 8)
 	if err != nil {
@@ -288,6 +299,7 @@ func TestGPUWorker(t *testing.T) {
 		t.Fatalf("2 PEs x 300 host fetch-adds left %d, want 600", got)
 	}
 
+	t.Logf("phase: host put-with-signal")
 	// Host put-with-signal.
 	for round := uint64(1); round <= 3; round++ {
 		n := sizes[lay.IntN(len(sizes))]
@@ -318,6 +330,7 @@ func TestGPUWorker(t *testing.T) {
 		barrier()
 	}
 
+	t.Logf("phase: device RMA")
 	// Device API: PE 0's kernel puts (or gets) with one thread, a warp and a block, on every path.
 	groups := []struct {
 		name         string
@@ -335,6 +348,7 @@ func TestGPUWorker(t *testing.T) {
 					n = 1<<20 + 5 // one thread moving 256 MiB byte by byte takes too long
 				}
 				round++
+				t.Logf("phase: device %s %s %d", opName, g.name, n)
 				what := fmt.Sprintf("device %s by a %s, %d bytes", opName, g.name, n)
 				off := 1 + 2*lay.IntN(pad/2)
 				poisonDst(dst.Len())
@@ -379,6 +393,7 @@ func TestGPUWorker(t *testing.T) {
 		}
 	}
 
+	t.Logf("phase: device AMO contention")
 	// AMO atomicity under contention from every SM of both GPUs, on PE 0's words.
 	ctr, err := Alloc[uint64](w, 8)
 	if err != nil {
@@ -412,6 +427,7 @@ func TestGPUWorker(t *testing.T) {
 	}
 	barrier()
 
+	t.Logf("phase: CE/LS ordering")
 	// Put-with-signal and quiet/fence ordering when copy-engine and load/store transfers mix.
 	if !viaNIC {
 		bigN, smallN := 8<<20+3, 4096+1
@@ -459,6 +475,7 @@ func TestGPUWorker(t *testing.T) {
 		}
 	}
 
+	t.Logf("phase: stream-ordered")
 	// Stream-ordered: PE 0 puts with signal on a stream, PE 1's stream waits for the signal and then
 	// puts the data back; PE 0 waits on its stream and checks.
 	n := 1<<20 + 3
@@ -596,4 +613,21 @@ func latencyProbe(t *testing.T, ctx context.Context, w *World, mod *Module) {
 			}
 		}
 	}
+}
+
+// watchdog prints this PE's goroutines and its ring's state, then ends the process: a job that
+// hangs shows where.
+func watchdog(w *World, after time.Duration) {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	fmt.Fprintf(os.Stderr, "PE %d: watchdog after %v\n", w.pe, after)
+	if rt := w.gpu; rt != nil && rt.ring != nil {
+		var m [2]uint64
+		_ = w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&m[0])), 8), rt.misc)
+		_ = w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&m[1])), 8), rt.misc.Add(64))
+		fmt.Fprintf(os.Stderr, "PE %d: ring tail %d completed %d err %v; device head %d completion %d; proxy %v\n",
+			w.pe, rt.ring.Tail(), rt.ring.Completed(), rt.ring.Err(), m[0], m[1], &rt.proxy.stats)
+	}
+	os.Stderr.Write(buf[:n])
+	os.Exit(3)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/roxamen/roxamen/device"
 )
@@ -164,4 +165,39 @@ func (m *Module) Unload() error {
 		return &Error{Call: "Module.Unload", PE: m.w.pe, Kind: ErrPEFailed, Err: err}
 	}
 	return nil
+}
+
+// Elapsed times device work: it records an event on the module's stream, calls enqueue (which
+// launches kernels or enqueues stream-ordered operations on Stream()), records a second event,
+// waits as Sync does, and returns the device time between the two events.
+func (m *Module) Elapsed(ctx context.Context, enqueue func() error) (time.Duration, error) {
+	if err := m.check("Module.Elapsed"); err != nil {
+		return 0, err
+	}
+	var evs [2]device.Event
+	for i := range evs {
+		e, err := m.w.dev.NewEvent()
+		if err != nil {
+			return 0, &Error{Call: "Module.Elapsed", PE: m.w.pe, Kind: ErrPEFailed, Err: err}
+		}
+		defer e.Destroy()
+		evs[i] = e
+	}
+	if err := m.stream.Record(evs[0]); err != nil {
+		return 0, &Error{Call: "Module.Elapsed", PE: m.w.pe, Kind: ErrPEFailed, Err: err}
+	}
+	if err := enqueue(); err != nil {
+		return 0, err
+	}
+	if err := m.stream.Record(evs[1]); err != nil {
+		return 0, &Error{Call: "Module.Elapsed", PE: m.w.pe, Kind: ErrPEFailed, Err: err}
+	}
+	if err := m.Sync(ctx); err != nil {
+		return 0, err
+	}
+	d, err := evs[1].Since(evs[0])
+	if err != nil {
+		return 0, &Error{Call: "Module.Elapsed", PE: m.w.pe, Kind: ErrPEFailed, Err: err}
+	}
+	return d, nil
 }

@@ -303,22 +303,19 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
 	itersFor := func(size int) uint64 { return uint64(max(8, min(2000, (2<<30)/size))) }
-	timed := func(run func(n uint64) error, n uint64) (time.Duration, error) {
-		if err := run(1); err != nil { // warm-up
+	// timed runs enqueue once to warm up, then times n repetitions with device events around them.
+	timed := func(enqueue func(n uint64) error, n uint64) (time.Duration, error) {
+		if _, err := mod.Elapsed(ctx, func() error { return enqueue(1) }); err != nil {
 			return 0, err
 		}
-		t0 := time.Now()
-		if err := run(n); err != nil {
-			return 0, err
-		}
-		return time.Since(t0), nil
+		return mod.Elapsed(ctx, func() error { return enqueue(n) })
 	}
 	bw := func(size int, n uint64, d time.Duration) float64 {
 		return float64(size) * float64(n) / d.Seconds() / 1e9
 	}
 
-	// put_bw: blocks of 1024 threads put their chunk of size bytes, iters times, then quiet.
-	// Chunks of ROX_CE_THRESHOLD or more go to the copy engine.
+	// put_bw: blocks of 1024 threads put their chunk of size bytes, iters times, then quiet (as the
+	// NVSHMEM anchor does). Chunks of ROX_CE_THRESHOLD or more go to the copy engine.
 	for _, blocks := range []int{1, 8, 32, info.Multiprocessors} {
 		for _, size := range sizes {
 			if err := w.BarrierAll(ctx); err != nil {
@@ -329,10 +326,7 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 			}
 			n := itersFor(size)
 			d, err := timed(func(n uint64) error {
-				if err := mod.Launch("roxk_put_bw", device.D1(blocks), device.D1(1024), 0, dst.Device(), src.Device(), uint64(size), n, int32(peer), device.Ptr(0)); err != nil {
-					return err
-				}
-				return mod.Sync(ctx)
+				return mod.Launch("roxk_put_bw", device.D1(blocks), device.D1(1024), 0, dst.Device(), src.Device(), uint64(size), n, int32(peer), device.Ptr(0))
 			}, n)
 			if err != nil {
 				return err
@@ -353,10 +347,7 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 		}
 		n := itersFor(size)
 		d, err := timed(func(n uint64) error {
-			if err := mod.Launch("roxk_put_bw_ce", device.D1(1), device.D1(1), 0, dst.Device(), src.Device(), uint64(size), n, int32(peer), device.Ptr(0)); err != nil {
-				return err
-			}
-			return mod.Sync(ctx)
+			return mod.Launch("roxk_put_bw_ce", device.D1(1), device.D1(1), 0, dst.Device(), src.Device(), uint64(size), n, int32(peer), device.Ptr(0))
 		}, n)
 		if err != nil {
 			return err
@@ -381,7 +372,7 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 					return err
 				}
 			}
-			return mod.Sync(ctx)
+			return w.QuietOnStream(mod.Stream())
 		}, n)
 		if err != nil {
 			return err
