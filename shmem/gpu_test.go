@@ -72,7 +72,7 @@ func TestGPU(t *testing.T) {
 		for _, tr := range []string{"auto", "tcp"} {
 			t.Run(ord+"/"+tr, func(t *testing.T) {
 				start := time.Now()
-				out, err := gpuJob(t, 4*time.Minute, "ROX_ORDERING="+ord, "ROX_TRANSPORT="+tr)
+				out, err := gpuJob(t, 75*time.Second, "ROX_ORDERING="+ord, "ROX_TRANSPORT="+tr, "ROX_GPU_WATCHDOG=55s")
 				t.Logf("job took %v", time.Since(start))
 				if err != nil || !strings.Contains(out, "--- PASS: TestGPUWorker") {
 					t.Fatalf("job failed: %v\n%s", err, out)
