@@ -1,6 +1,9 @@
 package memmodel
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // decide is the checker's fast path: it enumerates rf and the final write of each location the
 // condition names (together they fix the final state), and only then searches for one coherence
@@ -52,11 +55,29 @@ func (c *checker) decide() {
 			}
 			if e.Read {
 				l.reads = append(l.reads, i)
-				reads = append(reads, i)
+				c.src[i] = -2 // not chosen: a free read (see Decide) keeps it
+				if !c.free(i) {
+					reads = append(reads, i)
+				}
 			}
 		}
 		c.chooseRF(reads, 0, c.base.clone())
+		if c.done {
+			return
+		}
 	}
+}
+
+// free reports whether, when only the verdict is wanted, read r need not be given a source: its
+// value is not in the condition, no wait or compare-and-swap tests it, and nothing writes it on.
+// Any consistent execution of the other events extends to r (it can read the write latest before
+// it in a linearization), so leaving it out changes no verdict.
+func (c *checker) free(r int) bool {
+	e := &c.evs[r]
+	if !c.verdictOnly || e.Write || e.Op == OpWait || e.Op == OpCSwap {
+		return false
+	}
+	return !c.condRegs[regKey(e.PE, e.Reg)]
 }
 
 // cloneG copies g into a graph from the checker's pool: the search is depth-first, so graphs are
@@ -89,6 +110,9 @@ func (c *checker) ownStore(r int) int {
 }
 
 func (c *checker) chooseRF(reads []int, k int, g graph) {
+	if c.done {
+		return
+	}
 	if k == len(reads) {
 		c.afterRF(g)
 		return
@@ -179,7 +203,7 @@ func (c *checker) readValue(r int, depth int) (int64, bool) {
 func (c *checker) afterRF(g graph) {
 	for i := range c.evs {
 		e := &c.evs[i]
-		if !e.Read {
+		if !e.Read || c.src[i] == -2 {
 			continue
 		}
 		v, ok := c.readValue(i, 0)
@@ -204,6 +228,9 @@ func (c *checker) afterRF(g graph) {
 
 // chooseFinal picks the co-last write of each location the condition names.
 func (c *checker) chooseFinal(k int, g graph) {
+	if c.done {
+		return
+	}
 	for k < len(c.keyEvent) && c.keyEvent[k] >= 0 {
 		k++
 	}
@@ -227,6 +254,7 @@ func (c *checker) chooseFinal(k int, g graph) {
 				st[key] = c.keyVal[i]
 			}
 			c.states[string(c.keyBuf)] = st
+			c.done = c.verdictOnly && c.t.EvalState(st)
 		}
 		return
 	}
@@ -310,4 +338,40 @@ func (c *checker) placeable(l *locInfo, placed []bool, w int, g graph) bool {
 		}
 	}
 	return true
+}
+
+// Decide returns only the verdict of t in mode: it gives sources only to the reads the condition
+// depends on, compares final states on the condition's registers and locations alone, and stops at
+// the first allowed state that satisfies the condition. Check lists every final state.
+func Decide(t *Test, mode Mode, opt Options) (Verdict, error) {
+	c, err := newChecker(t, mode, opt)
+	if err != nil {
+		return VerdictNone, err
+	}
+	c.verdictOnly = true
+	c.condRegs = map[string]bool{}
+	var walk func(p *Prop)
+	walk = func(p *Prop) {
+		if p.Kind == PropReg {
+			c.condRegs[regKey(p.PE, p.Reg)] = true
+		}
+		for i := range p.Args {
+			walk(&p.Args[i])
+		}
+	}
+	walk(&t.Cond)
+	var keys []string
+	for _, k := range c.keys {
+		if c.condRegs[k] || !strings.Contains(k, ":") {
+			keys = append(keys, k)
+		}
+	}
+	c.keys = keys
+	c.decide()
+	for _, s := range c.states {
+		if t.EvalState(s) {
+			return Allowed, nil
+		}
+	}
+	return Forbidden, nil
 }

@@ -70,6 +70,9 @@ type checker struct {
 	keyVal           []int64
 	keyBuf           []byte
 	pool             []graph
+	verdictOnly      bool            // Decide: only the verdict is wanted
+	condRegs         map[string]bool // registers the condition names
+	done             bool            // Decide found a satisfying state
 	fn               func(*Execution)
 }
 

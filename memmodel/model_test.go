@@ -272,7 +272,8 @@ func exhaustiveStates(t *testing.T, tt *Test, m Mode, o Options) map[string]bool
 }
 
 // Check's fast path (rf and final writes first, one coherence order searched per new state) agrees
-// with exhaustive enumeration on every test of the suite, in both modes and under every option.
+// with exhaustive enumeration on every test of the suite, in both modes and under every option, and
+// Decide agrees with Check's verdict.
 func TestFastAgreesWithExhaustive(t *testing.T) {
 	variants := []func(*Options){
 		func(*Options) {},
@@ -286,6 +287,10 @@ func TestFastAgreesWithExhaustive(t *testing.T) {
 				o := DefaultOptions()
 				v(&o)
 				fast := stateSet(t, tt, m, o)
+				r, _ := Check(tt, m, o)
+				if v, err := Decide(tt, m, o); err != nil || v != r.Verdict {
+					t.Errorf("%s %s %+v: Decide says %v (%v), Check %v", tt.Name, m, o, v, err, r.Verdict)
+				}
 				slow := exhaustiveStates(t, tt, m, o)
 				if k := subset(fast, slow); k != "" {
 					t.Errorf("%s %s %+v: Check allows %s, no execution reaches it", tt.Name, m, o, k)

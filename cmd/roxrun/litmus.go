@@ -132,13 +132,13 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 	for _, t := range tests {
 		line, verdict := t.Name, "ok"
 		for _, m := range modes {
-			r, err := memmodel.Check(t, m, opt)
+			v, err := memmodel.Decide(t, m, opt)
 			if err != nil {
 				fmt.Fprintf(stderr, "roxrun litmus: %v\n", err)
 				return 1
 			}
-			line += fmt.Sprintf(" %s=%s", m, r.Verdict)
-			if want := t.Expect(m); want != r.Verdict {
+			line += fmt.Sprintf(" %s=%s", m, v)
+			if want := t.Expect(m); want != v {
 				verdict = "MISMATCH"
 				if want == memmodel.VerdictNone {
 					line += "(no expect)"
