@@ -165,7 +165,7 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("ucx: New: PE %d of %d PEs is out of range", cfg.PE, cfg.NPEs)
 	}
 	if len(cfg.Heap) == 0 {
-		return nil, fmt.Errorf("ucx: New: PE %d: no heap", cfg.PE)
+		return nil, fmt.Errorf("ucx: New: PE %d: no host heap to map (the UCX transport registers host memory only)", cfg.PE)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = defaultTimeout
@@ -404,6 +404,21 @@ func (t *Transport) progressLoop() {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
+}
+
+// Progress progresses the worker once, unless an operation or the progress goroutine is doing
+// so already, and reports whether anything happened. A PE that polls its heap for data from the
+// network (wait_until) can call it in its spin loop, as OpenSHMEM implementations over UCX do,
+// so that arriving data lands without a wake-up of the progress goroutine.
+func (t *Transport) Progress() bool {
+	if t.closed.Load() || !t.mu.TryLock() {
+		return false
+	}
+	defer t.mu.Unlock()
+	if t.worker == 0 {
+		return false
+	}
+	return lib.ucpWorkerProgress(t.worker) > 0
 }
 
 // waitEvent sleeps until the worker's event fd is readable, at most d.

@@ -159,6 +159,20 @@ func TestConcurrentAdds(t *testing.T) {
 	const per = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
+	// A waiter progressing PE 2's worker meanwhile, as a wait_until loop would.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				ts[2].Progress()
+				runtime.Gosched()
+			}
+		}
+	}()
+	defer close(stop)
 	for _, from := range []int{0, 1, 2, 0} {
 		wg.Add(1)
 		go func() {
@@ -312,6 +326,9 @@ func TestBadInput(t *testing.T) {
 func TestClosed(t *testing.T) {
 	ts, _ := job(t, 2, 1<<16)
 	ts[0].Close()
+	if ts[0].Progress() {
+		t.Fatal("Progress after Close reported progress")
+	}
 	if err := ts[0].Put(1, 0, []byte{1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("put after Close: %v, want ErrClosed", err)
 	}
