@@ -62,7 +62,7 @@ func TestObject(t *testing.T) {
 func TestRegenerate(t *testing.T) {
 	needClang(t)
 	copyDir := filepath.Join(t.TempDir(), "elsewhere", "kernels")
-	for _, d := range []string{"include/roxamen", "src"} {
+	for _, d := range []string{"include/roxamen", "src", "gpucheck"} {
 		if err := os.MkdirAll(filepath.Join(copyDir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -102,6 +102,19 @@ func TestRegenerate(t *testing.T) {
 			if bytes.Contains(got, []byte(dir)) && dir != "." {
 				t.Errorf("%s names the build directory", name)
 			}
+		}
+		sm90, _ := build.Lookup("sm_90")
+		check := filepath.Join(out, "check.ptx")
+		if err := build.Compile(dir, sm90, build.CheckSource, check); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(check)
+		want, err := os.ReadFile(build.CheckOutput)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from a rebuild in %s: run go generate ./kernels and commit", build.CheckOutput, dir)
 		}
 	}
 }

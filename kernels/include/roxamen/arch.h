@@ -115,6 +115,13 @@ ROXA_FN void roxa_pause(void) {}
 ROXA_FN uint64_t roxa_clock_ns(void) { return 0; }
 #endif
 
+/* a bit-for-bit copy of a small value (no <string.h> on every toolchain's device side) */
+ROXA_FN void roxa_bytecopy(void *d, const void *s, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		((char *)d)[i] = ((const char *)s)[i];
+}
+
 ROXA_FN uint32_t roxa_lane(void) { return roxa_tid() & (roxa_warpsize() - 1); }
 
 /* ---- scoped single-word accesses (system scope unless named otherwise) ---------------------- */

@@ -506,14 +506,14 @@ ROXI_SIZED(128)
 	ROXA_API void roxshmem_##NAME##_p(T *dest, T value, int pe)                                                 \
 	{                                                                                                           \
 		uint64_t bits = 0;                                                                                  \
-		__builtin_memcpy(&bits, &value, sizeof(T));                                                         \
+		roxa_bytecopy(&bits, &value, sizeof(T));                                                         \
 		roxi_p(dest, bits, sizeof(T), pe);                                                                  \
 	}                                                                                                           \
 	ROXA_API T roxshmem_##NAME##_g(const T *source, int pe)                                                     \
 	{                                                                                                           \
 		uint64_t bits = roxi_g(source, sizeof(T), pe);                                                      \
 		T v;                                                                                                \
-		__builtin_memcpy(&v, &bits, sizeof(T));                                                             \
+		roxa_bytecopy(&v, &bits, sizeof(T));                                                             \
 		return v;                                                                                           \
 	}                                                                                                           \
 	ROXA_API void roxshmem_##NAME##_put(T *dest, const T *source, size_t nelems, int pe) { roxshmem_putmem(dest, source, nelems * sizeof(T), pe); } \
@@ -568,22 +568,22 @@ ROXI_AMO_TYPES(ROXI_AMO_STD)
 	{                                                                                                           \
 		U bits = (U)roxi_amo(ROXSHMEM_AMO_FETCH, (void *)source, 0, 0, sizeof(T), pe);                       \
 		T v;                                                                                                \
-		__builtin_memcpy(&v, &bits, sizeof(T));                                                             \
+		roxa_bytecopy(&v, &bits, sizeof(T));                                                             \
 		return v;                                                                                           \
 	}                                                                                                           \
 	ROXA_API void roxshmem_##NAME##_atomic_set(T *dest, T value, int pe)                                       \
 	{                                                                                                           \
 		U bits;                                                                                             \
-		__builtin_memcpy(&bits, &value, sizeof(T));                                                         \
+		roxa_bytecopy(&bits, &value, sizeof(T));                                                         \
 		roxi_amo(ROXSHMEM_AMO_SET, dest, bits, 0, sizeof(T), pe);                                           \
 	}                                                                                                           \
 	ROXA_API T roxshmem_##NAME##_atomic_swap(T *dest, T value, int pe)                                         \
 	{                                                                                                           \
 		U bits;                                                                                             \
-		__builtin_memcpy(&bits, &value, sizeof(T));                                                         \
+		roxa_bytecopy(&bits, &value, sizeof(T));                                                         \
 		bits = (U)roxi_amo(ROXSHMEM_AMO_SWAP, dest, bits, 0, sizeof(T), pe);                                \
 		T v;                                                                                                \
-		__builtin_memcpy(&v, &bits, sizeof(T));                                                             \
+		roxa_bytecopy(&v, &bits, sizeof(T));                                                             \
 		return v;                                                                                           \
 	}
 ROXI_AMO_EXT(float, float, uint32_t)

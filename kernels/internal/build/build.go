@@ -113,6 +113,13 @@ func Compile(dir string, t Target, src, out string, defines ...string) error {
 // Sources are the runtime kernels, compiled into one object per target named runtime-<arch><ext>.
 var Sources = []string{"src/runtime.hip"}
 
+// Check is the GPU check kernel (gpucheck/check.hip), built by clang-19 for sm_90 into
+// gpucheck/check-clang-sm_90.ptx; the GPU machine builds the same source with nvcc (run.sh).
+const (
+	CheckSource = "gpucheck/check.hip"
+	CheckOutput = "gpucheck/check-clang-sm_90.ptx"
+)
+
 // ObjectName is the file in kernels/obj that holds the runtime kernels for t.
 func ObjectName(t Target) string { return "runtime-" + t.Arch + t.Ext() }
 

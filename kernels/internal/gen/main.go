@@ -14,4 +14,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
+	sm90, _ := build.Lookup("sm_90")
+	if err := build.Compile(".", sm90, build.CheckSource, build.CheckOutput); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
 }
