@@ -28,6 +28,7 @@ func (c *checker) decide() {
 		}
 	}
 	c.succeed, c.src, c.coPos, c.val = make([]bool, n), make([]int, n), make([]int, n), make([]int64, n)
+	c.chosen = make([]bool, n)
 	c.co = make([][]int, len(c.locs))
 	var cswaps []int
 	for i := range c.evs {
@@ -135,6 +136,11 @@ func (c *checker) chooseRF(reads []int, k int, g graph) {
 		if e.Write && c.rmwTaken(reads[:k], e.Loc, src) { // two RMWs never read the same write: one would land between
 			continue
 		}
+		if want, fixed := c.need[regKey(e.PE, e.Reg)]; fixed && e.Reg != "" {
+			if v, known := c.knownValue(src, l); known && v != want {
+				continue
+			}
+		}
 		g2 := c.cloneG(g)
 		ok := true
 		if src >= 0 {
@@ -154,10 +160,26 @@ func (c *checker) chooseRF(reads []int, k int, g graph) {
 		}
 		if ok {
 			c.src[r] = src
+			c.chosen[r] = true
 			c.chooseRF(reads, k+1, g2)
+			c.chosen[r] = false
 		}
 		c.release(g2)
 	}
+}
+
+// knownValue is the value write src (-1: the initial value) stores, if the reads it depends on
+// already have their sources.
+func (c *checker) knownValue(src int, l *locInfo) (int64, bool) {
+	if src < 0 {
+		return l.init, true
+	}
+	for w, depth := src, 0; w >= 0 && c.evs[w].Read; w, depth = c.src[w], depth+1 {
+		if !c.chosen[w] || depth > len(c.evs) {
+			return 0, false
+		}
+	}
+	return c.valueOf(src, 0)
 }
 
 // rmwTaken reports whether an RMW among done already reads src at loc.
@@ -248,6 +270,14 @@ func (c *checker) chooseFinal(k int, g graph) {
 		if _, known := c.states[string(c.keyBuf)]; known {
 			return
 		}
+		if c.verdictOnly { // only a state satisfying the condition can change the verdict
+			for i, key := range c.keys {
+				c.scratch[key] = c.keyVal[i]
+			}
+			if !c.t.EvalState(c.scratch) {
+				return
+			}
+		}
 		if c.coExists(0, g) {
 			st := State{}
 			for i, key := range c.keys {
@@ -272,7 +302,11 @@ func (c *checker) chooseFinal(k int, g graph) {
 				ok = g2.add(c.late[w], c.late[last])
 			}
 		}
-		if v, okv := c.valueOf(last, 0); ok && okv {
+		v, okv := c.valueOf(last, 0)
+		if want, fixed := c.need[c.keys[k]]; fixed && v != want {
+			okv = false
+		}
+		if ok && okv {
 			c.keyVal[k] = v
 			c.chooseFinal(k+1, g2)
 		}
@@ -367,6 +401,22 @@ func Decide(t *Test, mode Mode, opt Options) (Verdict, error) {
 		}
 	}
 	c.keys = keys
+	c.scratch = State{}
+	c.need = map[string]int64{}
+	atoms := []Prop{t.Cond}
+	if t.Cond.Kind == PropAnd {
+		atoms = t.Cond.Args
+	}
+	if t.Quant != Forall { // Allowed needs a state satisfying every conjunct
+		for _, a := range atoms {
+			switch a.Kind {
+			case PropReg:
+				c.need[regKey(a.PE, a.Reg)] = a.Val
+			case PropMem:
+				c.need[a.Loc.String()] = a.Val
+			}
+		}
+	}
 	c.decide()
 	for _, s := range c.states {
 		if t.EvalState(s) {

@@ -70,9 +70,12 @@ type checker struct {
 	keyVal           []int64
 	keyBuf           []byte
 	pool             []graph
-	verdictOnly      bool            // Decide: only the verdict is wanted
-	condRegs         map[string]bool // registers the condition names
-	done             bool            // Decide found a satisfying state
+	verdictOnly      bool             // Decide: only the verdict is wanted
+	condRegs         map[string]bool  // registers the condition names
+	done             bool             // Decide found a satisfying state
+	need             map[string]int64 // Decide: values the condition's conjuncts require
+	scratch          State
+	chosen           []bool // fast path: reads whose source is chosen
 	fn               func(*Execution)
 }
 
