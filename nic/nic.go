@@ -55,6 +55,13 @@ type Batcher interface {
 	EndBatch() error
 }
 
+// AsyncQuieter is implemented by transports that can start a Quiet(pe) without waiting for it:
+// the channel receives its result once. The proxy keeps issuing descriptors while earlier puts
+// are being acknowledged.
+type AsyncQuieter interface {
+	QuietAsync(pe int) <-chan error
+}
+
 // AMOOp is an atomic memory operation.
 type AMOOp uint32
 

@@ -33,17 +33,25 @@ type ProxyConfig struct {
 	Batch int
 	// Logf logs the proxy's failure once; default log.Printf.
 	Logf func(format string, args ...any)
+	// Unlocked runs the proxy goroutine on any OS thread instead of one locked to it. Locking
+	// matters when the transport keeps per-thread state (a device context); a pure network
+	// transport has none, and a locked goroutine costs an OS thread handoff at every wakeup
+	// (BenchmarkRingPingPong: about 3x the round trip on a loaded machine).
+	Unlocked bool
 }
 
-// Proxy drains one PE's rings: one goroutine locked to an OS thread, polling with bounded
-// backoff, executing descriptors in ticket order in batches through the Transport. Per-PE order
+// Proxy drains one PE's rings: one goroutine locked to an OS thread (unless
+// ProxyConfig.Unlocked), polling with bounded backoff, executing descriptors in ticket order in batches through the Transport. Per-PE order
 // holds because descriptors are issued in ticket order and the Transport keeps issue order across
-// fences. A batch's completed count is published after the transport's quiet, so Ring.Quiet
-// means delivered. The first failure sets the ring's error word (and the detail, in this
+// fences. A batch's completed count is published after the transport's quiet for it has
+// returned (started without waiting when the transport is an AsyncQuieter), so Ring.Quiet means
+// delivered. The first failure sets the ring's error word (and the detail, in this
 // process); the ring then stops completing and its later descriptors are discarded.
 type Proxy struct {
 	cfg     ProxyConfig
 	batcher Batcher
+	async   AsyncQuieter
+	waiting []completion // batches whose puts are being acknowledged, in issue order
 	stop    atomic.Bool
 	done    chan struct{}
 	err     atomic.Pointer[error]
@@ -69,6 +77,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, done: make(chan struct{})}
 	p.batcher, _ = cfg.Transport.(Batcher)
+	p.async, _ = cfg.Transport.(AsyncQuieter)
 	go p.loop()
 	return p, nil
 }
@@ -89,34 +98,87 @@ func (p *Proxy) Close() error {
 	return p.Err()
 }
 
+// ProxyMaxSleep bounds how long an idle proxy sleeps between polls when its producers cannot
+// ring its bell (they are in another process or on a device).
+const ProxyMaxSleep = 50 * time.Microsecond
+
 func (p *Proxy) loop() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if !p.cfg.Unlocked {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	defer close(p.done)
 	buf := make([]Desc, p.cfg.Batch)
+	bell := make(chan struct{}, 1)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	var b Backoff
+	idle := 0
 	for {
 		stopping := p.stop.Load()
-		busy := false
-		for _, r := range p.cfg.Rings {
-			first, n := r.Poll(buf)
-			if n > 0 {
-				busy = true
-				p.execBatch(r, first, buf[:n])
-			}
-		}
+		busy := p.poll(buf)
+		p.reap(false)
 		if busy {
 			b.Reset()
+			idle = 0
 			continue
 		}
 		if stopping {
+			for len(p.waiting) > 0 {
+				p.reap(true)
+			}
 			for _, r := range p.cfg.Rings {
 				r.SetError(RingErrClosed, fmt.Errorf("nic: proxy of PE %d closed", p.cfg.PE))
 			}
 			return
 		}
-		b.Wait()
+		if idle++; idle < backoffSpins+backoffYields {
+			b.Wait()
+			continue
+		}
+		// Sleep until a producer in this process rings, or ProxyMaxSleep passes.
+		for _, r := range p.cfg.Rings {
+			r.SetBell(bell)
+		}
+		if !p.poll(buf) {
+			var ack <-chan error
+			if len(p.waiting) > 0 {
+				ack = p.waiting[0].done
+			}
+			timer.Reset(ProxyMaxSleep)
+			select {
+			case <-bell:
+				timer.Stop()
+			case err := <-ack:
+				timer.Stop()
+				c := p.waiting[0]
+				p.waiting[0] = completion{}
+				p.waiting = p.waiting[1:]
+				p.finish(c, err)
+			case <-timer.C:
+			}
+		}
+		for _, r := range p.cfg.Rings {
+			r.SetBell(nil)
+		}
+		select { // a ring that came too late
+		case <-bell:
+		default:
+		}
 	}
+}
+
+// poll executes one batch from every ring that has work and reports whether any had.
+func (p *Proxy) poll(buf []Desc) bool {
+	busy := false
+	for _, r := range p.cfg.Rings {
+		first, n := r.Poll(buf)
+		if n > 0 {
+			busy = true
+			p.execBatch(r, first, buf[:n])
+		}
+	}
+	return busy
 }
 
 func (p *Proxy) fail(r *Ring, code RingErrCode, err error) {
@@ -153,6 +215,11 @@ func (p *Proxy) execBatch(r *Ring, first uint64, descs []Desc) {
 			delivered = false
 		}
 	}
+	var ack <-chan error
+	if failed == nil && delivered && p.async != nil {
+		// Before EndBatch: the flush request goes out in the same write as the batch's puts.
+		ack = p.async.QuietAsync(-1)
+	}
 	if p.batcher != nil {
 		if err := p.batcher.EndBatch(); err != nil && failed == nil {
 			failed = fmt.Errorf("nic: proxy of PE %d: sending a batch: %w", p.cfg.PE, err)
@@ -162,13 +229,65 @@ func (p *Proxy) execBatch(r *Ring, first uint64, descs []Desc) {
 		p.fail(r, code, failed)
 		return
 	}
-	if delivered {
-		if err := p.quiet(); err != nil {
-			p.fail(r, RingErrRemote, fmt.Errorf("nic: proxy of PE %d: completing descriptors %d..%d: %w", p.cfg.PE, first, first+uint64(len(descs))-1, err))
-			return
-		}
+	upTo := first + uint64(len(descs))
+	switch {
+	case ack != nil:
+		p.waiting = append(p.waiting, completion{r, first, upTo, ack})
+	case delivered:
+		p.finish(completion{r, first, upTo, nil}, p.quiet())
+	case len(p.waiting) > 0:
+		p.waiting = append(p.waiting, completion{r, first, upTo, nil}) // keep ticket order
+	default:
+		r.SetCompleted(upTo)
 	}
-	r.SetCompleted(first + uint64(len(descs)))
+	if len(p.waiting) >= maxWaiting {
+		p.reap(true)
+	}
+}
+
+// completion is a batch [first, upTo) of ring r waiting for done (nil: nothing to wait for).
+type completion struct {
+	r           *Ring
+	first, upTo uint64
+	done        <-chan error
+}
+
+// maxWaiting bounds the batches in flight behind acknowledgements.
+const maxWaiting = 64
+
+func (p *Proxy) finish(c completion, err error) {
+	if c.r.Err() != nil {
+		return
+	}
+	if err != nil {
+		p.fail(c.r, RingErrRemote, fmt.Errorf("nic: proxy of PE %d: completing descriptors %d..%d: %w", p.cfg.PE, c.first, c.upTo-1, err))
+		return
+	}
+	c.r.SetCompleted(c.upTo)
+}
+
+// reap completes the waiting batches whose acknowledgements are in, in order; with block, it
+// waits for the oldest.
+func (p *Proxy) reap(block bool) {
+	for len(p.waiting) > 0 {
+		c := p.waiting[0]
+		var err error
+		if c.done != nil {
+			if block {
+				err = <-c.done
+				block = false
+			} else {
+				select {
+				case err = <-c.done:
+				default:
+					return
+				}
+			}
+		}
+		p.waiting[0] = completion{}
+		p.waiting = p.waiting[1:]
+		p.finish(c, err)
+	}
 }
 
 func (p *Proxy) quiet() error {

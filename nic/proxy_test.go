@@ -155,14 +155,34 @@ type proxyRig struct {
 
 const localBase = 0x7f0000000000
 
+// asyncFake adds QuietAsync, so the proxy keeps issuing while acknowledgements are pending.
+type asyncFake struct{ *fakeTransport }
+
+func (a asyncFake) QuietAsync(pe int) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Millisecond) // acknowledgements take a while
+		ch <- a.Quiet(context.Background(), pe)
+	}()
+	return ch
+}
+
 func newRig(t *testing.T, capacity, npes, heap int) *proxyRig {
+	return newRigAsync(t, capacity, npes, heap, false)
+}
+
+func newRigAsync(t *testing.T, capacity, npes, heap int, async bool) *proxyRig {
 	t.Helper()
 	rg := &proxyRig{local: newRegion(localBase, 1<<20), fake: newFake(npes, heap), logs: &strings.Builder{}}
 	var err error
 	if rg.ring, err = AllocRing(capacity); err != nil {
 		t.Fatal(err)
 	}
-	rg.proxy, err = NewProxy(ProxyConfig{PE: 0, NPEs: npes, HeapSize: uint64(heap), Transport: rg.fake, Local: rg.local,
+	var tr Transport = rg.fake
+	if async {
+		tr = asyncFake{rg.fake}
+	}
+	rg.proxy, err = NewProxy(ProxyConfig{PE: 0, NPEs: npes, HeapSize: uint64(heap), Transport: tr, Local: rg.local,
 		Rings: []*Ring{rg.ring}, Timeout: 5 * time.Second, Logf: func(f string, a ...any) {
 			rg.logMu.Lock()
 			fmt.Fprintf(rg.logs, f+"\n", a...)
@@ -228,8 +248,14 @@ func TestProxyOps(t *testing.T) {
 // Producers outrun the proxy on a tiny ring: every put lands, in per-producer order, and each
 // producer's Quiet means its puts are delivered.
 func TestProxyManyProducers(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) { testProxyManyProducers(t, async) })
+	}
+}
+
+func testProxyManyProducers(t *testing.T, async bool) {
 	const producers, per = 8, 400
-	rg := newRig(t, 4, 2, producers*8)
+	rg := newRigAsync(t, 4, 2, producers*8, async)
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, producers)
@@ -329,7 +355,13 @@ func TestProxyRejects(t *testing.T) {
 
 // A transport failure reaches the producers' next wait; producers that keep pushing never hang.
 func TestProxyTransportFailure(t *testing.T) {
-	rg := newRig(t, 4, 3, 4096)
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) { testProxyTransportFailure(t, async) })
+	}
+}
+
+func testProxyTransportFailure(t *testing.T, async bool) {
+	rg := newRigAsync(t, 4, 3, 4096, async)
 	ctx := ctxT(t)
 	rg.fake.mu.Lock()
 	rg.fake.failPE = 2
@@ -424,5 +456,36 @@ func TestProxyTwoRings(t *testing.T) {
 		if got := string(fake.heaps[1].b[64*j : 64*j+16]); got != "0123456789abcdef" {
 			t.Fatalf("slot %d holds %q", j, got)
 		}
+	}
+}
+
+// ackFails acknowledges nothing: every quiet reports the loss of PE 1.
+type ackFails struct{ *fakeTransport }
+
+func (a ackFails) QuietAsync(pe int) <-chan error {
+	ch := make(chan error, 1)
+	ch <- errors.New("fake: PE 1 lost before acknowledging")
+	return ch
+}
+
+// A batch whose acknowledgement fails is never completed; the error reaches Quiet.
+func TestProxyAckFails(t *testing.T) {
+	fake := newFake(2, 4096)
+	r, _ := AllocRing(4)
+	px, err := NewProxy(ProxyConfig{PE: 0, NPEs: 2, HeapSize: 4096, Transport: ackFails{fake}, Local: newRegion(localBase, 64), Rings: []*Ring{r}, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	ctx := ctxT(t)
+	if _, err := r.Push(ctx, &Desc{Op: OpPut, PE: 1, Size: 8, Src: localBase}); err != nil {
+		t.Fatal(err)
+	}
+	var re *RingError
+	if err := r.Quiet(ctx); !errors.As(err, &re) || re.Code != RingErrRemote || !strings.Contains(err.Error(), "PE 1 lost") {
+		t.Fatalf("quiet after a failed acknowledgement: %v", err)
+	}
+	if r.Completed() != 0 {
+		t.Fatalf("completed %d after a failed acknowledgement", r.Completed())
 	}
 }

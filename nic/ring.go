@@ -150,6 +150,8 @@ type Ring struct {
 
 	cachedTail atomic.Uint64         // producers' copy of tail, re-read only when the ring looks full
 	detail     atomic.Pointer[error] // the consumer's detailed error, when set in this process
+	// bell is set by a consumer (in this process) that is about to block: Publish rings it.
+	bell atomic.Pointer[chan struct{}]
 }
 
 // NewRing formats mem as an empty ring of capacity descriptors (a power of two, at least 2).
@@ -300,6 +302,26 @@ func (r *Ring) Publish(ticket uint64, d *Desc) {
 	s.Op, s.PE, s.Size, s.Src, s.Dst = d.Op, d.PE, d.Size, d.Src, d.Dst
 	s.Value, s.Aux, s.Flags, s.Pad = d.Value, d.Aux, d.Flags, 0
 	atomic.StoreUint64(&s.Seq, ticket+1)
+	// The store above and this load pair with the consumer's SetBell and its poll after it:
+	// either the consumer sees the descriptor, or this sees the bell.
+	if bell := r.bell.Load(); bell != nil {
+		select {
+		case *bell <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// SetBell registers (or, with nil, removes) a channel that Publish signals, without blocking,
+// for a consumer in this process that wants to sleep until there is work: set it, poll once
+// more, then wait on it (with a timeout: producers in other processes or on a device cannot
+// ring it).
+func (r *Ring) SetBell(bell chan struct{}) {
+	if bell == nil {
+		r.bell.Store(nil)
+		return
+	}
+	r.bell.Store(&bell)
 }
 
 // Push reserves a ticket and publishes d in it.

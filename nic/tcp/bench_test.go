@@ -316,6 +316,9 @@ func BenchmarkPingPong(b *testing.B) {
 	b.ReportMetric(tSig.Seconds()/tTCP.Seconds(), "put_signal/tcp")
 }
 
+// unlocked: proxies in benchmarks run unlocked unless ROX_BENCH_LOCKED=1.
+var unlocked = os.Getenv("ROX_BENCH_LOCKED") != "1"
+
 type benchLocal struct{ b []byte }
 
 func (l benchLocal) Bytes(addr uint64, n int) ([]byte, error) {
@@ -337,7 +340,7 @@ func BenchmarkProxyPutRate(b *testing.B) {
 			}
 			loc := benchLocal{nic.AlignedBytes(4096)}
 			px, err := nic.NewProxy(nic.ProxyConfig{PE: 0, NPEs: 2, HeapSize: benchHeap, Transport: e.ts[0], Local: loc,
-				Rings: []*nic.Ring{ring}, Timeout: time.Minute})
+				Rings: []*nic.Ring{ring}, Timeout: time.Minute, Unlocked: unlocked})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -369,5 +372,61 @@ func BenchmarkProxyPutRate(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "puts/s")
 		})
+	}
+}
+
+// BenchmarkRingPingPong: the put-with-signal round trip as device code issues it: each side
+// pushes a descriptor into its ring, its proxy sends it, and the other side waits for the signal.
+func BenchmarkRingPingPong(b *testing.B) {
+	e := getEnv(b)
+	const data, sig = 8192, 128
+	var rings [2]*nic.Ring
+	for pe := range rings {
+		r, err := nic.AllocRing(64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rings[pe] = r
+		px, err := nic.NewProxy(nic.ProxyConfig{PE: pe, NPEs: 2, HeapSize: benchHeap, Transport: e.ts[pe],
+			Local: benchLocal{nic.AlignedBytes(4096)}, Rings: []*nic.Ring{r}, Timeout: time.Minute, Unlocked: unlocked})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer px.Close()
+	}
+	base := pingRound.Add(uint64(b.N)) - uint64(b.N)
+	desc := func(to int, v uint64) *nic.Desc {
+		return &nic.Desc{Op: nic.OpPutSignal, PE: uint32(to), Size: 8, Src: 0, Dst: data, Aux: sig, Value: v,
+			Flags: nic.MakeFlags(uint32(nic.SignalSet), 8)}
+	}
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		w := e.hs[1].word(sig)
+		for i := uint64(1); i <= uint64(b.N); i++ {
+			waitWord(w, base+i, e.changed[1])
+			if _, err := rings[1].Push(ctx, desc(0, base+i)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	w := e.hs[0].word(sig)
+	b.ResetTimer()
+	for i := uint64(1); i <= uint64(b.N); i++ {
+		if _, err := rings[0].Push(ctx, desc(1, base+i)); err != nil {
+			b.Fatal(err)
+		}
+		waitWord(w, base+i, e.changed[0])
+	}
+	b.StopTimer()
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range rings {
+		if err := r.Quiet(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -70,7 +70,7 @@ const (
 	defaultTimeout  = 30 * time.Second
 	directThreshold = 16 << 10  // payloads this large go to the socket without a copy
 	flushThreshold  = 256 << 10 // a batch sends once this much is buffered
-	readBufSize     = 16 << 10 // small: payloads past what it holds are read straight into place
+	readBufSize     = 16 << 10  // small: payloads past what it holds are read straight into place
 )
 
 // Transport is a nic.Transport over TCP. Its methods are safe for concurrent use.
@@ -93,6 +93,7 @@ type Transport struct {
 
 var _ nic.Transport = (*Transport)(nil)
 var _ nic.Batcher = (*Transport)(nil)
+var _ nic.AsyncQuieter = (*Transport)(nil)
 
 // New listens and starts accepting connections from other PEs; Connect then joins them.
 func New(cfg Config) (*Transport, error) {
@@ -583,12 +584,34 @@ func (t *Transport) Fence(pe int) error {
 // Quiet waits until every put issued so far to pe (every PE when pe < 0) is delivered, and
 // returns the first error any of them met.
 func (t *Transport) Quiet(ctx context.Context, pe int) error {
-	if pe >= t.cfg.NPEs {
-		return fmt.Errorf("tcp: quiet: PE %d: PE %d of %d PEs: PE out of range", t.cfg.PE, pe, t.cfg.NPEs)
+	fl, err := t.startQuiet(pe)
+	if err != nil || len(fl) == 0 {
+		return err
 	}
-	type flush struct {
-		p  *peer
-		pd *pending
+	return t.finishQuiet(ctx, fl)
+}
+
+// QuietAsync starts a Quiet and returns at once; the channel receives its result.
+func (t *Transport) QuietAsync(pe int) <-chan error {
+	ch := make(chan error, 1)
+	fl, err := t.startQuiet(pe)
+	if err != nil || len(fl) == 0 {
+		ch <- err
+		return ch
+	}
+	go func() { ch <- t.finishQuiet(context.Background(), fl) }()
+	return ch
+}
+
+type flush struct {
+	p  *peer
+	pd *pending
+}
+
+// startQuiet sends a Flush to every PE (or pe) written since its last one.
+func (t *Transport) startQuiet(pe int) ([]flush, error) {
+	if pe >= t.cfg.NPEs {
+		return nil, fmt.Errorf("tcp: quiet: PE %d: PE %d of %d PEs: PE out of range", t.cfg.PE, pe, t.cfg.NPEs)
 	}
 	var fl []flush
 	var errs []error
@@ -607,6 +630,16 @@ func (t *Transport) Quiet(ctx context.Context, pe int) error {
 		}
 		fl = append(fl, flush{p, pd})
 	}
+	if len(errs) > 0 {
+		// Still wait for the others, so that what the error leaves behind is settled.
+		errs = append(errs, t.finishQuiet(context.Background(), fl))
+		return nil, errors.Join(errs...)
+	}
+	return fl, nil
+}
+
+func (t *Transport) finishQuiet(ctx context.Context, fl []flush) error {
+	var errs []error
 	for _, f := range fl {
 		if err := f.p.wait(ctx, "quiet", f.pd); err != nil {
 			errs = append(errs, fmt.Errorf("tcp: quiet: PE %d: puts to PE %d: %w", t.cfg.PE, f.p.pe, err))

@@ -66,6 +66,12 @@ var (
 
 const (
 	defaultTimeout = 30 * time.Second
+	// Puts up to bounceMax bytes are copied into a buffer of the transport's and return at once,
+	// so that several are in flight as in ucx_perftest's ucp_put_bw; at most bounceInFlight bytes
+	// of them. Larger puts are sent from the caller's memory and waited for: the copy would cost
+	// more than the pipelining gains on a fast NIC.
+	bounceMax      = 256 << 10
+	bounceInFlight = 8 << 20
 	addrMagic      = "ROXUCX01"
 )
 
@@ -85,7 +91,10 @@ type Transport struct {
 	amoOut  uint64 // atomic result (reply_buffer)
 	sigOut  uint64 // a put-with-signal's swap result, discarded
 	stuck   [][]byte
-	address []byte // what Address returns
+	flights []flight         // copied puts in flight, oldest first
+	inBytes int              // their bytes
+	free    map[int][][]byte // bounce buffers by capacity
+	address []byte           // what Address returns
 
 	// waiting counts operations waiting for mu: the progress goroutine stands back while any
 	// do, since it would otherwise retake mu ahead of them (sync.Mutex lets a running goroutine
@@ -103,6 +112,98 @@ type Transport struct {
 	wg        sync.WaitGroup
 }
 
+// flight is a copied put in flight.
+type flight struct {
+	req uintptr
+	buf []byte
+	p   *peer
+	dst uint64
+}
+
+// bounceBuf returns a buffer of n bytes (n <= bounceMax) from the free lists. mu must be held.
+func (t *Transport) bounceBuf(n int) []byte {
+	c := 4096
+	for c < n {
+		c <<= 1
+	}
+	if l := t.free[c]; len(l) > 0 {
+		b := l[len(l)-1]
+		t.free[c] = l[:len(l)-1]
+		return b[:n]
+	}
+	return make([]byte, n, c)
+}
+
+func (t *Transport) unbounce(b []byte) {
+	if t.free == nil {
+		t.free = map[int][][]byte{}
+	}
+	t.free[cap(b)] = append(t.free[cap(b)], b[:0])
+}
+
+// reap retires copied puts that have completed, oldest first. With all, it waits for every one;
+// otherwise it waits only while more than bounceInFlight bytes are in flight. A put that failed
+// leaves its error on its peer for the next Quiet. mu must be held.
+func (t *Transport) reap(ctx context.Context, all bool) {
+	i := 0
+	for ; i < len(t.flights); i++ {
+		f := t.flights[i]
+		var err error
+		if all || t.inBytes > bounceInFlight {
+			err = t.wait(ctx, "put", f.p, f.req, f.buf)
+		} else {
+			st := lib.ucpRequestCheckStatus(f.req)
+			if st == StatusInProgress {
+				break
+			}
+			lib.ucpRequestFree(f.req)
+			err = t.status("put", f.p, st)
+		}
+		t.inBytes -= len(f.buf)
+		if err != nil {
+			if f.p.putErr == nil {
+				f.p.putErr = fmt.Errorf("%w (heap [%#x, %#x))", err, f.dst, f.dst+uint64(len(f.buf)))
+			}
+			if errors.Is(err, ErrTimeout) || errors.Is(err, ErrClosed) {
+				continue // the buffer stays with t.stuck: UCX may still read it
+			}
+		}
+		t.unbounce(f.buf)
+	}
+	n := copy(t.flights, t.flights[i:])
+	clear(t.flights[n:])
+	t.flights = t.flights[:n]
+}
+
+// putNbx starts a put of src to p at dst: a copy of a small src in flight, or src itself,
+// waited for. mu must be held.
+func (t *Transport) putNbx(op string, p *peer, dst uint64, src []byte) error {
+	if len(src) > bounceMax {
+		r := lib.ucpPutNbx(p.ep, unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), p.base+dst, p.rkey, t.hostParam())
+		err := t.wait(context.Background(), op, p, r, src)
+		runtime.KeepAlive(src)
+		if err != nil {
+			return fmt.Errorf("%w (heap [%#x, %#x))", err, dst, dst+uint64(len(src)))
+		}
+		return nil
+	}
+	buf := t.bounceBuf(len(src))
+	copy(buf, src)
+	r := lib.ucpPutNbx(p.ep, unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf)), p.base+dst, p.rkey, t.hostParam())
+	req, st := ptrStatus(r)
+	if req == 0 {
+		t.unbounce(buf)
+		if err := t.status(op, p, st); err != nil {
+			return fmt.Errorf("%w (heap [%#x, %#x))", err, dst, dst+uint64(len(src)))
+		}
+		return nil
+	}
+	t.flights = append(t.flights, flight{req: req, buf: buf, p: p, dst: dst})
+	t.inBytes += len(buf)
+	t.reap(context.Background(), false)
+	return nil
+}
+
 // peer is this PE's endpoint to another and what it knows of the other's heap.
 type peer struct {
 	pe    int
@@ -111,6 +212,8 @@ type peer struct {
 	base  uint64 // the heap's address in the peer's process
 	dirty bool   // puts issued since the last flush
 	err   error  // set once the peer is lost: every later operation fails with it
+	// putErr is the first failure of a copied put since the last Quiet, which reports it.
+	putErr error
 	// handle is the err_handler argument that finds this peer again (see registerPeer).
 	handle uintptr
 }
@@ -560,12 +663,7 @@ func (t *Transport) Put(pe int, dst uint64, src []byte) error {
 		return err
 	}
 	p.dirty = true
-	r := lib.ucpPutNbx(p.ep, unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), p.base+dst, p.rkey, t.hostParam())
-	if err := t.wait(context.Background(), "put", p, r, src); err != nil {
-		return fmt.Errorf("%w (heap [%#x, %#x))", err, dst, dst+uint64(len(src)))
-	}
-	runtime.KeepAlive(src)
-	return nil
+	return t.putNbx("put", p, dst, src)
 }
 
 // Get copies len(dst) bytes from pe's heap at src into dst.
@@ -677,15 +775,12 @@ func (t *Transport) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp 
 		return err
 	}
 	p.dirty = true
-	var put uintptr
 	if len(src) > 0 {
-		put = lib.ucpPutNbx(p.ep, unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), p.base+dst, p.rkey, t.hostParam())
-		if _, st := ptrStatus(put); st != StatusOK && st != StatusInProgress {
-			return fmt.Errorf("%w (heap [%#x, %#x))", t.status("put_signal", p, st), dst, dst+uint64(len(src)))
+		if err := t.putNbx("put_signal", p, dst, src); err != nil {
+			return err
 		}
 		if st := lib.ucpWorkerFence(t.worker); st != StatusOK {
-			err := t.wait(context.Background(), "put_signal", p, put, src)
-			return errors.Join(t.status("put_signal (fence)", p, st), err)
+			return t.status("put_signal (fence)", p, st)
 		}
 	}
 	t.amoIn = sigValue
@@ -699,12 +794,7 @@ func (t *Transport) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp 
 		prm.replyBuffer = unsafe.Pointer(&t.sigOut)
 	}
 	amo := lib.ucpAtomicOpNbx(p.ep, code, unsafe.Pointer(&t.amoIn), 1, p.base+sig, p.rkey, prm)
-	err = t.wait(context.Background(), "put_signal", p, put, src)
-	if err2 := t.wait(context.Background(), "put_signal (signal)", p, amo); err == nil {
-		err = err2
-	}
-	runtime.KeepAlive(src)
-	if err != nil {
+	if err := t.wait(context.Background(), "put_signal (signal)", p, amo); err != nil {
 		return fmt.Errorf("%w (heap [%#x, %#x), signal at %#x)", err, dst, dst+uint64(len(src)), sig)
 	}
 	return nil
@@ -739,10 +829,18 @@ func (t *Transport) Quiet(ctx context.Context, pe int) error {
 	if t.closed.Load() {
 		return fmt.Errorf("ucx: quiet: PE %d: %w", t.cfg.PE, ErrClosed)
 	}
+	t.reap(ctx, true)
 	var dirty []*peer
 	var errs []error
 	for _, p := range t.peers {
-		if p == nil || (pe >= 0 && p.pe != pe) || !p.dirty {
+		if p == nil || (pe >= 0 && p.pe != pe) {
+			continue
+		}
+		if p.putErr != nil {
+			errs = append(errs, p.putErr)
+			p.putErr = nil
+		}
+		if !p.dirty {
 			continue
 		}
 		if p.err != nil {
@@ -784,6 +882,11 @@ func (t *Transport) Close() error {
 
 // release frees what open and Connect created, in reverse order. mu is held (or unshared).
 func (t *Transport) release() {
+	for _, f := range t.flights {
+		// Released by UCX once complete (the endpoints' close cancels them); the buffers stay
+		// referenced by t.flights.
+		lib.ucpRequestFree(f.req)
+	}
 	for _, p := range t.peers {
 		if p != nil && p.rkey != 0 {
 			lib.ucpRkeyDestroy(p.rkey)
