@@ -6,6 +6,7 @@ package tcp
 //	BenchmarkBandwidth/N   put bandwidth, 64 KiB .. 16 MiB, and a plain TCP stream
 //	BenchmarkPingPong      8-byte put-with-signal round trips, and plain TCP round trips
 //	BenchmarkProxyPutRate  8-byte puts/s from many ring producers through one proxy
+//	BenchmarkRingPingPong  8-byte put-with-signal round trips issued through rings and proxies
 
 import (
 	"context"
