@@ -136,8 +136,14 @@ func (c *checker) chooseRF(reads []int, k int, g graph) {
 		if e.Write && c.rmwTaken(reads[:k], e.Loc, src) { // two RMWs never read the same write: one would land between
 			continue
 		}
-		if want, fixed := c.need[regKey(e.PE, e.Reg)]; fixed && e.Reg != "" {
-			if v, known := c.knownValue(src, l); known && v != want {
+		if v, known := c.knownValue(src, l); known { // prune on values as soon as they are fixed
+			if want, fixed := c.need[regKey(e.PE, e.Reg)]; fixed && e.Reg != "" && v != want {
+				continue
+			}
+			if e.Op == OpCSwap && (v == c.ins[r].Val) != c.succeed[r] {
+				continue
+			}
+			if e.Op == OpWait && !c.ins[r].Cmp.Holds(v, c.ins[r].Val) {
 				continue
 			}
 		}
