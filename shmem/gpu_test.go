@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -72,7 +73,11 @@ func TestGPU(t *testing.T) {
 		for _, tr := range []string{"auto", "tcp"} {
 			t.Run(ord+"/"+tr, func(t *testing.T) {
 				start := time.Now()
-				out, err := gpuJob(t, 75*time.Second, "ROX_ORDERING="+ord, "ROX_TRANSPORT="+tr, "ROX_GPU_WATCHDOG=55s")
+				limit := 75 * time.Second
+				if d, err := time.ParseDuration(os.Getenv("ROX_GPU_JOB_LIMIT")); err == nil {
+					limit = d
+				}
+				out, err := gpuJob(t, limit, "ROX_ORDERING="+ord, "ROX_TRANSPORT="+tr, fmt.Sprintf("ROX_GPU_WATCHDOG=%v", limit*3/4))
 				t.Logf("job took %v", time.Since(start))
 				if err != nil || !strings.Contains(out, "--- PASS: TestGPUWorker") {
 					t.Fatalf("job failed: %v\n%s", err, out)
@@ -200,281 +205,299 @@ func TestGPUWorker(t *testing.T) {
 		}
 	}
 
-	t.Logf("phase: host put/get")
-	// Host API: PE 0 puts into PE 1 and PE 1 gets from PE 0, odd offsets, every size.
-	for _, n := range sizes {
-		off := 1 + 2*lay.IntN(pad/2)
-		poisonDst(dst.Len())
-		fill(data[:n])
-		barrier()
-		if me == 0 {
-			if err := dst.Put(peer, off, data[:n]); err != nil {
-				t.Fatal(err)
+	if gpuPhase("rma") {
+		t.Logf("phase: host put/get")
+		// Host API: PE 0 puts into PE 1 and PE 1 gets from PE 0, odd offsets, every size.
+		for _, n := range sizes {
+			off := 1 + 2*lay.IntN(pad/2)
+			poisonDst(dst.Len())
+			fill(data[:n])
+			barrier()
+			if me == 0 {
+				if err := dst.Put(peer, off, data[:n]); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		barrier()
-		// Both PEs learn PE 0's data: PE 1 reads it where it landed.
-		var want []byte
-		if me == 0 {
-			want = data[:n]
-			if err := src.Put(me, off, want); err != nil {
-				t.Fatal(err)
+			barrier()
+			// Both PEs learn PE 0's data: PE 1 reads it where it landed.
+			var want []byte
+			if me == 0 {
+				want = data[:n]
+				if err := src.Put(me, off, want); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		barrier()
-		if me == 1 {
-			want = make([]byte, n)
-			if err := src.Get(peer, off, want); err != nil {
-				t.Fatal(err)
+			barrier()
+			if me == 1 {
+				want = make([]byte, n)
+				if err := src.Get(peer, off, want); err != nil {
+					t.Fatal(err)
+				}
+				check(fmt.Sprintf("host Put of %d bytes", n), off, want)
 			}
-			check(fmt.Sprintf("host Put of %d bytes", n), off, want)
+			barrier()
 		}
-		barrier()
-	}
 
-	t.Logf("phase: host AMOs")
-	// Host AMOs on the peer's word: every op, 4 and 8 bytes, against a model.
-	words, err := Alloc[uint64](w, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w32, err := As[uint32](words.Mem())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if me == 0 {
-		model := uint64(0)
-		for i := 0; i < 200; i++ {
-			op := nic.AMOOp(rng.IntN(8))
-			v, c := rng.Uint64(), model
-			if rng.IntN(2) == 0 {
-				c = rng.Uint64()
-			}
-			old, err := w.amo("test", peer, op, 8, words.off, v, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if op != nic.AMOSet && old != model {
-				t.Fatalf("8-byte %v #%d returned %#x, the model holds %#x", op, i, old, model)
-			}
-			model = applyModel(op, model, v, c, 8)
-			m32 := uint64(0)
-			if got, _ := AtomicFetch(w32, 2, peer); uint64(got) != m32 {
-				t.Fatalf("an 8-byte AMO on element 0 changed element 2 to %#x", got)
-			}
-		}
-		if got, _ := AtomicFetch(words, 0, peer); got != model {
-			t.Fatalf("after the AMOs the word is %#x, the model holds %#x", got, model)
-		}
-		m32 := uint64(0)
-		for i := 0; i < 200; i++ {
-			op := nic.AMOOp(rng.IntN(8))
-			v, c := uint64(rng.Uint32()), m32
-			if rng.IntN(2) == 0 {
-				c = uint64(rng.Uint32())
-			}
-			old, err := w.amo("test", peer, op, 4, w32.off+12, v, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if op != nic.AMOSet && old != m32 {
-				t.Fatalf("4-byte %v #%d returned %#x, the model holds %#x", op, i, old, m32)
-			}
-			m32 = applyModel(op, m32, v, c, 4)
-		}
-	}
-	barrier()
-	// Host contention: both PEs fetch-add PE 0's word.
-	if err := AtomicSet(words, 4, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	barrier()
-	for i := 0; i < 300; i++ {
-		if err := AtomicAdd(words, 4, 1, 0); err != nil {
+		t.Logf("phase: host AMOs")
+		// Host AMOs on the peer's word: every op, 4 and 8 bytes, against a model.
+		words, err := Alloc[uint64](w, 8)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	barrier()
-	if got, _ := AtomicFetch(words, 4, 0); got != 600 {
-		t.Fatalf("2 PEs x 300 host fetch-adds left %d, want 600", got)
-	}
-
-	t.Logf("phase: host put-with-signal")
-	// Host put-with-signal.
-	for round := uint64(1); round <= 3; round++ {
-		n := sizes[lay.IntN(len(sizes))]
-		poisonDst(dst.Len())
-		barrier()
-		off := 1 + 2*lay.IntN(pad/2)
+		w32, err := As[uint32](words.Mem())
+		if err != nil {
+			t.Fatal(err)
+		}
 		if me == 0 {
-			fill(data[:n])
-			if err := PutSignal(dst, off, data[:n], sig, 0, round, SignalSet, peer); err != nil {
-				t.Fatal(err)
+			model := uint64(0)
+			for i := 0; i < 200; i++ {
+				op := nic.AMOOp(rng.IntN(8))
+				v, c := rng.Uint64(), model
+				if rng.IntN(2) == 0 {
+					c = rng.Uint64()
+				}
+				old, err := w.amo("test", peer, op, 8, words.off, v, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if op != nic.AMOSet && old != model {
+					t.Fatalf("8-byte %v #%d returned %#x, the model holds %#x", op, i, old, model)
+				}
+				model = applyModel(op, model, v, c, 8)
+				m32 := uint64(0)
+				if got, _ := AtomicFetch(w32, 2, peer); uint64(got) != m32 {
+					t.Fatalf("an 8-byte AMO on element 0 changed element 2 to %#x", got)
+				}
 			}
-			if err := src.Put(me, 0, data[:n]); err != nil {
-				t.Fatal(err)
+			if got, _ := AtomicFetch(words, 0, peer); got != model {
+				t.Fatalf("after the AMOs the word is %#x, the model holds %#x", got, model)
 			}
-		} else {
-			if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, round); err != nil {
+			m32 := uint64(0)
+			for i := 0; i < 200; i++ {
+				op := nic.AMOOp(rng.IntN(8))
+				v, c := uint64(rng.Uint32()), m32
+				if rng.IntN(2) == 0 {
+					c = uint64(rng.Uint32())
+				}
+				old, err := w.amo("test", peer, op, 4, w32.off+12, v, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if op != nic.AMOSet && old != m32 {
+					t.Fatalf("4-byte %v #%d returned %#x, the model holds %#x", op, i, old, m32)
+				}
+				m32 = applyModel(op, m32, v, c, 4)
+			}
+		}
+		barrier()
+		// Host contention: both PEs fetch-add PE 0's word.
+		if err := AtomicSet(words, 4, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		barrier()
+		for i := 0; i < 300; i++ {
+			if err := AtomicAdd(words, 4, 1, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 		barrier()
-		if me == 1 {
-			want := make([]byte, n)
-			if err := src.Get(peer, 0, want); err != nil {
-				t.Fatal(err)
-			}
-			check(fmt.Sprintf("PutSignal of %d bytes", n), off, want)
+		if got, _ := AtomicFetch(words, 4, 0); got != 600 {
+			t.Fatalf("2 PEs x 300 host fetch-adds left %d, want 600", got)
 		}
-		barrier()
-	}
 
-	t.Logf("phase: device RMA")
-	// Device API: PE 0's kernel puts (or gets) with one thread, a warp and a block, on every path.
-	groups := []struct {
-		name         string
-		group, block int
-	}{{"thread", 0, 1}, {"warp", 1, 32}, {"block", 2, 256}}
-	ops := []string{"putmem", "getmem", "putmem_ce", "putmem_signal"}
-	round := uint64(100)
-	for op, opName := range ops {
-		for _, g := range groups {
-			for _, n := range sizes {
-				if op == 2 && g.group == 1 {
-					continue
+		t.Logf("phase: host put-with-signal")
+		// Host put-with-signal.
+		for round := uint64(1); round <= 3; round++ {
+			n := sizes[lay.IntN(len(sizes))]
+			poisonDst(dst.Len())
+			barrier()
+			off := 1 + 2*lay.IntN(pad/2)
+			if me == 0 {
+				fill(data[:n])
+				if err := PutSignal(dst, off, data[:n], sig, 0, round, SignalSet, peer); err != nil {
+					t.Fatal(err)
 				}
-				if g.group == 0 && n > 1<<20+5 && op != 2 {
-					n = 1<<20 + 5 // one thread moving 256 MiB byte by byte takes too long
+				if err := src.Put(me, 0, data[:n]); err != nil {
+					t.Fatal(err)
 				}
-				round++
-				t.Logf("phase: device %s %s %d", opName, g.name, n)
-				what := fmt.Sprintf("device %s by a %s, %d bytes", opName, g.name, n)
-				off := 1 + 2*lay.IntN(pad/2)
+			} else {
+				if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, round); err != nil {
+					t.Fatal(err)
+				}
+			}
+			barrier()
+			if me == 1 {
+				want := make([]byte, n)
+				if err := src.Get(peer, 0, want); err != nil {
+					t.Fatal(err)
+				}
+				check(fmt.Sprintf("PutSignal of %d bytes", n), off, want)
+			}
+			barrier()
+		}
+
+		t.Logf("phase: device RMA")
+		// Device API: PE 0's kernel puts (or gets) with one thread, a warp and a block, on every path.
+		groups := []struct {
+			name         string
+			group, block int
+		}{{"thread", 0, 1}, {"warp", 1, 32}, {"block", 2, 256}}
+		ops := []string{"putmem", "getmem", "putmem_ce", "putmem_signal"}
+		round := uint64(100)
+		for op, opName := range ops {
+			for _, g := range groups {
+				for _, n := range sizes {
+					if op == 2 && g.group == 1 {
+						continue
+					}
+					if g.group == 0 && n > 1<<20+5 && op != 2 {
+						n = 1<<20 + 5 // one thread moving 256 MiB byte by byte takes too long
+					}
+					round++
+					t.Logf("phase: device %s %s %d", opName, g.name, n)
+					what := fmt.Sprintf("device %s by a %s, %d bytes", opName, g.name, n)
+					off := 1 + 2*lay.IntN(pad/2)
+					poisonDst(dst.Len())
+					// PE 0's src holds the data; for getmem PE 1's kernel reads PE 0's src.
+					if me == 0 {
+						fill(data[:n])
+						if err := src.Put(me, off, data[:n]); err != nil {
+							t.Fatal(err)
+						}
+					}
+					barrier()
+					runner := 0
+					if op == 1 {
+						runner = 1
+					}
+					if me == runner {
+						err := mod.Launch("roxg_t_rma", device.D1(1), device.D1(g.block), 0,
+							dst.Device().Add(off), src.Device().Add(off), uint64(n), int32(1-me), int32(g.group), int32(op),
+							sig.Device(), round)
+						if err == nil {
+							err = mod.Sync(ctx)
+						}
+						if err != nil {
+							t.Fatalf("%s: %v", what, err)
+						}
+					}
+					if op == 3 && me == 1 {
+						if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, round); err != nil {
+							t.Fatalf("%s: %v", what, err)
+						}
+					}
+					barrier()
+					if me == 1 {
+						want := make([]byte, n)
+						if err := src.Get(peer, off, want); err != nil {
+							t.Fatal(err)
+						}
+						check(what, off, want)
+					}
+					barrier()
+				}
+			}
+		}
+
+		t.Logf("phase: device AMO contention")
+		// AMO atomicity under contention from every SM of both GPUs, on PE 0's words.
+		ctr, err := Alloc[uint64](w, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctr32, _ := As[uint32](ctr.Mem())
+		grid, block := w.Device().Multiprocessors, 128
+		iters, casIters := 20, 2
+		if viaNIC {
+			grid, block, iters, casIters = 2, 32, 5, 1
+		}
+		barrier()
+		if err := mod.Launch("roxg_t_amo", device.D1(grid), device.D1(block), 0, ctr.Device(), ctr32.Device().Add(8*4), ctr.Device().Add(16*8/8*1), int32(0), uint32(iters), uint32(casIters)); err != nil {
+			t.Fatal(err)
+		}
+		if err := mod.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		barrier()
+		if me == 0 {
+			want := uint64(2 * grid * block * iters)
+			if got, _ := AtomicFetch(ctr, 0, me); got != want {
+				t.Errorf("64-bit adds: %d, want %d", got, want)
+			}
+			if got, _ := AtomicFetch(ctr32, 8, me); uint64(got) != want {
+				t.Errorf("32-bit fetch-adds: %d, want %d", got, want)
+			}
+			if got, _ := AtomicFetch(ctr, 2, me); got != uint64(2*grid*block*casIters) {
+				t.Errorf("compare-and-swap increments: %d, want %d", got, 2*grid*block*casIters)
+			}
+		}
+		barrier()
+
+		t.Logf("phase: CE/LS ordering")
+		// Put-with-signal and quiet/fence ordering when copy-engine and load/store transfers mix.
+		if !viaNIC {
+			bigN, smallN := 8<<20+3, 4096+1
+			for r := uint64(1); r <= 6; r++ {
+				useFence := int32(r % 2)
 				poisonDst(dst.Len())
-				// PE 0's src holds the data; for getmem PE 1's kernel reads PE 0's src.
 				if me == 0 {
-					fill(data[:n])
-					if err := src.Put(me, off, data[:n]); err != nil {
+					fill(data[:bigN+smallN])
+					if err := src.Put(me, 0, data[:bigN+smallN]); err != nil {
 						t.Fatal(err)
 					}
 				}
 				barrier()
-				runner := 0
-				if op == 1 {
-					runner = 1
-				}
-				if me == runner {
-					err := mod.Launch("roxg_t_rma", device.D1(1), device.D1(g.block), 0,
-						dst.Device().Add(off), src.Device().Add(off), uint64(n), int32(1-me), int32(g.group), int32(op),
-						sig.Device(), round)
+				rr := 1000 + r
+				if me == 0 {
+					err := mod.Launch("roxg_t_mix", device.D1(1), device.D1(1), 0, dst.Device(), src.Device(), uint64(bigN),
+						dst.Device().Add(bigN+pad), src.Device().Add(bigN), uint64(smallN), sig.Device(), rr, int32(peer), useFence)
 					if err == nil {
 						err = mod.Sync(ctx)
 					}
 					if err != nil {
-						t.Fatalf("%s: %v", what, err)
-					}
-				}
-				if op == 3 && me == 1 {
-					if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, round); err != nil {
-						t.Fatalf("%s: %v", what, err)
-					}
-				}
-				barrier()
-				if me == 1 {
-					want := make([]byte, n)
-					if err := src.Get(peer, off, want); err != nil {
 						t.Fatal(err)
 					}
-					check(what, off, want)
+				} else {
+					// The signal is the only synchronization: the data must be there when it is.
+					if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, rr); err != nil {
+						t.Fatal(err)
+					}
+					got := make([]byte, bigN+pad+smallN)
+					if err := dst.Get(me, 0, got); err != nil {
+						t.Fatal(err)
+					}
+					want := make([]byte, bigN+smallN)
+					if err := src.Get(peer, 0, want); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got[:bigN], want[:bigN]) {
+						t.Fatalf("round %d (fence=%d): the copy-engine data was not there when the signal was", r, useFence)
+					}
+					if !bytes.Equal(got[bigN+pad:], want[bigN:]) {
+						t.Fatalf("round %d: the put-with-signal data was not there when the signal was", r)
+					}
 				}
 				barrier()
 			}
 		}
-	}
 
-	t.Logf("phase: device AMO contention")
-	// AMO atomicity under contention from every SM of both GPUs, on PE 0's words.
-	ctr, err := Alloc[uint64](w, 8)
-	if err != nil {
-		t.Fatal(err)
 	}
-	ctr32, _ := As[uint32](ctr.Mem())
-	grid, block := w.Device().Multiprocessors, 128
-	iters, casIters := 20, 2
 	if viaNIC {
-		grid, block, iters, casIters = 2, 32, 5, 1
-	}
-	barrier()
-	if err := mod.Launch("roxg_t_amo", device.D1(grid), device.D1(block), 0, ctr.Device(), ctr32.Device().Add(8*4), ctr.Device().Add(16*8/8*1), int32(0), uint32(iters), uint32(casIters)); err != nil {
-		t.Fatal(err)
-	}
-	if err := mod.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	barrier()
-	if me == 0 {
-		want := uint64(2 * grid * block * iters)
-		if got, _ := AtomicFetch(ctr, 0, me); got != want {
-			t.Errorf("64-bit adds: %d, want %d", got, want)
+		// Does a kernel see a word that the host CPU writes into the host-mapped heap?
+		probe, _ := sig.Slice(4, 1)
+		p := (*uint64)(unsafe.Pointer(&w.local[probe.off]))
+		atomic.StoreUint64(p, 0)
+		if err := mod.Launch("roxg_t_wait", device.D1(1), device.D1(1), 0, probe.Device(), uint64(1)); err != nil {
+			t.Fatal(err)
 		}
-		if got, _ := AtomicFetch(ctr32, 8, me); uint64(got) != want {
-			t.Errorf("32-bit fetch-adds: %d, want %d", got, want)
-		}
-		if got, _ := AtomicFetch(ctr, 2, me); got != uint64(2*grid*block*casIters) {
-			t.Errorf("compare-and-swap increments: %d, want %d", got, 2*grid*block*casIters)
-		}
+		time.Sleep(20 * time.Millisecond)
+		atomic.StoreUint64(p, 1)
+		t0 := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := mod.Sync(cctx)
+		cancel()
+		t.Logf("visibility probe: a kernel waiting on a host-heap word the CPU set: %v after %v", err, time.Since(t0))
 	}
-	barrier()
-
-	t.Logf("phase: CE/LS ordering")
-	// Put-with-signal and quiet/fence ordering when copy-engine and load/store transfers mix.
-	if !viaNIC {
-		bigN, smallN := 8<<20+3, 4096+1
-		for r := uint64(1); r <= 6; r++ {
-			useFence := int32(r % 2)
-			poisonDst(dst.Len())
-			if me == 0 {
-				fill(data[:bigN+smallN])
-				if err := src.Put(me, 0, data[:bigN+smallN]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			barrier()
-			rr := 1000 + r
-			if me == 0 {
-				err := mod.Launch("roxg_t_mix", device.D1(1), device.D1(1), 0, dst.Device(), src.Device(), uint64(bigN),
-					dst.Device().Add(bigN+pad), src.Device().Add(bigN), uint64(smallN), sig.Device(), rr, int32(peer), useFence)
-				if err == nil {
-					err = mod.Sync(ctx)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				// The signal is the only synchronization: the data must be there when it is.
-				if _, err := SignalWaitUntil(ctx, sig, 0, CmpEQ, rr); err != nil {
-					t.Fatal(err)
-				}
-				got := make([]byte, bigN+pad+smallN)
-				if err := dst.Get(me, 0, got); err != nil {
-					t.Fatal(err)
-				}
-				want := make([]byte, bigN+smallN)
-				if err := src.Get(peer, 0, want); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got[:bigN], want[:bigN]) {
-					t.Fatalf("round %d (fence=%d): the copy-engine data was not there when the signal was", r, useFence)
-				}
-				if !bytes.Equal(got[bigN+pad:], want[bigN:]) {
-					t.Fatalf("round %d: the put-with-signal data was not there when the signal was", r)
-				}
-			}
-			barrier()
-		}
-	}
-
 	t.Logf("phase: stream-ordered")
 	// Stream-ordered: PE 0 puts with signal on a stream, PE 1's stream waits for the signal and then
 	// puts the data back; PE 0 waits on its stream and checks.
@@ -529,6 +552,13 @@ func TestGPUWorker(t *testing.T) {
 	if err := w.Finalize(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gpuPhase reports whether the worker runs the named group of checks (ROX_GPU_PHASES, a
+// comma-separated list; unset: all).
+func gpuPhase(name string) bool {
+	v := os.Getenv("ROX_GPU_PHASES")
+	return v == "" || strings.Contains(","+v+",", ","+name+",")
 }
 
 func applyModel(op nic.AMOOp, cur, v, c uint64, width int) uint64 {
@@ -622,11 +652,9 @@ func watchdog(w *World, after time.Duration) {
 	n := runtime.Stack(buf, true)
 	fmt.Fprintf(os.Stderr, "PE %d: watchdog after %v\n", w.pe, after)
 	if rt := w.gpu; rt != nil && rt.ring != nil {
-		var m [2]uint64
-		_ = w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&m[0])), 8), rt.misc)
-		_ = w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&m[1])), 8), rt.misc.Add(64))
-		fmt.Fprintf(os.Stderr, "PE %d: ring tail %d completed %d err %v; device head %d completion %d; proxy %v\n",
-			w.pe, rt.ring.Tail(), rt.ring.Completed(), rt.ring.Err(), m[0], m[1], &rt.proxy.stats)
+		// host memory only: a device call may be what hangs
+		fmt.Fprintf(os.Stderr, "PE %d: ring tail %d completed %d err %v; proxy %v\n",
+			w.pe, rt.ring.Tail(), rt.ring.Completed(), rt.ring.Err(), &rt.proxy.stats)
 	}
 	os.Stderr.Write(buf[:n])
 	os.Exit(3)
