@@ -56,6 +56,12 @@
 //   - CoWW+st+fence+writeback: the dirty line holding a plain store is written back after a later
 //     put to the same word, overwriting it in memory.
 //
+// # Deciding
+//
+// Check lists every allowed final state (herd's States); Decide returns only the verdict, with a
+// search pruned by the condition; Enumerate lists every execution with its relations. Tests check
+// that the three agree.
+//
 // # Conformance
 //
 // Runner is what a backend implements; Conform runs a test many times, prints a litmus7-style

@@ -322,3 +322,24 @@ func TestManyWritesOneWord(t *testing.T) {
 		}
 	}
 }
+
+// An RMW-heavy test at the issue's size bound (4 PEs, 12 events, six AMOs on one word): Decide's
+// pruned search and Check's full listing agree on the verdict.
+func TestDecideRMWHeavy(t *testing.T) {
+	tt := mustParse(t, `SHMEM RMW+heavy
+PE0 | PE1 | PE2 | PE3 ;
+get_nbi r0 x@0 | swap r1 x@0 2 | put y@0 2 | add x@0 2 ;
+add x@0 2 | put y@0 3 | fadd r6 x@0 1 | fadd r7 x@0 1 ;
+swap r8 x@0 2 | put y@0 3 | put x@0 3 | put x@0 2 ;
+exists (x@0=5 /\ 2:r6=4 /\ 0:r8=3)`)
+	for _, m := range []Mode{Strict, Bypass} {
+		r, err := Check(tt, m, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Decide(tt, m, DefaultOptions())
+		if err != nil || v != r.Verdict {
+			t.Errorf("%s: Decide %v (%v), Check %v over %d states", m, v, err, r.Verdict, len(r.States))
+		}
+	}
+}
