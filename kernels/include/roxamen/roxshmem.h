@@ -625,11 +625,11 @@ ROXA_API uint64_t roxshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64
 #define ROXI_P2P(NAME, T)                                                                                               \
 	ROXA_API void roxshmem_##NAME##_wait_until(T *ivar, int cmp, T cmp_value)                                   \
 	{                                                                                                           \
-		roxi_wait(ivar, sizeof(T), (T)-1 < (T)0, cmp, (uint64_t)cmp_value, ROXSHMEM_CALL_WAIT_UNTIL);        \
+		roxi_wait(ivar, sizeof(T), (T)-1 < (T)1, cmp, (uint64_t)cmp_value, ROXSHMEM_CALL_WAIT_UNTIL);        \
 	}                                                                                                           \
 	ROXA_API int roxshmem_##NAME##_test(T *ivar, int cmp, T cmp_value)                                          \
 	{                                                                                                           \
-		return roxi_test(ivar, sizeof(T), (T)-1 < (T)0, cmp, (uint64_t)cmp_value);                          \
+		return roxi_test(ivar, sizeof(T), (T)-1 < (T)1, cmp, (uint64_t)cmp_value);                          \
 	}
 #define ROXI_P2P_TYPES(X)                                                                                               \
 	X(short, short) X(int, int) X(long, long) X(longlong, long long) X(ushort, unsigned short) X(uint, unsigned int)  \

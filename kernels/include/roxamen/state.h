@@ -95,8 +95,14 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_abort_t) == 64, abort_size);
 #ifdef ROXSHMEM_STATE_EXTERN
 extern "C" __device__ roxshmem_state_t roxshmem_state; /* a declaration */
 #else
+#ifdef __NVCC__
+/* nvcc keeps every externally visible __device__ variable (the host may name it) */
+#define ROXA_STATE_ATTR __attribute__((aligned(64)))
+#else
+#define ROXA_STATE_ATTR __attribute__((used, aligned(64)))
+#endif
 extern "C" {
-__device__ __attribute__((used, aligned(64))) roxshmem_state_t roxshmem_state;
+__device__ ROXA_STATE_ATTR roxshmem_state_t roxshmem_state;
 }
 #endif
 #endif
