@@ -60,10 +60,10 @@ type Config struct {
 
 // Errors matched with errors.Is.
 var (
-	ErrPeerLost = errors.New("tcp: connection to PE lost")
-	ErrAuth     = errors.New("tcp: authentication failed")
-	ErrClosed   = errors.New("tcp: transport closed")
-	ErrTimeout  = errors.New("tcp: timed out")
+	ErrPeerLost = errors.New("connection lost")
+	ErrAuth     = errors.New("authentication failed")
+	ErrClosed   = errors.New("transport closed")
+	ErrTimeout  = errors.New("timed out")
 )
 
 const (
