@@ -1,7 +1,8 @@
 // Package litmusrun runs litmus tests on the real runtime through the shmem API: every process of
 // the job is one PE, runs its own column of the test many times with barriers between iterations
-// and random delays, and sends its registers and memory values to PE 0, which builds the
-// litmus7-style histogram and checks it against the memory model (memmodel.Conform's contract).
+// and random delays, and sends its registers and memory values to PE 0. On PE 0 the job is a
+// memmodel.Runner (one RunOnce is one iteration on every PE) driven by memmodel.Conform, which
+// builds the litmus7-style histogram and checks it against the memory model.
 package litmusrun
 
 import (
@@ -11,7 +12,6 @@ import (
 	"io"
 	"math/rand"
 	"sort"
-	"time"
 
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/shmem"
@@ -158,6 +158,7 @@ type pe struct {
 	regs   map[string]int64
 	nbi    map[string][]int64 // get_nbi destinations, valid after quiet
 	nbiSig map[string][]uint64
+	rng    *rand.Rand
 }
 
 // spinSink keeps the delay loop from being optimized away.
@@ -186,12 +187,6 @@ func RunPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 	if err != nil {
 		return err
 	}
-	var result *memmodel.Result
-	if w.MyPE() == 0 {
-		if result, err = memmodel.Check(t, mode, opt); err != nil {
-			return err
-		}
-	}
 	p := &pe{w: w, t: t, l: l}
 	if p.data, err = shmem.Alloc[int64](w, max(1, len(l.data))); err != nil {
 		return err
@@ -217,43 +212,58 @@ func RunPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 			}
 		}
 	}
-	rng := rand.New(rand.NewSource(seed*7919 + int64(w.MyPE())))
-	h := memmodel.NewHistogram(t)
-	start := time.Now()
+	p.rng = rand.New(rand.NewSource(seed*7919 + int64(w.MyPE())))
+	if w.MyPE() == 0 { // PE 0 drives the harness; each RunOnce is one iteration on every PE
+		_, err := memmodel.Conform(ctx, t, p, mode, opt, iters, seed, out)
+		return err
+	}
 	for it := 0; it < iters; it++ {
-		p.reset()
-		if err := w.BarrierAll(ctx); err != nil {
+		if _, err := p.iteration(ctx); err != nil {
 			return fmt.Errorf("litmusrun: %s iteration %d: %w", t.Name, it, err)
 		}
-		delay(rng, 40000) // covers the skew with which PEs leave the barrier, so columns overlap both ways
-		if err := p.runColumn(ctx, rng); err != nil {
-			return fmt.Errorf("litmusrun: %s iteration %d on PE %d: %w", t.Name, it, w.MyPE(), err)
-		}
-		if err := w.Quiet(); err != nil {
-			return err
-		}
-		if err := w.BarrierAll(ctx); err != nil {
-			return fmt.Errorf("litmusrun: %s iteration %d: %w", t.Name, it, err)
-		}
-		if err := p.report(); err != nil {
-			return err
-		}
-		if err := w.BarrierAll(ctx); err != nil {
-			return fmt.Errorf("litmusrun: %s iteration %d: %w", t.Name, it, err)
-		}
-		if w.MyPE() == 0 {
-			st := memmodel.State{}
-			for i, k := range l.keys {
-				st[k] = p.res.Local()[i]
-			}
-			h.Add(st)
-		}
+	}
+	return nil
+}
+
+// RunOnce makes the PE 0 side of a job a memmodel.Runner: one iteration of t on every PE (the
+// others run the same iteration from RunPE's loop), returning the gathered final state.
+func (p *pe) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (memmodel.State, error) {
+	p.rng.Seed(seed)
+	return p.iteration(ctx)
+}
+
+// iteration resets memory, runs this PE's column between barriers with random delays, and sends
+// the PE's part of the final state to PE 0, which returns the whole state (other PEs: nil).
+func (p *pe) iteration(ctx context.Context) (memmodel.State, error) {
+	w := p.w
+	p.reset()
+	if err := w.BarrierAll(ctx); err != nil {
+		return nil, err
+	}
+	delay(p.rng, 40000) // covers the skew with which PEs leave the barrier, so columns overlap both ways
+	if err := p.runColumn(ctx, p.rng); err != nil {
+		return nil, fmt.Errorf("PE %d: %w", w.MyPE(), err)
+	}
+	if err := w.Quiet(); err != nil {
+		return nil, err
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.report(); err != nil {
+		return nil, err
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return nil, err
 	}
 	if w.MyPE() != 0 {
-		return nil
+		return nil, nil
 	}
-	h.Print(out, result, time.Since(start))
-	return memmodel.CheckHistogram(h, result)
+	st := memmodel.State{}
+	for i, k := range p.l.keys {
+		st[k] = p.res.Local()[i]
+	}
+	return st, nil
 }
 
 // reset puts this PE's copy of every variable back to its initial value.
