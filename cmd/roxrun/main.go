@@ -3,7 +3,7 @@
 //	roxrun [run] -n N [flags] PROGRAM|GO-PACKAGE-DIR [args]   start a job (run is the default)
 //	roxrun info                                               build, backend, ROX_* knobs
 //	roxrun bench [-n N] [--json]                              the benchmark suite
-//	roxrun litmus [--check] [--run N] FILE...                 the memory-model checker
+//	roxrun litmus [--check] [--mode M] [--run N] FILE...      the memory-model checker
 package main
 
 import (
@@ -40,7 +40,8 @@ func usage(w io.Writer) {
   roxrun [run] -n N [flags] PROGRAM|GO-PACKAGE-DIR [args]   start an SPMD job
   roxrun info                                               show the build, the backend and every ROX_* knob
   roxrun bench [-n N] [--json]                              run the benchmark suite in a job of its own
-  roxrun litmus [--check] [--run N] FILE...                 check litmus tests against the memory model
+  roxrun litmus [--check] [--mode strict|bypass|both] [--run N] FILE...
+                                                            check litmus tests against the memory model (--run: on this backend)
 
 run flags:
 `)
