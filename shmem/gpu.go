@@ -22,12 +22,13 @@ import (
 // stream host-initiated atomics run on. One gpuRuntime per PE, from startDevice to stopDevice.
 //
 // Memory it owns:
-//   - ctrl (host-pinned, device-mapped): [64,128) the host AMO result; then ring results
-//     (uint64[ringCap]) and the proxy's completion values (uint64[ringCap]);
+//   - ctrl (host-pinned, device-mapped): [0,64) the abort block; [64,128) the host AMO result;
+//     then ring results (uint64[ringCap]) and the proxy's completion values (uint64[ringCap]).
+//     The abort block is host memory so that setting it needs no device command: a command can
+//     sit behind a stalled stream (measured: with a kernel spinning in one stream and more work
+//     queued behind it, copies on the other streams stopped), and the abort must still land;
 //   - ringMem (host-pinned, device-mapped): the command ring;
-//   - misc (device memory): [0] the ticket counter, [64] the device-local completion mirror,
-//     [128,192) the abort block: device waits poll it, so it lives in device memory, where a poll
-//     costs an L2 access rather than a PCIe round trip; the host writes it with a copy;
+//   - misc (device memory): [0] the ticket counter, [64] the device-local completion mirror;
 //   - a BarrierBytes workspace reserved at the start of the symmetric heap.
 type gpuRuntime struct {
 	w        *World
@@ -54,17 +55,18 @@ type gpuRuntime struct {
 	modMu   sync.Mutex
 	modules map[*Module]bool
 
-	proxy   *gpuProxy
-	aborted atomic.Uint64 // the reason the abort word was set with; 0: not set
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	proxy         *gpuProxy
+	aborted       atomic.Uint64 // the reason the abort word was set with; 0: not set
+	cpuCompletion bool          // the proxy writes ring completion from the host for NIC-only batches
+	stop          chan struct{}
+	wg            sync.WaitGroup
 }
 
 const (
+	ctrlAbort   = 0
 	ctrlAMO     = 64
 	ctrlResults = 128
 	ringCap     = 1024
-	miscAbort   = 128
 	miscBytes   = 256
 
 	abortPeerFailed = 1 // abort word: the bootstrap reported a dead PE
@@ -147,6 +149,9 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	}
 
 	rt.ringCap = ringCap
+	// With a transport the proxy completes NIC operations itself, from the host: a completion
+	// copy on the copy-engine stream can wait behind a user's stalled stream (see ctrl above).
+	rt.cpuCompletion = w.transport != nil
 	if rt.ctrl, err = d.AllocHost(ctrlResults + 16*rt.ringCap); err != nil {
 		return fmt.Errorf("allocating the control block: %w", err)
 	}
@@ -189,7 +194,10 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	s.RingHead = uint64(rt.misc)
 	s.RingResults = uint64(rt.ctrl.Dev) + ctrlResults
 	s.Completion = uint64(rt.misc) + 64
-	s.Abort = uint64(rt.misc) + miscAbort
+	if rt.cpuCompletion {
+		s.Completion = 0 // device waits poll the ring header, which the proxy writes from the host
+	}
+	s.Abort = uint64(rt.ctrl.Dev) + ctrlAbort
 	s.BarrierOff = boff
 	if w.npes > kernels.MaxPEs {
 		return fmt.Errorf("%d PEs: the device state holds at most %d", w.npes, kernels.MaxPEs)
@@ -266,14 +274,10 @@ func (rt *gpuRuntime) watch() {
 // abort sets the abort word (the first reason wins). The copy runs on the device's private
 // non-blocking stream, next to kernels that may be spinning in a wait.
 func (rt *gpuRuntime) abort(reason uint64) {
-	if rt.misc == 0 || !rt.aborted.CompareAndSwap(0, reason) {
+	if len(rt.ctrl.Bytes) == 0 || !rt.aborted.CompareAndSwap(0, reason) {
 		return
 	}
-	var b [8]byte
-	*(*uint64)(unsafe.Pointer(&b[0])) = reason
-	if err := rt.w.dev.CopyHtoD(rt.misc.Add(miscAbort), b[:]); err != nil {
-		debugf("PE %d: setting the abort word: %v", rt.w.pe, err)
-	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort])), reason)
 }
 
 var abortReasons = map[uint64]string{
@@ -284,15 +288,12 @@ var abortReasons = map[uint64]string{
 // deviceError reports what device code recorded (an abandoned wait, a bad PE or address) and
 // the ring's failure, if any; nil when all is well.
 func (rt *gpuRuntime) deviceError(call string) error {
-	if rt.misc == 0 {
+	if len(rt.ctrl.Bytes) == 0 {
 		return nil
 	}
 	w := rt.w
-	var rec [2]uint64
-	if err := w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&rec[0])), 16), rt.misc.Add(miscAbort+8)); err != nil {
-		rec = [2]uint64{} // a faulted context: the caller reports the fault itself
-	}
-	first, count := rec[0], rec[1]
+	first := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+8])))
+	count := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+16])))
 	r := kernels.DecodeAbortRecord(first)
 	var cause error
 	if err := w.failed(); err != nil {
@@ -335,7 +336,8 @@ func (rt *gpuRuntime) deviceError(call string) error {
 
 // clearDeviceError forgets a recorded device failure (after it was reported).
 func (rt *gpuRuntime) clearDeviceError() {
-	_ = rt.w.dev.Memset(rt.misc.Add(miscAbort+8), 0, 16)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+8])), 0)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+16])), 0)
 }
 
 // waitStream waits for st's work without hanging: when the job fails or ctx ends it sets the abort

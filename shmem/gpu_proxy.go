@@ -27,6 +27,7 @@ type gpuProxy struct {
 	descs  []nic.Desc
 	stage  []byte // NIC path: device bytes pass through here
 	stats  proxyStats
+	ceEnd  uint64 // the ticket end the last completion enqueued on the copy-engine stream carries
 }
 
 // proxyStats are counters for ROX_DEBUG: Module.Sync logs what changed while its kernels ran.
@@ -130,7 +131,7 @@ type remoteErr struct{ error }
 func (p *gpuProxy) execute(first uint64, ds []nic.Desc) error {
 	rt := p.rt
 	w := rt.w
-	nicQuiet := false
+	nicQuiet, usedCE := false, false
 	for i := range ds {
 		d := &ds[i]
 		t := first + uint64(i)
@@ -170,6 +171,7 @@ func (p *gpuProxy) execute(first uint64, ds []nic.Desc) error {
 		var err error
 		if base := rt.peerBase[pe]; base != 0 {
 			err = p.copyEngine(base, d)
+			usedCE = true
 		} else {
 			err = p.viaNIC(pe, d)
 			nicQuiet = nicQuiet || d.Op == nic.OpPut || d.Op == nic.OpPutSignal || d.Op == nic.OpAMO
@@ -187,6 +189,12 @@ func (p *gpuProxy) execute(first uint64, ds []nic.Desc) error {
 		}
 	}
 	end := first + uint64(len(ds))
+	if rt.cpuCompletion && !usedCE && rt.ring.Completed() >= p.ceEnd {
+		// Everything before this batch has completed and this batch is done: no device command.
+		rt.ring.SetCompleted(end)
+		return nil
+	}
+	p.ceEnd = end
 	slot := end & uint64(rt.ringCap-1)
 	atomic.StoreUint64(&p.slots[slot], end)
 	if err := p.ce.CopyAsync(rt.misc.Add(64), p.slotDv.Add(int(8*slot)), 8); err != nil {
