@@ -143,24 +143,27 @@ ROXA_FN uint64_t roxa_add_agent_u64(uint64_t *p, uint64_t v) { return __scoped_a
 ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p) { return __scoped_atomic_load_n(p, __ATOMIC_ACQUIRE, __MEMORY_SCOPE_DEVICE); }
 ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { __scoped_atomic_store_n(p, v, __ATOMIC_RELEASE, __MEMORY_SCOPE_DEVICE); }
 
-#define ROXA_AMO_BODY(T)                                                                           \
+/* ORD: __ATOMIC_RELAXED, or __ATOMIC_ACQUIRE for a fetching AMO that orders later accesses */
+#define ROXA_AMO_BODY(T, ORD)                                                                      \
 	T old = 0;                                                                                 \
 	switch (kind) {                                                                            \
-	case ROXSHMEM_AMO_FETCH: old = __scoped_atomic_load_n(p, __ATOMIC_RELAXED, ROXA_SYS); break; \
+	case ROXSHMEM_AMO_FETCH: old = __scoped_atomic_load_n(p, ORD, ROXA_SYS); break;            \
 	case ROXSHMEM_AMO_SET: __scoped_atomic_store_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); break;     \
-	case ROXSHMEM_AMO_SWAP: old = __scoped_atomic_exchange_n(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
+	case ROXSHMEM_AMO_SWAP: old = __scoped_atomic_exchange_n(p, v, ORD, ROXA_SYS); break;       \
 	case ROXSHMEM_AMO_COMPARE_SWAP:                                                            \
 		old = cmp;                                                                         \
-		__scoped_atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED, ROXA_SYS); \
+		__scoped_atomic_compare_exchange_n(p, &old, v, 0, ORD, ORD, ROXA_SYS);             \
 		break;                                                                             \
-	case ROXSHMEM_AMO_FETCH_ADD: old = __scoped_atomic_fetch_add(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
-	case ROXSHMEM_AMO_FETCH_AND: old = __scoped_atomic_fetch_and(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
-	case ROXSHMEM_AMO_FETCH_OR: old = __scoped_atomic_fetch_or(p, v, __ATOMIC_RELAXED, ROXA_SYS); break; \
-	default: old = __scoped_atomic_fetch_xor(p, v, __ATOMIC_RELAXED, ROXA_SYS); break;         \
+	case ROXSHMEM_AMO_FETCH_ADD: old = __scoped_atomic_fetch_add(p, v, ORD, ROXA_SYS); break;   \
+	case ROXSHMEM_AMO_FETCH_AND: old = __scoped_atomic_fetch_and(p, v, ORD, ROXA_SYS); break;   \
+	case ROXSHMEM_AMO_FETCH_OR: old = __scoped_atomic_fetch_or(p, v, ORD, ROXA_SYS); break;     \
+	default: old = __scoped_atomic_fetch_xor(p, v, ORD, ROXA_SYS); break;                      \
 	}                                                                                          \
 	return old;
-ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_AMO_BODY(uint64_t) }
-ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_AMO_BODY(uint32_t) }
+ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_AMO_BODY(uint64_t, __ATOMIC_RELAXED) }
+ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_AMO_BODY(uint32_t, __ATOMIC_RELAXED) }
+ROXA_FN uint64_t roxa_amo_acq_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_AMO_BODY(uint64_t, __ATOMIC_ACQUIRE) }
+ROXA_FN uint32_t roxa_amo_acq_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_AMO_BODY(uint32_t, __ATOMIC_ACQUIRE) }
 
 /* Strict fence: release and acquire at system scope; on gfx942 buffer_wbl2 sc0 sc1 + s_waitcnt +
  * buffer_inv sc0 sc1, on gfx90a buffer_wbl2 + s_waitcnt + buffer_invl2 + buffer_wbinvl1_vol. */
@@ -261,21 +264,25 @@ ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p)
 }
 ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
 
-#define ROXA_PTX_AMO(W, R, T)                                                                      \
+/* SEM: relaxed, or acquire for a fetching AMO that orders later accesses (an acquire pattern on
+ * the atom itself, cheaper than a separate fence) */
+#define ROXA_PTX_AMO(W, R, T, SEM)                                                                 \
 	T old = 0;                                                                                 \
 	switch (kind) {                                                                            \
-	case ROXSHMEM_AMO_FETCH: asm volatile("ld.relaxed.sys.b" #W " %0, [%1];" : "=" R(old) : "l"(p) : "memory"); break; \
+	case ROXSHMEM_AMO_FETCH: asm volatile("ld." SEM ".sys.b" #W " %0, [%1];" : "=" R(old) : "l"(p) : "memory"); break; \
 	case ROXSHMEM_AMO_SET: asm volatile("st.relaxed.sys.b" #W " [%0], %1;" ::"l"(p), R(v) : "memory"); break; \
-	case ROXSHMEM_AMO_SWAP: asm volatile("atom.relaxed.sys.exch.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
-	case ROXSHMEM_AMO_COMPARE_SWAP: asm volatile("atom.relaxed.sys.cas.b" #W " %0, [%1], %2, %3;" : "=" R(old) : "l"(p), R(cmp), R(v) : "memory"); break; \
-	case ROXSHMEM_AMO_FETCH_ADD: asm volatile("atom.relaxed.sys.add.u" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
-	case ROXSHMEM_AMO_FETCH_AND: asm volatile("atom.relaxed.sys.and.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
-	case ROXSHMEM_AMO_FETCH_OR: asm volatile("atom.relaxed.sys.or.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
-	default: asm volatile("atom.relaxed.sys.xor.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_SWAP: asm volatile("atom." SEM ".sys.exch.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_COMPARE_SWAP: asm volatile("atom." SEM ".sys.cas.b" #W " %0, [%1], %2, %3;" : "=" R(old) : "l"(p), R(cmp), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_FETCH_ADD: asm volatile("atom." SEM ".sys.add.u" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_FETCH_AND: asm volatile("atom." SEM ".sys.and.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	case ROXSHMEM_AMO_FETCH_OR: asm volatile("atom." SEM ".sys.or.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
+	default: asm volatile("atom." SEM ".sys.xor.b" #W " %0, [%1], %2;" : "=" R(old) : "l"(p), R(v) : "memory"); break; \
 	}                                                                                          \
 	return old;
-ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_PTX_AMO(64, "l", uint64_t) }
-ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_PTX_AMO(32, "r", uint32_t) }
+ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_PTX_AMO(64, "l", uint64_t, "relaxed") }
+ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_PTX_AMO(32, "r", uint32_t, "relaxed") }
+ROXA_FN uint64_t roxa_amo_acq_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_PTX_AMO(64, "l", uint64_t, "acquire") }
+ROXA_FN uint32_t roxa_amo_acq_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_PTX_AMO(32, "r", uint32_t, "acquire") }
 
 ROXA_FN void roxa_fence_sc(void) { asm volatile("fence.sc.sys;" ::: "memory"); }
 ROXA_FN void roxa_fence_release(void) { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
@@ -318,6 +325,8 @@ ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p) { return *p; }
 ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { *p = v; }
 ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
 ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
+ROXA_FN uint64_t roxa_amo_acq_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
+ROXA_FN uint32_t roxa_amo_acq_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
 ROXA_FN void roxa_fence_sc(void) {}
 ROXA_FN void roxa_fence_release(void) {}
 ROXA_FN void roxa_fence_acquire(void) {}

@@ -231,20 +231,21 @@ ROXI_FN uint64_t roxi_amo_nbi(uint32_t kind, void *dest, uint64_t v, uint64_t cm
 	}
 	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC) {
 		void *p = roxi_remote(off, pe);
+		/* a blocking fetch orders later accesses (Strict; MP+quiet+fetchAMO): an acquire AMO */
+		int acq = !nbi && !roxi_bypass();
 		if (width == 8)
-			old = roxa_amo_u64(kind, (uint64_t *)p, v, cmp);
+			old = acq ? roxa_amo_acq_u64(kind, (uint64_t *)p, v, cmp) : roxa_amo_u64(kind, (uint64_t *)p, v, cmp);
 		else
-			old = roxa_amo_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp);
+			old = acq ? roxa_amo_acq_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp)
+				  : roxa_amo_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp);
 	} else if (roxi_have_ring(pe)) {
 		uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_AMO, (uint32_t)pe, width,
 						 nbi ? 0 : ROXSHMEM_RING_RESULT_SLOT, off, v, cmp,
 						 ROXSHMEM_DESC_FLAGS(kind, width));
+		/* the ring wait ends with a system-scope acquire */
 		if (!nbi && t != ROXSHMEM_RING_NO_TICKET && roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe))
 			old = roxi_ld_width(roxi_ring_result(t), width);
 	}
-	/* a blocking fetch orders later accesses (Strict; MP+quiet+fetchAMO) */
-	if (!nbi && !roxi_bypass())
-		roxa_fence_acquire();
 	return old;
 }
 
