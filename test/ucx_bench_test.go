@@ -5,11 +5,12 @@ package test
 // Roxamen's put bandwidth and 8-byte put latency over ROX_TRANSPORT=ucx and =tcp, on the same
 // pair, and prints one table with the ratios. Every transport runs over TCP on the namespaces'
 // eth0 (UCX_TLS=tcp, UCX_NET_DEVICES=eth0): UCX's shared-memory transports would otherwise cross
-// the namespaces of this one machine. Rounds alternate between the programs and the best round
-// of each is kept, since other work on the machine only ever slows a round down.
+// the namespaces of this one machine. Rounds alternate between the programs; the table gives
+// each figure's median over the rounds and, in brackets, its range (other work on a shared
+// machine moves single rounds a lot, ucx_perftest's more than Roxamen's).
 //
 //	ROX_BENCH=1 go test ./test -run UCXBench -v [-timeout 30m]
-//	ROX_BENCH_ROUNDS=N (default 3)
+//	ROX_BENCH_ROUNDS=N (default 5)
 
 import (
 	"bufio"
@@ -223,22 +224,29 @@ func roxBench(t *testing.T, nt hostsPair, env []string, args ...string) map[stri
 
 type hostsPair struct{ ns0, ns1, ip1, gateway, exe string }
 
-// best keeps the better of two rounds: more bandwidth, less latency.
-func best(a, b perfResult, have bool) perfResult {
-	if !have {
-		return b
+// stat is one figure's rounds.
+type stat []float64
+
+func (s stat) median() float64 {
+	if len(s) == 0 {
+		return math.NaN()
 	}
-	return perfResult{medianUS: minNZ(a.medianUS, b.medianUS), meanUS: minNZ(a.meanUS, b.meanUS), mibps: math.Max(a.mibps, b.mibps)}
+	c := append(stat(nil), s...)
+	sort.Float64s(c)
+	if len(c)%2 == 1 {
+		return c[len(c)/2]
+	}
+	return (c[len(c)/2-1] + c[len(c)/2]) / 2
 }
 
-func minNZ(a, b float64) float64 {
-	if a == 0 {
-		return b
+// cell prints the median and the range.
+func (s stat) cell(format string) string {
+	if len(s) == 0 {
+		return "-"
 	}
-	if b == 0 {
-		return a
-	}
-	return math.Min(a, b)
+	c := append(stat(nil), s...)
+	sort.Float64s(c)
+	return fmt.Sprintf(format+" ["+format+"-"+format+"]", s.median(), c[0], c[len(c)-1])
 }
 
 func TestUCXBench(t *testing.T) {
@@ -251,7 +259,7 @@ func TestUCXBench(t *testing.T) {
 	}
 	net := hostsNet(t)
 	hp := hostsPair{ns0: net.Hosts[0].Name, ns1: net.Hosts[1].Name, ip1: net.Hosts[1].IP, gateway: net.GatewayIP, exe: buildBenchPE(t)}
-	rounds := 3
+	rounds := 5
 	if v, err := strconv.Atoi(os.Getenv("ROX_BENCH_ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
@@ -259,10 +267,14 @@ func TestUCXBench(t *testing.T) {
 	latIters := 5000
 	wire := []string{"UCX_TLS=tcp", "UCX_NET_DEVICES=eth0"}
 	type key struct{ who, what string }
-	results := map[key]perfResult{}
+	bw, med, mean := map[key]stat{}, map[key]stat{}, map[key]stat{}
 	keep := func(k key, r perfResult) {
-		old, have := results[k]
-		results[k] = best(old, r, have)
+		if k.what == "lat" {
+			med[k] = append(med[k], r.medianUS)
+			mean[k] = append(mean[k], r.meanUS)
+		} else {
+			bw[k] = append(bw[k], r.mibps)
+		}
 	}
 	port := 20000 + int(time.Now().UnixNano()%20000)
 	var sizeArgs []string
@@ -291,21 +303,24 @@ func TestUCXBench(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "put bandwidth, MiB/s, best of %d rounds (2 PEs in 2 network namespaces, TCP over a veth bridge)\n", rounds)
+	fmt.Fprintf(&b, "put bandwidth, MiB/s: median [min-max] of %d rounds (2 PEs in 2 network namespaces, TCP over a veth bridge)\n", rounds)
 	fmt.Fprintf(&b, "| size | ucx_perftest ucp_put_bw | roxamen ucx | ucx/perftest | roxamen tcp | tcp/ucx |\n|---|---|---|---|---|---|\n")
-	keys := make([]int, 0, len(sizes))
-	keys = append(keys, sizes...)
-	sort.Ints(keys)
-	for _, s := range keys {
+	for _, s := range sizes {
 		k := strconv.Itoa(s)
-		p, u, c := results[key{"perftest", k}], results[key{"ucx", k}], results[key{"tcp", k}]
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f | %.1f | %.2f |\n", byteSizeName(s), p.mibps, u.mibps, u.mibps/p.mibps, c.mibps, c.mibps/u.mibps)
+		p, u, c := bw[key{"perftest", k}], bw[key{"ucx", k}], bw[key{"tcp", k}]
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", byteSizeName(s), p.cell("%.0f"), u.cell("%.0f"),
+			u.median()/p.median(), c.cell("%.0f"), c.median()/u.median())
 	}
-	p, u, c := results[key{"perftest", "lat"}], results[key{"ucx", "lat"}], results[key{"tcp", "lat"}]
-	fmt.Fprintf(&b, "\n8-byte put latency, one way (half a ping-pong), µs, best of %d rounds of %d iterations\n", rounds, latIters)
+	fmt.Fprintf(&b, "\n8-byte put latency, one way (half a ping-pong), µs: median [min-max] of %d rounds of %d iterations\n", rounds, latIters)
 	fmt.Fprintf(&b, "| statistic | ucx_perftest ucp_put_lat | roxamen ucx | ucx/perftest | roxamen tcp | tcp/ucx |\n|---|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| median | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p.medianUS, u.medianUS, u.medianUS/p.medianUS, c.medianUS, c.medianUS/u.medianUS)
-	fmt.Fprintf(&b, "| mean | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p.meanUS, u.meanUS, u.meanUS/p.meanUS, c.meanUS, c.meanUS/u.meanUS)
+	for _, row := range []struct {
+		name string
+		m    map[key]stat
+	}{{"median of a round", med}, {"mean of a round", mean}} {
+		p, u, c := row.m[key{"perftest", "lat"}], row.m[key{"ucx", "lat"}], row.m[key{"tcp", "lat"}]
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", row.name, p.cell("%.1f"), u.cell("%.1f"),
+			u.median()/p.median(), c.cell("%.1f"), c.median()/u.median())
+	}
 	t.Log("\n" + b.String())
 	fmt.Println(b.String())
 }
