@@ -64,6 +64,7 @@ var (
 	ErrAuth     = errors.New("authentication failed")
 	ErrClosed   = errors.New("transport closed")
 	ErrTimeout  = errors.New("timed out")
+	errBye      = errors.New("it closed its transport")
 )
 
 const (
@@ -430,6 +431,14 @@ func (t *Transport) Close() error {
 		}
 		t.mu.Unlock()
 		t.ln.Close()
+		var byes sync.WaitGroup
+		for i := range t.peers {
+			if p := t.peers[i].Load(); p != nil {
+				byes.Add(1)
+				go func() { defer byes.Done(); p.bye() }()
+			}
+		}
+		byes.Wait()
 		for i := range t.peers {
 			if p := t.peers[i].Load(); p != nil {
 				p.fail(fmt.Errorf("PE %d: %w", t.cfg.PE, ErrClosed))
@@ -727,7 +736,7 @@ func (p *peer) fail(err error) {
 			close(pd.done)
 		}
 		p.conn.Close()
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, errBye) {
 			p.t.logf("tcp: PE %d: %v", p.t.cfg.PE, err)
 		}
 	})
@@ -792,6 +801,29 @@ func (p *peer) send(op string, r *request, payload []byte, pd *pending, flush bo
 		return fmt.Errorf("tcp: %s: PE %d: to PE %d: %w", op, p.t.cfg.PE, p.pe, err)
 	}
 	return nil
+}
+
+// bye tells the peer that this transport is closing (so that it does not report a lost PE),
+// after whatever is buffered; it gives up after a short while.
+func (p *peer) bye() {
+	if p.failure("close") != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.wmu.Lock()
+		defer p.wmu.Unlock()
+		p.wbuf = (&request{typ: reqBye}).encode(p.wbuf)
+		p.write(net.Buffers{p.wbuf})
+		p.wbuf = p.wbuf[:0]
+	}()
+	select {
+	case <-done:
+	case <-time.After(min(p.t.cfg.Timeout, time.Second)):
+		p.conn.Close() // unblocks the write
+		<-done
+	}
 }
 
 func (p *peer) flushBuffered() error {
@@ -887,7 +919,7 @@ func (p *peer) serve() {
 	if p.t.closed.Load() {
 		err = ErrClosed
 	}
-	p.fail(fmt.Errorf("%w: PE %d: %v", ErrPeerLost, p.pe, err))
+	p.fail(fmt.Errorf("%w: PE %d: %w", ErrPeerLost, p.pe, err))
 	p.t.untrack(p.conn)
 }
 
@@ -971,6 +1003,11 @@ func (p *peer) read() error {
 		case reqFlush:
 			p.queue(answer{hdr: encodeResp(nil, reqFlush|respFlag, 0, firstErr)})
 			firstErr = ""
+		case reqBye:
+			if firstErr != "" {
+				return fmt.Errorf("%w, after an unreported error: %s", errBye, firstErr)
+			}
+			return errBye
 		default:
 			return fmt.Errorf("protocol error: request type %d", r.typ)
 		}

@@ -491,6 +491,9 @@ func TestPeerResetMidTransfer(t *testing.T) {
 	if err := j.ts[0].Quiet(context.Background(), 2); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(j.logs[0].String(), "connection lost: PE 1") {
+		t.Fatalf("the lost peer was not logged:\n%s", j.logs[0].String())
+	}
 }
 
 // A peer that authenticates and then goes silent (its host vanished) fails a get, a quiet and
@@ -541,23 +544,22 @@ func TestCloseFailsPending(t *testing.T) {
 	if err := j.ts[0].Put(1, 0, []byte{1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("put after close: %v", err)
 	}
-	// PE 1 learns that PE 0 is gone from its inbound connection and fails its ops to PE 0.
+	// PE 1 learns from the connection that PE 0 closed, and fails its ops to PE 0.
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := j.ts[1].Put(0, 0, []byte{1})
-		if err == nil {
-			err = j.ts[1].Quiet(context.Background(), 0)
-		}
-		if err != nil {
-			if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "PE 0") {
-				t.Fatalf("op to a closed PE: %v", err)
-			}
-			break
-		}
+	for j.ts[1].Fence(0) == nil {
 		if time.Now().After(deadline) {
-			t.Fatal("ops to a closed PE kept succeeding")
+			t.Fatal("PE 1 never learned that PE 0 closed")
 		}
 		time.Sleep(time.Millisecond)
+	}
+	for _, err := range []error{j.ts[1].Fence(0), j.ts[1].Put(0, 0, []byte{1}), j.ts[1].Get(0, 0, make([]byte, 1))} {
+		if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "PE 0: it closed its transport") {
+			t.Fatalf("op to a closed PE: %v", err)
+		}
+	}
+	// PE 0 said goodbye: PE 1 does not report it as lost.
+	if l := j.logs[1].String(); l != "" {
+		t.Fatalf("a PE that closed its transport was logged as lost:\n%s", l)
 	}
 }
 

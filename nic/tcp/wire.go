@@ -29,6 +29,7 @@ const (
 	reqGet       = 3
 	reqAMO       = 4
 	reqFlush     = 5
+	reqBye       = 6 // the sender closes its transport: nothing follows
 
 	respFlag = 0x80 // set in the type of an answer
 
