@@ -2,6 +2,13 @@
 // the device->host command rings, the host proxy that drains them, and the Transport interface
 // with its implementations (nic/tcp, nic/ucx). It knows no API semantics beyond the ordering it
 // must keep: per-PE order across fences, and completion for quiet.
+//
+// Lifetimes: a Ring lives in memory its caller owns (shared memory, or host-pinned memory mapped
+// into a device) and does not free; that memory must outlive every producer and the Proxy that
+// drains it. A Proxy owns one goroutine and nothing else: Close it before closing its Transport
+// or freeing its rings. A Transport owns its listener, connections and goroutines until Close.
+// Errors flow one way: a proxy that fails writes the ring's error word, and every later
+// Reserve, Quiet and WaitCompleted on that ring returns a *RingError (errors.Is ErrRing).
 package nic
 
 import "context"
