@@ -323,10 +323,25 @@ ROXA_FN uint64_t roxa_add_release_u64(uint64_t *p, uint64_t v) { uint64_t o = *p
 ROXA_FN uint64_t roxa_add_agent_u64(uint64_t *p, uint64_t v) { uint64_t o = *p; *p += v; return o; }
 ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p) { return *p; }
 ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { *p = v; }
-ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
-ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
-ROXA_FN uint64_t roxa_amo_acq_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
-ROXA_FN uint32_t roxa_amo_acq_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { (void)kind; (void)v; (void)cmp; return *p; }
+/* Single-threaded semantics: the host pass never runs device code, but TestHostLibrary runs the
+ * library's logic on the CPU through these. */
+#define ROXA_HOST_AMO                                                                              \
+	old = *p;                                                                                  \
+	switch (kind) {                                                                            \
+	case ROXSHMEM_AMO_FETCH: break;                                                            \
+	case ROXSHMEM_AMO_SET: *p = v; break;                                                      \
+	case ROXSHMEM_AMO_SWAP: *p = v; break;                                                     \
+	case ROXSHMEM_AMO_COMPARE_SWAP: if (old == cmp) *p = v; break;                             \
+	case ROXSHMEM_AMO_FETCH_ADD: *p = old + v; break;                                          \
+	case ROXSHMEM_AMO_FETCH_AND: *p = old & v; break;                                          \
+	case ROXSHMEM_AMO_FETCH_OR: *p = old | v; break;                                           \
+	default: *p = old ^ v; break;                                                              \
+	}                                                                                          \
+	return old;
+ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { uint64_t ROXA_HOST_AMO }
+ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { uint32_t ROXA_HOST_AMO }
+ROXA_FN uint64_t roxa_amo_acq_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { uint64_t ROXA_HOST_AMO }
+ROXA_FN uint32_t roxa_amo_acq_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { uint32_t ROXA_HOST_AMO }
 ROXA_FN void roxa_fence_sc(void) {}
 ROXA_FN void roxa_fence_release(void) {}
 ROXA_FN void roxa_fence_acquire(void) {}
@@ -336,15 +351,39 @@ ROXA_FN void roxa_st16(void *dst, const roxa_u128 *v, int mode) { (void)mode; *(
 ROXA_FN roxa_u128 roxa_ld16(const void *src, int mode) { (void)mode; return *(const roxa_u128 *)src; }
 #endif
 
+/* Copy bytes [lo, hi) one at a time; this thread takes lo+idx, lo+idx+stride, ... */
+ROXA_FN void roxa_copy_bytes(uint8_t *d, const uint8_t *s, uint64_t lo, uint64_t hi, uint32_t idx,
+			     uint32_t stride, int ld_mode, int st_mode)
+{
+	for (uint64_t i = lo + idx; i < hi; i += stride) {
+		uint8_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u8(s + i) : s[i];
+		if (st_mode == ROXA_MEM_BYPASS)
+			roxa_st_relaxed_u8(d + i, v);
+		else
+			d[i] = v;
+	}
+}
+
 /* Copy n bytes; this thread takes elements idx, idx+stride, ... A mode applies to the side that is
- * remote (ld_mode for a get's source, st_mode for a put's destination). */
+ * remote (ld_mode for a get's source, st_mode for a put's destination). When dst and src are
+ * equally misaligned, a byte head brings them to the widest common alignment (16, 8 or 4 bytes)
+ * for the body; otherwise the copy goes byte by byte. */
 ROXI_COLD void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, uint32_t stride,
-		       int ld_mode, int st_mode)
+			 int ld_mode, int st_mode)
 {
 	uint8_t *d = (uint8_t *)dst;
 	const uint8_t *s = (const uint8_t *)src;
+	uintptr_t rel = (uintptr_t)d ^ (uintptr_t)s;
+	uint64_t w = (rel & 15) == 0 ? 16 : (rel & 7) == 0 ? 8 : (rel & 3) == 0 ? 4 : 1;
+	uint64_t head = w == 1 ? n : ((w - ((uintptr_t)d & (w - 1))) & (w - 1));
+	if (head > n)
+		head = n;
+	roxa_copy_bytes(d, s, 0, head, idx, stride, ld_mode, st_mode);
+	d += head;
+	s += head;
+	n -= head;
 	uint64_t done = 0;
-	if ((((uintptr_t)d | (uintptr_t)s) & 15) == 0) {
+	if (w == 16) {
 		uint64_t n16 = n >> 4;
 		uint64_t i = idx;
 		/* four independent 16-byte loads in flight per thread before their stores */
@@ -363,7 +402,7 @@ ROXI_COLD void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, u
 			roxa_st16(d + 16 * i, &a, st_mode);
 		}
 		done = n16 << 4;
-	} else if ((((uintptr_t)d | (uintptr_t)s) & 7) == 0) {
+	} else if (w == 8) {
 		uint64_t n8 = n >> 3;
 		for (uint64_t i = idx; i < n8; i += stride) {
 			uint64_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u64((const uint64_t *)s + i)
@@ -374,7 +413,7 @@ ROXI_COLD void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, u
 				((uint64_t *)d)[i] = v;
 		}
 		done = n8 << 3;
-	} else if ((((uintptr_t)d | (uintptr_t)s) & 3) == 0) {
+	} else if (w == 4) {
 		uint64_t n4 = n >> 2;
 		for (uint64_t i = idx; i < n4; i += stride) {
 			uint32_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u32((const uint32_t *)s + i)
@@ -386,13 +425,7 @@ ROXI_COLD void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, u
 		}
 		done = n4 << 2;
 	}
-	for (uint64_t i = done + idx; i < n; i += stride) {
-		uint8_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u8(s + i) : s[i];
-		if (st_mode == ROXA_MEM_BYPASS)
-			roxa_st_relaxed_u8(d + i, v);
-		else
-			d[i] = v;
-	}
+	roxa_copy_bytes(d, s, done, n, idx, stride, ld_mode, st_mode);
 }
 
 #endif /* ROXA_GPU_LANG */

@@ -1,0 +1,262 @@
+// TestHostLibrary: the device library's logic (paths, bounds checks, copies at odd offsets, typed
+// p/g, AMO semantics, the ring producer's descriptors and flow control, abort) run on the CPU.
+// Built as plain C++ with the HIP attributes defined away, so the arch layer's host fallbacks (plain
+// single-threaded memory operations) stand in for the GPU instructions. Prints one line per failed
+// check and "done N" at the end.
+#include "roxamen/roxshmem.h"
+
+extern "C" int printf(const char *, ...);
+
+static int checks, failures;
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		checks++;                                                                          \
+		if (!(cond)) {                                                                     \
+			failures++;                                                                \
+			printf("FAIL line %d: ", __LINE__);                                        \
+			printf(__VA_ARGS__);                                                       \
+			printf("\n");                                                              \
+		}                                                                                  \
+	} while (0)
+
+enum { HEAP = 1 << 16, CAP = 8 };
+alignas(64) static uint8_t heap0[HEAP], heap1[HEAP];
+alignas(64) static uint8_t src[HEAP];
+alignas(64) static uint8_t ringmem[256 + 64 * CAP];
+alignas(64) static uint64_t results[CAP];
+alignas(64) static roxshmem_abort_t abortb;
+
+static void reset(int ring)
+{
+	__builtin_memset(&roxshmem_state, 0, sizeof roxshmem_state);
+	__builtin_memset(heap0, 0, HEAP);
+	__builtin_memset(heap1, 0, HEAP);
+	__builtin_memset(ringmem, 0, sizeof ringmem);
+	__builtin_memset(&abortb, 0, sizeof abortb);
+	roxshmem_state.magic = ROXSHMEM_STATE_MAGIC;
+	roxshmem_state.my_pe = 0;
+	roxshmem_state.n_pes = 2;
+	roxshmem_state.heap_base = (uint64_t)(uintptr_t)heap0;
+	roxshmem_state.heap_size = HEAP;
+	roxshmem_state.peer_base[0] = (uint64_t)(uintptr_t)heap0;
+	roxshmem_state.peer_base[1] = ring ? 0 : (uint64_t)(uintptr_t)heap1;
+	roxshmem_state.abort = (uint64_t)(uintptr_t)&abortb;
+	roxshmem_state.barrier_off = HEAP - ROXSHMEM_BARRIER_BYTES;
+	if (ring) {
+		roxshmem_state.ring = (uint64_t)(uintptr_t)ringmem;
+		roxshmem_state.ring_capacity = CAP;
+		roxshmem_state.ring_results = (uint64_t)(uintptr_t)results;
+	}
+	for (int i = 0; i < HEAP; i++)
+		src[i] = (uint8_t)(i * 131 + 7);
+}
+
+static roxshmem_desc_t *desc(uint64_t t) { return (roxshmem_desc_t *)(ringmem + 256) + (t & (CAP - 1)); }
+
+static void test_copy(void)
+{
+	static uint8_t dst[4096 + 64];
+	const uint64_t sizes[] = {0, 1, 3, 15, 16, 17, 31, 64, 100, 1000, 4096};
+	for (uint64_t n : sizes)
+		for (int so = 0; so < 17; so++)
+			for (int dof = 0; dof < 17; dof++)
+				for (uint32_t stride = 1; stride <= 33; stride += 16) { /* 1, 17, 33 */
+					__builtin_memset(dst, 0xee, sizeof dst);
+					for (uint32_t idx = 0; idx < stride; idx++) /* every "thread" of the group */
+						roxa_copy(dst + dof, src + so, n, idx, stride, idx & 1, (idx >> 1) & 1);
+					int bad = __builtin_memcmp(dst + dof, src + so, n) != 0;
+					for (int i = 0; i < dof; i++)
+						bad |= dst[i] != 0xee;
+					bad |= dst[dof + n] != 0xee;
+					CHECK(!bad, "roxa_copy n=%llu src+%d dst+%d stride %u", (unsigned long long)n, so, dof, stride);
+				}
+}
+
+static void test_put_get_ls(void)
+{
+	reset(0);
+	roxshmem_putmem(heap0 + 5, src + 3, 1000, 1);
+	CHECK(__builtin_memcmp(heap1 + 5, src + 3, 1000) == 0 && heap1[4] == 0 && heap1[1005] == 0, "putmem to peer 1");
+	CHECK(heap0[5] == 0, "putmem to a peer wrote the local heap");
+	roxshmem_putmem(heap0 + 7, src, 10, 0);
+	CHECK(__builtin_memcmp(heap0 + 7, src, 10) == 0, "putmem to self");
+	static uint8_t out[1000];
+	roxshmem_getmem(out, heap0 + 5, 1000, 1);
+	CHECK(__builtin_memcmp(out, src + 3, 1000) == 0, "getmem from peer 1");
+	CHECK(roxshmem_ptr(heap0 + 100, 1) == heap1 + 100, "roxshmem_ptr(peer)");
+	CHECK(roxshmem_ptr(heap0 + 100, 0) == heap0 + 100, "roxshmem_ptr(self)");
+	CHECK(roxshmem_ptr(src, 1) == 0, "roxshmem_ptr of a non-heap address");
+	CHECK(roxshmem_ptr(heap0, 2) == 0, "roxshmem_ptr of a PE out of range");
+	CHECK(abortb.first == 0, "a good call recorded an error: %llx", (unsigned long long)abortb.first);
+
+	long *l = (long *)(heap0 + 2048);
+	roxshmem_long_p(l, -12345, 1);
+	CHECK(*(long *)(heap1 + 2048) == -12345 && roxshmem_long_g(l, 1) == -12345, "long p/g");
+	double *d = (double *)(heap0 + 2112);
+	roxshmem_double_p(d, 2.5, 1);
+	CHECK(roxshmem_double_g(d, 1) == 2.5, "double p/g");
+	short *s = (short *)(heap0 + 2120);
+	roxshmem_short_p(s, -7, 1);
+	CHECK(roxshmem_short_g(s, 1) == -7 && heap1[2122] == 0, "short p/g");
+	roxshmem_int_put((int *)(heap0 + 2200), (const int *)src, 5, 1);
+	CHECK(__builtin_memcmp(heap1 + 2200, src, 20) == 0, "int put of 5 elements");
+}
+
+static void test_amo_ls(void)
+{
+	reset(0);
+	uint64_t *u = (uint64_t *)(heap0 + 512);
+	*(uint64_t *)(heap1 + 512) = 10;
+	CHECK(roxshmem_uint64_atomic_fetch_add(u, 5, 1) == 10, "fetch_add returns the old value");
+	roxshmem_uint64_atomic_inc(u, 1);
+	CHECK(roxshmem_uint64_atomic_fetch(u, 1) == 16, "add/inc");
+	CHECK(roxshmem_uint64_atomic_compare_swap(u, 16, 99, 1) == 16 && *(uint64_t *)(heap1 + 512) == 99, "cswap hit");
+	CHECK(roxshmem_uint64_atomic_compare_swap(u, 16, 1, 1) == 99 && *(uint64_t *)(heap1 + 512) == 99, "cswap miss");
+	CHECK(roxshmem_uint64_atomic_swap(u, 0xf0, 1) == 99, "swap");
+	roxshmem_uint64_atomic_and(u, 0x3c, 1);
+	roxshmem_uint64_atomic_or(u, 0x1, 1);
+	roxshmem_uint64_atomic_xor(u, 0x11, 1);
+	CHECK(*(uint64_t *)(heap1 + 512) == (((0xf0 & 0x3c) | 1) ^ 0x11), "and/or/xor: %llx", (unsigned long long)*(uint64_t *)(heap1 + 512));
+	int *i = (int *)(heap0 + 600);
+	roxshmem_int_atomic_set(i, -3, 1);
+	CHECK(roxshmem_int_atomic_fetch_add(i, -4, 1) == -3 && *(int *)(heap1 + 600) == -7 && *(int *)(heap1 + 604) == 0, "int AMOs are 4 bytes");
+	float *f = (float *)(heap0 + 608);
+	roxshmem_float_atomic_set(f, 1.5f, 1);
+	CHECK(roxshmem_float_atomic_swap(f, 3.0f, 1) == 1.5f && roxshmem_float_atomic_fetch(f, 1) == 3.0f, "float set/swap/fetch");
+	/* misaligned AMO: skipped and recorded */
+	uint64_t before = *(uint64_t *)(heap1 + 520);
+	roxshmem_uint64_atomic_add((uint64_t *)(heap0 + 521), 1, 1);
+	CHECK(*(uint64_t *)(heap1 + 520) == before && (abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_BAD_ADDR, "misaligned AMO recorded");
+}
+
+static void test_bad_input(void)
+{
+	reset(0);
+	roxshmem_putmem(heap0, src, 8, 2);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_PE, 2, 2) && abortb.count == 1, "bad PE: %llx", (unsigned long long)abortb.first);
+	reset(0);
+	roxshmem_putmem(heap0 + HEAP - 4, src, 8, 1);
+	CHECK((abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_BAD_ADDR, "put past the heap end");
+	CHECK(heap1[HEAP - 4] == 0, "a rejected put wrote");
+	reset(0);
+	roxshmem_getmem(src, src + 8, 8, 1);
+	CHECK((abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_BAD_ADDR, "get from outside the heap");
+}
+
+static void test_ring(void)
+{
+	reset(1);
+	roxshmem_putmem_nbi(heap0 + 40, src + 1, 333, 1);
+	roxshmem_desc_t *d = desc(0);
+	CHECK(d->seq == 1 && d->op == ROXSHMEM_OP_PUT && d->pe == 1 && d->size == 333 &&
+		      d->src == (uint64_t)(uintptr_t)(src + 1) && d->dst == 40,
+	      "put descriptor: seq %llu op %u pe %u size %llu dst %llu", (unsigned long long)d->seq, d->op, d->pe,
+	      (unsigned long long)d->size, (unsigned long long)d->dst);
+	CHECK(heap1[40] == 0, "a NIC put stored directly");
+	roxshmem_uint64_p((uint64_t *)(heap0 + 64), 77, 1);
+	d = desc(1);
+	CHECK(d->seq == 2 && d->op == ROXSHMEM_OP_AMO && d->value == 77 && d->dst == 64 &&
+		      d->flags == ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_SET, 8),
+	      "8-byte p through the NIC is an AMO set");
+	roxshmem_putmem_signal_nbi(heap0 + 128, src, 16, (uint64_t *)(heap0 + 256), 5, ROXSHMEM_SIGNAL_ADD, 1);
+	d = desc(2);
+	CHECK(d->seq == 3 && d->op == ROXSHMEM_OP_PUT_SIGNAL && d->dst == 128 && d->aux == 256 && d->value == 5 &&
+		      d->flags == ROXSHMEM_DESC_FLAGS(ROXSHMEM_SIGNAL_ADD, 8),
+	      "put_signal descriptor");
+	roxshmem_int_atomic_add((int *)(heap0 + 300), 9, 1);
+	d = desc(3);
+	CHECK(d->seq == 4 && d->op == ROXSHMEM_OP_AMO && d->size == 4 && d->src == 0 &&
+		      d->flags == ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_FETCH_ADD, 4),
+	      "non-fetching AMO descriptor (no result address)");
+	roxshmem_getmem_nbi(src + 100, heap0 + 8, 24, 1);
+	d = desc(4);
+	CHECK(d->seq == 5 && d->op == ROXSHMEM_OP_GET && d->src == (uint64_t)(uintptr_t)(src + 100) && d->dst == 8, "get descriptor");
+	roxshmem_state_t *st = &roxshmem_state;
+	roxshmem_ring_header_t *h = (roxshmem_ring_header_t *)ringmem;
+	CHECK(h->head == 5, "head %llu after 5 pushes", (unsigned long long)h->head);
+
+	/* a copy-engine put to a mapped peer also goes through the ring */
+	st->peer_base[1] = (uint64_t)(uintptr_t)heap1;
+	roxshmemx_putmem_ce_nbi(heap0 + 1024, src, 4096, 1);
+	d = desc(5);
+	CHECK(d->seq == 6 && d->op == ROXSHMEM_OP_PUT && d->dst == 1024 && d->size == 4096 && heap1[1024] == 0, "putmem_ce");
+	st->ce_threshold = 100;
+	roxshmem_putmem_nbi(heap0 + 2048, src, 99, 1);
+	CHECK(h->head == 6 && __builtin_memcmp(heap1 + 2048, src, 99) == 0, "below the threshold: load/store");
+	roxshmem_putmem_nbi(heap0 + 2048, src, 100, 1);
+	CHECK(h->head == 7, "at the threshold: copy engine");
+	roxshmem_uint64_atomic_add((uint64_t *)(heap0 + 64), 1, 1);
+	CHECK(h->head == 7, "AMOs to a mapped peer never take the ring");
+
+	/* quiet with everything completed returns; completion word mirror is honoured */
+	h->completed = 7;
+	roxshmem_quiet();
+	CHECK(abortb.first == 0, "quiet with all completed recorded %llx", (unsigned long long)abortb.first);
+	uint64_t mirror = 6;
+	st->completion = (uint64_t)(uintptr_t)&mirror;
+	/* the ring is full (head 7, tail 0, capacity 8 -> one slot left): fill it, then the next push
+	 * must wait for space and give up when the abort word is set */
+	st->peer_base[1] = 0;
+	roxshmem_putmem_nbi(heap0, src, 8, 1);
+	CHECK(h->head == 8, "eighth descriptor");
+	abortb.word = 0x33;
+	roxshmem_putmem_nbi(heap0, src, 8, 1);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_RING, 1, ROXSHMEM_DETAIL_ABORT_WORD | 0x33),
+	      "full ring gave up with %llx", (unsigned long long)abortb.first);
+	CHECK(desc(8)->seq == 1, "an abandoned ticket overwrote slot 0");
+	/* quiet waits on the mirror (6 < head): aborts, records quiet */
+	abortb.first = 0;
+	roxshmem_quiet();
+	CHECK((abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_QUIET, "quiet aborted: %llx", (unsigned long long)abortb.first);
+	abortb.word = 0;
+	abortb.first = 0;
+	h->error = 2;
+	roxshmem_quiet();
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_QUIET, 0xffff, ROXSHMEM_DETAIL_RING_ERROR | 2),
+	      "quiet on a failed ring: %llx", (unsigned long long)abortb.first);
+}
+
+static void test_waits(void)
+{
+	reset(0);
+	uint64_t *flag = (uint64_t *)(heap0 + 8);
+	*flag = 5;
+	roxshmem_uint64_wait_until(flag, ROXSHMEM_CMP_GE, 5);
+	CHECK(abortb.first == 0, "satisfied wait recorded");
+	CHECK(roxshmem_int64_test((int64_t *)flag, ROXSHMEM_CMP_GT, 4) == 1 && roxshmem_int64_test((int64_t *)flag, ROXSHMEM_CMP_LT, 5) == 0, "test");
+	int *neg = (int *)(heap0 + 16);
+	*neg = -1;
+	CHECK(roxshmem_int_test(neg, ROXSHMEM_CMP_LT, 0) == 1 && roxshmem_uint_test((unsigned *)neg, ROXSHMEM_CMP_GT, 0) == 1, "signed and unsigned compares");
+	abortb.word = 9;
+	roxshmem_uint64_wait_until(flag, ROXSHMEM_CMP_EQ, 6);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_WAIT_UNTIL, 0, ROXSHMEM_DETAIL_ABORT_WORD | 9) && abortb.count == 1,
+	      "aborted wait_until: %llx", (unsigned long long)abortb.first);
+	CHECK(roxshmem_signal_wait_until(flag, ROXSHMEM_CMP_EQ, 6) == 5 && abortb.count == 2, "aborted signal_wait_until");
+	CHECK(roxshmemx_aborted() == 9, "roxshmemx_aborted");
+	/* one-PE barrier: announces nothing, waits for nothing */
+	reset(0);
+	roxshmem_state.n_pes = 1;
+	roxshmemx_barrier_all_block();
+	CHECK(*(uint64_t *)(heap0 + roxshmem_state.barrier_off) == 1 && abortb.first == 0, "barrier round");
+	/* two PEs, the peer already announced round 1: the barrier passes and announces to it */
+	reset(0);
+	*(uint64_t *)(heap0 + roxshmem_state.barrier_off + ROXSHMEM_BARRIER_ARRIVE + 8) = 1;
+	roxshmemx_barrier_all_block();
+	CHECK(*(uint64_t *)(heap1 + roxshmem_state.barrier_off + ROXSHMEM_BARRIER_ARRIVE) == 1, "barrier announced to PE 1");
+	/* the peer has not: the wait aborts */
+	abortb.word = 1;
+	roxshmemx_barrier_all_block();
+	CHECK((abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_BARRIER && (abortb.first >> 32 & 0xffff) == 1, "barrier waiting for PE 1 aborted: %llx", (unsigned long long)abortb.first);
+}
+
+int main(void)
+{
+	test_copy();
+	test_put_get_ls();
+	test_amo_ls();
+	test_bad_input();
+	test_ring();
+	test_waits();
+	printf("done %d %d\n", checks, failures);
+	return failures != 0;
+}
