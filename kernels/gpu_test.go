@@ -566,3 +566,98 @@ func execDesc(p0, p1 *gpuPE, s device.Stream, d nic.Desc) error {
 	}
 	return s.Synchronize()
 }
+
+// TestGPURuntime runs the embedded runtime object (kernels.ObjectFor the device's arch): the
+// p ping-pong and barrier kernels, a block put checked by pattern, and the litmus runner on
+// MP+fence+wait (forbidden in both modes), in both modes.
+func TestGPURuntime(t *testing.T) {
+	devs := gpuDevices(t)
+	image, arch, err := ObjectFor(devs[0].Info().Arch)
+	ok(t, err)
+	t.Logf("runtime object for %s: %s", devs[0].Info().Arch, arch)
+	for _, mode := range []struct {
+		name  string
+		flags uint32
+	}{{"strict", 0}, {"bypass", FlagBypass}} {
+		t.Run(mode.name, func(t *testing.T) {
+			pes := newPEs(t, devs, image, mode.flags)
+
+			// 8-byte p ping-pong
+			const iters = 2000
+			var outs [2]device.Ptr
+			for i, p := range pes {
+				outs[i] = p.scratch(t, 16)
+			}
+			for i, p := range pes {
+				p.launch(t, "roxk_p_pingpong", 1, 32, p.heap.Add(miscOff), uint64(iters), int32(1-i), int32(1-i), outs[i])
+			}
+			wait(t, pes[0], pes[1])
+			ns := pes[0].u64s(t, outs[0], 1)[0]
+			if ns == 0 {
+				t.Error("ping-pong reported no elapsed time")
+			}
+			t.Logf("p ping-pong: %.2f us one way (informational)", float64(ns)/2/iters/1000)
+			if got := pes[1].u64s(t, pes[1].heap.Add(miscOff), 1)[0]; got != iters {
+				t.Errorf("PE 1's flag ends at %d, want %d", got, iters)
+			}
+
+			// barriers
+			for round := 0; round < 50; round++ {
+				for _, p := range pes {
+					p.launch(t, "roxk_barrier_all_block", 1, 64)
+				}
+			}
+			wait(t, pes[0], pes[1])
+
+			// block put of a pattern, checked on the target
+			const n = 8<<20 + 48
+			src := pes[0].scratch(t, n)
+			bad := pes[1].scratch(t, 16)
+			pes[0].launch(t, "roxk_pattern", 64, 256, src, uint64(n), uint64(12345))
+			pes[0].launch(t, "roxk_putmem_blocks", 16, 512, pes[0].heap.Add(dataOff+16), src, uint64(n), int32(1))
+			wait(t, pes[0])
+			pes[1].launch(t, "roxk_check_pattern", 64, 256, pes[1].heap.Add(dataOff+16), uint64(n), uint64(12345), bad)
+			wait(t, pes[1])
+			if b := pes[1].u64s(t, bad, 2); b[0] != 0 {
+				t.Errorf("%d bytes differ after roxk_putmem_blocks, first at %d", b[0], b[1]-1)
+			}
+
+			// litmus: MP+fence+wait
+			x, y := uint64(miscOff+4096), uint64(miscOff+4096+64)
+			progs := [2][]LitmusInsn{
+				{{Op: LitmusPut, PE: 1, Var: x, Value: 1}, {Op: LitmusFence}, {Op: LitmusPut, PE: 1, Var: y, Value: 1}},
+				{{Op: LitmusWait, Var: y, Sub: CmpEQ, Value: 1}, {Op: LitmusLd, Reg: 0, Var: x}},
+			}
+			inits := [2][]uint64{nil, {x, 0, y, 0}}
+			const litIters = 500
+			var regs [2]device.Ptr
+			for i, p := range pes {
+				prog := p.scratch(t, 40*len(progs[i]))
+				ok(t, p.dev.CopyHtoD(prog, unsafe.Slice((*byte)(unsafe.Pointer(&progs[i][0])), 40*len(progs[i]))))
+				init := p.scratch(t, 64)
+				if len(inits[i]) > 0 {
+					b := make([]byte, 8*len(inits[i]))
+					for j, v := range inits[i] {
+						binary.LittleEndian.PutUint64(b[8*j:], v)
+					}
+					ok(t, p.dev.CopyHtoD(init, b))
+				}
+				regs[i] = p.scratch(t, 8*litIters)
+				mem := p.scratch(t, 16*litIters)
+				p.launch(t, "roxk_litmus", 1, 64, prog, uint32(len(progs[i])), regs[i], uint32(1), init,
+					uint32(len(inits[i])/2), mem, uint64(litIters))
+			}
+			wait(t, pes[0], pes[1])
+			r0 := pes[1].u64s(t, regs[1], litIters)
+			seen0 := 0
+			for _, r := range r0 {
+				if r != 1 {
+					seen0++
+				}
+			}
+			if seen0 != 0 {
+				t.Errorf("MP+fence+wait: r0=0 observed %d times in %d (forbidden)", seen0, litIters)
+			}
+		})
+	}
+}
