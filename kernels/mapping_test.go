@@ -3,11 +3,11 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/roxamen/roxamen/kernels/internal/build"
@@ -41,7 +41,7 @@ func probeFuncs(t *testing.T, target build.Target, defines ...string) map[string
 		}
 		text = string(b)
 	} else {
-		b, err := readFile(out)
+		b, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,12 +328,4 @@ func TestRuleCheck(t *testing.T) {
 	if got := ok.check(ins); len(got) != 0 {
 		t.Errorf("check of a satisfied rule: %q", got)
 	}
-}
-
-var readMu sync.Mutex
-
-func readFile(p string) ([]byte, error) {
-	readMu.Lock()
-	defer readMu.Unlock()
-	return osReadFile(p)
 }

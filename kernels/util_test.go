@@ -1,5 +1,0 @@
-package kernels
-
-import "os"
-
-var osReadFile = os.ReadFile
