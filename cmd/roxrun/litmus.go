@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/roxamen/roxamen/internal/launch"
@@ -34,6 +35,9 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	run := fs.Int("run", 0, "also run every test N times on the host backend (one PE per process) and fail on an outcome the model forbids")
 	seed := fs.Int64("seed", 1, "seed of the random delays of --run")
 	timeout := fs.Duration("timeout", 10*time.Minute, "stop a --run job after this long")
+	hosts := fs.String("hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun --hosts)")
+	rsh := fs.String("rsh", "ssh", "with --hosts: the command that runs a program on a host")
+	bind := fs.String("bind", "", "with --hosts: the address the rendezvous listens on")
 	opt := memmodel.DefaultOptions()
 	fs.BoolVar(&opt.FenceOrdersStores, "fence-orders-stores", opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
 	fs.BoolVar(&opt.BlockingFetchOrders, "blocking-fetch-orders", opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
@@ -90,7 +94,26 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *run > 0 {
-		if s := litmusRun(fs.Args(), tests, modes, opt, *run, *seed, *timeout, stdout, stderr); s != 0 {
+		var place launch.Config
+		if *hosts != "" {
+			if place.Hosts, err = launch.ParseHosts(*hosts); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 2
+			}
+			total := 0
+			for _, h := range place.Hosts {
+				total += h.NPEs
+			}
+			if need := litmusrun.NPEs(tests); total < need {
+				fmt.Fprintf(stderr, "%s: --hosts %q places %d PEs; the tests need %d\n", name, *hosts, total, need)
+				return 2
+			}
+			place.Rsh, place.BindAddr = strings.Fields(*rsh), *bind
+			if place.BindAddr == "" {
+				place.BindAddr = launch.AdvertiseAddr() + ":0"
+			}
+		}
+		if s := litmusRun(fs.Args(), tests, modes, opt, *run, *seed, *timeout, place, stdout, stderr); s != 0 {
 			status = s
 		}
 	}
@@ -160,7 +183,7 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 }
 
 // litmusRun starts one host-backend job per mode; each process runs litmus-pe.
-func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, timeout time.Duration, stdout, stderr io.Writer) int {
+func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, timeout time.Duration, place launch.Config, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun litmus:", err)
@@ -175,12 +198,15 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites)}
 		fmt.Fprintf(stdout, "litmus: running %d tests x %d iterations on the host backend, ROX_ORDERING=%s\n", len(tests), iters, m)
 		err := launch.Run(context.Background(), launch.Config{
-			NPEs:    litmusrun.NPEs(tests),
-			Argv:    append(argv, files...),
-			Env:     []string{"ROX_ORDERING=" + m.String(), "ROX_DEVICE=host"},
-			Timeout: timeout,
-			Stdout:  stdout,
-			Stderr:  stderr,
+			NPEs:     litmusrun.NPEs(tests),
+			Hosts:    place.Hosts,
+			Rsh:      place.Rsh,
+			BindAddr: place.BindAddr,
+			Argv:     append(argv, files...),
+			Env:      []string{"ROX_ORDERING=" + m.String(), "ROX_DEVICE=host"},
+			Timeout:  timeout,
+			Stdout:   stdout,
+			Stderr:   stderr,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "roxrun litmus --run (%s): %v\n", m, err)
