@@ -168,3 +168,33 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestUCXHostTornDown: a host that vanishes mid-job (its link cut: no FIN, no RST) fails a job
+// whose PEs talk over UCX within ROX_TIMEOUT, naming a PE, and leaves no process behind.
+func TestUCXHostTornDown(t *testing.T) {
+	needUCX(t)
+	nt := hostsNet(t)
+	done := make(chan result, 1)
+	env := []string{"ROX_TRANSPORT=ucx", "UCX_TLS=tcp", "UCX_NET_DEVICES=eth0", "ROX_TIMEOUT=10s"}
+	go func() {
+		done <- roxrun(t, 3*time.Minute, env, append(hostsArgs(nt), filepath.Join(bin, "ring"), "-laps", "100000000")...)
+	}()
+	time.Sleep(3 * time.Second) // let the job get going
+	cut := time.Now()
+	if err := nt.Hosts[1].TearDown(); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the job hung after a host vanished")
+	}
+	if r.status == 0 || !strings.Contains(r.stderr, "PE ") {
+		t.Fatalf("status %d; want a failure naming a PE\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
+	}
+	if took := time.Since(cut); took > 40*time.Second {
+		t.Errorf("the job took %v after the cut to fail (ROX_TIMEOUT=10s)", took)
+	}
+	assertNoProcesses(t, "ring")
+}
