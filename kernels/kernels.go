@@ -4,6 +4,18 @@
 // mirrored in Go (State, Abort, LitmusInsn) and checked against the C headers by the tests.
 //
 // Regenerate the objects with `go generate ./kernels` (Debian's clang-19, lld-19; no vendor SDK).
+//
+// Linking a loaded module (runtime or user) to a PE: look up StateSymbol with
+// device.Module.Global and copy a filled State into it (StateBytes) before launching. The runtime
+// provides, per PE: the symmetric heap (HeapBase, HeapSize) with BarrierBytes of zeroed workspace
+// at BarrierOff; PeerBase[i] for every PE whose heap this GPU can load and store (0 otherwise);
+// an Abort block in host-mapped memory; and, when any PE needs the ring, the ring in host-mapped
+// memory (nic.NewRing), a device buffer of RingCapacity*RingResultSlotSize bytes for RingResults,
+// optionally a device-local ticket counter (RingHead) and completion mirror (Completion). In
+// CacheBypass mode (FlagBypass) the heap must be memory the GPU's L2 does not cache (see
+// MAPPING.md). The proxy's side of the contract (per-PE order, completion in ticket order, a
+// fetched value or get written to Src before completion, no result written when Src is 0) is in
+// MAPPING.md, "Command ring".
 package kernels
 
 import (
