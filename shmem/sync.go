@@ -107,6 +107,11 @@ func (w *World) spin(ctx context.Context, call string) spinner {
 // next returns nil to keep waiting, or why the wait must end; what describes the awaited state.
 func (s *spinner) next(what func() string) error {
 	s.n++
+	if s.w.progress != nil && s.n&15 == 0 {
+		// A transport that needs the target's help to land data (UCX over TCP) is driven from the
+		// wait itself: handing that to a background goroutine costs a wakeup per message.
+		s.w.progress()
+	}
 	switch {
 	case s.n < 2000:
 		return nil

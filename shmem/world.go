@@ -84,7 +84,8 @@ type World struct {
 	peers     [][]byte // peers' heaps mapped here; nil where the peer is reached through the NIC path
 	paths     []path   // how each PE's heap is reached
 	transport nic.Transport
-	remotes   []int // the PEs reached through transport
+	progress  func() bool // the transport's progress engine, where it has one
+	remotes   []int       // the PEs reached through transport
 	imports   []device.Ptr
 
 	barrier barrierState
@@ -260,6 +261,9 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		for _, pe := range w.remotes {
 			w.paths[pe] = remote{w.transport, pe}
+		}
+		if p, ok := w.transport.(interface{ Progress() bool }); ok {
+			w.progress = p.Progress
 		}
 	}
 	if !onHost {
