@@ -8,6 +8,7 @@ import (
 
 	"github.com/roxamen/roxamen/device/auto"
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/nic/ucx"
 )
 
 func infoMain(args []string, stdout, stderr io.Writer) int {
@@ -36,6 +37,12 @@ func infoMain(args []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintf(stdout, "backend: %s (ROX_DEVICE=%s)\n", drv.Name(), want)
 		}
+	}
+	// The NIC path: tcp is built in; ucx needs libucp, and auto stays on tcp without it.
+	if v, err := ucx.Version(); err != nil {
+		fmt.Fprintf(stdout, "transport tcp   yes  built in\ntransport ucx   no   %v (ROX_TRANSPORT=auto uses tcp)\n", err)
+	} else {
+		fmt.Fprintf(stdout, "transport tcp   yes  built in\ntransport ucx   yes  libucp.so.0 %s\n", v)
 	}
 	fmt.Fprintln(stdout, "knobs:")
 	for _, k := range env.All() {
