@@ -20,7 +20,7 @@ import (
 // litmusPECommand is the hidden subcommand each PE of `roxrun litmus --run` executes.
 const litmusPECommand = "litmus-pe"
 
-// litmusMain implements `roxrun litmus [--check] [--mode strict|bypass|both] [--run N] FILE...`
+// litmusMain implements `roxrun litmus [--check] [--mode strict|bypass|both] [--run N [--device D]] FILE...`
 // and the hidden `roxrun litmus-pe`; args[0] is the subcommand.
 func litmusMain(args []string, stdout, stderr io.Writer) int {
 	pe := len(args) > 0 && args[0] == litmusPECommand
@@ -32,7 +32,8 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	check := fs.Bool("check", false, "compare each verdict with the test's expect line; one line per test, exit 1 on a mismatch")
 	modeFlag := fs.String("mode", "both", "model mode: strict, bypass or both")
-	run := fs.Int("run", 0, "also run every test N times on the host backend (one PE per process) and fail on an outcome the model forbids")
+	run := fs.Int("run", 0, "also run every test N times on the --device backend (one PE per process) and fail on an outcome the model forbids")
+	dev := fs.String("device", os.Getenv("ROX_DEVICE"), "with --run: the backend the PEs run on (host, cuda, hip, auto; default ROX_DEVICE, else host); on a GPU each PE's column runs as device code")
 	seed := fs.Int64("seed", 1, "seed of the random delays of --run")
 	timeout := fs.Duration("timeout", 10*time.Minute, "stop a --run job after this long")
 	hosts := fs.String("hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun --hosts)")
@@ -113,7 +114,11 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 				place.BindAddr = launch.AdvertiseAddr() + ":0"
 			}
 		}
-		if s := litmusRun(fs.Args(), tests, modes, opt, *run, *seed, *timeout, place, stdout, stderr); s != 0 {
+		backend := *dev
+		if backend == "" {
+			backend = "host"
+		}
+		if s := litmusRun(fs.Args(), tests, modes, opt, *run, *seed, *timeout, place, backend, stdout, stderr); s != 0 {
 			status = s
 		}
 	}
@@ -182,8 +187,8 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 	return 0
 }
 
-// litmusRun starts one host-backend job per mode; each process runs litmus-pe.
-func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, timeout time.Duration, place launch.Config, stdout, stderr io.Writer) int {
+// litmusRun starts one job per mode on the backend (ROX_DEVICE); each process runs litmus-pe.
+func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, timeout time.Duration, place launch.Config, backend string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun litmus:", err)
@@ -196,14 +201,14 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			"--fence-orders-stores=" + strconv.FormatBool(opt.FenceOrdersStores),
 			"--blocking-fetch-orders=" + strconv.FormatBool(opt.BlockingFetchOrders),
 			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites)}
-		fmt.Fprintf(stdout, "litmus: running %d tests x %d iterations on the host backend, ROX_ORDERING=%s\n", len(tests), iters, m)
+		fmt.Fprintf(stdout, "litmus: running %d tests x %d iterations on the %s backend, ROX_ORDERING=%s\n", len(tests), iters, backend, m)
 		err := launch.Run(context.Background(), launch.Config{
 			NPEs:     litmusrun.NPEs(tests),
 			Hosts:    place.Hosts,
 			Rsh:      place.Rsh,
 			BindAddr: place.BindAddr,
 			Argv:     append(argv, files...),
-			Env:      []string{"ROX_ORDERING=" + m.String(), "ROX_DEVICE=host"},
+			Env:      []string{"ROX_ORDERING=" + m.String(), "ROX_DEVICE=" + backend},
 			Timeout:  timeout,
 			Stdout:   stdout,
 			Stderr:   stderr,
@@ -241,7 +246,14 @@ func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Option
 	if w.MyPE() == 0 {
 		out = stdout
 	}
-	err = litmusrun.RunSuite(ctx, w, tests, mode, opt, iters, seed, out)
+	if litmusrun.IsGPU(w) {
+		if w.MyPE() == 0 {
+			fmt.Fprintf(stdout, "litmus: PE 0 on %s; every column runs as device code (roxk_litmus)\n", w.Device())
+		}
+		err = litmusrun.RunSuiteGPU(ctx, w, tests, mode, opt, iters, seed, out)
+	} else {
+		err = litmusrun.RunSuite(ctx, w, tests, mode, opt, iters, seed, out)
+	}
 	if ferr := w.Finalize(); err == nil {
 		err = ferr
 	}

@@ -255,7 +255,8 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 }
 
 // Runs this PE's column of a litmus test iters times, in one block (thread 0 executes; the block
-// takes part in the barriers). Per iteration: this PE's variables init[2j] (heap offset) are set to
+// takes part in the barriers). A NOP with a nonzero value spins a pseudo-random count in
+// [0, value] drawn from aux, the iteration and the instruction index (the runner's random delays). Per iteration: this PE's variables init[2j] (heap offset) are set to
 // init[2j+1]; barrier; the program; quiet; barrier; registers go to regs_out[it*nregs ..] and the
 // final values of the init variables to mem_out[it*ninit ..]. A program's BARRIER instruction is a
 // barrier_all_block of the whole block, so every thread walks the program. At most 256 threads.
@@ -278,6 +279,13 @@ KERNEL SMALL_BLOCK void roxk_litmus(const roxk_insn_t *prog, uint32_t n, uint64_
 		for (uint32_t i = 0; i < n; i++) {
 			if (prog[i].op == ROXK_L_BARRIER) {
 				roxshmemx_barrier_all_block();
+				continue;
+			}
+			if (leader && prog[i].op == ROXK_L_NOP && prog[i].value) {
+				/* random delay: value is the longest spin, aux a seed; differs per iteration */
+				uint64_t d = roxk_mix(prog[i].aux ^ (it * 0x9e3779b97f4a7c15ull) ^ i) % (prog[i].value + 1);
+				for (uint64_t k = 0; k < d; k++)
+					asm volatile("" ::: "memory");
 				continue;
 			}
 			if (leader)

@@ -5,7 +5,7 @@
 
 #include "types.h"
 
-#define ROXK_L_NOP 0
+#define ROXK_L_NOP 0       /* value > 0: spin a pseudo-random count in [0, value], seeded by aux */
 #define ROXK_L_ST 1       /* st var value: plain store to this PE's copy */
 #define ROXK_L_LD 2       /* ld reg var: plain load of this PE's copy */
 #define ROXK_L_PUT 3      /* put var@pe value */
