@@ -24,7 +24,7 @@ func TestHostLibrary(t *testing.T) {
 	}
 	exe := filepath.Join(t.TempDir(), "hostlib")
 	args := []string{"-x", "c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-D__HIP__", "-D__device__=",
-		"-D__global__=", "-D__host__=", "-D__shared__=", "-Iinclude", "-o", exe, "testdata/hostlib.cc"}
+		"-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-Iinclude", "-o", exe, "testdata/hostlib.cc"}
 	if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cxx, err, out)
 	}

@@ -157,9 +157,11 @@ var nvptxRules = []rule{
 	{probe: "probe_fence", mode: bypass, must: []string{`^fence\.acq_rel\.sys;$`}, mustNot: []string{`^fence\.sc`}},
 	{probe: "probe_quiet", mode: strict, must: []string{`^fence\.sc\.sys;$`}},
 	{probe: "probe_quiet", mode: bypass, must: []string{`^fence\.acq_rel\.sys;$`}, mustNot: []string{`^fence\.sc`}},
-	{probe: "probe_wait_until", must: []string{`^ld\.relaxed\.sys\.u64 `, `^fence\.acq_rel\.sys;$`}, order: [2]string{`^ld\.relaxed\.sys\.u64 `, `^fence\.acq_rel\.sys;$`}},
-	{probe: "probe_signal_wait_until", must: []string{`^ld\.relaxed\.sys\.u64 `, `^fence\.acq_rel\.sys;$`}},
-	{probe: "probe_p", must: []string{`^st\.relaxed\.sys\.u64 `}},
+	// 8-byte waits poll with acquire loads: no fence waits for the thread's earlier stores
+	{probe: "probe_wait_until", must: []string{`^ld\.acquire\.sys\.u64 `}, mustNot: []string{`^fence\.`}},
+	{probe: "probe_signal_wait_until", must: []string{`^ld\.acquire\.sys\.u64 `}, mustNot: []string{`^fence\.`}},
+	// the state is __constant__: its loads hit the constant cache, which fences do not invalidate
+	{probe: "probe_p", must: []string{`^st\.relaxed\.sys\.u64 `, `^ld\.const\.`}},
 	{probe: "probe_g", must: []string{`^ld\.relaxed\.sys\.u64 `}},
 	{probe: "probe_g", mode: strict, must: []string{`^fence\.acq_rel\.sys;$`}},
 	{probe: "probe_putmem", mode: strict, must: []string{`^st\.v2\.u64 `}, mustNot: []string{`\.cg\.`}},

@@ -48,7 +48,7 @@ type State struct {
 	Completion    uint64 // device address of a device-local mirror of the ring's completed; 0: poll the ring header
 	Abort         uint64 // device address of an Abort block; 0: device waits cannot be aborted
 	BarrierOff    uint64 // heap offset of the barrier workspace (BarrierBytes, zeroed)
-	RingTailCache uint64 // device-written: producers' cached ring tail; the host writes 0
+	RingTailCache uint64 // unused, kept for the layout (the cache is the __device__ global roxshmem_ring_tail_cache); the host writes 0
 	Reserved      [2]uint64
 	PeerBase      [MaxPEs]uint64 // device address of PE i's heap as this GPU loads/stores it; 0: NIC path
 }

@@ -161,14 +161,14 @@ ROXI_COLD uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, 
 	roxshmem_ring_header_t *r = roxi_ring();
 	uint64_t cap = roxshmem_state.ring_capacity;
 	uint64_t t = roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, roxi_ring_head(), 1, 0);
-	uint64_t tail = roxa_ld_relaxed_u64(&roxshmem_state.ring_tail_cache);
+	uint64_t tail = roxa_ld_relaxed_u64(&roxshmem_ring_tail_cache);
 	uint32_t spins = 0;
 	while (t >= tail + cap) {
 		/* looks full: re-read the consumer's tail; the cache only ever lags it */
 		tail = roxa_ld_acquire_u64(&r->tail);
 		if (t < tail + cap) {
-			if (roxa_ld_relaxed_u64(&roxshmem_state.ring_tail_cache) < tail)
-				roxa_st_relaxed_u64(&roxshmem_state.ring_tail_cache, tail);
+			if (roxa_ld_relaxed_u64(&roxshmem_ring_tail_cache) < tail)
+				roxa_st_relaxed_u64(&roxshmem_ring_tail_cache, tail);
 			break;
 		}
 		if ((++spins & 15) == 0 && roxi_must_abort(ROXSHMEM_CALL_RING, (int)pe, 1))
@@ -198,12 +198,15 @@ ROXI_COLD int roxi_ring_wait_acq(uint64_t target, uint32_t call, int pe, int sys
 {
 	const uint64_t *c = roxi_ring_completion();
 	uint32_t spins = 0;
+	/* c is device-local (the proxy's mirror); the abort and ring-error words are host memory:
+	 * read them every 1024 polls only, so that many waiting blocks do not load the host bus while
+	 * the copy engine works */
 	while (roxa_ld_relaxed_u64(c) < target) {
-		if ((++spins & 15) == 0) {
-			if (roxi_must_abort(call, pe, 1))
-				return 0;
+		++spins;
+		if ((spins & 1023) == 0 && roxi_must_abort(call, pe, 1))
+			return 0;
+		if ((spins & 15) == 0)
 			roxa_pause();
-		}
 	}
 	if (sys_acquire)
 		roxa_fence_acquire();

@@ -319,12 +319,31 @@ ROXA_FN uint64_t roxi_sext(uint64_t v, uint32_t width, int is_signed)
 	return (uint64_t)((int64_t)(v << sh) >> sh);
 }
 
+/* On nvptx an 8-byte wait polls with ld.acquire.sys: the load that sees the value is the acquire,
+ * and no fence.acq_rel.sys follows, which would first wait for this thread's earlier stores to be
+ * acknowledged at system scope (a p to a peer just before the wait: an NVLink round trip). Other
+ * widths and amdgcn poll relaxed and end with the mode's acquire fence. */
+ROXA_FN int roxi_acq_poll(uint32_t width)
+{
+#if defined(ROXA_NVPTX)
+	return width == 8;
+#else
+	(void)width;
+	return 0;
+#endif
+}
+
+ROXA_FN uint64_t roxi_wait_ld(const void *ivar, uint32_t width)
+{
+	return roxi_acq_poll(width) ? roxa_ld_acquire_u64((const uint64_t *)ivar) : roxi_ld_width(ivar, width);
+}
+
 ROXI_FN uint64_t roxi_wait(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value, uint32_t call)
 {
 	uint64_t want = roxi_sext(value, width, is_signed), v;
 	uint32_t spins = 0;
 	for (;;) {
-		v = roxi_sext(roxi_ld_width(ivar, width), width, is_signed);
+		v = roxi_sext(roxi_wait_ld(ivar, width), width, is_signed);
 		if (roxi_cmp(v, cmp, want, is_signed))
 			break;
 		if ((++spins & 63) == 0) {
@@ -334,16 +353,18 @@ ROXI_FN uint64_t roxi_wait(const void *ivar, uint32_t width, int is_signed, int 
 				roxa_pause();
 		}
 	}
-	roxi_wait_acquire();
+	if (!roxi_acq_poll(width))
+		roxi_wait_acquire();
 	return v;
 }
 
 ROXI_FN int roxi_test(const void *ivar, uint32_t width, int is_signed, int cmp, uint64_t value)
 {
-	uint64_t v = roxi_sext(roxi_ld_width(ivar, width), width, is_signed);
+	uint64_t v = roxi_sext(roxi_wait_ld(ivar, width), width, is_signed);
 	if (!roxi_cmp(v, cmp, roxi_sext(value, width, is_signed), is_signed))
 		return 0;
-	roxi_wait_acquire();
+	if (!roxi_acq_poll(width))
+		roxi_wait_acquire();
 	return 1;
 }
 

@@ -1,6 +1,10 @@
-/* roxshmem_state: the device view of one PE, one global per code object that includes roxshmem.h.
- * The host runtime (shmem) finds the symbol "roxshmem_state" in every module it loads and fills it
- * before any kernel of that module runs; kernels only read it, except ring_tail_cache.
+/* roxshmem_state: the device view of one PE, one __constant__ global per code object that includes
+ * roxshmem.h. The host runtime (shmem) finds the symbol "roxshmem_state" in every module it loads
+ * and fills it before any kernel of that module runs; kernels only read it. It lives in constant
+ * memory so that its loads hit the constant cache, which the system-scope fences and acquires of
+ * every call do not invalidate (a __device__ global is reloaded from L2 after each of them: about
+ * 0.6 us of a p + wait_until round trip on H200). The one device-written word, the producers'
+ * cached ring tail, is the separate __device__ global roxshmem_ring_tail_cache.
  * Mirrored in Go by kernels.State (kernels/state.go); TestStateParity compiles this header and
  * compares the size and every offset. Change both, and bump ROXSHMEM_STATE_VERSION. */
 #ifndef ROXAMEN_STATE_H
@@ -48,7 +52,7 @@ typedef struct roxshmem_state {
 	                             proxy keeps current; 0: poll ring->completed */
 	uint64_t abort;           /* device address of a roxshmem_abort block; 0: waits cannot abort */
 	uint64_t barrier_off;     /* heap offset of the barrier workspace (ROXSHMEM_BARRIER_BYTES) */
-	uint64_t ring_tail_cache; /* producers' cached copy of ring->tail (device-written) */
+	uint64_t ring_tail_cache; /* unused (kept for the layout): see roxshmem_ring_tail_cache */
 	uint64_t reserved[2];
 	uint64_t peer_base[ROXSHMEM_MAX_PES]; /* device address of PE i's heap as this GPU can load and
 	                                         store it; 0: not load/store reachable (NIC path) */
@@ -93,7 +97,8 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_abort_t) == 64, abort_size);
 /* The one state of this code object. A module built from several translation units with -fgpu-rdc
  * defines ROXSHMEM_STATE_EXTERN in all but one. */
 #ifdef ROXSHMEM_STATE_EXTERN
-extern "C" __device__ roxshmem_state_t roxshmem_state; /* a declaration */
+extern "C" __constant__ roxshmem_state_t roxshmem_state; /* declarations */
+extern "C" __device__ uint64_t roxshmem_ring_tail_cache;
 #else
 #ifdef __NVCC__
 /* nvcc keeps every externally visible __device__ variable (the host may name it) */
@@ -102,7 +107,9 @@ extern "C" __device__ roxshmem_state_t roxshmem_state; /* a declaration */
 #define ROXA_STATE_ATTR __attribute__((used, aligned(64)))
 #endif
 extern "C" {
-__device__ ROXA_STATE_ATTR roxshmem_state_t roxshmem_state;
+__constant__ ROXA_STATE_ATTR roxshmem_state_t roxshmem_state;
+/* producers' cached copy of ring->tail (device-written; only ever lags the tail, starts at 0) */
+__device__ ROXA_STATE_ATTR uint64_t roxshmem_ring_tail_cache;
 }
 #endif
 #endif

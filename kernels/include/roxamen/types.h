@@ -38,6 +38,9 @@ typedef __PTRDIFF_TYPE__ ptrdiff_t;
 #ifndef __global__
 #define __global__ __attribute__((global))
 #endif
+#ifndef __constant__
+#define __constant__ __attribute__((constant))
+#endif
 #ifndef __host__
 #define __host__ __attribute__((host))
 #endif
