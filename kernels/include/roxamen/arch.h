@@ -425,30 +425,6 @@ ROXI_COLD void roxa_copy(void *dst, const void *src, uint64_t n, uint32_t idx, u
 		}
 		done = n4 << 2;
 	}
-	/* the tail (< w bytes) in the widest words it holds, by one thread, before any bytes: an
-	 * 8-byte put is one store, not eight dependent byte loads and stores */
-	if (w >= 8 && n - done >= 8) {
-		if (idx == 0) {
-			uint64_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u64((const uint64_t *)(s + done))
-							       : *(const uint64_t *)(s + done);
-			if (st_mode == ROXA_MEM_BYPASS)
-				roxa_st_relaxed_u64((uint64_t *)(d + done), v);
-			else
-				*(uint64_t *)(d + done) = v;
-		}
-		done += 8;
-	}
-	if (w >= 4 && n - done >= 4) {
-		if (idx == 0) {
-			uint32_t v = ld_mode == ROXA_MEM_BYPASS ? roxa_ld_relaxed_u32((const uint32_t *)(s + done))
-							       : *(const uint32_t *)(s + done);
-			if (st_mode == ROXA_MEM_BYPASS)
-				roxa_st_relaxed_u32((uint32_t *)(d + done), v);
-			else
-				*(uint32_t *)(d + done) = v;
-		}
-		done += 4;
-	}
 	roxa_copy_bytes(d, s, done, n, idx, stride, ld_mode, st_mode);
 }
 

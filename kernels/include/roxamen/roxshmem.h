@@ -265,7 +265,18 @@ ROXI_COLD void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint6
 	int path = roxi_path(pe, n, 0);
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
 		/* to self too: in CacheBypass every API delivery bypasses the caches */
-		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+		void *d = roxi_remote(off, pe);
+		if (g == ROXI_THREAD && n == 8 && (((uintptr_t)d | (uintptr_t)src) & 7) == 0) {
+			/* one word from one thread (a flag with its payload): one load and one store, where
+			 * roxa_copy would move an 8-byte tail byte by byte */
+			uint64_t v = *(const uint64_t *)src;
+			if (roxi_bypass())
+				roxa_st_relaxed_u64((uint64_t *)d, v);
+			else
+				*(uint64_t *)d = v;
+		} else {
+			roxa_copy(d, src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+		}
 		if (g != ROXI_THREAD) {
 			roxi_thread_drain();
 			roxi_gsync(g);
