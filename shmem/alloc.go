@@ -310,8 +310,8 @@ func (s Sym[T]) target(call string, pe, i, n int) (uint64, int, error) {
 	if err := s.bounds(call, i, n); err != nil {
 		return 0, 0, err
 	}
-	if err := s.w.checkPE(call, pe); err != nil {
-		return 0, 0, err
+	if pe < 0 || pe >= s.w.npes { // bounds has checked that the World is live
+		return 0, 0, s.w.errorf(call, ErrPERange, "target PE %d, want 0 <= pe < %d", pe, s.w.npes)
 	}
 	es := s.elemSize()
 	return s.off + uint64(i*es), n * es, nil

@@ -163,8 +163,8 @@ func Run(ctx context.Context, cfg Config) error {
 	rank := 0
 	for hi, h := range hosts {
 		for l := 0; l < h.NPEs; l++ {
-			env := append(os.Environ(), cfg.Env...)
-			env = append(env,
+			// The job's own variables, kept apart so that a remote start can pass them on.
+			job := append(append([]string{}, cfg.Env...),
 				"ROX_PE="+strconv.Itoa(rank),
 				"ROX_NPES="+strconv.Itoa(total),
 				"ROX_LOCAL_PE="+strconv.Itoa(l),
@@ -172,18 +172,22 @@ func Run(ctx context.Context, cfg Config) error {
 				"ROX_BOOTSTRAP="+token+"@"+srv.Addr(),
 			)
 			if h.Name != "" {
-				env = append(env, "ROX_NODE="+h.Name)
+				job = append(job, "ROX_NODE="+h.Name)
 			} else if len(hosts) > 1 {
-				env = append(env, "ROX_NODE=host"+strconv.Itoa(hi))
+				job = append(job, "ROX_NODE=host"+strconv.Itoa(hi))
 			}
+			env := append(os.Environ(), job...)
 			argv := cfg.Argv
 			if h.Name != "" && len(cfg.Rsh) > 0 {
-				// The remote side gets its ROX_* through env(1), since rsh agents do not forward the environment.
+				// rsh agents do not forward the environment: the remote side gets, through env(1), the
+				// caller's ROX_* and UCX_* settings and the job's variables (later ones win).
 				remote := []string{"env"}
-				for _, kv := range env[len(os.Environ()):] {
-					remote = append(remote, kv)
+				for _, kv := range os.Environ() {
+					if strings.HasPrefix(kv, "ROX_") || strings.HasPrefix(kv, "UCX_") {
+						remote = append(remote, kv)
+					}
 				}
-				argv = append(append(append(append([]string{}, cfg.Rsh...), h.Name), remote...), cfg.Argv...)
+				argv = append(append(append(append([]string{}, cfg.Rsh...), h.Name), append(remote, job...)...), cfg.Argv...)
 			}
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = env
