@@ -16,17 +16,20 @@ import (
 	"github.com/roxamen/roxamen/shmem"
 )
 
+// scenarios maps a scenario name to its PE-side body. Files of this package add their own in init,
+// so that independent groups of scenarios live in files of their own.
+var scenarios = map[string]func(context.Context, *shmem.World) error{
+	"api":      api,
+	"badinput": badInput,
+	"kill":     kill,
+	"exit":     globalExit,
+	"hang":     hang,
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: testprog api|badinput|kill|exit|hang")
 		os.Exit(2)
-	}
-	scenarios := map[string]func(context.Context, *shmem.World) error{
-		"api":      api,
-		"badinput": badInput,
-		"kill":     kill,
-		"exit":     globalExit,
-		"hang":     hang,
 	}
 	run, ok := scenarios[os.Args[1]]
 	if !ok {
