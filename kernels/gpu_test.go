@@ -140,7 +140,9 @@ func (p *gpuPE) launch(t *testing.T, name string, grid, block int, args ...any) 
 	ok(t, p.stream.Launch(fn, device.D1(grid), device.D1(block), 0, args...))
 }
 
-// wait synchronizes the PEs' streams, failing (not hanging) after a timeout.
+// wait synchronizes the PEs' streams, failing (not hanging) after a timeout. On a timeout it
+// sets every PE's abort word first, so that device waits return and the cleanups (module unload,
+// frees: each synchronizes the context) do not block behind a kernel that never ends.
 func wait(t *testing.T, pes ...*gpuPE) {
 	t.Helper()
 	done := make(chan error, len(pes))
@@ -148,12 +150,26 @@ func wait(t *testing.T, pes ...*gpuPE) {
 		go func() { done <- p.stream.Synchronize() }()
 	}
 	timeout := time.After(60 * time.Second)
-	for range pes {
+	for n := 0; n < len(pes); n++ {
 		select {
 		case err := <-done:
 			ok(t, err)
 		case <-timeout:
-			t.Fatal("kernel did not finish in 60 s: a device wait hangs")
+			for _, p := range pes {
+				atomic.StoreUint64((*uint64)(unsafe.Pointer(&p.abort.Bytes[0])), 0xdead)
+			}
+			drained := time.After(10 * time.Second)
+			for ; n < len(pes); n++ {
+				select {
+				case <-done:
+				case <-drained:
+					// A kernel that ignores the abort word would hang every cleanup: end the
+					// binary with the reason rather than hang the job.
+					fmt.Fprintf(os.Stderr, "%s: kernel did not finish in 60 s and ignored the abort word\n", t.Name())
+					os.Exit(3)
+				}
+			}
+			t.Fatal("kernel did not finish in 60 s: a device wait hangs (abort word set to free it)")
 		}
 	}
 }
