@@ -41,6 +41,18 @@ func (o *owned) do(op string, f func() error) error {
 	})
 }
 
+// create makes the library's create call with the vendor's flag on the device's thread and, when
+// it succeeds, adds k to the device's set of them (which Close releases).
+func create[K comparable](d *gpuDevice, set map[K]bool, k K, op string, fl Flag, call func(flags uint32) status) error {
+	if err := d.call(func() error { return d.check(op, call(fl.Value), "flags="+fl.Name) }); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	set[k] = true
+	d.mu.Unlock()
+	return nil
+}
+
 // release marks the handle dead, drops k from the device's set of them and calls free, once:
 // the second call fails with ErrClosed.
 func release[K comparable](o *owned, set map[K]bool, k K, op, arg string, free func() status) error {
@@ -68,15 +80,11 @@ var _ device.Stream = (*stream)(nil)
 
 func (d *gpuDevice) NewStream() (device.Stream, error) {
 	s := &stream{owned: owned{d: d, gone: "stream destroyed"}}
-	fl := d.dr.v.StreamNonBlocking
-	if err := d.call(func() error {
-		return d.check(d.op.StreamCreate, d.lib.streamCreate(&s.h, fl.Value), "flags="+fl.Name)
-	}); err != nil {
+	err := create(d, d.streams, s, d.op.StreamCreate, d.dr.v.StreamNonBlocking,
+		func(flags uint32) status { return d.lib.streamCreate(&s.h, flags) })
+	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	d.streams[s] = true
-	d.mu.Unlock()
 	return s, nil
 }
 
@@ -232,15 +240,11 @@ var _ device.Event = (*event)(nil)
 
 func (d *gpuDevice) NewEvent() (device.Event, error) {
 	e := &event{owned: owned{d: d, gone: "event destroyed"}}
-	fl := d.dr.v.EventDefault
-	if err := d.call(func() error {
-		return d.check(d.op.EventCreate, d.lib.eventCreate(&e.h, fl.Value), "flags="+fl.Name)
-	}); err != nil {
+	err := create(d, d.events, e, d.op.EventCreate, d.dr.v.EventDefault,
+		func(flags uint32) status { return d.lib.eventCreate(&e.h, flags) })
+	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	d.events[e] = true
-	d.mu.Unlock()
 	return e, nil
 }
 
