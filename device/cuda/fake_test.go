@@ -3,6 +3,7 @@ package cuda
 import (
 	"testing"
 
+	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/internal/gpudrv"
 	"github.com/roxamen/roxamen/device/internal/gpudrv/gpudrvtest"
 )
@@ -10,10 +11,11 @@ import (
 // TestFakeLibrary runs the shared implementation over this package's table against a fake
 // libcuda (gpudrvtest): every call, the primary-context model, the JIT log.
 func TestFakeLibrary(t *testing.T) {
-	lib := gpudrvtest.BuildFake(t)
-	v := vendor
-	v.Libraries, v.Dirs = []string{lib}, nil
-	gpudrvtest.Exercise(t, gpudrv.New(v), lib, gpudrvtest.Want{
+	gpudrvtest.Run(t, func(lib string) device.Driver {
+		v := vendor
+		v.Libraries, v.Dirs = []string{lib}, nil
+		return gpudrv.New(v)
+	}, gpudrvtest.Want{
 		Arch:        [2]string{"sm_90", "sm_90"},
 		Contexts:    true,
 		NotFound:    ErrorNotFound,

@@ -3,6 +3,7 @@ package hip
 import (
 	"testing"
 
+	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/internal/gpudrv"
 	"github.com/roxamen/roxamen/device/internal/gpudrv/gpudrvtest"
 )
@@ -11,10 +12,11 @@ import (
 // libamdhip64 (gpudrvtest): every call, the current-device model, hipMemcpyAsync's kind,
 // hipModuleLoadData, gcnArchName from the property struct, the IPC flag fallback.
 func TestFakeLibrary(t *testing.T) {
-	lib := gpudrvtest.BuildFake(t)
-	v := vendor
-	v.Libraries = []string{lib}
-	gpudrvtest.Exercise(t, gpudrv.New(v), lib, gpudrvtest.Want{
+	gpudrvtest.Run(t, func(lib string) device.Driver {
+		v := vendor
+		v.Libraries = []string{lib}
+		return gpudrv.New(v)
+	}, gpudrvtest.Want{
 		Arch:        [2]string{"gfx942", "gfx90a"},
 		NotFound:    ErrorNotFound,
 		OutOfMemory: ErrorOutOfMemory,

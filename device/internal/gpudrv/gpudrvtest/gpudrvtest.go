@@ -1,5 +1,5 @@
 // Package gpudrvtest runs gpudrv over a vendor's table against a fake library
-// (../testdata/fakegpu.c, built with clang-19): every Device, Stream, Event and Module call, with
+// (testdata/fakegpu.c, built with clang-19): every Device, Stream, Event and Module call, with
 // the checks a real library makes (a current context or device on the calling thread, documented
 // flags and kinds, peer copies that name the right contexts or ordinals) and the books a real
 // library keeps (nothing left allocated or retained after Close). It is how the HIP table, which no
@@ -7,12 +7,13 @@
 package gpudrvtest
 
 import (
+	_ "embed"
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,21 +23,39 @@ import (
 	"github.com/roxamen/roxamen/device"
 )
 
-// BuildFake compiles the fake library into a temporary directory and returns its path; it skips
-// the test when clang-19 is not installed.
-func BuildFake(t *testing.T) string {
-	t.Helper()
+//go:embed testdata/fakegpu.c
+var fakeSource []byte
+
+// childEnv carries the fake library's path to the test process that loads it.
+const childEnv = "ROX_GPUDRV_FAKE_LIBRARY"
+
+// Run builds the fake library and runs Exercise over newDriver(path) in a child process: the fake
+// exports the vendor's symbol names, which must not meet a real driver in one process (a real
+// libcuda or libamdhip64 loaded later would bind its own calls to them). It skips when clang-19 is
+// not installed. The test calling Run must be the child's only test (-test.run names it).
+func Run(t *testing.T, newDriver func(library string) device.Driver, want Want) {
+	if lib := os.Getenv(childEnv); lib != "" {
+		Exercise(t, newDriver(lib), lib, want)
+		return
+	}
 	clang, err := exec.LookPath("clang-19")
 	if err != nil {
 		t.Skip("clang-19 not installed: cannot build the fake GPU library")
 	}
-	_, self, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(self), "..", "testdata", "fakegpu.c")
-	lib := filepath.Join(t.TempDir(), "libfakegpu.so")
+	dir := t.TempDir()
+	src, lib := filepath.Join(dir, "fakegpu.c"), filepath.Join(dir, "libfakegpu.so")
+	if err := os.WriteFile(src, fakeSource, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command(clang, "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-o", lib, src).CombinedOutput(); err != nil {
 		t.Fatalf("building the fake library: %v\n%s", err, out)
 	}
-	return lib
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+lib)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("the fake-library run failed: %v\n%s", err, out)
+	}
 }
 
 // Want is what differs between the vendors in what the fake reports.
