@@ -5,21 +5,25 @@
 
 #include "roxshmem.h"
 
-/* A name of the other API that has no Roxamen equivalent is declared with this attribute, so that
- * including the header costs nothing and only a use fails, with the name of the call and why:
- *   error: 'nvshmem_int_sum_reduce' is unavailable: nvshmem_int_sum_reduce: no Roxamen equivalent: ...
- * clang and GCC 12 or later reject the use in the front end; older GCC at the call that survives
- * optimization (its error attribute). */
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+/* A name of the other API that has no Roxamen equivalent is declared so that including the header
+ * costs nothing and only a use fails, naming the call and why:
+ *   error: 'nvshmem_int_sum_reduce<...>' is unavailable: nvshmem_int_sum_reduce: no Roxamen equivalent: ...
+ * (clang, and GCC 12 or later: the unavailable attribute). nvcc's front end and older GCC get a
+ * deleted function template instead, whose use is an error naming the call ("use of deleted
+ * function"), the reason being here; a name that is not a function (a team constant) only warns
+ * there. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12 && !defined(__NVCC__))
 #define ROXC_UNAVAILABLE(msg) __attribute__((unavailable(msg)))
+#define ROXC_NO_DEFINITION(msg) ROXC_UNAVAILABLE(msg)
 #else
-#define ROXC_UNAVAILABLE(msg) __attribute__((error(msg)))
+#define ROXC_UNAVAILABLE(msg) __attribute__((deprecated(msg)))
+#define ROXC_NO_DEFINITION(msg) = delete
 #endif
 
 /* ROXC_NO(ret, name, why): declares name unavailable, whatever its arguments (a variadic template:
  * CUDA device code has no C variadic functions). */
 #define ROXC_NO(ret, name, why)                                                                           \
-	template <typename... roxc_args> __device__ ret name(roxc_args...) ROXC_UNAVAILABLE(#name ": no Roxamen equivalent: " why);
+	template <typename... roxc_args> __device__ ret name(roxc_args...) ROXC_NO_DEFINITION(#name ": no Roxamen equivalent: " why);
 
 /* OpenSHMEM 1.5's AMO type classes, as NVSHMEM and rocSHMEM implement them (nvshmem_defines.h,
  * rocshmem_AMO.hpp): the standard AMOs over ROXI_AMO_TYPES (roxshmem.h), the bitwise ones over
