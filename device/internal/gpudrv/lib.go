@@ -2,6 +2,7 @@ package gpudrv
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,14 +260,25 @@ func New(v Vendor) *Driver {
 	var missing []string
 	for _, e := range dr.entries() {
 		if *e.name == "" && !opt[e.name] {
-			missing = append(missing, fmt.Sprintf("%T", e.fn))
+			missing = append(missing, fieldName(&dr.op, e.name))
 		}
 		*e.name, _, _ = strings.Cut(*e.name, "|")
 	}
 	if len(missing) > 0 {
-		panic(fmt.Sprintf("gpudrv: vendor table %q names no symbol for the bindings of type %s", v.Name, strings.Join(missing, ", ")))
+		panic(fmt.Sprintf("gpudrv: vendor table %q names no symbol for Symbols.%s", v.Name, strings.Join(missing, ", Symbols.")))
 	}
 	return dr
+}
+
+// fieldName names the field of s that p points at.
+func fieldName(s *Symbols, p *string) string {
+	v := reflect.ValueOf(s).Elem()
+	for i := range v.NumField() {
+		if v.Field(i).Addr().Interface().(*string) == p {
+			return v.Type().Field(i).Name
+		}
+	}
+	return "?"
 }
 
 // Name returns the vendor's name ("cuda", "hip").

@@ -146,3 +146,25 @@ func statusCode(err error) int32 {
 	}
 	panic(err)
 }
+
+// TestTableChecked: a vendor table that cannot work is refused when the package initializes,
+// naming what is wrong.
+func TestTableChecked(t *testing.T) {
+	for _, c := range []struct {
+		v    gpudrv.Vendor
+		want string
+	}{
+		{gpudrv.Vendor{Name: "x", Maker: "X", Libraries: []string{"libx.so"}, Context: gpudrv.CurrentDevice}, "exactly one of the pair"},
+		{gpudrv.Vendor{Name: "x"}, "a context model"},
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				if s, _ := r.(string); !strings.Contains(s, c.want) || !strings.Contains(s, `"x"`) {
+					t.Errorf("New(%+v) panicked with %v, want %q", c.v, r, c.want)
+				}
+			}()
+			gpudrv.New(c.v)
+		}()
+	}
+}
