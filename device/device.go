@@ -2,8 +2,9 @@
 // events, code objects and inter-process memory sharing. It knows nothing of SHMEM.
 //
 // Three drivers implement it: device/cuda (libcuda.so.1), device/hip (libamdhip64.so) and
-// device/host (the CPU, with memfd shared memory standing in for device memory). A Device is safe
-// for use from any goroutine; drivers that need a per-thread context set it themselves.
+// device/host (the CPU, with memfd shared memory standing in for device memory). cuda and hip
+// are one implementation (device/internal/gpudrv) over two vendor tables. A Device is safe for
+// use from any goroutine; drivers that need a per-thread context set it themselves.
 //
 // Ownership: memory from Alloc, AllocHost and Import lives until Free (or Close of its Device);
 // a Stream, Event or Module until its Destroy/Unload. Closing a Device releases everything it

@@ -23,8 +23,8 @@ import (
 // GPU tests. They skip with the reason when no CUDA device is usable, and FAIL instead when
 // ROX_TEST_GPU is set (the two-GPU tests then need two devices). Run on a GPU machine:
 //
-//	CGO_ENABLED=0 go test -c -o .gpu/cuda.test ./device/cuda
-//	cd device/cuda && ROX_TEST_GPU=1 ../../.gpu/cuda.test -test.v -test.bench .
+//	CGO_ENABLED=0 go test -c -o .gpu/test/device_cuda.test ./device/cuda
+//	cd device/cuda && ROX_TEST_GPU=1 ../../.gpu/test/device_cuda.test -test.v -test.bench .
 
 //go:embed testdata/kernels.ptx
 var kernelsPTX []byte

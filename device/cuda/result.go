@@ -1,8 +1,6 @@
 package cuda
 
 import (
-	"fmt"
-
 	"github.com/roxamen/roxamen/device"
 )
 
@@ -37,51 +35,27 @@ const (
 )
 
 // names is the fallback when cuGetErrorName is unavailable (never for a loaded driver).
-var names = map[Result]string{
-	Success: "CUDA_SUCCESS", ErrorInvalidValue: "CUDA_ERROR_INVALID_VALUE",
-	ErrorOutOfMemory: "CUDA_ERROR_OUT_OF_MEMORY", ErrorNotInitialized: "CUDA_ERROR_NOT_INITIALIZED",
-	ErrorNoDevice: "CUDA_ERROR_NO_DEVICE", ErrorInvalidDevice: "CUDA_ERROR_INVALID_DEVICE",
-	ErrorInvalidHandle: "CUDA_ERROR_INVALID_HANDLE", ErrorNotFound: "CUDA_ERROR_NOT_FOUND",
-	ErrorNotReady: "CUDA_ERROR_NOT_READY", ErrorNotSupported: "CUDA_ERROR_NOT_SUPPORTED",
+var names = map[int32]string{
+	0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
+	3: "CUDA_ERROR_NOT_INITIALIZED", 100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE",
+	400: "CUDA_ERROR_INVALID_HANDLE", 500: "CUDA_ERROR_NOT_FOUND", 600: "CUDA_ERROR_NOT_READY",
+	801: "CUDA_ERROR_NOT_SUPPORTED",
+}
+
+// kinds maps a status to the device sentinel it also matches.
+var kinds = map[int32]error{
+	int32(ErrorNoDevice): device.ErrNoDevice, int32(ErrorInvalidDevice): device.ErrNoDevice,
+	int32(ErrorSystemDriverMismatch): device.ErrNoDevice, int32(ErrorCompatNotSupportedOnDevice): device.ErrNoDevice,
+	int32(ErrorInvalidValue): device.ErrInvalid, int32(ErrorInvalidHandle): device.ErrInvalid,
+	int32(ErrorNotFound): device.ErrInvalid, int32(ErrorInvalidImage): device.ErrInvalid,
+	int32(ErrorInvalidPTX):   device.ErrInvalid,
+	int32(ErrorNotReady):     device.ErrNotReady,
+	int32(ErrorNotSupported): device.ErrNotSupported, int32(ErrorPeerAccessUnsupported): device.ErrNotSupported,
+	int32(ErrorUnsupportedPTXVersion): device.ErrNotSupported,
+	int32(ErrorDeinitialized):         device.ErrClosed,
 }
 
 // Name returns the constant's name, e.g. "CUDA_ERROR_INVALID_VALUE".
-func (r Result) Name() string {
-	if loaded {
-		var s *byte
-		if lib.cuGetErrorName(r, &s) == 0 && s != nil {
-			return cstring(s)
-		}
-	}
-	if n, ok := names[r]; ok {
-		return n
-	}
-	return fmt.Sprintf("CUresult(%d)", int32(r))
-}
+func (r Result) Name() string { return drv.StatusName(int32(r)) }
 
-func (r Result) Error() string { return fmt.Sprintf("%s (%d)", r.Name(), int32(r)) }
-
-// kind maps a status to the device sentinel it also matches.
-func (r Result) kind() error {
-	switch r {
-	case ErrorNoDevice, ErrorInvalidDevice, ErrorSystemDriverMismatch, ErrorCompatNotSupportedOnDevice:
-		return device.ErrNoDevice
-	case ErrorInvalidValue, ErrorInvalidHandle, ErrorNotFound, ErrorInvalidImage, ErrorInvalidPTX:
-		return device.ErrInvalid
-	case ErrorNotReady:
-		return device.ErrNotReady
-	case ErrorNotSupported, ErrorPeerAccessUnsupported, ErrorUnsupportedPTXVersion:
-		return device.ErrNotSupported
-	case ErrorDeinitialized:
-		return device.ErrClosed
-	}
-	return nil
-}
-
-// check returns nil for CUDA_SUCCESS, else a *device.Error naming the call and its arguments.
-func check(op string, r Result, arg string) error {
-	if r == Success {
-		return nil
-	}
-	return &device.Error{Op: op, Arg: arg, Err: r, Kind: r.kind()}
-}
+func (r Result) Error() string { return drv.StatusError(int32(r)) }

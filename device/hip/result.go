@@ -1,8 +1,6 @@
 package hip
 
 import (
-	"fmt"
-
 	"github.com/roxamen/roxamen/device"
 )
 
@@ -32,48 +30,27 @@ const (
 	ErrorNotSupported             Result = 801
 )
 
-var names = map[Result]string{
-	Success: "hipSuccess", ErrorInvalidValue: "hipErrorInvalidValue", ErrorOutOfMemory: "hipErrorOutOfMemory",
-	ErrorNotInitialized: "hipErrorNotInitialized", ErrorNoDevice: "hipErrorNoDevice",
-	ErrorInvalidDevice: "hipErrorInvalidDevice", ErrorInvalidHandle: "hipErrorInvalidHandle",
-	ErrorNotFound: "hipErrorNotFound", ErrorNotReady: "hipErrorNotReady", ErrorNotSupported: "hipErrorNotSupported",
+// names is the fallback when hipGetErrorName is unavailable or answers hipErrorUnknown.
+var names = map[int32]string{
+	0: "hipSuccess", 1: "hipErrorInvalidValue", 2: "hipErrorOutOfMemory", 3: "hipErrorNotInitialized",
+	100: "hipErrorNoDevice", 101: "hipErrorInvalidDevice", 400: "hipErrorInvalidHandle",
+	500: "hipErrorNotFound", 600: "hipErrorNotReady", 801: "hipErrorNotSupported",
+}
+
+// kinds maps a status to the device sentinel it also matches. Debian's ROCm 5.2 runtime answers
+// hipInit with hipErrorInvalidDevice on a machine without an AMD GPU: ErrNoDevice.
+var kinds = map[int32]error{
+	int32(ErrorNoDevice): device.ErrNoDevice, int32(ErrorInvalidDevice): device.ErrNoDevice,
+	int32(ErrorInsufficientDriver): device.ErrNoDevice,
+	int32(ErrorInvalidValue):       device.ErrInvalid, int32(ErrorInvalidHandle): device.ErrInvalid,
+	int32(ErrorNotFound): device.ErrInvalid, int32(ErrorInvalidImage): device.ErrInvalid,
+	int32(ErrorInvalidKernelFile): device.ErrInvalid, int32(ErrorNoBinaryForGpu): device.ErrInvalid,
+	int32(ErrorNotReady):     device.ErrNotReady,
+	int32(ErrorNotSupported): device.ErrNotSupported, int32(ErrorPeerAccessUnsupported): device.ErrNotSupported,
+	int32(ErrorDeinitialized): device.ErrClosed,
 }
 
 // Name returns the constant's name, e.g. "hipErrorInvalidValue".
-func (r Result) Name() string {
-	if loaded {
-		if s := cstring(lib.hipGetErrorName(r)); s != "" && s != "hipErrorUnknown" {
-			return s
-		}
-	}
-	if n, ok := names[r]; ok {
-		return n
-	}
-	return fmt.Sprintf("hipError_t(%d)", int32(r))
-}
+func (r Result) Name() string { return drv.StatusName(int32(r)) }
 
-func (r Result) Error() string { return fmt.Sprintf("%s (%d)", r.Name(), int32(r)) }
-
-func (r Result) kind() error {
-	switch r {
-	case ErrorNoDevice, ErrorInvalidDevice, ErrorInsufficientDriver:
-		return device.ErrNoDevice
-	case ErrorInvalidValue, ErrorInvalidHandle, ErrorNotFound, ErrorInvalidImage, ErrorInvalidKernelFile, ErrorNoBinaryForGpu:
-		return device.ErrInvalid
-	case ErrorNotReady:
-		return device.ErrNotReady
-	case ErrorNotSupported, ErrorPeerAccessUnsupported:
-		return device.ErrNotSupported
-	case ErrorDeinitialized:
-		return device.ErrClosed
-	}
-	return nil
-}
-
-// check returns nil for hipSuccess, else a *device.Error naming the call and its arguments.
-func check(op string, r Result, arg string) error {
-	if r == Success {
-		return nil
-	}
-	return &device.Error{Op: op, Arg: arg, Err: r, Kind: r.kind()}
-}
+func (r Result) Error() string { return drv.StatusError(int32(r)) }

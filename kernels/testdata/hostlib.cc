@@ -5,19 +5,7 @@
 // check and "done N" at the end.
 #include "roxamen/roxshmem.h"
 
-extern "C" int printf(const char *, ...);
-
-static int checks, failures;
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			failures++;                                                                \
-			printf("FAIL line %d: ", __LINE__);                                        \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 enum { HEAP = 1 << 16, CAP = 8 };
 alignas(64) static uint8_t heap0[HEAP], heap1[HEAP];
