@@ -54,6 +54,7 @@ var vendor = gpudrv.Vendor{
 		EventElapsedTime: "cuEventElapsedTime", EventDestroy: "cuEventDestroy_v2",
 
 		ModuleLoadDataEx: "cuModuleLoadDataEx", ModuleGetFunction: "cuModuleGetFunction",
+		ModuleFunctionCount: "cuModuleGetFunctionCount", ModuleEnumerateFunctions: "cuModuleEnumerateFunctions", FuncLoad: "cuFuncLoad",
 		ModuleGetGlobal: "cuModuleGetGlobal_v2", ModuleUnload: "cuModuleUnload", LaunchKernel: "cuLaunchKernel",
 
 		IpcGetMemHandle: "cuIpcGetMemHandle", IpcOpenMemHandle: "cuIpcOpenMemHandle_v2",

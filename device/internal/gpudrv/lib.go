@@ -172,6 +172,12 @@ type bindings struct {
 	// hipError_t hipModuleLaunchKernel(hipFunction_t f, (the same nine unsigned ints),
 	//   hipStream_t stream, void **kernelParams, void **extra);
 	launchKernel func(f funcH, gx, gy, gz, bx, by, bz, shared uint32, s streamH, params *unsafe.Pointer, extra *unsafe.Pointer) status
+	// CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod);  (optional: Symbols)
+	moduleFunctionCount func(n *uint32, m moduleH) status
+	// CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod);
+	moduleEnumerateFunctions func(fns *funcH, n uint32, m moduleH) status
+	// CUresult cuFuncLoad(CUfunction function);
+	funcLoad func(f funcH) status
 	// CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 	// hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t *handle, void *devPtr);
 	ipcGetMemHandle func(h *ipcHandle, p devptr) status
@@ -336,6 +342,7 @@ func (dr *Driver) load() error {
 			}
 			purego.RegisterFunc(e.fn, p)
 		}
+		dr.bindPreload(h)
 		dr.loaded.Store(true)
 		if r := dr.lib.init(0); r != 0 {
 			arg := dr.library + " loaded, flags=0"
@@ -350,6 +357,25 @@ func (dr *Driver) load() error {
 		}
 	})
 	return dr.loadErr
+}
+
+// bindPreload binds the eager-loading calls when the library has all of them.
+func (dr *Driver) bindPreload(h uintptr) {
+	s, l := &dr.op, &dr.lib
+	var ps [3]uintptr
+	for i, name := range []string{s.ModuleFunctionCount, s.ModuleEnumerateFunctions, s.FuncLoad} {
+		if name == "" {
+			return
+		}
+		p, err := purego.Dlsym(h, name)
+		if err != nil || p == 0 {
+			return
+		}
+		ps[i] = p
+	}
+	purego.RegisterFunc(&l.moduleFunctionCount, ps[0])
+	purego.RegisterFunc(&l.moduleEnumerateFunctions, ps[1])
+	purego.RegisterFunc(&l.funcLoad, ps[2])
 }
 
 // Loaded returns the library file in use once a call has loaded it ("" before, or when none

@@ -3,6 +3,7 @@ package gpudrv
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"runtime"
 	"time"
 	"unsafe"
@@ -319,10 +320,53 @@ func (d *gpuDevice) LoadModule(image []byte) (device.Module, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.preload(m, image); err != nil {
+		d.call(func() error { return d.check(d.op.ModuleUnload, d.lib.moduleUnload(m.h), m.name) })
+		return nil, err
+	}
 	d.mu.Lock()
 	d.modules[m] = true
 	d.mu.Unlock()
 	return m, nil
+}
+
+// ptxEntry finds the kernels of a PTX image.
+var ptxEntry = regexp.MustCompile(`(?m)^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$][\w$]*)`)
+
+// preload loads every function of m now, so that no launch has to load one while other kernels
+// of the context run (see Symbols.FuncLoad).
+func (d *gpuDevice) preload(m *module, image []byte) error {
+	if d.lib.funcLoad != nil {
+		return d.call(func() error {
+			var n uint32
+			if err := d.check(d.op.ModuleFunctionCount, d.lib.moduleFunctionCount(&n, m.h), m.name); err != nil || n == 0 {
+				return err
+			}
+			fns := make([]funcH, n)
+			if err := d.check(d.op.ModuleEnumerateFunctions, d.lib.moduleEnumerateFunctions(&fns[0], n, m.h), m.name); err != nil {
+				return err
+			}
+			for _, f := range fns {
+				if err := d.check(d.op.FuncLoad, d.lib.funcLoad(f), m.name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if d.lib.moduleLoadDataEx == nil {
+		return nil // HIP loads a code object's kernels at load time
+	}
+	for _, e := range ptxEntry.FindAllSubmatch(image, -1) {
+		var f funcH
+		name := string(e[1])
+		if err := d.call(func() error {
+			return d.check(d.op.ModuleGetFunction, d.lib.moduleGetFunction(&f, m.h, name), m.name+": "+name)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (m *module) Function(name string) (device.Function, error) {

@@ -92,6 +92,16 @@ type Symbols struct {
 	ModuleGetFunction, ModuleGetGlobal, ModuleUnload, LaunchKernel string
 
 	IpcGetMemHandle, IpcOpenMemHandle, IpcCloseMemHandle string
+
+	// Eager loading, bound when the library has all three (CUDA 12.4+): LoadModule loads every
+	// function of a module before it returns. With lazy loading (CUDA's default since 12.2) a
+	// function is loaded at its first launch, and loading waits for the context's running kernels,
+	// so a kernel launched while another kernel of the same context spins waiting for it deadlocks
+	// (CUDA Programming Guide, "Lazy Loading", Potential Hazards: concurrent execution; measured
+	// here on one H200 with two PEs in one process: put-with-signal hung until
+	// CUDA_MODULE_LOADING=EAGER). Without them LoadModule looks up each .entry of a PTX image,
+	// which loads it on the drivers that lazy-load at lookup (12.2, 12.3).
+	ModuleFunctionCount, ModuleEnumerateFunctions, FuncLoad string
 }
 
 // Flag is a flag or enum value passed to the library, with the name errors print.
