@@ -181,7 +181,14 @@ ROXSHMEM_SDMA_FN uint64_t roxshmem_sdma_put_dwords(uint64_t n, int with_signal)
 	return copies * ROXSHMEM_SDMA_COPY_DW + ROXSHMEM_SDMA_FENCE_DW + (with_signal ? ROXSHMEM_SDMA_ATOMIC_DW : 0);
 }
 
-#if defined(ROXA_GPU_LANG) && !defined(ROXA_NVPTX)
+/* ROXSHMEM_SDMA=0 compiles the SDMA route out; by default it follows ROXSHMEM_RING (a kernel
+ * built for load/store peers only needs neither). NVIDIA has no device-written copy-engine queue:
+ * there the _sdma calls take the ring's copy-engine route. */
+#ifndef ROXSHMEM_SDMA
+#define ROXSHMEM_SDMA ROXSHMEM_RING
+#endif
+
+#if defined(ROXA_GPU_LANG) && !defined(ROXA_NVPTX) && ROXSHMEM_SDMA
 /* ---- the producer (amdgcn, and the host pass the tests run on the CPU) -------------------- */
 #define ROXI_HAVE_SDMA 1
 #define ROXI_SDMA_NO_SPACE (~0ull) /* a reservation that gave up (abort word set) */
