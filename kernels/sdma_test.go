@@ -48,22 +48,28 @@ P("polldw", ROXSHMEM_SDMA_POLL_DW); P("trapdw", ROXSHMEM_SDMA_TRAP_DW); P("calls
 func TestSDMAPacketParity(t *testing.T) {
 	const dst, src, addr = 0x7f1234567890, 0x7e0000001008, 0x7fff00001230
 	cases := []struct {
-		c  string
+		c   string
 		go_ []uint32
 		chk func(p sdma.Packet) bool
 	}{
 		{"roxshmem_sdma_copy_linear(p, 0x7f1234567890ull, 0x7e0000001008ull, 0x3fffe0u)", sdma.EncodeCopyLinear(dst, src, sdma.CopyMax),
-			func(p sdma.Packet) bool { return p.Op == sdma.OpCopy && p.Dst == dst && p.Src == src && p.Count == sdma.CopyMax }},
+			func(p sdma.Packet) bool {
+				return p.Op == sdma.OpCopy && p.Dst == dst && p.Src == src && p.Count == sdma.CopyMax
+			}},
 		{"roxshmem_sdma_copy_linear(p, 0x7f1234567890ull, 0x7e0000001008ull, 1u)", sdma.EncodeCopyLinear(dst, src, 1),
 			func(p sdma.Packet) bool { return p.Count == 1 }},
 		{"roxshmem_sdma_fence(p, 0x7fff00001230ull, 0xdeadbeefu)", sdma.EncodeFence(addr, 0xdeadbeef),
 			func(p sdma.Packet) bool { return p.Op == sdma.OpFence && p.Addr == addr && p.Data == 0xdeadbeef }},
 		{"roxshmem_sdma_atomic(p, ROXSHMEM_SDMA_ATOMIC_ADD64, 0x7fff00001230ull, 0x123456789abcdefull, 0)", sdma.EncodeAtomic(sdma.AtomicAdd64, addr, 0x123456789abcdef, 0),
-			func(p sdma.Packet) bool { return p.Operation == sdma.AtomicAdd64 && p.Addr == addr && p.Value == 0x123456789abcdef && !p.Loop }},
+			func(p sdma.Packet) bool {
+				return p.Operation == sdma.AtomicAdd64 && p.Addr == addr && p.Value == 0x123456789abcdef && !p.Loop
+			}},
 		{"roxshmem_sdma_atomic(p, ROXSHMEM_SDMA_ATOMIC_SWAP64, 0x7fff00001230ull, 7, 9)", sdma.EncodeAtomic(sdma.AtomicSwap64, addr, 7, 9),
 			func(p sdma.Packet) bool { return p.Operation == sdma.AtomicSwap64 && p.Value == 7 && p.Compare == 9 }},
 		{"roxshmem_sdma_poll_mem(p, 0x7fff00001230ull, ROXSHMEM_SDMA_POLL_GE, 5, 0xffu, 10, 0xfff)", sdma.EncodePollMem(addr, sdma.PollGE, 5, 0xff, 10, 0xfff),
-			func(p sdma.Packet) bool { return p.Func == sdma.PollGE && p.Data == 5 && p.Mask == 0xff && p.Interval == 10 && p.Retry == 0xfff }},
+			func(p sdma.Packet) bool {
+				return p.Func == sdma.PollGE && p.Data == 5 && p.Mask == 0xff && p.Interval == 10 && p.Retry == 0xfff
+			}},
 		{"roxshmem_sdma_trap(p, 0x1234567u)", sdma.EncodeTrap(0x1234567),
 			func(p sdma.Packet) bool { return p.Op == sdma.OpTrap && p.IntCtx == 0x1234567 }},
 		{"p[0] = roxshmem_sdma_nop(5)", append([]uint32{sdma.EncodeNOP(5)}, 0, 0, 0, 0),
