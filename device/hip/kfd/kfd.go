@@ -63,6 +63,7 @@ const (
 	memNonPaged   = 1 << 0
 	memHostAccess = 1 << 6
 	memExecute    = 1 << 12
+	memNoNUMABind = 1 << 16
 	memUncached   = 1 << 17
 )
 
@@ -259,9 +260,11 @@ func (k *KFD) CreateSDMAQueue(node uint32, xgmi bool, ringBytes int) (q *Queue, 
 	}
 	q = &Queue{k: k, size: uint64(ringBytes), Node: node, XGMI: xgmi}
 	arg := fmt.Sprintf("node=%d size=%d", node, ringBytes)
-	// The ring: system memory (node 0), pinned, host-visible, uncached, as ROCr allocates its own
-	// SDMA rings, so that the GPU's packet stores and the engine's fetches meet in memory.
-	if err := check("hsaKmtAllocMemory", lib.hsaKmtAllocMemory(0, q.size, memNonPaged|memHostAccess|memExecute|memUncached, &q.ring), arg); err != nil {
+	// The ring: pinned, host-visible, executable, uncached memory of the GPU's node, as rocSHMEM's
+	// SDMA path allocates it, so that the GPU's packet stores and the engine's fetches meet in
+	// memory.
+	flags := uint32(memNonPaged | memHostAccess | memExecute | memNoNUMABind | memUncached)
+	if err := check("hsaKmtAllocMemory", lib.hsaKmtAllocMemory(node, q.size, flags, &q.ring), arg); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -49,6 +49,7 @@ int main(void) {
 	f.Value = 0; f.ui32.HostAccess = 1; P("flags.HostAccess", f.Value);
 	f.Value = 0; f.ui32.ExecuteAccess = 1; P("flags.ExecuteAccess", f.Value);
 	f.Value = 0; f.ui32.Uncached = 1; P("flags.Uncached", f.Value);
+	f.Value = 0; f.ui32.NoNUMABind = 1; P("flags.NoNUMABind", f.Value);
 	P("HSA_QUEUE_SDMA", HSA_QUEUE_SDMA); P("HSA_QUEUE_SDMA_XGMI", HSA_QUEUE_SDMA_XGMI);
 	P("HSA_QUEUE_PRIORITY_NORMAL", HSA_QUEUE_PRIORITY_NORMAL); P("status.size", sizeof(HSAKMT_STATUS));
 	P("HSAKMT_STATUS_INVALID_PARAMETER", HSAKMT_STATUS_INVALID_PARAMETER);
@@ -88,7 +89,7 @@ int main(void) {
 		"node.LocationId": offLocationID, "node.NumSdmaEngines": offNumSdmaEngines,
 		"node.NumSdmaXgmiEngines": offNumSdmaXgmiEngines, "node.NumSdmaQueuesPerEngine": offNumSdmaQueuesPerEng,
 		"flags.size": 4, "flags.NonPaged": memNonPaged, "flags.HostAccess": memHostAccess,
-		"flags.ExecuteAccess": memExecute, "flags.Uncached": memUncached,
+		"flags.ExecuteAccess": memExecute, "flags.Uncached": memUncached, "flags.NoNUMABind": memNoNUMABind,
 		"HSA_QUEUE_SDMA": queueSDMA, "HSA_QUEUE_SDMA_XGMI": queueSDMAXGMI, "HSA_QUEUE_PRIORITY_NORMAL": priorityNormal,
 		"status.size": int64(unsafe.Sizeof(Status(0))), "HSAKMT_STATUS_INVALID_PARAMETER": 3,
 		"HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED": 20, "HSAKMT_STATUS_MEMORY_ALIGNMENT": 37,
