@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -125,6 +126,7 @@ type sdmaRoute struct {
 var sdmaLib struct {
 	once sync.Once
 	h    uintptr
+	path string
 	err  error
 }
 
@@ -142,7 +144,13 @@ func loadSDMAProducer(t *testing.T) uintptr {
 			sdmaLib.err = err
 			return
 		}
-		so := filepath.Join(t.TempDir(), "libsdma_producer.so")
+		tmp, err := os.MkdirTemp("", "roxsdma")
+		if err != nil {
+			sdmaLib.err = err
+			return
+		}
+		so := filepath.Join(tmp, "libsdma_producer.so")
+		sdmaLib.path = so
 		args := []string{"-x", "c++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-D__HIP__",
 			"-D__device__=", "-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-I" + dir, "-o", so, "testdata/sdma_producer.cc"}
 		if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
@@ -434,4 +442,13 @@ func TestSDMAEmulatedFault(t *testing.T) {
 	if !rec.Valid || rec.Call != CallSDMA || rec.PE != 1 {
 		t.Errorf("abort record %+v: want the SDMA wait on PE 1", rec)
 	}
+}
+
+// TestMain removes the SDMA producer library built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sdmaLib.path != "" {
+		os.RemoveAll(filepath.Dir(sdmaLib.path))
+	}
+	os.Exit(code)
 }
