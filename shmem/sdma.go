@@ -11,8 +11,8 @@ import (
 	"github.com/roxamen/roxamen/kernels"
 )
 
-// gpuSDMA is an AMD PE's SDMA route: one SDMA user queue per load/store-mapped peer (on an
-// XGMI-optimized engine where the GPU has them), the queues' device-visible descriptions
+// gpuSDMA is an AMD PE's SDMA route: SDMA user queues to every load/store-mapped peer (on
+// XGMI-optimized engines where the GPU has them, up to one per engine and SDMAMaxQueues per peer), the queues' device-visible descriptions
 // (kernels.SDMAQueue, with their completion words) and the table roxshmem_state.sdma points at.
 // Kernels write the packets and ring the doorbells themselves; the proxy takes no part. Built for
 // gfx90a and gfx942 and statically checked; it has not run on an AMD GPU (none was available):
@@ -76,34 +76,49 @@ func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 	}
 	qsz := int(unsafe.Sizeof(kernels.SDMAQueue{}))
 	tsz := int(unsafe.Sizeof(kernels.SDMATable{}))
-	if sd.mem, err = d.Alloc(rt.w.npes*(qsz+64) + tsz); err != nil {
+	memBytes := rt.w.npes*kernels.SDMAMaxQueues*(qsz+64) + tsz
+	if sd.mem, err = d.Alloc(memBytes); err != nil {
 		return fail(err)
 	}
-	if err := d.Memset(sd.mem, 0, rt.w.npes*(qsz+64)+tsz); err != nil {
+	if err := d.Memset(sd.mem, 0, memBytes); err != nil {
 		return fail(err)
 	}
-	table := kernels.SDMATable{Magic: kernels.SDMAMagic, NQueues: 1, Threshold: threshold}
+	// Queues per peer: the XGMI engines shared among the mapped peers (one per engine), 1 to
+	// SDMAMaxQueues; blocks spread over them (sdma.h).
+	peers := 0
+	for pe, base := range rt.peerBase {
+		if pe != rt.w.pe && base != 0 {
+			peers++
+		}
+	}
+	per := 1
+	if peers > 0 {
+		per = min(kernels.SDMAMaxQueues, max(1, int(node.SDMAXGMIEngines)/peers))
+	}
+	table := kernels.SDMATable{Magic: kernels.SDMAMagic, NQueues: uint32(per), Threshold: threshold}
 	for pe, base := range rt.peerBase {
 		if pe == rt.w.pe || base == 0 {
 			continue
 		}
-		q, err := k.CreateSDMAQueue(node.ID, node.SDMAXGMIEngines > 0, sdmaRingBytes)
-		if err != nil {
-			return fail(fmt.Errorf("SDMA queue to PE %d: %w", pe, err))
+		for j := 0; j < per; j++ {
+			q, err := k.CreateSDMAQueue(node.ID, node.SDMAXGMIEngines > 0, sdmaRingBytes)
+			if err != nil {
+				return fail(fmt.Errorf("SDMA queue %d to PE %d: %w", j, pe, err))
+			}
+			sd.queues = append(sd.queues, q)
+			slot := pe*kernels.SDMAMaxQueues + j
+			at := sd.mem.Add(slot * qsz)
+			done := sd.mem.Add(rt.w.npes*kernels.SDMAMaxQueues*qsz + 64*slot)
+			desc := kernels.SDMAQueue{Ring: q.RingGPU, Rptr: q.Rptr, Wptr: q.Wptr, Doorbell: q.Doorbell, Done: uint64(done),
+				RingBytes: sdmaRingBytes, Engine: uint32(j)}
+			if err := d.CopyHtoD(at, unsafe.Slice((*byte)(unsafe.Pointer(&desc)), qsz)); err != nil {
+				return fail(err)
+			}
+			table.Queue[pe][j] = uint64(at)
+			sd.nq++
 		}
-		sd.queues = append(sd.queues, q)
-		at := sd.mem.Add(pe * qsz)
-		done := sd.mem.Add(rt.w.npes*qsz + 64*pe)
-		desc := kernels.SDMAQueue{Ring: q.RingGPU, Rptr: q.Rptr, Wptr: q.Wptr, Doorbell: q.Doorbell, Done: uint64(done),
-			RingBytes: sdmaRingBytes, Engine: uint32(len(sd.queues) - 1)}
-		// producers start where the queue's write pointer is (0 for a fresh queue)
-		if err := d.CopyHtoD(at, unsafe.Slice((*byte)(unsafe.Pointer(&desc)), qsz)); err != nil {
-			return fail(err)
-		}
-		table.Queue[pe][0] = uint64(at)
-		sd.nq++
 	}
-	tab := sd.mem.Add(rt.w.npes * (qsz + 64))
+	tab := sd.mem.Add(rt.w.npes * kernels.SDMAMaxQueues * (qsz + 64))
 	if err := d.CopyHtoD(tab, unsafe.Slice((*byte)(unsafe.Pointer(&table)), tsz)); err != nil {
 		return fail(err)
 	}
