@@ -76,7 +76,8 @@ func runC(t *testing.T, includes []string, body string) map[string]uint64 {
 // snake converts a Go field name to the C one: RingTailCache -> ring_tail_cache, MyPE -> my_pe,
 // NPEs -> n_pes, CEThreshold -> ce_threshold.
 func snake(s string) string {
-	special := map[string]string{"MyPE": "my_pe", "NPEs": "n_pes", "CEThreshold": "ce_threshold", "PE": "pe"}
+	special := map[string]string{"MyPE": "my_pe", "NPEs": "n_pes", "CEThreshold": "ce_threshold", "PE": "pe",
+		"SDMA": "sdma", "NQueues": "n_queues"}
 	if v, ok := special[s]; ok {
 		return v
 	}

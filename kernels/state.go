@@ -49,7 +49,8 @@ type State struct {
 	Abort         uint64 // device address of an Abort block; 0: device waits cannot be aborted
 	BarrierOff    uint64 // heap offset of the barrier workspace (BarrierBytes, zeroed)
 	RingTailCache uint64 // unused, kept for the layout (the cache is the __device__ global roxshmem_ring_tail_cache); the host writes 0
-	Reserved      [2]uint64
+	SDMA          uint64 // device address of the SDMA queue table (SDMATable); 0: none
+	Reserved      [1]uint64
 	PeerBase      [MaxPEs]uint64 // device address of PE i's heap as this GPU loads/stores it; 0: NIC path
 }
 
@@ -71,6 +72,7 @@ const (
 	CallRing            = 5
 	CallFence           = 6
 	CallSync            = 7
+	CallSDMA            = 8    // waiting for SDMA ring space, an earlier producer's commit, or completion
 	CallBadPE           = 0x80 // not a wait: a call named a PE out of range (and was skipped)
 	CallBadAddr         = 0x81 // not a wait: an address outside the symmetric heap (or misaligned AMO)
 	CallNoRoute         = 0x82 // not a wait: the target needs the ring and the state has none
@@ -94,7 +96,7 @@ func DecodeAbortRecord(r uint64) AbortRecord {
 
 var callNames = map[uint8]string{
 	CallWaitUntil: "wait_until", CallSignalWaitUntil: "signal_wait_until", CallQuiet: "quiet",
-	CallBarrier: "barrier", CallRing: "ring operation", CallFence: "fence", CallSync: "sync",
+	CallBarrier: "barrier", CallRing: "ring operation", CallFence: "fence", CallSync: "sync", CallSDMA: "sdma",
 	CallBadPE: "bad PE", CallBadAddr: "bad address", CallNoRoute: "no route",
 }
 

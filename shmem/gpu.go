@@ -56,6 +56,7 @@ type gpuRuntime struct {
 	modules map[*Module]bool
 
 	proxy         *gpuProxy
+	sdma          *gpuSDMA      // AMD: the device-written SDMA queues; nil elsewhere
 	aborted       atomic.Uint64 // the reason the abort word was set with; 0: not set
 	cpuCompletion bool          // the proxy writes ring completion from the host for NIC-only batches
 	stop          chan struct{}
@@ -204,6 +205,9 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	}
 	for pe, b := range rt.peerBase {
 		s.PeerBase[pe] = uint64(b)
+	}
+	if rt.sdma, err = rt.startSDMA(uint64(thr)); err != nil {
+		return err
 	}
 	for _, m := range []device.Module{rt.runtimeMod, rt.aux} {
 		if err := rt.fillState(m); err != nil {
@@ -466,6 +470,8 @@ func (rt *gpuRuntime) release() {
 			_ = m.Unload()
 		}
 	}
+	rt.sdma.release(d)
+	rt.sdma = nil
 	if rt.misc != 0 {
 		_ = d.Free(rt.misc)
 	}

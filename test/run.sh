@@ -12,6 +12,7 @@ command -v ip >/dev/null || need+=(iproute2)           # network namespaces as h
 command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 [ -e /usr/lib/x86_64-linux-gnu/libucp.so.0 ] && [ -e /usr/include/ucp/api/ucp.h ] && command -v ucx_perftest >/dev/null || need+=(libucx0 libucx-dev ucx-utils)
 command -v slurmctld >/dev/null || need+=(slurm-wlm munge)      # a one-node Slurm for srun (test/launchers_test.go)
+[ -e /usr/lib/x86_64-linux-gnu/libhsakmt.so.1 ] && [ -e /usr/include/hsakmttypes.h ] || need+=(libhsakmt1 libhsakmt-dev)  # the KFD binding's ABI check
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test/run.sh: installing ${need[*]}"
@@ -24,7 +25,7 @@ fi
 
 export CGO_ENABLED=0
 # As root the packages above are installed, so a UCX that does not load is a failure, not a skip.
-[ "$(id -u)" = 0 ] && export ROX_TEST_UCX=1
+[ "$(id -u)" = 0 ] && export ROX_TEST_UCX=1 ROX_TEST_KFD=1
 go mod download
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -50,6 +50,7 @@ var (
 	Ordering    = register("ROX_ORDERING", "strict", "memory model mode: strict|bypass", oneOf("strict", "bypass"))
 	Transport   = register("ROX_TRANSPORT", "auto", "inter-node transport: auto|tcp|ucx; tcp or ucx also forces the NIC path between PEs of one node", oneOf("auto", "tcp", "ucx"))
 	CEThreshold = register("ROX_CE_THRESHOLD", "1M", "device puts of at least this many bytes take the copy engine", isSize)
+	SDMA        = register("ROX_SDMA", "auto", "AMD: device-written SDMA queues for copy-engine puts: auto (where /dev/kfd allows)|on|off", oneOf("auto", "on", "off"))
 	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
 	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed", isDur)
 	// Set by roxrun for its children (and read by internal/bootstrap).

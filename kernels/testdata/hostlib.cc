@@ -1,7 +1,7 @@
 // TestHostLibrary: the device library's logic (paths, bounds checks, copies at odd offsets, typed
 // p/g, AMO semantics, the ring producer's descriptors and flow control, abort) run on the CPU.
-// Built as plain C++ with the HIP attributes defined away, so the arch layer's host fallbacks (plain
-// single-threaded memory operations) stand in for the GPU instructions. Prints one line per failed
+// Built as plain C++ with the HIP attributes defined away, so the arch layer's host fallbacks (the
+// compiler's __atomic builtins) stand in for the GPU instructions. Prints one line per failed
 // check and "done N" at the end.
 #include "roxamen/roxshmem.h"
 

@@ -38,3 +38,13 @@ PROBE void probe_ring_push(uint64_t src, uint64_t dst, int pe)
 }
 PROBE void probe_ring_quiet(void) { roxi_ring_quiet(ROXSHMEM_CALL_QUIET); }
 #endif
+
+#if ROXSHMEM_SDMA && defined(ROXA_AMDGCN)
+// The SDMA route's producer alone (TestMappingSDMA): reserve by CAS, packets, a release at system
+// scope, the write pointer, a wait, the doorbell; no data copy loop.
+PROBE void probe_sdma_put(void *dst, const void *src, uint64_t n, uint64_t *sig, int pe)
+{
+	roxi_sdma_putmem(dst, src, n, (uint64_t)(uintptr_t)sig, 1, ROXSHMEM_SIGNAL_SET, pe, ROXI_THREAD, 1);
+}
+PROBE void probe_sdma_quiet(void) { roxi_sdma_quiet(ROXSHMEM_CALL_QUIET); }
+#endif

@@ -309,44 +309,48 @@ ROXA_FN roxa_u128 roxa_ld16(const void *src, int mode)
 	return r;
 }
 #else /* host pass */
-ROXA_FN uint64_t roxa_ld_acquire_u64(const uint64_t *p) { return *p; }
-ROXA_FN uint64_t roxa_ld_relaxed_u64(const uint64_t *p) { return *p; }
-ROXA_FN uint32_t roxa_ld_relaxed_u32(const uint32_t *p) { return *p; }
-ROXA_FN uint16_t roxa_ld_relaxed_u16(const uint16_t *p) { return *p; }
-ROXA_FN uint8_t roxa_ld_relaxed_u8(const uint8_t *p) { return *p; }
-ROXA_FN void roxa_st_release_u64(uint64_t *p, uint64_t v) { *p = v; }
-ROXA_FN void roxa_st_relaxed_u64(uint64_t *p, uint64_t v) { *p = v; }
-ROXA_FN void roxa_st_relaxed_u32(uint32_t *p, uint32_t v) { *p = v; }
-ROXA_FN void roxa_st_relaxed_u16(uint16_t *p, uint16_t v) { *p = v; }
-ROXA_FN void roxa_st_relaxed_u8(uint8_t *p, uint8_t v) { *p = v; }
-ROXA_FN uint64_t roxa_add_release_u64(uint64_t *p, uint64_t v) { uint64_t o = *p; *p += v; return o; }
-ROXA_FN uint64_t roxa_add_agent_u64(uint64_t *p, uint64_t v) { uint64_t o = *p; *p += v; return o; }
-ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p) { return *p; }
-ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { *p = v; }
-/* Single-threaded semantics: the host pass never runs device code, but TestHostLibrary runs the
- * library's logic on the CPU through these. */
+/* The CPU runs the library's logic in the tests (TestHostLibrary, and the SDMA producer that the
+ * Go engine emulator consumes from other threads): real atomics, so that several CPU threads may
+ * share the words as GPU threads do. */
+ROXA_FN uint64_t roxa_ld_acquire_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+ROXA_FN uint64_t roxa_ld_relaxed_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+ROXA_FN uint32_t roxa_ld_relaxed_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+ROXA_FN uint16_t roxa_ld_relaxed_u16(const uint16_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+ROXA_FN uint8_t roxa_ld_relaxed_u8(const uint8_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+ROXA_FN void roxa_st_release_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+ROXA_FN void roxa_st_relaxed_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+ROXA_FN void roxa_st_relaxed_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+ROXA_FN void roxa_st_relaxed_u16(uint16_t *p, uint16_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+ROXA_FN void roxa_st_relaxed_u8(uint8_t *p, uint8_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+ROXA_FN uint64_t roxa_add_release_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+ROXA_FN uint64_t roxa_add_agent_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+ROXA_FN uint64_t roxa_ld_acquire_agent_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+ROXA_FN void roxa_st_release_agent_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 #define ROXA_HOST_AMO                                                                              \
-	old = *p;                                                                                  \
+	old = 0;                                                                                   \
 	switch (kind) {                                                                            \
-	case ROXSHMEM_AMO_FETCH: break;                                                            \
-	case ROXSHMEM_AMO_SET: *p = v; break;                                                      \
-	case ROXSHMEM_AMO_SWAP: *p = v; break;                                                     \
-	case ROXSHMEM_AMO_COMPARE_SWAP: if (old == cmp) *p = v; break;                             \
-	case ROXSHMEM_AMO_FETCH_ADD: *p = old + v; break;                                          \
-	case ROXSHMEM_AMO_FETCH_AND: *p = old & v; break;                                          \
-	case ROXSHMEM_AMO_FETCH_OR: *p = old | v; break;                                           \
-	default: *p = old ^ v; break;                                                              \
+	case ROXSHMEM_AMO_FETCH: old = __atomic_load_n(p, __ATOMIC_SEQ_CST); break;                \
+	case ROXSHMEM_AMO_SET: __atomic_store_n(p, v, __ATOMIC_SEQ_CST); break;                    \
+	case ROXSHMEM_AMO_SWAP: old = __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); break;          \
+	case ROXSHMEM_AMO_COMPARE_SWAP:                                                            \
+		old = cmp;                                                                         \
+		__atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);    \
+		break;                                                                             \
+	case ROXSHMEM_AMO_FETCH_ADD: old = __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); break;      \
+	case ROXSHMEM_AMO_FETCH_AND: old = __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); break;      \
+	case ROXSHMEM_AMO_FETCH_OR: old = __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); break;        \
+	default: old = __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); break;                          \
 	}                                                                                          \
 	return old;
 ROXA_FN uint64_t roxa_amo_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { uint64_t ROXA_HOST_AMO }
 ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { uint32_t ROXA_HOST_AMO }
 ROXA_FN uint64_t roxa_amo_acq_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { uint64_t ROXA_HOST_AMO }
 ROXA_FN uint32_t roxa_amo_acq_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { uint32_t ROXA_HOST_AMO }
-ROXA_FN void roxa_fence_sc(void) {}
-ROXA_FN void roxa_fence_release(void) {}
-ROXA_FN void roxa_fence_acquire(void) {}
-ROXA_FN void roxa_fence_acquire_bypass(void) {}
-ROXA_FN void roxa_drain(void) {}
+ROXA_FN void roxa_fence_sc(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+ROXA_FN void roxa_fence_release(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
+ROXA_FN void roxa_fence_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+ROXA_FN void roxa_fence_acquire_bypass(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+ROXA_FN void roxa_drain(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 ROXA_FN void roxa_st16(void *dst, const roxa_u128 *v, int mode) { (void)mode; *(roxa_u128 *)dst = *v; }
 ROXA_FN roxa_u128 roxa_ld16(const void *src, int mode) { (void)mode; return *(const roxa_u128 *)src; }
 #endif

@@ -14,6 +14,7 @@
 #include "state.h"
 #include "ring.h"
 #include "arch.h"
+#include "sdma.h"
 
 /* comparison operators of wait_until, test and signal_wait_until */
 #define ROXSHMEM_CMP_EQ 0
@@ -30,6 +31,7 @@
 #define ROXI_PATH_LS 1   /* load/store to a mapped peer */
 #define ROXI_PATH_CE 2   /* copy engine, through the ring */
 #define ROXI_PATH_NIC 3  /* NIC, through the ring */
+#define ROXI_PATH_SDMA 4 /* AMD copy engine, through an SDMA queue this GPU writes itself */
 
 #define ROXI_THREAD 0
 #define ROXI_WARP 1
@@ -77,6 +79,11 @@ ROXI_FN int roxi_path(int pe, uint64_t n, int force_ce)
 	int self = pe == roxshmem_state.my_pe;
 	if (!self && roxshmem_state.peer_base[pe] == 0)
 		return ROXI_PATH_NIC;
+#ifdef ROXI_HAVE_SDMA
+	/* on AMD the device-written SDMA queues replace the proxy's copy-engine route */
+	if (!self && roxi_sdma_queue(pe) != 0 && (force_ce || (roxi_sdma()->threshold != 0 && n >= roxi_sdma()->threshold)))
+		return ROXI_PATH_SDMA;
+#endif
 	if (roxi_ring_enabled() &&
 	    (force_ce || (roxshmem_state.ce_threshold != 0 && n >= roxshmem_state.ce_threshold)))
 		return ROXI_PATH_CE;
@@ -101,6 +108,25 @@ ROXI_FN int roxi_have_ring(int pe)
 	return 0;
 }
 
+#ifdef ROXI_HAVE_SDMA
+/* A put (sig != 0: with its signal) through pe's SDMA queue, issued by the group's leader once
+ * every thread's writes of src are complete; blocking forms wait for the queue's done word. */
+ROXI_COLD void roxi_sdma_putmem(void *dst, const void *src, uint64_t n, uint64_t sig, uint64_t signal, int sig_op, int pe,
+				int g, int nbi)
+{
+	roxi_thread_drain();
+	roxi_gsync(g);
+	if (roxi_gidx(g) == 0) {
+		roxshmem_sdma_queue_t *q = roxi_sdma_queue(pe);
+		uint64_t end = roxi_sdma_put(q, (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, n, sig, signal, sig_op, pe);
+		if (!nbi && end != ROXI_SDMA_NO_SPACE)
+			roxi_sdma_wait(q, end, ROXSHMEM_CALL_SDMA, pe);
+	}
+	if (!nbi)
+		roxi_gsync(g);
+}
+#endif
+
 ROXI_COLD void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi, int force_ce)
 {
 	uint64_t off;
@@ -110,6 +136,10 @@ ROXI_COLD void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int 
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
 		/* to self too: in CacheBypass every API delivery bypasses the caches */
 		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+#ifdef ROXI_HAVE_SDMA
+	} else if (path == ROXI_PATH_SDMA) {
+		roxi_sdma_putmem(roxi_remote(off, pe), src, n, 0, 0, 0, pe, g, nbi);
+#endif
 	} else {
 		roxi_gsync(g); /* every thread's writes of src precede the descriptor */
 		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
@@ -256,13 +286,19 @@ ROXI_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, u
 
 /* Data, then the signal: the signal update is a release (Strict) or follows the drain of the
  * cache-bypassing data stores (CacheBypass); through the ring one descriptor carries both. */
-ROXI_COLD void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal,
-				int sig_op, int pe, int g, int nbi)
+ROXI_COLD void roxi_putmem_signal_path(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal,
+				     int sig_op, int pe, int g, int nbi, int force_ce)
 {
 	uint64_t off, soff;
 	if (!roxi_check(dest, n, pe, &off) || !roxi_check(sig, 8, pe, &soff))
 		return;
-	int path = roxi_path(pe, n, 0);
+	int path = roxi_path(pe, n, force_ce);
+#ifdef ROXI_HAVE_SDMA
+	if (path == ROXI_PATH_SDMA) {
+		roxi_sdma_putmem(roxi_remote(off, pe), src, n, (uint64_t)(uintptr_t)roxi_remote(soff, pe), signal, sig_op, pe, g, nbi);
+		return;
+	}
+#endif
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
 		/* to self too: in CacheBypass every API delivery bypasses the caches */
 		void *d = roxi_remote(off, pe);
@@ -307,6 +343,12 @@ ROXI_COLD void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint6
 	}
 	if (!nbi)
 		roxi_gsync(g);
+}
+
+ROXA_FN void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal, int sig_op,
+				int pe, int g, int nbi)
+{
+	roxi_putmem_signal_path(dest, src, n, sig, signal, sig_op, pe, g, nbi, 0);
 }
 
 ROXA_FN int roxi_cmp(uint64_t a, int cmp, uint64_t b, int is_signed)
@@ -516,6 +558,30 @@ ROXA_API void roxshmemx_getmem_warp(void *dest, const void *source, size_t nelem
 ROXA_API void roxshmemx_getmem_nbi_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_WARP, 1); }
 ROXA_API void roxshmemx_getmem_block(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_BLOCK, 0); }
 ROXA_API void roxshmemx_getmem_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_BLOCK, 1); }
+/* always the copy engine: zero SMs move the data. On AMD with SDMA queues, the calling thread
+ * writes the packets into the peer's SDMA queue itself; elsewhere the proxy drives the copy
+ * engine through the ring. The _sdma names are the same calls under rocSHMEM's word for it. */
+ROXA_API void roxshmemx_putmem_sdma(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 0, 1); }
+ROXA_API void roxshmemx_putmem_sdma_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 1, 1); }
+ROXA_API void roxshmemx_putmem_sdma_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 0, 1); }
+ROXA_API void roxshmemx_putmem_sdma_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 1, 1); }
+/* put-with-signal by the copy engine: the engine sets (or adds to) the signal after the data */
+ROXA_API void roxshmemx_putmem_signal_sdma(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 0, 1);
+}
+ROXA_API void roxshmemx_putmem_signal_sdma_nbi(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 1, 1);
+}
+ROXA_API void roxshmemx_putmem_signal_sdma_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 0, 1);
+}
+ROXA_API void roxshmemx_putmem_signal_sdma_nbi_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
+{
+	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 1, 1);
+}
 /* always the copy engine (through the ring): zero SMs move the data */
 ROXA_API void roxshmemx_putmem_ce(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 0, 1); }
 ROXA_API void roxshmemx_putmem_ce_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 1, 1); }
@@ -679,6 +745,10 @@ ROXA_API void roxshmem_fence(void)
 		roxa_drain();
 	else
 		roxa_fence_sc();
+#ifdef ROXI_HAVE_SDMA
+	/* a later put to the same PE may take load/store or another queue: SDMA puts complete first */
+	roxi_sdma_quiet(ROXSHMEM_CALL_FENCE);
+#endif
 	if (!roxi_ring_enabled())
 		return;
 	if (roxshmem_state.flags & ROXSHMEM_FLAG_RING_FENCE) {
@@ -700,6 +770,9 @@ ROXA_API void roxshmem_quiet(void)
 	} else {
 		roxa_fence_sc();
 	}
+#ifdef ROXI_HAVE_SDMA
+	roxi_sdma_quiet(ROXSHMEM_CALL_QUIET);
+#endif
 	roxi_ring_quiet(ROXSHMEM_CALL_QUIET);
 }
 

@@ -53,7 +53,9 @@ typedef struct roxshmem_state {
 	uint64_t abort;           /* device address of a roxshmem_abort block; 0: waits cannot abort */
 	uint64_t barrier_off;     /* heap offset of the barrier workspace (ROXSHMEM_BARRIER_BYTES) */
 	uint64_t ring_tail_cache; /* unused (kept for the layout): see roxshmem_ring_tail_cache */
-	uint64_t reserved[2];
+	uint64_t sdma;            /* device address of the roxshmem_sdma table (sdma.h): the device-written
+	                             SDMA queues of the AMD copy engines; 0: none */
+	uint64_t reserved[1];
 	uint64_t peer_base[ROXSHMEM_MAX_PES]; /* device address of PE i's heap as this GPU can load and
 	                                         store it; 0: not load/store reachable (NIC path) */
 } roxshmem_state_t;
@@ -85,6 +87,7 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_abort_t) == 64, abort_size);
 #define ROXSHMEM_CALL_RING 5   /* waiting for a free ring slot or for one operation's completion */
 #define ROXSHMEM_CALL_FENCE 6
 #define ROXSHMEM_CALL_SYNC 7
+#define ROXSHMEM_CALL_SDMA 8   /* waiting for SDMA ring space, an earlier producer's commit, or completion */
 #define ROXSHMEM_CALL_BAD_PE 0x80    /* not a wait: a call named a PE out of range (skipped) */
 #define ROXSHMEM_CALL_BAD_ADDR 0x81  /* not a wait: an address outside the symmetric heap */
 #define ROXSHMEM_CALL_NO_ROUTE 0x82  /* not a wait: the PE needs the ring and there is none */
