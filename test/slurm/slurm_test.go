@@ -76,3 +76,27 @@ func TestStopEndsRunningJob(t *testing.T) {
 		t.Fatalf("after Stop, processes of the cluster remain: %v", left)
 	}
 }
+
+// TestSrunPMIx: `srun --mpi=pmix` on the cluster gives each task a PMIx rank and server, which
+// is what a PMIx client (Open MPI, or Roxamen's PMIx bootstrap) reads.
+func TestSrunPMIx(t *testing.T) {
+	c, err := Start(t)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := c.Srun("--mpi=list").CombinedOutput(); !strings.Contains(string(list), "pmix") {
+		t.Skipf("this Slurm has no PMIx plugin (srun --mpi=list: %s)", list)
+	}
+	out, err := c.Srun("--mpi=pmix", "-n", "2", "--overcommit", "--time", "1", "sh", "-c", `echo "rank=$PMIX_RANK server=${PMIX_SERVER_URI41:+yes}"`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("srun --mpi=pmix: %v\n%s\n%s", err, out, c.Logs())
+	}
+	for _, want := range []string{"rank=0 server=yes", "rank=1 server=yes"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("srun --mpi=pmix printed %q, want a line %q", out, want)
+		}
+	}
+}
