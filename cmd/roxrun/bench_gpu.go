@@ -150,14 +150,21 @@ func printGPUTable(w io.Writer, rows, anchor []gpuRow) {
 		return "us"
 	}
 	sort.SliceStable(keys, func(i, j int) bool { return false })
-	fmt.Fprintf(w, "%-22s %10s %6s %5s %10s %10s %8s %10s %9s\n", "test", "size", "blocks", "unit", "strict", "bypass", "byp/str", "nvshmem", "rox/nv")
+	// spreadOf is a latency row's min..max over its rounds.
+	spreadOf := func(r gpuRow) string {
+		if r.Rounds < 2 || r.BandwidthGBps > 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f..%.3f", r.MinUS, r.MaxUS)
+	}
+	fmt.Fprintf(w, "%-22s %10s %6s %5s %10s %15s %10s %15s %8s %10s %9s\n", "test", "size", "blocks", "unit", "strict", "strict_min..max", "bypass", "bypass_min..max", "byp/str", "nvshmem", "rox/nv")
 	for _, k := range keys {
 		s := strict[k]
-		fmt.Fprintf(w, "%-22s %10d %6d %5s %10.3f", k.test, k.size, k.blocks, unit(s), fig(s))
+		fmt.Fprintf(w, "%-22s %10d %6d %5s %10.3f %15s", k.test, k.size, k.blocks, unit(s), fig(s), spreadOf(s))
 		if b, ok := bypass[k]; ok {
-			fmt.Fprintf(w, " %10.3f %7.3fx", fig(b), fig(b)/fig(s))
+			fmt.Fprintf(w, " %10.3f %15s %7.3fx", fig(b), spreadOf(b), fig(b)/fig(s))
 		} else {
-			fmt.Fprintf(w, " %10s %8s", "-", "-")
+			fmt.Fprintf(w, " %10s %15s %8s", "-", "-", "-")
 		}
 		if a, ok := nv[k]; ok && fig(a) > 0 {
 			best := fig(s)
@@ -168,7 +175,7 @@ func printGPUTable(w io.Writer, rows, anchor []gpuRow) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, "byp/str = bypass over strict; rox/nv = Roxamen's better mode over NVSHMEM: latency rows want < 1, bandwidth rows want > 1")
+	fmt.Fprintln(w, "latency: the median over the rounds, min..max beside it; byp/str = bypass over strict; rox/nv = Roxamen's better mode over NVSHMEM: latency rows want < 1, bandwidth rows want > 1")
 }
 
 // runGPUBenchmarks is one PE of the GPU benchmark job (PE 0 and the last PE are the pair; PE 0
