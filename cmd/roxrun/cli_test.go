@@ -51,6 +51,9 @@ func TestHelp(t *testing.T) {
 	if rc, out, _ := runRoxrun("run", "-n", "2", "--help"); rc != 0 || !strings.HasPrefix(out, "roxrun run") {
 		t.Errorf("roxrun run -n 2 --help: rc %d\n%s", rc, out)
 	}
+	if rc, out, errs := runRoxrun(); rc != 2 || out != "" || errs != top {
+		t.Errorf("roxrun without arguments: rc %d, stdout %q; want 2 and the usage on stderr", rc, out)
+	}
 	if rc, _, errs := runRoxrun("help", "nosuch"); rc != 2 || !strings.Contains(errs, `no command "nosuch"`) {
 		t.Errorf("roxrun help nosuch: rc %d, %q", rc, errs)
 	}

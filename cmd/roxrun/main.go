@@ -19,6 +19,11 @@ func main() {
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		// Nothing to run: say how, where errors go.
+		usage(stderr)
+		return 2
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "run":
