@@ -24,33 +24,31 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if len(args) > 0 {
-		switch args[0] {
-		case "run":
-			return runMain(args[1:], stdout, stderr)
-		case "info":
-			return infoMain(args[1:], stdout, stderr)
-		case "bench", benchPECommand:
-			return benchMain(args, stdout, stderr)
-		case "litmus", litmusPECommand:
-			return litmusMain(args, stdout, stderr)
-		case "help":
-			if len(args) > 1 {
-				for _, c := range commands() {
-					if c.name == args[1] {
-						c.usage(stdout)
-						return 0
-					}
+	switch args[0] {
+	case "run":
+		return runMain(args[1:], stdout, stderr)
+	case "info":
+		return infoMain(args[1:], stdout, stderr)
+	case "bench", benchPECommand:
+		return benchMain(args, stdout, stderr)
+	case "litmus", litmusPECommand:
+		return litmusMain(args, stdout, stderr)
+	case "help":
+		if len(args) > 1 {
+			for _, c := range commands() {
+				if c.name == args[1] {
+					c.usage(stdout)
+					return 0
 				}
-				fmt.Fprintf(stderr, "roxrun help: no command %q (run, info, bench, litmus)\n", args[1])
-				return 2
 			}
-			usage(stdout)
-			return 0
-		case "-h", "--help", "-help", "--h":
-			usage(stdout)
-			return 0
+			fmt.Fprintf(stderr, "roxrun help: no command %q (run, info, bench, litmus)\n", args[1])
+			return 2
 		}
+		usage(stdout)
+		return 0
+	case "-h", "--help", "-help", "--h":
+		usage(stdout)
+		return 0
 	}
 	return runMain(args, stdout, stderr)
 }
