@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// memmodel must import nothing but the standard library (DESIGN.md: it imports nothing of the runtime).
+// memmodel must import nothing but the standard library (ARCHITECTURE.md: it imports nothing of the runtime).
 func TestStdlibOnly(t *testing.T) {
 	files, _ := filepath.Glob("*.go")
 	fset := gotoken.NewFileSet()

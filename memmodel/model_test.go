@@ -60,18 +60,6 @@ func TestSuiteVerdicts(t *testing.T) {
 	}
 }
 
-// The shared samples must all be in testdata, unchanged.
-func TestSamplesCopied(t *testing.T) {
-	shared, _ := filepath.Glob("../../shared/litmus/*.litmus")
-	for _, f := range shared {
-		want, _ := os.ReadFile(f)
-		got, err := os.ReadFile(filepath.Join("testdata", filepath.Base(f)))
-		if err != nil || string(got) != string(want) {
-			t.Errorf("%s is missing from testdata or differs", filepath.Base(f))
-		}
-	}
-}
-
 // Bypass only adds outcomes: every state Strict allows, Bypass allows too.
 func TestBypassContainsStrict(t *testing.T) {
 	differ := 0

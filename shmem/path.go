@@ -11,7 +11,7 @@ import (
 )
 
 // path moves bytes to and from one PE's symmetric heap. The World picks one per PE at Init:
-// direct load/store when the PE's heap is mapped here, the NIC path otherwise (DESIGN.md, "Paths
+// direct load/store when the PE's heap is mapped here, the NIC path otherwise (ARCHITECTURE.md, "Paths
 // a put can take"). Offsets and sizes are checked by the caller.
 type path interface {
 	put(off uint64, src []byte) error

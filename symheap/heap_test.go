@@ -275,7 +275,7 @@ func TestLayout(t *testing.T) {
 	wantErr(t, err, ErrBadPE, "PE 7")
 }
 
-// TestImportsOnlyStdlib keeps symheap free of the runtime (DESIGN.md: it imports nothing of it),
+// TestImportsOnlyStdlib keeps symheap free of the runtime (ARCHITECTURE.md: it imports nothing of it),
 // so it stays testable and reusable on its own.
 func TestImportsOnlyStdlib(t *testing.T) {
 	files, err := filepath.Glob("*.go")

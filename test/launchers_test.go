@@ -8,6 +8,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -20,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/roxamen/roxamen/test/slurm"
 )
 
 // transports are the NIC transports a launcher test runs with ("" is the default: direct
@@ -253,53 +256,16 @@ func TestSlurmContract(t *testing.T) {
 	}
 }
 
-// slurmRecipe is the shared script that starts a one-node Slurm (munge, slurmctld, slurmd).
-func slurmRecipe() string {
-	for _, p := range []string{"../../shared/recipes/slurm-local.sh", "../shared/recipes/slurm-local.sh"} {
-		if abs, err := filepath.Abs(p); err == nil {
-			if _, err := os.Stat(abs); err == nil {
-				return abs
-			}
-		}
-	}
-	return ""
-}
-
-func slurmUp() bool {
-	out, err := exec.Command("sinfo", "-h", "-o", "%t").Output()
-	return err == nil && strings.Contains(string(out), "idle")
-}
-
-// TestSrun: a real `srun -n 4` on a one-node Slurm started for the test (and stopped after it,
-// unless one was running already). It skips, saying why, where Slurm cannot run: not root, or
-// neither srun nor the recipe that installs it.
+// TestSrun: a real `srun -n 4` on a one-node Slurm (munged, slurmctld, slurmd) that test/slurm
+// starts for the test in a temporary directory and stops after it. It skips, saying why, only
+// where Slurm cannot run: not root, or slurm-wlm/munge not installed (test/run.sh installs them).
 func TestSrun(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("starting slurmctld/slurmd needs root; TestSlurmContract covers the environment srun sets")
+	c, err := slurm.Start(t)
+	if errors.Is(err, slurm.ErrUnavailable) {
+		t.Skipf("%v; TestSlurmContract covers the environment srun sets", err)
 	}
-	if !slurmUp() {
-		recipe := slurmRecipe()
-		if recipe == "" {
-			t.Skip("no running Slurm and no shared/recipes/slurm-local.sh to start one; TestSlurmContract covers the environment srun sets")
-		}
-		dir := t.TempDir()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		out, err := exec.CommandContext(ctx, "bash", recipe, "start", dir).CombinedOutput()
-		cancel()
-		t.Cleanup(func() {
-			if out, err := exec.Command("bash", recipe, "stop", dir).CombinedOutput(); err != nil {
-				t.Errorf("stopping Slurm: %v\n%s", err, out)
-			}
-		})
-		if err != nil {
-			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-			var b strings.Builder
-			for _, l := range logs {
-				c, _ := os.ReadFile(l)
-				fmt.Fprintf(&b, "--- %s\n%s\n", l, c)
-			}
-			t.Skipf("Slurm cannot run here: %s: %v\n%s%s", recipe, err, out, b.String())
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
 	srun, err := exec.LookPath("srun")
 	if err != nil {
@@ -308,7 +274,7 @@ func TestSrun(t *testing.T) {
 	for _, tr := range transports(t) {
 		t.Run(transportName(tr), func(t *testing.T) {
 			// --overcommit: 4 tasks on however few CPUs the node has.
-			r := run(t, 2*time.Minute, transportEnv(tr), srun, "-n", "4", "--overcommit", "--time", "2", filepath.Join(bin, "ring"), "-laps", "20")
+			r := run(t, 2*time.Minute, append(c.Vars(), transportEnv(tr)...), srun, "-n", "4", "--overcommit", "--time", "2", filepath.Join(bin, "ring"), "-laps", "20")
 			mustPass(t, r, "20 laps of 4 PEs")
 		})
 	}

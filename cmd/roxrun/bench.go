@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"regexp"
 	"runtime"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +21,9 @@ import (
 
 const benchPECommand = "bench-pe"
 
-// benchRow is one line of `roxrun bench --json`.
+// benchRow is one line of `roxrun bench --json`, and of the comparison programs' output.
+// Latency figures are the median over Rounds rounds, with the fastest and slowest round beside it;
+// a bandwidth row's bandwidth is that of its median round.
 type benchRow struct {
 	Test          string  `json:"test"`
 	Backend       string  `json:"backend"`
@@ -31,11 +31,61 @@ type benchRow struct {
 	SizeBytes     int     `json:"size_bytes"`
 	Blocks        int     `json:"blocks"`
 	LatencyUS     float64 `json:"latency_us"`
+	MinUS         float64 `json:"latency_min_us,omitempty"`
+	MaxUS         float64 `json:"latency_max_us,omitempty"`
+	Rounds        int     `json:"rounds,omitempty"`
 	BandwidthGBps float64 `json:"bandwidth_gbps"`
+	BusBWGBps     float64 `json:"busbw_gbps,omitempty"` // collectives, by nccl-tests' convention
 }
 
-// benchSizes are the putmem/getmem sizes, the same as the OSHMEM anchor's plus the powers of 4
-// between, with the anchor's iteration counts so that both measure the same cache behaviour.
+// benchProgress is a line PE 0 prints before each row: which row runs now.
+type benchProgress struct {
+	Running   string `json:"running"`
+	SizeBytes int    `json:"size_bytes"`
+}
+
+// benchKey names a row: what the progress counts and --tests selects.
+type benchKey struct {
+	test string
+	size int
+}
+
+// benchSection is a group of rows of the host benchmark suite. Other files of this package add
+// theirs from an init func (hostBench = append(hostBench, benchSection{...})); sections run in
+// that order, after bench.go's own.
+type benchSection struct {
+	// rows lists the rows the section emits in a job of npes PEs, in order.
+	rows func(npes int) []benchKey
+	// run runs the section on every PE of the job; PE 0 emits the rows through b.
+	run func(b *benchEnv) error
+}
+
+// hostBench is the host benchmark suite, in order.
+var hostBench = []benchSection{
+	{rows: only("p_pingpong", 8), run: benchPPingPong},
+	{rows: only("put_signal_pingpong", 8), run: benchPutSignalPingPong},
+	{rows: sized("put_bw", benchSizes), run: func(b *benchEnv) error { return benchBandwidth(b, "put_bw") }},
+	{rows: sized("get_bw", benchSizes), run: func(b *benchEnv) error { return benchBandwidth(b, "get_bw") }},
+	{rows: only("fetch_add_latency", 8), run: benchFetchAdd},
+	{rows: only("barrier_all_latency", 0), run: benchBarrierAll},
+}
+
+func only(test string, size int) func(int) []benchKey {
+	return func(int) []benchKey { return []benchKey{{test, size}} }
+}
+
+func sized(test string, sizes []int) func(int) []benchKey {
+	return func(int) []benchKey {
+		var k []benchKey
+		for _, s := range sizes {
+			k = append(k, benchKey{test, s})
+		}
+		return k
+	}
+}
+
+// benchSizes are the putmem/getmem sizes: powers of 8 and 4 from 8 B to 16 MiB, with the
+// iteration counts of benchIters, the same in the comparison programs.
 var benchSizes = []int{8, 64, 512, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20}
 
 func benchIters(size int) int {
@@ -48,151 +98,351 @@ func benchIters(size int) int {
 	return 50
 }
 
+type benchFlags struct {
+	cmd     *command
+	n       int
+	asJSON  bool
+	iters   int
+	rounds  int
+	tests   string
+	compare string
+	timeout time.Duration
+	nvshmem string
+}
+
+func newBenchFlags() *benchFlags {
+	f := &benchFlags{cmd: newCommand("bench", "[flags]", `
+Run the benchmark suite in a job of its own (on the backend ROX_DEVICE picks) and print one
+row per test and size: latency as the median over --rounds rounds with the fastest and the
+slowest round, bandwidth of the median round. --compare also builds and runs the project's
+comparison programs (OpenSHMEM with oshcc/oshrun, MPI with mpicc/mpirun) with the same
+measurements and prints their figures and the ratios beside Roxamen's; a comparison program
+that fails or crashes is reported as such and gives no ratios. On a terminal, stderr shows
+which row runs.`)}
+	fs := f.cmd.fs
+	fs.IntVar(&f.n, "n", 2, "number of PEs (PE 0 and the last PE are the pair of the point-to-point rows)")
+	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per row instead of the table")
+	fs.IntVar(&f.iters, "iters", 20000, "round trips per round of the latency rows")
+	fs.IntVar(&f.rounds, "rounds", 5, "rounds of every row; latency is their median, with min and max")
+	fs.StringVar(&f.tests, "tests", "", "run only these rows: test names, comma-separated (default: all)")
+	fs.StringVar(&f.compare, "compare", "", "also run the comparison programs: oshmem, mpi, or both (oshmem,mpi); host backend only")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "stop the benchmark job (and each comparison program) after this long")
+	fs.StringVar(&f.nvshmem, "nvshmem", "", "GPU backends: a file holding NVSHMEM's figures in nvbench's text format, for ratios")
+	return f
+}
+
 func benchMain(args []string, stdout, stderr io.Writer) int {
 	pe := args[0] == benchPECommand
-	fs := flag.NewFlagSet("roxrun bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	n := fs.Int("n", 2, "number of PEs")
-	asJSON := fs.Bool("json", false, "print one JSON object per row")
-	iters := fs.Int("iters", 20000, "round trips for the latency tests")
-	oshmem := fs.String("oshmem", "", "also run the OSHMEM anchor script (e.g. ../shared/anchors/oshmem/run.sh) and print ratios")
-	timeout := fs.Duration("timeout", 10*time.Minute, "stop the benchmark job after this long")
-	nvshmem := fs.String("nvshmem", "", "GPUs: the saved output of ../shared/anchors/nvshmem/run.sh, for ratios")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	f := newBenchFlags()
+	c := f.cmd
+	if ok, status := c.parse(args[1:], stdout, stderr); !ok {
+		return status
+	}
+	if c.fs.NArg() > 0 {
+		return c.fail(stderr, "unexpected argument %q", c.fs.Arg(0))
+	}
+	if f.iters < 1 {
+		return c.fail(stderr, "--iters %d: want at least 1", f.iters)
+	}
+	if f.rounds < 1 || f.rounds > 100 {
+		return c.fail(stderr, "--rounds %d: want 1 to 100", f.rounds)
+	}
+	selected, err := selectRows(f.tests, f.n)
+	if err != nil {
+		return c.fail(stderr, "%v", err)
 	}
 	if pe {
-		return benchPE(*iters, *asJSON, stdout, stderr)
+		return benchPE(f.iters, f.rounds, selected, stdout, stderr)
 	}
-	if *n < 2 {
-		fmt.Fprintf(stderr, "roxrun bench: -n %d: the benchmarks need at least 2 PEs\n", *n)
-		return 2
+	if f.n < 2 {
+		return c.fail(stderr, "-n %d: the benchmarks need at least 2 PEs", f.n)
+	}
+	compares, err := parseCompare(f.compare)
+	if err != nil {
+		return c.fail(stderr, "%v", err)
 	}
 	if gpuBackend() {
-		return benchGPUMain(*n, *asJSON, *timeout, *nvshmem, stdout, stderr)
+		if len(compares) > 0 {
+			return c.fail(stderr, "--compare %s: the comparison programs run on the CPU; this backend is a GPU (ROX_DEVICE=host runs the host suite)", f.compare)
+		}
+		if c.set("tests") || c.set("iters") {
+			return c.fail(stderr, "--tests and --iters are options of the host suite; the GPU suite runs every row, 20000 round trips a round")
+		}
+		return benchGPUMain(f.n, f.rounds, f.asJSON, f.timeout, f.nvshmem, stdout, stderr)
 	}
-	self, err := os.Executable()
+	if c.set("nvshmem") {
+		return c.fail(stderr, "%s: NVSHMEM's figures compare with the GPU suite; this backend is the host", c.given("nvshmem"))
+	}
+	start := time.Now()
+	rows, err := runHostBench(f, selected, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "roxrun bench:", err)
+		fmt.Fprintf(stderr, "roxrun bench: %v\n", err)
+		if s := launch.ExitStatus(err); s != 0 {
+			return s
+		}
 		return 1
 	}
-	var out bytes.Buffer
+	status := 0
+	var results []compareResult
+	for _, name := range compares {
+		r := runComparison(comparisons[name], f.n, f.iters, f.rounds, f.tests, f.timeout, stderr)
+		if r.err != nil {
+			fmt.Fprintf(stderr, "roxrun bench --compare %s: %v\n", name, r.err)
+			status = 1
+		}
+		results = append(results, r)
+	}
+	summary := fmt.Sprintf("bench: %d rows on %s, %d PEs, %d rounds each, in %v", len(rows), rowsBackend(rows), f.n, f.rounds, time.Since(start).Round(time.Millisecond))
+	for _, r := range results {
+		if r.err != nil {
+			summary += fmt.Sprintf("; %s FAILED (no ratios)", r.name)
+		} else {
+			summary += fmt.Sprintf("; %s: %d rows, %d beside Roxamen's", r.name, len(r.rows), matched(rows, r.rows))
+		}
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, r := range rows {
+			_ = enc.Encode(r)
+		}
+		for _, c := range results {
+			for _, r := range c.rows {
+				_ = enc.Encode(r)
+			}
+		}
+		fmt.Fprintln(stderr, summary) // stdout stays JSON lines
+		return status
+	}
+	printBenchTable(stdout, rows, results)
+	fmt.Fprintln(stdout, summary)
+	return status
+}
+
+// selectRows parses --tests into the set of test names to run (nil: all).
+func selectRows(list string, npes int) (map[string]bool, error) {
+	if list == "" {
+		return nil, nil
+	}
+	known := map[string]bool{}
+	var names []string
+	for _, s := range hostBench {
+		for _, k := range s.rows(max(npes, 2)) {
+			if !known[k.test] {
+				known[k.test] = true
+				names = append(names, k.test)
+			}
+		}
+	}
+	sel := map[string]bool{}
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		if !known[t] {
+			return nil, fmt.Errorf("--tests %q: no test %q (the host suite has %s)", list, t, strings.Join(names, ", "))
+		}
+		sel[t] = true
+	}
+	return sel, nil
+}
+
+func rowsBackend(rows []benchRow) string {
+	if len(rows) == 0 {
+		return "no backend"
+	}
+	return rows[0].Backend
+}
+
+// runHostBench starts the host benchmark job and returns PE 0's rows; a terminal on stderr shows
+// which row runs.
+func runHostBench(f *benchFlags, selected map[string]bool, stderr io.Writer) ([]benchRow, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, s := range hostBench {
+		for _, k := range s.rows(f.n) {
+			if selected == nil || selected[k.test] {
+				total++
+			}
+		}
+	}
+	prog := newProgress(stderr)
+	defer prog.done()
+	var rows []benchRow
+	var other bytes.Buffer
+	out := &lineWriter{fn: func(line string) {
+		var p benchProgress
+		if json.Unmarshal([]byte(line), &p) == nil && p.Running != "" {
+			prog.show("bench [%d/%d] %s %s", len(rows)+1, total, p.Running, sizeName(p.SizeBytes))
+			return
+		}
+		var r benchRow
+		if json.Unmarshal([]byte(line), &r) == nil && r.Test != "" {
+			rows = append(rows, r)
+			return
+		}
+		other.WriteString(line + "\n")
+	}}
+	argv := []string{self, benchPECommand, "-iters", strconv.Itoa(f.iters), "-rounds", strconv.Itoa(f.rounds)}
+	if f.tests != "" {
+		argv = append(argv, "-tests", f.tests)
+	}
 	err = launch.Run(context.Background(), launch.Config{
-		NPEs:    *n,
-		Argv:    []string{self, benchPECommand, "-iters", strconv.Itoa(*iters)},
-		Timeout: *timeout,
-		Stdout:  &out,
+		NPEs:    f.n,
+		Argv:    argv,
+		Timeout: f.timeout,
+		Stdout:  out,
 		Stderr:  stderr,
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return launch.ExitStatus(err)
+		return nil, err
 	}
-	var rows []benchRow
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var r benchRow
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Test != "" {
-			rows = append(rows, r)
-		}
-	}
-	var anchor []benchRow
-	if *oshmem != "" {
-		anchor, err = runOSHMEMAnchor(*oshmem, stderr)
-		if err != nil {
-			fmt.Fprintln(stderr, "roxrun bench: OSHMEM anchor:", err)
-			return 1
-		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, r := range append(rows, anchor...) {
-			_ = enc.Encode(r)
-		}
-		return 0
-	}
-	printBenchTable(stdout, rows, anchor)
-	return 0
-}
-
-func printBenchTable(w io.Writer, rows, anchor []benchRow) {
-	find := func(r benchRow) *benchRow {
-		for i := range anchor {
-			if anchor[i].Test == r.Test && anchor[i].SizeBytes == r.SizeBytes {
-				return &anchor[i]
-			}
-		}
-		return nil
-	}
-	fmt.Fprintf(w, "%-22s %-7s %4s %10s %12s %12s", "test", "backend", "pes", "size", "latency_us", "GB/s")
-	if anchor != nil {
-		fmt.Fprintf(w, " %12s %12s %8s", "oshmem_us", "oshmem_GB/s", "ratio")
-	}
-	fmt.Fprintln(w)
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-22s %-7s %4d %10d %12.3f %12.2f", r.Test, r.Backend, r.PEs, r.SizeBytes, r.LatencyUS, r.BandwidthGBps)
-		if a := find(r); a != nil {
-			// The ratio is Roxamen over OSHMEM: below 1 is better for latency, above 1 for bandwidth.
-			if r.BandwidthGBps > 0 && a.BandwidthGBps > 0 {
-				fmt.Fprintf(w, " %12.3f %12.2f %7.2fx", a.LatencyUS, a.BandwidthGBps, r.BandwidthGBps/a.BandwidthGBps)
-			} else if a.LatencyUS > 0 {
-				fmt.Fprintf(w, " %12.3f %12s %7.2fx", a.LatencyUS, "", r.LatencyUS/a.LatencyUS)
-			}
-		}
-		fmt.Fprintln(w)
-	}
-	if anchor != nil {
-		fmt.Fprintln(w, "ratio = roxamen/oshmem: latency rows want < 1, bandwidth rows want > 1")
-	}
-}
-
-var (
-	oshPing  = regexp.MustCompile(`p_pingpong 8B one-way latency ([0-9.]+) us`)
-	oshPut   = regexp.MustCompile(`put_bw size=\s*(\d+)\s+([0-9.]+) us/msg\s+([0-9.]+) GB/s`)
-	oshFadd  = regexp.MustCompile(`atomic_fetch_add latency ([0-9.]+) us`)
-	oshBarri = regexp.MustCompile(`barrier_all latency ([0-9.]+) us`)
-)
-
-// runOSHMEMAnchor runs Open MPI's OSHMEM benchmark (../shared/anchors/oshmem) and parses its lines.
-func runOSHMEMAnchor(script string, stderr io.Writer) ([]benchRow, error) {
-	cmd := exec.Command("bash", script)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = stderr
-	runErr := cmd.Run() // it is known to crash in UCX at finalize, after printing its figures
-	var rows []benchRow
-	row := func(test string, size int, lat, bw float64) {
-		rows = append(rows, benchRow{Test: test, Backend: "oshmem", PEs: 2, SizeBytes: size, Blocks: 1, LatencyUS: lat, BandwidthGBps: bw})
-	}
-	for _, line := range strings.Split(out.String(), "\n") {
-		if m := oshPing.FindStringSubmatch(line); m != nil {
-			row("p_pingpong", 8, atof(m[1]), 0)
-		} else if m := oshPut.FindStringSubmatch(line); m != nil {
-			row("put_bw", atoi(m[1]), atof(m[2]), atof(m[3]))
-		} else if m := oshFadd.FindStringSubmatch(line); m != nil {
-			row("fetch_add_latency", 8, atof(m[1]), 0)
-		} else if m := oshBarri.FindStringSubmatch(line); m != nil {
-			row("barrier_all_latency", 0, atof(m[1]), 0)
-		}
-	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("no figures in its output (%v):\n%s", runErr, out.String())
+	if len(rows) != total {
+		return nil, fmt.Errorf("the benchmark job printed %d rows, want %d; its other output:\n%s", len(rows), total, other.String())
 	}
 	return rows, nil
 }
 
-func atof(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
-func atoi(s string) int     { i, _ := strconv.Atoi(s); return i }
+func sizeName(n int) string {
+	switch {
+	case n == 0:
+		return ""
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// printBenchTable prints Roxamen's rows with, per comparison program that succeeded, its figure
+// for the same test and size and the ratio Roxamen/other.
+func printBenchTable(w io.Writer, rows []benchRow, results []compareResult) {
+	fmt.Fprintf(w, "%-22s %-7s %4s %10s %7s %11s %11s %11s %10s", "test", "backend", "pes", "size", "rounds", "latency_us", "min_us", "max_us", "GB/s")
+	var ok []compareResult
+	for _, r := range results {
+		if r.err == nil {
+			ok = append(ok, r)
+			fmt.Fprintf(w, " %11s %9s", r.name, "ratio")
+		}
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-22s %-7s %4d %10d %7d %11.3f %11.3f %11.3f %10.2f", r.Test, r.Backend, r.PEs, r.SizeBytes, r.Rounds, r.LatencyUS, r.MinUS, r.MaxUS, r.BandwidthGBps)
+		for _, c := range ok {
+			a := c.find(r)
+			switch {
+			case a == nil:
+				fmt.Fprintf(w, " %11s %9s", "-", "-")
+			case r.BandwidthGBps > 0 && a.BandwidthGBps > 0:
+				fmt.Fprintf(w, " %6.2f GB/s %8.2fx", a.BandwidthGBps, r.BandwidthGBps/a.BandwidthGBps)
+			case a.LatencyUS > 0:
+				fmt.Fprintf(w, " %8.3f us %8.2fx", a.LatencyUS, r.LatencyUS/a.LatencyUS)
+			default:
+				fmt.Fprintf(w, " %11s %9s", "0", "-")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if len(ok) > 0 {
+		fmt.Fprintln(w, "ratio = roxamen/other on the same test and size: latency rows want < 1, bandwidth rows want > 1")
+	}
+}
+
+// benchEnv is what a section runs with on one PE.
+type benchEnv struct {
+	ctx            context.Context
+	w              *shmem.World
+	me, npes, peer int // peer: the last PE, PE 0's partner in the point-to-point rows
+	iters, rounds  int
+	backend        string
+	selected       map[string]bool
+	enc            *json.Encoder
+	// Symmetric arrays the sections share: words[0] a flag, [1] put-with-signal data, [2] the
+	// fetch-add target; sig[0] a signal; buf 16 MiB for the transfers.
+	words shmem.Sym[int64]
+	sig   shmem.Sym[uint64]
+	buf   shmem.Sym[byte]
+}
+
+// want reports whether --tests selected test.
+func (b *benchEnv) want(test string) bool { return b.selected == nil || b.selected[test] }
+
+// running announces the row about to run (PE 0), for the progress line.
+func (b *benchEnv) running(test string, size int) error {
+	if b.me != 0 {
+		return nil
+	}
+	return b.enc.Encode(benchProgress{Running: test, SizeBytes: size})
+}
+
+// settle starts a timed section on a quiet process: Go's collector, woken by allocations, would
+// otherwise land in microsecond-scale measurements (the C comparison programs have none).
+func (b *benchEnv) settle() error {
+	runtime.GC()
+	return b.w.BarrierAll(b.ctx)
+}
+
+// emit prints a row on PE 0 from the per-operation time of each round (microseconds); bytes > 0
+// makes it a bandwidth row (bandwidth of the median round).
+func (b *benchEnv) emit(test string, size int, perOp []float64, bytes int) error {
+	if b.me != 0 {
+		return nil
+	}
+	r := benchRow{Test: test, Backend: b.backend, PEs: b.npes, SizeBytes: size, Blocks: 1}
+	r.LatencyUS, r.MinUS, r.MaxUS = spread(perOp)
+	r.Rounds = len(perOp)
+	if bytes > 0 && r.LatencyUS > 0 {
+		r.BandwidthGBps = float64(bytes) / r.LatencyUS / 1e3
+	}
+	return b.enc.Encode(r)
+}
+
+// emitRow prints a row built by the section itself (PE 0), for rows that are not one figure per
+// round (collectives' bus bandwidth, for example). Backend and PEs are filled in.
+func (b *benchEnv) emitRow(r benchRow) error {
+	if b.me != 0 {
+		return nil
+	}
+	r.Backend, r.PEs = b.backend, b.npes
+	if r.Blocks == 0 {
+		r.Blocks = 1
+	}
+	return b.enc.Encode(r)
+}
+
+// spread returns the median, min and max of v.
+func spread(v []float64) (median, lo, hi float64) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	n := len(s)
+	median = s[n/2]
+	if n%2 == 0 {
+		median = (s[n/2-1] + s[n/2]) / 2
+	}
+	return median, s[0], s[n-1]
+}
 
 // benchPE is one PE of the benchmark job. PE 0 prints the rows as JSON lines.
-func benchPE(iters int, _ bool, stdout, stderr io.Writer) int {
+func benchPE(iters, rounds int, selected map[string]bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	w, err := shmem.Init(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if err := runBenchmarks(ctx, w, iters, json.NewEncoder(stdout)); err != nil {
+	if w.Device().Driver != "host" {
+		err = runGPUBenchmarks(ctx, w, rounds, json.NewEncoder(stdout))
+	} else {
+		err = runBenchmarks(ctx, w, iters, rounds, selected, json.NewEncoder(stdout))
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -203,193 +453,248 @@ func benchPE(iters int, _ bool, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runBenchmarks(ctx context.Context, w *shmem.World, iters int, enc *json.Encoder) error {
-	if w.Device().Driver != "host" {
-		return runGPUBenchmarks(ctx, w, enc)
-	}
-	me, npes := w.MyPE(), w.NPEs()
-	peer := npes - 1 // PE 0 and the last PE are the pair: the farthest apart
+func runBenchmarks(ctx context.Context, w *shmem.World, iters, rounds int, selected map[string]bool, enc *json.Encoder) error {
 	backend, _ := env.Device.String()
 	if backend == "auto" {
 		backend = w.Device().Driver
 	}
-	emit := func(test string, size int, lat, bw float64) error {
-		if me == 0 {
-			return enc.Encode(benchRow{Test: test, Backend: backend, PEs: npes, SizeBytes: size, Blocks: 1, LatencyUS: lat, BandwidthGBps: bw})
+	b := &benchEnv{ctx: ctx, w: w, me: w.MyPE(), npes: w.NPEs(), peer: w.NPEs() - 1,
+		iters: iters, rounds: rounds, backend: backend, selected: selected, enc: enc}
+	var err error
+	if b.words, err = shmem.Alloc[int64](w, 8); err != nil {
+		return err
+	}
+	if b.sig, err = shmem.Alloc[uint64](w, 8); err != nil {
+		return err
+	}
+	if b.buf, err = shmem.Alloc[byte](w, benchSizes[len(benchSizes)-1]); err != nil {
+		return err
+	}
+	for _, s := range hostBench {
+		run := false
+		for _, k := range s.rows(b.npes) {
+			run = run || b.want(k.test)
 		}
-		return nil
+		if !run {
+			continue
+		}
+		if err := s.run(b); err != nil {
+			return err
+		}
 	}
-	flag, err := shmem.Alloc[int64](w, 8)
+	for _, m := range []shmem.Mem{b.buf.Mem(), b.sig.Mem(), b.words.Mem()} {
+		if err := w.Free(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pingPong times rounds of iters round trips between PE 0 and the last PE after a warm-up of a
+// tenth as many; step(i, first) does PE me's half of round trip i. It returns the one-way time
+// per round, in microseconds.
+func pingPong(b *benchEnv, step func(i int64, first bool) error) ([]float64, error) {
+	var per []float64
+	if b.me != 0 && b.me != b.peer {
+		return nil, nil
+	}
+	i := int64(0)
+	for r := -1; r < b.rounds; r++ {
+		n := b.iters
+		if r < 0 {
+			n = max(b.iters/10, 1)
+		}
+		t0 := time.Now()
+		for k := 0; k < n; k++ {
+			i++
+			if err := step(i, b.me == 0); err != nil {
+				return nil, err
+			}
+		}
+		if r >= 0 {
+			per = append(per, us(time.Since(t0))/float64(2*n))
+		}
+	}
+	return per, nil
+}
+
+// p_pingpong: PE 0 writes i into the peer's flag and waits for the peer to write it back.
+func benchPPingPong(b *benchEnv) error {
+	flag := b.words
+	if err := b.running("p_pingpong", 8); err != nil {
+		return err
+	}
+	if err := b.settle(); err != nil {
+		return err
+	}
+	other := b.peer - b.me
+	per, err := pingPong(b, func(i int64, first bool) error {
+		if first {
+			if err := flag.P(other, 0, i); err != nil {
+				return err
+			}
+			return shmem.WaitUntil(b.ctx, flag, 0, shmem.CmpEQ, i)
+		}
+		if err := shmem.WaitUntil(b.ctx, flag, 0, shmem.CmpEQ, i); err != nil {
+			return err
+		}
+		return flag.P(other, 0, i)
+	})
 	if err != nil {
 		return err
 	}
-	sig, err := shmem.Alloc[uint64](w, 8)
+	return b.emit("p_pingpong", 8, per, 0)
+}
+
+// put_signal_pingpong: 8 bytes of data with a signal set, back and forth.
+func benchPutSignalPingPong(b *benchEnv) error {
+	words, sig := b.words, b.sig
+	if err := b.running("put_signal_pingpong", 8); err != nil {
+		return err
+	}
+	if err := b.settle(); err != nil {
+		return err
+	}
+	other := b.peer - b.me
+	data := []int64{0}
+	per, err := pingPong(b, func(i int64, first bool) error {
+		data[0] = i
+		if first {
+			if err := shmem.PutSignal(words, 1, data, sig, 0, uint64(i), shmem.SignalSet, other); err != nil {
+				return err
+			}
+			_, err := shmem.SignalWaitUntil(b.ctx, sig, 0, shmem.CmpEQ, uint64(i))
+			return err
+		}
+		if _, err := shmem.SignalWaitUntil(b.ctx, sig, 0, shmem.CmpEQ, uint64(i)); err != nil {
+			return err
+		}
+		return shmem.PutSignal(words, 1, data, sig, 0, uint64(i), shmem.SignalSet, other)
+	})
 	if err != nil {
 		return err
 	}
-	maxSize := benchSizes[len(benchSizes)-1]
-	buf, err := shmem.Alloc[byte](w, maxSize)
-	if err != nil {
-		return err
-	}
+	return b.emit("put_signal_pingpong", 8, per, 0)
+}
+
+// put_bw and get_bw: PE 0 moves size bytes to or from the peer benchIters(size) times, then
+// quiet; one warm-up transfer first, as the comparison programs do.
+func benchBandwidth(b *benchEnv, test string) error {
+	buf, maxSize := b.buf, benchSizes[len(benchSizes)-1]
 	src := make([]byte, maxSize)
 	for i := range src {
 		src[i] = byte(i)
 	}
-
-	// settle starts every timed section on a quiet process: Go's collector, woken by the buffers
-	// above, otherwise lands in the first microsecond-scale measurements (OSHMEM, in C, has none).
-	settle := func() error {
-		runtime.GC()
-		return w.BarrierAll(ctx)
-	}
-	warm := int64(iters / 10)
-
-	// p_pingpong: PE 0 writes i into the peer's flag and waits for the peer to write it back; the
-	// first tenth of the round trips warm up and are not timed.
-	if err := settle(); err != nil {
+	if err := b.settle(); err != nil {
 		return err
 	}
-	if me == 0 || me == peer {
-		other := peer - me
-		t0 := time.Now()
-		for i := int64(1); i <= warm+int64(iters); i++ {
-			if i == warm+1 {
-				t0 = time.Now()
-			}
-			if me == 0 {
-				if err := flag.P(other, 0, i); err != nil {
-					return err
-				}
-				if err := shmem.WaitUntil(ctx, flag, 0, shmem.CmpEQ, i); err != nil {
-					return err
-				}
-			} else {
-				if err := shmem.WaitUntil(ctx, flag, 0, shmem.CmpEQ, i); err != nil {
-					return err
-				}
-				if err := flag.P(other, 0, i); err != nil {
-					return err
-				}
-			}
-		}
-		if err := emit("p_pingpong", 8, us(time.Since(t0))/float64(2*iters), 0); err != nil {
+	for _, size := range benchSizes {
+		if err := b.w.BarrierAll(b.ctx); err != nil {
 			return err
 		}
-	}
-
-	// put_signal_pingpong: 8 bytes of data with a signal set, back and forth.
-	if err := settle(); err != nil {
-		return err
-	}
-	if me == 0 || me == peer {
-		other := peer - me
-		data := []int64{0}
-		t0 := time.Now()
-		for i := uint64(1); i <= uint64(warm)+uint64(iters); i++ {
-			if i == uint64(warm)+1 {
-				t0 = time.Now()
-			}
-			data[0] = int64(i)
-			if me == 0 {
-				if err := shmem.PutSignal(flag, 1, data, sig, 0, i, shmem.SignalSet, other); err != nil {
-					return err
-				}
-				if _, err := shmem.SignalWaitUntil(ctx, sig, 0, shmem.CmpEQ, i); err != nil {
-					return err
-				}
-			} else {
-				if _, err := shmem.SignalWaitUntil(ctx, sig, 0, shmem.CmpEQ, i); err != nil {
-					return err
-				}
-				if err := shmem.PutSignal(flag, 1, data, sig, 0, i, shmem.SignalSet, other); err != nil {
-					return err
-				}
-			}
+		if b.me != 0 {
+			continue
 		}
-		if err := emit("put_signal_pingpong", 8, us(time.Since(t0))/float64(2*iters), 0); err != nil {
+		if err := b.running(test, size); err != nil {
 			return err
 		}
-	}
-
-	// put_bw and get_bw: PE 0 moves size bytes to or from the peer, it times, then quiet.
-	for _, test := range []string{"put_bw", "get_bw"} {
-		for _, size := range benchSizes {
-			if err := w.BarrierAll(ctx); err != nil {
-				return err
+		move := func() error {
+			if test == "put_bw" {
+				return buf.PutNBI(b.peer, 0, src[:size])
 			}
-			if me != 0 {
-				continue
-			}
-			it := benchIters(size)
-			move := func() error {
-				if test == "put_bw" {
-					return buf.PutNBI(peer, 0, src[:size])
-				}
-				return buf.GetNBI(peer, 0, src[:size])
-			}
-			if err := move(); err != nil { // warm up, as the anchor does
-				return err
-			}
-			if err := w.Quiet(); err != nil {
-				return err
-			}
+			return buf.GetNBI(b.peer, 0, src[:size])
+		}
+		if err := move(); err != nil {
+			return err
+		}
+		if err := b.w.Quiet(); err != nil {
+			return err
+		}
+		it := benchIters(size)
+		var per []float64
+		for r := 0; r < b.rounds; r++ {
 			t0 := time.Now()
 			for i := 0; i < it; i++ {
 				if err := move(); err != nil {
 					return err
 				}
 			}
-			if err := w.Quiet(); err != nil {
+			if err := b.w.Quiet(); err != nil {
 				return err
 			}
-			d := time.Since(t0)
-			if err := emit(test, size, us(d)/float64(it), float64(size)*float64(it)/d.Seconds()/1e9); err != nil {
-				return err
-			}
+			per = append(per, us(time.Since(t0))/float64(it))
+		}
+		if err := b.emit(test, size, per, size); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// fetch_add_latency: PE 0 adds to a word on the peer.
-	if err := settle(); err != nil {
+// fetch_add_latency: PE 0 adds to a word on the peer; the fetched values prove no add was lost.
+func benchFetchAdd(b *benchEnv) error {
+	words := b.words
+	if err := b.running("fetch_add_latency", 8); err != nil {
 		return err
 	}
-	if me == 0 {
+	if err := b.settle(); err != nil {
+		return err
+	}
+	if b.me != 0 {
+		return nil
+	}
+	var per []float64
+	var sum, want, calls int64
+	for r := -1; r < b.rounds; r++ {
+		n := b.iters
+		if r < 0 {
+			n = max(b.iters/10, 1)
+		}
 		t0 := time.Now()
-		var sum int64
-		for i := 0; i < iters; i++ {
-			v, err := shmem.AtomicFetchAdd(flag, 2, 1, peer)
+		for i := 0; i < n; i++ {
+			v, err := shmem.AtomicFetchAdd(words, 2, 1, b.peer)
 			if err != nil {
 				return err
 			}
 			sum += v
+			want += calls
+			calls++
 		}
-		d := time.Since(t0)
-		if want := int64(iters) * int64(iters-1) / 2; sum != want {
-			return fmt.Errorf("fetch_add: the fetched values sum to %d, want %d: an add was lost", sum, want)
-		}
-		if err := emit("fetch_add_latency", 8, us(d)/float64(iters), 0); err != nil {
-			return err
+		if r >= 0 {
+			per = append(per, us(time.Since(t0))/float64(n))
 		}
 	}
+	if sum != want {
+		return fmt.Errorf("fetch_add: the fetched values sum to %d, want %d: an add was lost", sum, want)
+	}
+	return b.emit("fetch_add_latency", 8, per, 0)
+}
 
-	// barrier_all_latency: every PE; the first 500 warm up.
-	if err := settle(); err != nil {
+// barrier_all_latency: every PE, rounds of 5000 barriers after 500 to warm up; PE 0's clock.
+func benchBarrierAll(b *benchEnv) error {
+	if err := b.running("barrier_all_latency", 0); err != nil {
+		return err
+	}
+	if err := b.settle(); err != nil {
 		return err
 	}
 	for i := 0; i < 500; i++ {
-		if err := w.BarrierAll(ctx); err != nil {
+		if err := b.w.BarrierAll(b.ctx); err != nil {
 			return err
 		}
 	}
 	const barriers = 5000
-	t0 := time.Now()
-	for i := 0; i < barriers; i++ {
-		if err := w.BarrierAll(ctx); err != nil {
-			return err
+	var per []float64
+	for r := 0; r < b.rounds; r++ {
+		t0 := time.Now()
+		for i := 0; i < barriers; i++ {
+			if err := b.w.BarrierAll(b.ctx); err != nil {
+				return err
+			}
 		}
+		per = append(per, us(time.Since(t0))/barriers)
 	}
-	return emit("barrier_all_latency", 0, us(time.Since(t0))/barriers, 0)
+	return b.emit("barrier_all_latency", 0, per, 0)
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

@@ -36,8 +36,8 @@ func gpuBackend() bool {
 
 // benchGPUMain runs the GPU benchmark job once per ROX_ORDERING mode and prints the rows with the
 // bypass/strict ratio, and NVSHMEM's figure and the ratio to it where nvshmemOut (the output of
-// anchors/nvshmem/run.sh) has one.
-func benchGPUMain(n int, asJSON bool, timeout time.Duration, nvshmemOut string, stdout, stderr io.Writer) int {
+// an NVSHMEM benchmark printing nvbench's lines) has one.
+func benchGPUMain(n, rounds int, asJSON bool, timeout time.Duration, nvshmemOut string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun bench:", err)
@@ -47,7 +47,7 @@ func benchGPUMain(n int, asJSON bool, timeout time.Duration, nvshmemOut string, 
 	for _, ord := range []string{"strict", "bypass"} {
 		var out bytes.Buffer
 		err := launch.Run(context.Background(), launch.Config{
-			NPEs: n, Argv: []string{self, benchPECommand}, Env: []string{"ROX_ORDERING=" + ord},
+			NPEs: n, Argv: []string{self, benchPECommand, "-rounds", strconv.Itoa(rounds)}, Env: []string{"ROX_ORDERING=" + ord},
 			Timeout: timeout, Stdout: &out, Stderr: stderr,
 		})
 		if err != nil {
@@ -90,7 +90,8 @@ var (
 	nvFadd   = regexp.MustCompile(`^atomic_fetch_add latency ([0-9.]+) us`)
 )
 
-// parseNVSHMEM reads the figures of anchors/nvshmem/nvbench.cu.
+// parseNVSHMEM reads an NVSHMEM benchmark's figures: lines such as
+// "put_bw blocks=  32 size=1048576  3.000 us/msg  350.00 GB/s" and "p_pingpong 8B one-way latency 1.12 us".
 func parseNVSHMEM(out string) []gpuRow {
 	var rows []gpuRow
 	row := func(test string, size, blocks int, lat, bw float64) {
@@ -149,14 +150,21 @@ func printGPUTable(w io.Writer, rows, anchor []gpuRow) {
 		return "us"
 	}
 	sort.SliceStable(keys, func(i, j int) bool { return false })
-	fmt.Fprintf(w, "%-22s %10s %6s %5s %10s %10s %8s %10s %9s\n", "test", "size", "blocks", "unit", "strict", "bypass", "byp/str", "nvshmem", "rox/nv")
+	// spreadOf is a latency row's min..max over its rounds.
+	spreadOf := func(r gpuRow) string {
+		if r.Rounds < 2 || r.BandwidthGBps > 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f..%.3f", r.MinUS, r.MaxUS)
+	}
+	fmt.Fprintf(w, "%-22s %10s %6s %5s %10s %15s %10s %15s %8s %10s %9s\n", "test", "size", "blocks", "unit", "strict", "strict_min..max", "bypass", "bypass_min..max", "byp/str", "nvshmem", "rox/nv")
 	for _, k := range keys {
 		s := strict[k]
-		fmt.Fprintf(w, "%-22s %10d %6d %5s %10.3f", k.test, k.size, k.blocks, unit(s), fig(s))
+		fmt.Fprintf(w, "%-22s %10d %6d %5s %10.3f %15s", k.test, k.size, k.blocks, unit(s), fig(s), spreadOf(s))
 		if b, ok := bypass[k]; ok {
-			fmt.Fprintf(w, " %10.3f %7.3fx", fig(b), fig(b)/fig(s))
+			fmt.Fprintf(w, " %10.3f %15s %7.3fx", fig(b), spreadOf(b), fig(b)/fig(s))
 		} else {
-			fmt.Fprintf(w, " %10s %8s", "-", "-")
+			fmt.Fprintf(w, " %10s %15s %8s", "-", "-", "-")
 		}
 		if a, ok := nv[k]; ok && fig(a) > 0 {
 			best := fig(s)
@@ -167,12 +175,12 @@ func printGPUTable(w io.Writer, rows, anchor []gpuRow) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, "byp/str = bypass over strict; rox/nv = Roxamen's better mode over NVSHMEM: latency rows want < 1, bandwidth rows want > 1")
+	fmt.Fprintln(w, "latency: the median over the rounds, min..max beside it; byp/str = bypass over strict; rox/nv = Roxamen's better mode over NVSHMEM: latency rows want < 1, bandwidth rows want > 1")
 }
 
 // runGPUBenchmarks is one PE of the GPU benchmark job (PE 0 and the last PE are the pair; PE 0
 // prints the rows). Kernels come from the runtime's code object, loaded as a module of this World.
-func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) error {
+func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json.Encoder) error {
 	me, npes := w.MyPE(), w.NPEs()
 	peer := npes - 1
 	other := int32(peer - me)
@@ -192,6 +200,19 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 		}
 		r := gpuRow{benchRow{Test: test, Backend: info.Driver, PEs: npes, SizeBytes: size, Blocks: blocks, LatencyUS: lat, BandwidthGBps: bw}, ord}
 		fmt.Fprintf(os.Stderr, "bench %s: %s size=%d blocks=%d %.3f us %.2f GB/s\n", ord, test, size, blocks, lat, bw)
+		return enc.Encode(r)
+	}
+	// emitRounds prints a latency row from the one-way or per-call time of each round (us).
+	emitRounds := func(test string, per []float64) error {
+		if me != 0 {
+			return nil
+		}
+		r := gpuRow{benchRow{Test: test, Backend: info.Driver, PEs: npes, SizeBytes: 8, Blocks: 1, Rounds: len(per)}, ord}
+		if test == "barrier_all_latency" {
+			r.SizeBytes = 0
+		}
+		r.LatencyUS, r.MinUS, r.MaxUS = spread(per)
+		fmt.Fprintf(os.Stderr, "bench %s: %s median %.3f us (min %.3f, max %.3f, %d rounds)\n", ord, test, r.LatencyUS, r.MinUS, r.MaxUS, len(per))
 		return enc.Encode(r)
 	}
 	const maxSize = 256 << 20
@@ -240,7 +261,12 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 		test, kernel string
 		s            shmem.Sym[uint64]
 	}{{"p_pingpong", "roxk_p_pingpong", flag}, {"put_signal_pingpong", "roxk_putsig_pingpong", sig}} {
-		for _, n := range []uint64{1000, iters} {
+		var per []float64
+		for r := -1; r < rounds; r++ {
+			n := uint64(iters)
+			if r < 0 {
+				n = 1000 // warm-up, not timed
+			}
 			if err := reset(t.s); err != nil {
 				return err
 			}
@@ -264,20 +290,26 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 					return err
 				}
 			}
-			if n == iters {
+			if r >= 0 && me == 0 {
 				ns, err := outv(0)
 				if err != nil {
 					return err
 				}
-				if err := emit(t.test, 8, 1, float64(ns)/1e3/float64(2*n), 0); err != nil {
-					return err
-				}
+				per = append(per, float64(ns)/1e3/float64(2*n))
 			}
+		}
+		if err := emitRounds(t.test, per); err != nil {
+			return err
 		}
 	}
 
 	// fetch_add latency: PE 0 adds 1 to the last PE's word, each add waiting for the last.
-	for _, n := range []uint64{1000, iters} {
+	var faddPer []float64
+	for r := -1; r < rounds; r++ {
+		n := uint64(iters)
+		if r < 0 {
+			n = 1000 // warm-up, not timed
+		}
 		if err := reset(target); err != nil {
 			return err
 		}
@@ -288,17 +320,18 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 			if err := mod.Sync(ctx); err != nil {
 				return err
 			}
-			if n == iters {
+			if r >= 0 {
 				ns, _ := outv(0)
 				sum, _ := outv(1)
 				if want := n * (n - 1) / 2; sum != want {
 					return fmt.Errorf("fetch_add_latency: the fetched values sum to %d, want %d: an add was lost", sum, want)
 				}
-				if err := emit("fetch_add_latency", 8, 1, float64(ns)/1e3/float64(n), 0); err != nil {
-					return err
-				}
+				faddPer = append(faddPer, float64(ns)/1e3/float64(n))
 			}
 		}
+	}
+	if err := emitRounds("fetch_add_latency", faddPer); err != nil {
+		return err
 	}
 
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
@@ -384,7 +417,12 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 
 	// barrier_all_latency: stream-ordered barriers back to back (one kernel each), every PE.
 	const barriers = 2000
-	for _, n := range []int{100, barriers} {
+	var barPer []float64
+	for r := -1; r < rounds; r++ {
+		n := barriers
+		if r < 0 {
+			n = 100 // warm-up, not timed
+		}
 		if err := w.BarrierAll(ctx); err != nil {
 			return err
 		}
@@ -397,13 +435,15 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, enc *json.Encoder) er
 		if err := w.SyncStream(ctx, mod.Stream()); err != nil {
 			return err
 		}
-		if n == barriers {
-			if err := emit("barrier_all_latency", 0, 1, float64(time.Since(t0).Nanoseconds())/1e3/float64(n), 0); err != nil {
-				return err
-			}
+		if r >= 0 {
+			barPer = append(barPer, float64(time.Since(t0).Nanoseconds())/1e3/float64(n))
 		}
+	}
+	if err := emitRounds("barrier_all_latency", barPer); err != nil {
+		return err
 	}
 	return mod.Unload()
 }
 
-var _ = strconv.Itoa
+func atof(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+func atoi(s string) int     { i, _ := strconv.Atoi(s); return i }

@@ -11,10 +11,20 @@ import (
 	"github.com/roxamen/roxamen/nic/ucx"
 )
 
+func newInfoCommand() *command {
+	return newCommand("info", "", `
+Show the build, the backend roxrun's PEs would pick here and why, which NIC transports
+load, and every ROX_* knob with its value; exit 1 when a knob is malformed or the
+backend ROX_DEVICE asks for is unusable.`)
+}
+
 func infoMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintf(stderr, "roxrun info: unexpected argument %q\n", args[0])
-		return 2
+	c := newInfoCommand()
+	if ok, status := c.parse(args, stdout, stderr); !ok {
+		return status
+	}
+	if c.fs.NArg() > 0 {
+		return c.fail(stderr, "unexpected argument %q (info takes none)", c.fs.Arg(0))
 	}
 	fmt.Fprintf(stdout, "roxamen: %s, %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	status := 0

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,38 +19,62 @@ import (
 // litmusPECommand is the hidden subcommand each PE of `roxrun litmus --run` executes.
 const litmusPECommand = "litmus-pe"
 
-// litmusMain implements `roxrun litmus [--check] [--mode strict|bypass|both] [--run N [--device D]] FILE...`
-// and the hidden `roxrun litmus-pe`; args[0] is the subcommand.
+type litmusFlags struct {
+	cmd     *command
+	check   bool
+	mode    string
+	run     int
+	device  string
+	seed    int64
+	timeout time.Duration
+	hosts   string
+	rsh     string
+	bind    string
+	opt     memmodel.Options
+}
+
+func newLitmusFlags() *litmusFlags {
+	f := &litmusFlags{cmd: newCommand("litmus", "[flags] FILE...", `
+Decide litmus tests (memmodel's format; memmodel/testdata holds the project's suite)
+against the memory model: print each test's states and verdict, or with --check one
+line per test compared with its expect line. --run N also executes every test N times on
+a real backend (each PE a process; on a GPU each column runs as device code) and fails
+on an outcome the model forbids. Every phase ends with a summary line; on a terminal,
+stderr shows which test runs.`), opt: memmodel.DefaultOptions()}
+	fs := f.cmd.fs
+	fs.BoolVar(&f.check, "check", false, "compare each verdict with the test's expect line; one line per test, exit 1 on a mismatch")
+	fs.StringVar(&f.mode, "mode", "both", "model mode: strict, bypass or both")
+	fs.IntVar(&f.run, "run", 0, "also run every test N times on the --device backend (one PE per process) and fail on an outcome the model forbids")
+	fs.StringVar(&f.device, "device", "", "with --run: the backend the PEs run on (host, cuda, hip, auto; default ROX_DEVICE, else host)")
+	fs.Int64Var(&f.seed, "seed", 1, "with --run: seed of the random delays")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "with --run: stop a job after this long")
+	fs.StringVar(&f.hosts, "hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun run --hosts)")
+	fs.StringVar(&f.rsh, "rsh", "ssh", "with --hosts: the command that runs a program on a host")
+	fs.StringVar(&f.bind, "bind", "", "with --hosts: the address the rendezvous listens on")
+	fs.BoolVar(&f.opt.FenceOrdersStores, "fence-orders-stores", f.opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
+	fs.BoolVar(&f.opt.BlockingFetchOrders, "blocking-fetch-orders", f.opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
+	fs.BoolVar(&f.opt.AtomicAllWrites, "atomic-all-writes", f.opt.AtomicAllWrites, "interpretation: AMOs are atomic with respect to all writes, not only AMOs")
+	return f
+}
+
+// litmusMain implements `roxrun litmus` and the hidden `roxrun litmus-pe` (args[0] is the
+// subcommand), which each PE of a --run job executes with the same flags.
 func litmusMain(args []string, stdout, stderr io.Writer) int {
 	pe := len(args) > 0 && args[0] == litmusPECommand
-	name := "roxrun litmus"
+	f := newLitmusFlags()
+	c := f.cmd
 	if pe {
-		name = "roxrun " + litmusPECommand
+		c.name = litmusPECommand
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	check := fs.Bool("check", false, "compare each verdict with the test's expect line; one line per test, exit 1 on a mismatch")
-	modeFlag := fs.String("mode", "both", "model mode: strict, bypass or both")
-	run := fs.Int("run", 0, "also run every test N times on the --device backend (one PE per process) and fail on an outcome the model forbids")
-	dev := fs.String("device", os.Getenv("ROX_DEVICE"), "with --run: the backend the PEs run on (host, cuda, hip, auto; default ROX_DEVICE, else host); on a GPU each PE's column runs as device code")
-	seed := fs.Int64("seed", 1, "seed of the random delays of --run")
-	timeout := fs.Duration("timeout", 10*time.Minute, "stop a --run job after this long")
-	hosts := fs.String("hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun --hosts)")
-	rsh := fs.String("rsh", "ssh", "with --hosts: the command that runs a program on a host")
-	bind := fs.String("bind", "", "with --hosts: the address the rendezvous listens on")
-	opt := memmodel.DefaultOptions()
-	fs.BoolVar(&opt.FenceOrdersStores, "fence-orders-stores", opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
-	fs.BoolVar(&opt.BlockingFetchOrders, "blocking-fetch-orders", opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
-	fs.BoolVar(&opt.AtomicAllWrites, "atomic-all-writes", opt.AtomicAllWrites, "interpretation: AMOs are atomic with respect to all writes, not only AMOs")
 	var rest []string
 	if len(args) > 0 {
 		rest = args[1:]
 	}
-	if err := fs.Parse(rest); err != nil {
-		return 2
+	if ok, status := c.parse(rest, stdout, stderr); !ok {
+		return status
 	}
 	var modes []memmodel.Mode
-	switch *modeFlag {
+	switch f.mode {
 	case "strict":
 		modes = []memmodel.Mode{memmodel.Strict}
 	case "bypass":
@@ -59,70 +82,81 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	case "both":
 		modes = []memmodel.Mode{memmodel.Strict, memmodel.Bypass}
 	default:
-		fmt.Fprintf(stderr, "%s: --mode %q: want strict, bypass or both\n", name, *modeFlag)
-		return 2
+		return c.fail(stderr, "--mode %q: want strict, bypass or both", f.mode)
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintf(stderr, "%s: no litmus files given\nusage: roxrun litmus [--check] [--mode strict|bypass|both] [--run N] FILE...\n", name)
-		return 2
+	if c.fs.NArg() == 0 {
+		return c.fail(stderr, "no litmus files given")
 	}
-	if *run < 0 {
-		fmt.Fprintf(stderr, "%s: --run %d: want a positive number of iterations\n", name, *run)
-		return 2
+	if f.run < 0 {
+		return c.fail(stderr, "--run %d: want a positive number of iterations", f.run)
 	}
-	tests, err := loadLitmus(fs.Args())
+	for _, p := range [][2]string{{"device", "run"}, {"seed", "run"}, {"timeout", "run"}, {"hosts", "run"}, {"rsh", "hosts"}, {"bind", "hosts"}} {
+		if msg := c.needs(p[0], p[1]); msg != "" && !pe {
+			return c.fail(stderr, "%s", msg)
+		}
+	}
+	tests, err := loadLitmus(c.fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 2
+		return c.fail(stderr, "%v", err)
 	}
 	if pe {
-		return litmusPE(tests, modes, opt, *run, *seed, stdout, stderr)
+		return litmusPE(tests, modes, f.opt, f.run, f.seed, stdout, stderr)
 	}
 	status := 0
-	if *check {
-		status = litmusCheck(tests, modes, opt, stdout, stderr)
+	if f.check {
+		status = litmusCheck(tests, modes, f.opt, stdout, stderr)
 	} else {
+		start := time.Now()
 		for _, t := range tests {
 			for _, m := range modes {
-				r, err := memmodel.Check(t, m, opt)
+				r, err := memmodel.Check(t, m, f.opt)
 				if err != nil {
-					fmt.Fprintf(stderr, "%s: %v\n", name, err)
+					fmt.Fprintf(stderr, "roxrun litmus: %v\n", err)
 					return 1
 				}
 				r.Print(stdout)
 				fmt.Fprintln(stdout)
 			}
 		}
+		fmt.Fprintf(stdout, "litmus: %d tests decided in %s mode%s, in %v\n", len(tests), f.mode, plural(len(modes)), time.Since(start).Round(time.Millisecond))
 	}
-	if *run > 0 {
+	if f.run > 0 {
 		var place launch.Config
-		if *hosts != "" {
-			if place.Hosts, err = launch.ParseHosts(*hosts); err != nil {
-				fmt.Fprintln(stderr, err)
-				return 2
+		if f.hosts != "" {
+			if place.Hosts, err = launch.ParseHosts(f.hosts); err != nil {
+				return c.fail(stderr, "%v", strings.TrimPrefix(err.Error(), "roxrun: "))
 			}
 			total := 0
 			for _, h := range place.Hosts {
 				total += h.NPEs
 			}
 			if need := litmusrun.NPEs(tests); total < need {
-				fmt.Fprintf(stderr, "%s: --hosts %q places %d PEs; the tests need %d\n", name, *hosts, total, need)
-				return 2
+				return c.fail(stderr, "--hosts %q places %d PEs; the tests need %d", f.hosts, total, need)
 			}
-			place.Rsh, place.BindAddr = strings.Fields(*rsh), *bind
+			place.Rsh, place.BindAddr = strings.Fields(f.rsh), f.bind
 			if place.BindAddr == "" {
 				place.BindAddr = launch.AdvertiseAddr() + ":0"
 			}
 		}
-		backend := *dev
+		backend := f.device
+		if backend == "" {
+			backend = os.Getenv("ROX_DEVICE")
+		}
 		if backend == "" {
 			backend = "host"
 		}
-		if s := litmusRun(fs.Args(), tests, modes, opt, *run, *seed, *timeout, place, backend, stdout, stderr); s != 0 {
+		if s := litmusRun(c.fs.Args(), tests, modes, f.opt, f.run, f.seed, f.timeout, place, backend, stdout, stderr); s != 0 {
 			status = s
 		}
 	}
 	return status
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func loadLitmus(files []string) ([]*memmodel.Test, error) {
@@ -140,7 +174,7 @@ func loadLitmus(files []string) ([]*memmodel.Test, error) {
 		}
 		for _, t := range ts {
 			if prev, ok := seen[t.Name]; ok {
-				// testdata holds copies of the shared samples: an identical copy is checked once.
+				// The same test given twice (a file named twice, or copied) is checked once.
 				if prev.String() == t.String() {
 					continue
 				}
@@ -188,6 +222,7 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 }
 
 // litmusRun starts one job per mode on the backend (ROX_DEVICE); each process runs litmus-pe.
+// Each job's end prints a summary line; a terminal on stderr shows which test runs.
 func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, timeout time.Duration, place launch.Config, backend string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
@@ -202,6 +237,16 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			"--blocking-fetch-orders=" + strconv.FormatBool(opt.BlockingFetchOrders),
 			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites)}
 		fmt.Fprintf(stdout, "litmus: running %d tests x %d iterations on the %s backend, ROX_ORDERING=%s\n", len(tests), iters, backend, m)
+		prog := newProgress(stderr)
+		done := 0
+		// PE 0 prints "Test NAME VERDICT (mode)" when a test has run: that is the progress.
+		out := &lineWriter{next: stdout, fn: func(line string) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Test" {
+				done++
+				prog.show("litmus --run %s [%d/%d] %s", m, done, len(tests), f[1])
+			}
+		}}
+		start := time.Now()
 		err := launch.Run(context.Background(), launch.Config{
 			NPEs:     litmusrun.NPEs(tests),
 			Hosts:    place.Hosts,
@@ -210,16 +255,21 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			Argv:     append(argv, files...),
 			Env:      []string{"ROX_ORDERING=" + m.String(), "ROX_DEVICE=" + backend},
 			Timeout:  timeout,
-			Stdout:   stdout,
+			Stdout:   out,
 			Stderr:   stderr,
 		})
+		prog.done()
+		took := time.Since(start).Round(time.Millisecond)
 		if err != nil {
 			fmt.Fprintf(stderr, "roxrun litmus --run (%s): %v\n", m, err)
+			fmt.Fprintf(stdout, "litmus: run %s: FAILED after %d of %d tests, in %v (see stderr)\n", m, done, len(tests), took)
 			status = launch.ExitStatus(err)
 			if status == 0 {
 				status = 1
 			}
+			continue
 		}
+		fmt.Fprintf(stdout, "litmus: run %s: %d tests x %d iterations on %s, no forbidden outcome, in %v\n", m, done, iters, backend, took)
 	}
 	return status
 }

@@ -15,8 +15,7 @@ func litmusFiles(t *testing.T) []string {
 	if err != nil || len(files) < 40 {
 		t.Fatalf("testdata: %d files, %v", len(files), err)
 	}
-	shared, _ := filepath.Glob("../../../shared/litmus/*.litmus")
-	return append(files, shared...)
+	return files
 }
 
 func runLitmus(args ...string) (int, string, string) {

@@ -1,9 +1,11 @@
 // Command roxrun launches Roxamen SPMD jobs and carries the project's tools.
 //
-//	roxrun [run] -n N [flags] PROGRAM|GO-PACKAGE-DIR [args]   start a job (run is the default)
-//	roxrun info                                               build, backend, ROX_* knobs
-//	roxrun bench [-n N] [--json]                              the benchmark suite
-//	roxrun litmus [--check] [--mode M] [--run N] FILE...      the memory-model checker
+//	roxrun [run] [flags] PROGRAM|GO-PACKAGE-DIR [args]   start a job (run is the default)
+//	roxrun info                                          build, backend, transports, ROX_* knobs
+//	roxrun bench [flags]                                 the benchmark suite, with --compare
+//	roxrun litmus [flags] FILE...                        the memory-model checker and runner
+//
+// `roxrun --help` prints every command's usage; `roxrun COMMAND --help` prints one.
 package main
 
 import (
@@ -17,33 +19,55 @@ func main() {
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "run":
-			return runMain(args[1:], stdout, stderr)
-		case "info":
-			return infoMain(args[1:], stdout, stderr)
-		case "bench", benchPECommand:
-			return benchMain(args, stdout, stderr)
-		case "litmus", "litmus-pe":
-			return litmusMain(args, stdout, stderr)
-		case "help", "-h", "--help", "-help":
-			usage(stdout)
-			return 0
+	if len(args) == 0 {
+		// Nothing to run: say how, where errors go.
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runMain(args[1:], stdout, stderr)
+	case "info":
+		return infoMain(args[1:], stdout, stderr)
+	case "bench", benchPECommand:
+		return benchMain(args, stdout, stderr)
+	case "litmus", litmusPECommand:
+		return litmusMain(args, stdout, stderr)
+	case "help":
+		if len(args) > 1 {
+			for _, c := range commands() {
+				if c.name == args[1] {
+					c.usage(stdout)
+					return 0
+				}
+			}
+			fmt.Fprintf(stderr, "roxrun help: no command %q (run, info, bench, litmus)\n", args[1])
+			return 2
 		}
+		usage(stdout)
+		return 0
+	case "-h", "--help", "-help", "--h":
+		usage(stdout)
+		return 0
 	}
 	return runMain(args, stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  roxrun [run] -n N [flags] PROGRAM|GO-PACKAGE-DIR [args]   start an SPMD job
-  roxrun info                                               show the build, the backend and every ROX_* knob
-  roxrun bench [-n N] [--json]                              run the benchmark suite in a job of its own
-  roxrun litmus [--check] [--mode strict|bypass|both] [--run N] FILE...
-                                                            check litmus tests against the memory model (--run: on this backend)
+// commands are the user-facing subcommands, in the order the usage lists them.
+func commands() []*command {
+	return []*command{newRunFlags().cmd, newInfoCommand(), newBenchFlags().cmd, newLitmusFlags().cmd}
+}
 
-run flags:
+// usage is the top-level help: an overview, then each command's own usage, verbatim.
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: roxrun COMMAND [flags] [args]
+
+Roxamen's launcher and tools. COMMAND is run (the default: "roxrun -n 4 ./prog" is
+"roxrun run -n 4 ./prog"), info, bench or litmus; "roxrun COMMAND --help" prints the
+usage of one command, "roxrun help COMMAND" too. Flags take one dash or two (-n 4, --hosts a:2).
 `)
-	newRunFlags(w).fs.PrintDefaults()
+	for _, c := range commands() {
+		fmt.Fprintln(w)
+		c.usage(w)
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,7 @@ import (
 )
 
 type runFlags struct {
-	fs       *flag.FlagSet
+	cmd      *command
 	n        int
 	hosts    string
 	rsh      string
@@ -25,27 +24,33 @@ type runFlags struct {
 	bind     string
 }
 
-func newRunFlags(out io.Writer) *runFlags {
-	f := &runFlags{fs: flag.NewFlagSet("roxrun", flag.ContinueOnError)}
-	f.fs.SetOutput(out)
-	f.fs.IntVar(&f.n, "n", 1, "number of PEs (with --hosts: the sum of the hosts' counts)")
-	f.fs.StringVar(&f.hosts, "hosts", "", "start PEs on other hosts: NAME:COUNT,NAME:COUNT")
-	f.fs.StringVar(&f.rsh, "rsh", "ssh", "command that runs a program on a host (with --hosts), e.g. 'ip netns exec'")
-	f.fs.DurationVar(&f.timeout, "timeout", 0, "stop the job after this long (0: no limit)")
-	f.fs.DurationVar(&f.grace, "grace", 3*time.Second, "time between SIGTERM and SIGKILL when the job stops early")
-	f.fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [pe N]")
-	f.fs.StringVar(&f.bind, "bind", "", "address the rendezvous listens on (default 127.0.0.1:0; with --hosts :0)")
+func newRunFlags() *runFlags {
+	f := &runFlags{cmd: newCommand("run", "[flags] PROGRAM|GO-PACKAGE-DIR [args]", `
+Start an SPMD job: N processes (PEs) of PROGRAM, or of the Go package in the directory,
+built first. Output lines are prefixed [pe N]; the first PE to fail stops the job and
+roxrun exits with its status; signals are forwarded; no child outlives roxrun.`)}
+	fs := f.cmd.fs
+	fs.IntVar(&f.n, "n", 1, "number of PEs (with --hosts it may be left out: the sum of the hosts' counts)")
+	fs.StringVar(&f.hosts, "hosts", "", "start PEs on other hosts: NAME:COUNT,NAME:COUNT")
+	fs.StringVar(&f.rsh, "rsh", "ssh", "with --hosts: the command that runs a program on a host, e.g. 'ip netns exec'")
+	fs.DurationVar(&f.timeout, "timeout", 0, "stop the job after this long (0: no limit)")
+	fs.DurationVar(&f.grace, "grace", 3*time.Second, "time between SIGTERM and SIGKILL when the job stops early")
+	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [pe N]")
+	fs.StringVar(&f.bind, "bind", "", "address the rendezvous listens on (default 127.0.0.1:0; with --hosts :0 on this host's address)")
 	return f
 }
 
 func runMain(args []string, stdout, stderr io.Writer) int {
-	f := newRunFlags(stderr)
-	if err := f.fs.Parse(args); err != nil {
-		return 2
+	f := newRunFlags()
+	c := f.cmd
+	if ok, status := c.parse(args, stdout, stderr); !ok {
+		return status
 	}
-	if f.fs.NArg() == 0 {
-		usage(stderr)
-		return 2
+	if c.fs.NArg() == 0 {
+		return c.fail(stderr, "no program given")
+	}
+	if msg := c.needs("rsh", "hosts"); msg != "" {
+		return c.fail(stderr, "%s", msg)
 	}
 	cfg := launch.Config{
 		NPEs:     f.n,
@@ -59,22 +64,29 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if f.hosts != "" {
 		hosts, err := launch.ParseHosts(f.hosts)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
+			return c.fail(stderr, "%v", strings.TrimPrefix(err.Error(), "roxrun: "))
 		}
+		total := 0
+		for _, h := range hosts {
+			total += h.NPEs
+		}
+		if c.set("n") && f.n != total {
+			return c.fail(stderr, "-n %d and --hosts %s disagree: the hosts' counts add up to %d PEs (give one of them, or make them agree)", f.n, f.hosts, total)
+		}
+		cfg.NPEs = total
 		cfg.Hosts = hosts
 		cfg.Rsh = strings.Fields(f.rsh)
 		if cfg.BindAddr == "" {
 			cfg.BindAddr = launch.AdvertiseAddr() + ":0"
 		}
 	}
-	prog, cleanup, err := resolveProgram(f.fs.Arg(0), stderr)
+	prog, cleanup, err := resolveProgram(c.fs.Arg(0), stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	defer cleanup()
-	cfg.Argv = append([]string{prog}, f.fs.Args()[1:]...)
+	cfg.Argv = append([]string{prog}, c.fs.Args()[1:]...)
 	err = launch.Run(context.Background(), cfg)
 	if err != nil {
 		// launch already printed the PE failure; other errors are ours to report.

@@ -29,7 +29,7 @@ type Rank struct {
 	Host bool
 }
 
-// Detect reads the launcher's variables through getenv, in DESIGN.md's order: roxrun (ROX_PE...),
+// Detect reads the launcher's variables through getenv, in this order (ARCHITECTURE.md, "A job's life"): roxrun (ROX_PE...),
 // Open MPI, PMI, Slurm, torchrun, else a 1-PE job. ROX_BOOTSTRAP=TOKEN@HOST:PORT overrides the
 // rendezvous address and token for every source.
 //

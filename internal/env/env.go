@@ -43,7 +43,7 @@ func isDur(s string) error    { _, err := time.ParseDuration(s); return err }
 func isBool(s string) error   { _, err := strconv.ParseBool(s); return err }
 func anything(s string) error { return nil }
 
-// The knobs. DESIGN.md lists them; `roxrun info` prints them.
+// The knobs. README.md lists them; `roxrun info` prints them.
 var (
 	Device      = register("ROX_DEVICE", "auto", "backend: auto|cuda|hip|host", oneOf("auto", "cuda", "hip", "host"))
 	HeapSize    = register("ROX_HEAP_SIZE", "", "symmetric heap bytes per PE (suffixes K, M, G); default 1G on GPUs, 64M on the host backend", isSize)
