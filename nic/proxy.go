@@ -52,7 +52,8 @@ type ProxyConfig struct {
 	// Logf logs the proxy's failure once; default log.Printf.
 	Logf func(format string, args ...any)
 	// Failed, when set, is called once, from the proxy's goroutine, with the proxy's first
-	// error, after the ring's error word is set (to raise a device-visible abort, say).
+	// error, just before the ring's error word is set: a producer that sees the ring failed
+	// also sees what Failed raised (a device-visible abort word, say).
 	Failed func(err error)
 	// Stats, when set, receives the proxy's counters.
 	Stats *ProxyStats
@@ -283,12 +284,13 @@ func (p *Proxy) poll(buf []Desc) bool {
 }
 
 func (p *Proxy) fail(r *Ring, code RingErrCode, err error) {
+	first := p.err.CompareAndSwap(nil, &err)
+	if first && p.cfg.Failed != nil {
+		p.cfg.Failed(err)
+	}
 	r.SetError(code, err)
-	if p.err.CompareAndSwap(nil, &err) {
+	if first {
 		p.cfg.Logf("%v", err)
-		if p.cfg.Failed != nil {
-			p.cfg.Failed(err)
-		}
 	}
 }
 
