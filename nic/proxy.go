@@ -484,12 +484,12 @@ func (p *Proxy) acked(err error) {
 }
 
 // reap completes the waiting batches whose acknowledgements are in, in order; with block, it
-// waits for the oldest.
+// waits for the oldest. A failed ring's batches are dropped without waiting.
 func (p *Proxy) reap(block bool) {
 	for len(p.waiting) > 0 {
 		c := &p.waiting[0]
 		var err error
-		for len(c.acks) > 0 && err == nil {
+		for len(c.acks) > 0 && err == nil && c.rs.r.Err() == nil {
 			if block {
 				err = <-c.acks[0]
 			} else {
@@ -510,7 +510,7 @@ func (p *Proxy) reap(block bool) {
 }
 
 func (p *Proxy) bad(d *Desc, format string, args ...any) error {
-	return fmt.Errorf("%w: proxy of PE %d: %v to PE %d: %s", ErrBadDescriptor, p.cfg.PE, d.Op, d.PE, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: proxy of PE %d: ticket %d: %v to PE %d: %s", ErrBadDescriptor, p.cfg.PE, d.Seq-1, d.Op, d.PE, fmt.Sprintf(format, args...))
 }
 
 // heapRange checks [off, off+n) against the symmetric heap.
@@ -543,7 +543,7 @@ func (p *Proxy) exec(d *Desc) error {
 	if d.Op == OpFence && d.PE == AllPEs {
 		for pe := 0; pe < p.cfg.NPEs; pe++ {
 			if err := p.routes[p.routeOf[pe]].Fence(pe); err != nil {
-				return fmt.Errorf("nic: proxy of PE %d: fence to PE %d: %w", p.cfg.PE, pe, err)
+				return fmt.Errorf("nic: proxy of PE %d: ticket %d: fence to PE %d: %w", p.cfg.PE, d.Seq-1, pe, err)
 			}
 		}
 		return nil
@@ -589,7 +589,7 @@ func (p *Proxy) exec(d *Desc) error {
 		if errors.As(err, &rej) {
 			return p.bad(d, "%s", rej.msg)
 		}
-		return fmt.Errorf("nic: proxy of PE %d: %v to PE %d: %w", p.cfg.PE, d.Op, d.PE, err)
+		return fmt.Errorf("nic: proxy of PE %d: ticket %d: %v to PE %d: %w", p.cfg.PE, d.Seq-1, d.Op, d.PE, err)
 	}
 	switch {
 	case p.device[i] != nil:

@@ -98,7 +98,8 @@ func (r *reorderRoute) word(pe int, off uint64) uint64 {
 type deviceRoute struct {
 	heap, local *region
 	queue       chan func()
-	gate        sync.Mutex // held by a test: the queue stalls
+	gate        sync.Mutex    // held by a test: the queue stalls
+	delay       time.Duration // each operation takes this long
 	mu          sync.Mutex
 	log         []string
 	completions int
@@ -108,12 +109,13 @@ type deviceRoute struct {
 }
 
 func newDeviceRoute(t *testing.T, heap int, local *region, ring *Ring) *deviceRoute {
-	r := &deviceRoute{heap: newRegion(0, heap), local: local, queue: make(chan func(), 1<<14), ring: ring, stopped: make(chan struct{})}
+	r := &deviceRoute{heap: newRegion(0, heap), local: local, queue: make(chan func(), 1<<14), ring: ring, stopped: make(chan struct{}),
+		delay: 20 * time.Microsecond}
 	go func() {
 		defer close(r.stopped)
 		for f := range r.queue {
 			r.gate.Lock()
-			time.Sleep(20 * time.Microsecond) // copies take a while
+			time.Sleep(r.delay) // copies take a while
 			f()
 			r.gate.Unlock()
 		}
@@ -345,24 +347,30 @@ func TestProxyRouteFailsMidBatch(t *testing.T) {
 // completed ticket's put has landed, the completed counter never goes back, and no ticket is
 // issued more than Window tickets past the counter.
 func TestProxyMixedRoutesTicketOrder(t *testing.T) {
-	for _, async := range []bool{false, true} {
-		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) { testProxyMixedRoutesTicketOrder(t, async) })
+	for _, pe1 := range []string{"host", "host-async", "device"} {
+		t.Run("pe1="+pe1, func(t *testing.T) { testProxyMixedRoutesTicketOrder(t, pe1) })
 	}
 }
 
-func testProxyMixedRoutesTicketOrder(t *testing.T, async bool) {
+func testProxyMixedRoutesTicketOrder(t *testing.T, pe1 string) {
 	const producers, each, window = 4, 100, 6
 	local := newRegion(localBase, producers*each*8)
 	ring, _ := AllocRing(8)
 	fake := newFake(3, producers*each*8)
 	var tr Transport = fake
-	if async {
+	if pe1 == "host-async" {
 		tr = asyncFake{fake}
 	}
-	nicRoute := NewTransportRoute(tr, local, time.Second)
+	route1 := NewTransportRoute(tr, local, time.Second)
 	dev := newDeviceRoute(t, producers*each*8, local, ring)
+	var dev1 *deviceRoute // PE 1 on a second, faster device queue: completion moves between the two
+	if pe1 == "device" {
+		dev1 = newDeviceRoute(t, producers*each*8, local, ring)
+		dev1.delay, dev.delay = 0, 100*time.Microsecond
+		route1 = dev1
+	}
 	px, err := NewProxy(ProxyConfig{PE: 0, NPEs: 3, HeapSize: uint64(producers * each * 8),
-		Routes: []Route{nicRoute, nicRoute, dev}, Rings: []*Ring{ring}, Window: window, Logf: t.Logf})
+		Routes: []Route{route1, route1, dev}, Rings: []*Ring{ring}, Window: window, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,10 +407,12 @@ func testProxyMixedRoutesTicketOrder(t *testing.T, async bool) {
 				binary.LittleEndian.PutUint64(local.b[off:], uint64(i+1))
 				pe := uint32(1 + i%2)
 				tk, err := ring.Push(ctx, &Desc{Op: OpPut, PE: pe, Size: 8, Src: localBase + off, Dst: off})
-				if err == nil && k%2 == 0 {
+				if err == nil && k%3 != 2 { // both PEs: i%2 picks the PE
 					err = ring.WaitCompleted(ctx, tk)
 					var got uint64
-					if pe == 1 {
+					if pe == 1 && dev1 != nil {
+						got = binary.LittleEndian.Uint64(dev1.heap.b[off:])
+					} else if pe == 1 {
 						fake.mu.Lock()
 						got = binary.LittleEndian.Uint64(fake.heaps[1].b[off:])
 						fake.mu.Unlock()
