@@ -247,7 +247,7 @@ func (p *Proxy) loop() {
 		}
 		if !p.poll(buf) {
 			var ack <-chan error
-			if len(p.waiting) > 0 {
+			if len(p.waiting) > 0 && len(p.waiting[0].acks) > 0 {
 				ack = p.waiting[0].acks[0]
 			}
 			timer.Reset(p.cfg.IdleSleep)
