@@ -10,11 +10,6 @@ import (
 	"time"
 )
 
-// ErrBadDescriptor is matched (errors.Is) by the error a proxy reports for a descriptor it
-// rejected: an unknown op, a PE out of range, a heap range outside the symmetric heap, a local
-// address it cannot resolve. A rejected descriptor writes nothing.
-var ErrBadDescriptor = errors.New("nic: bad descriptor")
-
 // ProxyConfig configures a Proxy.
 type ProxyConfig struct {
 	PE, NPEs int

@@ -48,6 +48,11 @@ type DeviceCompleter interface {
 	CompleteAt(r *Ring, upTo uint64) error
 }
 
+// ErrBadDescriptor is matched (errors.Is) by the error a proxy reports for a descriptor it
+// rejected: an unknown op, a PE out of range, a heap range outside the symmetric heap, a local
+// address it cannot resolve. A rejected descriptor writes nothing.
+var ErrBadDescriptor = errors.New("nic: bad descriptor")
+
 // Reject returns the error a route gives for a descriptor it cannot carry out and for which it has
 // written nothing (an address it cannot resolve, say): the ring fails with RingErrInput, and the
 // proxy's error matches ErrBadDescriptor and names the op and the PE before the message.
