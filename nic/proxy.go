@@ -310,9 +310,11 @@ func (p *Proxy) execBatch(rs *ringState, first uint64, descs []Desc) {
 	}
 	var failed error
 	for i := range descs {
-		if err := p.waitWindow(rs, first+uint64(i)); err != nil {
-			failed = err
-			break
+		if p.cfg.Window > 0 {
+			if err := p.waitWindow(rs, first+uint64(i)); err != nil {
+				failed = err
+				break
+			}
 		}
 		if err := p.exec(&descs[i]); err != nil {
 			failed = err
@@ -355,7 +357,9 @@ func (p *Proxy) execBatch(rs *ringState, first uint64, descs []Desc) {
 			continue
 		}
 		if p.pending[i] && failed == nil {
-			failed = p.quietRoute(route, fmt.Sprintf("completing descriptors %d..%d", first, first+uint64(len(descs))-1))
+			if err := p.quietRoute(route, ""); err != nil {
+				failed = fmt.Errorf("nic: proxy of PE %d: completing descriptors %d..%d: %w", p.cfg.PE, first, first+uint64(len(descs))-1, err)
+			}
 		}
 		p.pending[i] = false
 	}
@@ -374,13 +378,16 @@ func (p *Proxy) execBatch(rs *ringState, first uint64, descs []Desc) {
 	}
 }
 
+// quietRoute quiets route within the proxy's Timeout; its error says what for, unless what is
+// empty (the caller says it).
 func (p *Proxy) quietRoute(route Route, what string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.Timeout)
 	defer cancel()
-	if err := route.Quiet(ctx); err != nil {
+	err := route.Quiet(ctx)
+	if err != nil && what != "" {
 		return fmt.Errorf("nic: proxy of PE %d: %s: %w", p.cfg.PE, what, err)
 	}
-	return nil
+	return err
 }
 
 // waitWindow waits, under ProxyConfig.Window, until ticket t may be issued.
