@@ -83,7 +83,7 @@ func (rt *gpuRuntime) startProxy() error {
 		Window:    rt.ringCap - 1,
 		IdleSpin:  idleSpin,
 		IdleSleep: 20 * time.Microsecond,
-		Logf:      func(format string, args ...any) { debugf("PE %d: proxy: "+format, append([]any{w.pe}, args...)...) },
+		Logf:      debugf, // the proxy's error names this PE
 		Failed:    func(error) { rt.abort(abortProxy) },
 		Stats:     &p.stats.ProxyStats,
 	}
