@@ -1,12 +1,14 @@
 // Package nic moves bytes between PEs that cannot load and store each other's symmetric heaps:
-// the device->host command rings, the host proxy that drains them, and the Transport interface
-// with its implementations (nic/tcp, nic/ucx). It knows no API semantics beyond the ordering it
-// must keep: per-PE order across fences, and completion for quiet.
+// the device->host command rings, the proxy that drains them through a Route per target PE (a
+// TransportRoute over a Transport here; the runtime adds its own, such as a GPU's copy engine),
+// and the Transport interface with its implementations (nic/tcp, nic/ucx). It knows no API
+// semantics beyond the ordering it must keep: per-PE order across fences, and completion for
+// quiet, in ticket order.
 //
 // Lifetimes: a Ring lives in memory its caller owns (shared memory, or host-pinned memory mapped
 // into a device) and does not free; that memory must outlive every producer and the Proxy that
-// drains it. A Proxy owns one goroutine and nothing else: Close it before closing its Transport
-// or freeing its rings. A Transport owns its listener, connections and goroutines until Close.
+// drains it. A Proxy owns one goroutine and nothing else: Close it before closing its routes,
+// its Transport or freeing its rings. A Transport owns its listener, connections and goroutines until Close.
 // Errors flow one way: a proxy that fails writes the ring's error word, and every later
 // Reserve, Quiet and WaitCompleted on that ring returns a *RingError (errors.Is ErrRing).
 package nic

@@ -216,12 +216,10 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	}
 
 	rt.stop = make(chan struct{})
-	rt.proxy, err = rt.newProxy()
-	if err != nil {
+	if err := rt.startProxy(); err != nil {
 		return err
 	}
-	rt.wg.Add(2)
-	go rt.proxy.run()
+	rt.wg.Add(1)
 	go rt.watch()
 	return nil
 }
@@ -385,7 +383,7 @@ func (rt *gpuRuntime) waitStream(ctx context.Context, call string, st device.Str
 			sleep *= 2
 		}
 	}
-	if on, _ := env.Debug.Bool(); on && rt.proxy != nil && rt.proxy.stats.descs.Load() != 0 {
+	if on, _ := env.Debug.Bool(); on && rt.proxy != nil && rt.proxy.stats.Descs.Load() != 0 {
 		debugf("PE %d: %s: proxy %v", w.pe, call, &rt.proxy.stats)
 		rt.proxy.stats.reset()
 	}
@@ -444,6 +442,9 @@ func (w *World) stopDevice() {
 
 func (rt *gpuRuntime) release() {
 	rt.abort(abortShutdown)
+	if rt.proxy != nil {
+		rt.proxy.stop()
+	}
 	if rt.stop != nil {
 		close(rt.stop)
 		rt.wg.Wait()

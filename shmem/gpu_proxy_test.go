@@ -126,10 +126,7 @@ func newProxyRig(t *testing.T, nicPath bool, capacity int) *proxyRig {
 	rt.amoFn, err = rt.aux.Function("roxg_amo")
 	must(err)
 	rt.stop = make(chan struct{})
-	rt.proxy, err = rt.newProxy()
-	must(err)
-	rt.wg.Add(1)
-	go rt.proxy.run()
+	must(rt.startProxy())
 	t.Cleanup(func() {
 		rt.release()
 		_ = d.Close()
