@@ -178,10 +178,11 @@ P("sig.set", ROXSHMEM_SIGNAL_SET); P("sig.add", ROXSHMEM_SIGNAL_ADD);
 P("flags.cswap8", ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_COMPARE_SWAP, 8));
 P("flags.add4", ROXSHMEM_DESC_FLAGS(ROXSHMEM_SIGNAL_ADD, 4));
 P("kindmask", ROXSHMEM_DESC_KIND_MASK); P("widthshift", ROXSHMEM_DESC_WIDTH_SHIFT);
+P("allpes", ROXSHMEM_DESC_ALL_PES);
 `)
 	want := map[string]uint64{
-		"sizeof.header": nic.RingHeaderSize,
-		"head":          nic.RingHeadOffset, "tail": nic.RingTailOffset,
+		"sizeof.header": nic.RingHeaderSize, "allpes": nic.AllPEs,
+		"head": nic.RingHeadOffset, "tail": nic.RingTailOffset,
 		"completed": nic.RingCompletedOffset, "error": nic.RingErrorOffset,
 		"head.size": 8, "tail.size": 8, "completed.size": 8, "error.size": 4,
 		"op.nop": uint64(nic.OpNop), "op.put": uint64(nic.OpPut), "op.get": uint64(nic.OpGet),
