@@ -12,6 +12,10 @@ command -v ip >/dev/null || need+=(iproute2)           # network namespaces as h
 command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 [ -e /usr/lib/x86_64-linux-gnu/libucp.so.0 ] && [ -e /usr/include/ucp/api/ucp.h ] && command -v ucx_perftest >/dev/null || need+=(libucx0 libucx-dev ucx-utils)
 command -v slurmctld >/dev/null || need+=(slurm-wlm munge)      # a one-node Slurm for srun (test/launchers_test.go)
+# PMIx: libpmix.so.2 is what internal/pmix loads under mpirun and srun --mpi=pmix; libpmix-dev has
+# the headers its ABI test compiles against and the unversioned libpmix.so that Slurm's mpi/pmix
+# plugin dlopens.
+[ -e /usr/lib/x86_64-linux-gnu/libpmix.so.2 ] && [ -e /usr/lib/x86_64-linux-gnu/libpmix.so ] && [ -e /usr/lib/x86_64-linux-gnu/pmix2/include/pmix.h ] || need+=(libpmix2 libpmix-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test/run.sh: installing ${need[*]}"
@@ -25,6 +29,8 @@ fi
 export CGO_ENABLED=0
 # As root the packages above are installed, so a UCX that does not load is a failure, not a skip.
 [ "$(id -u)" = 0 ] && export ROX_TEST_UCX=1
+# Likewise libpmix and its headers: the PMIx ABI test and the PMIx launcher tests fail, not skip.
+[ "$(id -u)" = 0 ] && export ROX_TEST_PMIX=1
 go mod download
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
