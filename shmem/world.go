@@ -160,6 +160,8 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err != nil {
 		return initErr(ErrPEFailed, err, "joining the job")
 	}
+	rank = w.boot.Rank() // under PMIx, Dial completes it (job size, local ranks, node)
+	w.rank, w.npes = rank, rank.NPEs
 
 	if rank.LocalPE < 0 || rank.LocalNPEs < 0 {
 		// The launcher did not say where this PE stands on its node: work it out from the nodes.
