@@ -375,6 +375,9 @@ func (w *World) NPEs() int {
 // LocalPE returns this PE's index among the PEs of its node.
 func (w *World) LocalPE() int { return w.rank.LocalPE }
 
+// LocalNPEs returns the number of PEs on this PE's node (the launcher's, e.g. PMIx's, count).
+func (w *World) LocalNPEs() int { return w.rank.LocalNPEs }
+
 // Ordering returns the memory-model mode the job runs in (ROX_ORDERING).
 func (w *World) Ordering() Ordering { return w.ordering }
 
