@@ -16,6 +16,9 @@ import (
 	"github.com/roxamen/roxamen/internal/pmix"
 )
 
+// pmixProbe loads libpmix (a variable: tests make it fail).
+var pmixProbe = pmix.Probe
+
 // pmixKey is where PE 0 publishes the rendezvous: "NODEID TOKEN HOST:PORT[,HOST:PORT...]".
 const pmixKey = "roxamen.bootstrap.v1"
 
@@ -32,7 +35,7 @@ const pmixKey = "roxamen.bootstrap.v1"
 // within timeout on every other PE, naming PE 0.
 func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, error) {
 	call := fmt.Sprintf("bootstrap: Dial on PE %d", r.PE)
-	if err := pmix.Probe(); err != nil {
+	if err := pmixProbe(); err != nil {
 		return nil, fmt.Errorf("%s: the launcher runs a PMIx server (%s is set) but %w", call, r.PMIxServer, err)
 	}
 	pc, err := pmix.Init(timeout)
@@ -73,11 +76,13 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 	if err != nil {
 		return fail(err)
 	}
-	if !r.nodeFromEnv {
+	if r.Node == "" {
 		// The launcher's name for the node, which is what tells PEs of one node apart from the
 		// others (two containers or network namespaces may share a host name).
-		if h, err := pc.Hostname(); err == nil && h != "" {
-			r.Node = h
+		if r.Node, err = pc.Hostname(); err != nil || r.Node == "" {
+			if r.Node, err = os.Hostname(); err != nil {
+				return fail(fmt.Errorf("no %s, no PMIx host name and no host name: %w", env.Node.Name, err))
+			}
 		}
 	}
 
@@ -272,4 +277,34 @@ func pickAddr(addrs []string, samenode bool) (string, error) {
 		return routed, nil
 	}
 	return "", fmt.Errorf("PE 0 published no rendezvous address this node can reach (%s)", strings.Join(addrs, ","))
+}
+
+// Describe says, in one line for `roxrun info`, which launcher getenv's environment belongs to
+// and how a PE started in it would find the job.
+func Describe(getenv func(string) string) string {
+	r, err := Detect(getenv)
+	switch {
+	case err != nil:
+		return "launcher: " + err.Error()
+	case r.Source == "pmix":
+		lib, err := pmix.Version()
+		if err != nil {
+			lib = "but " + err.Error()
+		} else {
+			lib = pmix.Library + ": " + lib
+		}
+		return fmt.Sprintf("launcher: pmix (%s is set; namespace %s, rank %d): rendezvous and a random job token through PMIx; %s",
+			r.PMIxServer, r.PMIxNamespace, r.PE, lib)
+	case r.Source == "single":
+		return "launcher: none (a 1-PE job)"
+	default:
+		return fmt.Sprintf("launcher: %s (PE %d of %d, rendezvous %s)", r.Source, r.PE, r.NPEs, orElse(r.Addr, "unknown: set ROX_BOOTSTRAP"))
+	}
+}
+
+func orElse(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
 }

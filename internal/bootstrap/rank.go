@@ -21,17 +21,18 @@ type Rank struct {
 	// LocalPE and LocalNPEs: rank among the PEs of this node and their number; -1 when the
 	// launcher does not say (the shmem layer then derives them from the allgathered Node names).
 	LocalPE, LocalNPEs int
-	Node               string // ROX_NODE, else the launcher's name for the node (PMIx), else the host name
-	Source             string // "roxrun", "pmix", "ompi", "pmi", "slurm", "torchrun" or "single"
-	Addr               string // HOST:PORT of the rendezvous, "" if unknown
-	Token              string
+	// Node: ROX_NODE, else the host name; under PMIx, the launcher's name for the node, which
+	// Dial fills in (Detect leaves it empty).
+	Node   string
+	Source string // "roxrun", "pmix", "ompi", "pmi", "slurm", "torchrun" or "single"
+	Addr   string // HOST:PORT of the rendezvous, "" if unknown
+	Token  string
 	// Host: this PE must start the rendezvous server itself at Addr (PE 0 when the launcher is
 	// not roxrun, and a single process).
 	Host bool
 
 	// PMIx (Source "pmix"): the server variable that was found and the job's namespace.
 	PMIxServer, PMIxNamespace string
-	nodeFromEnv               bool // Node came from ROX_NODE: PMIx's host name does not replace it
 }
 
 // Detect reads the launcher's variables through getenv, in DESIGN.md's order: roxrun (ROX_PE...),
@@ -85,8 +86,7 @@ func Detect(getenv func(string) string) (Rank, error) {
 			}
 		}
 	}
-	r.nodeFromEnv = getenv(env.Node.Name) != ""
-	if r.Node = getenv(env.Node.Name); r.Node == "" {
+	if r.Node = getenv(env.Node.Name); r.Node == "" && r.Source != "pmix" {
 		if r.Node, err = os.Hostname(); err != nil {
 			return Rank{}, fmt.Errorf("bootstrap: Detect: no %s and no host name: %w", env.Node.Name, err)
 		}
