@@ -299,7 +299,9 @@ func TestPMIxOutsiderRefused(t *testing.T) {
 	var in pmixInfo
 	select {
 	case in = <-pe0:
-	case <-ctx.Done():
+	case <-scanned:
+		t.Fatalf("the job ended before PE 0 said where its rendezvous is:\n%s", finish())
+	case <-time.After(time.Minute):
 		t.Fatalf("PE 0 never said where its rendezvous is:\n%s", finish())
 	}
 	outsider := bootstrap.Rank{PE: 1, NPEs: 2, LocalPE: -1, LocalNPEs: -1, Source: "ompi", Addr: in.addr,
