@@ -324,19 +324,32 @@ func TestPMIxOutsiderRefused(t *testing.T) {
 	t.Logf("outsider: %v", err)
 }
 
-// TestPMIxPE0NeverPublishes: rank 0 of an mpirun job is not a Roxamen program (it exits at
-// once): the other PEs fail within ROX_TIMEOUT, naming PE 0, instead of waiting in the fence
-// for ever (mpirun would wait with them).
-func TestPMIxPE0NeverPublishes(t *testing.T) {
+// TestPMIxPEMissing: one rank of an mpirun job is not a Roxamen program: rank 0 exits at once
+// (it never publishes the rendezvous), or rank 3 sleeps (it never reaches the fence). The other
+// PEs fail within ROX_TIMEOUT naming it, instead of waiting in the fence for ever (mpirun would
+// wait with them).
+func TestPMIxPEMissing(t *testing.T) {
 	mpirun := needMpirunPMIx(t)
-	args := append(mpirunBase(), "-np", "1", "true", ":", "-np", "3", "-x", "ROX_TIMEOUT=5s", filepath.Join(bin, "ring"), "-laps", "5")
-	r := runIn(t, 2*time.Minute, noRoxEnv(), mpirun, args...)
-	out := r.stderr + r.stdout
-	if r.status == 0 || !strings.Contains(out, "PE 0 never published the rendezvous through PMIx") || !strings.Contains(out, "PMIx_Fence") {
-		t.Fatalf("status %d; want a failure naming PE 0 and PMIx_Fence\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
+	ring := []string{"-x", "ROX_TIMEOUT=3s", filepath.Join(bin, "ring"), "-laps", "5"}
+	for _, tc := range []struct {
+		name, want string
+		apps       [][]string
+	}{
+		{"PE 0 exits", "PE 0 never published the rendezvous through PMIx", [][]string{{"-np", "1", "true"}, append([]string{"-np", "3"}, ring...)}},
+		{"PE 3 sleeps", "PEs [3] never reached the PMIx fence", [][]string{append([]string{"-np", "3"}, ring...), {"-np", "1", "sleep", "60"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(mpirunBase(), tc.apps[0]...)
+			args = append(append(args, ":"), tc.apps[1]...)
+			r := runIn(t, 2*time.Minute, noRoxEnv(), mpirun, args...)
+			out := r.stderr + r.stdout
+			if r.status == 0 || !strings.Contains(out, tc.want) || !strings.Contains(out, "PMIx_Fence") {
+				t.Fatalf("status %d; want a failure saying %q and naming PMIx_Fence\nstdout:\n%s\nstderr:\n%s", r.status, tc.want, r.stdout, r.stderr)
+			}
+			t.Logf("failed after %v (ROX_TIMEOUT=3s; noisy machine)", r.took.Round(time.Millisecond))
+			assertNoProcesses(t, "ring")
+		})
 	}
-	t.Logf("failed after %v (ROX_TIMEOUT=5s; noisy machine)", r.took.Round(time.Millisecond))
-	assertNoProcesses(t, "ring")
 }
 
 // libpmixPath is where the dynamic loader finds libpmix.so.2, "" if nowhere known.

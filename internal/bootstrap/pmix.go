@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/roxamen/roxamen/internal/env"
@@ -19,8 +21,41 @@ import (
 // pmixProbe loads libpmix (a variable: tests make it fail).
 var pmixProbe = pmix.Probe
 
-// pmixKey is where PE 0 publishes the rendezvous: "NODEID TOKEN HOST:PORT[,HOST:PORT...]".
-const pmixKey = "roxamen.bootstrap.v1"
+// pmixKey is where PE 0 publishes the rendezvous: "NODEID TOKEN HOST:PORT[,HOST:PORT...]";
+// arrivedKey is what every PE publishes before the fence.
+const (
+	pmixKey    = "roxamen.bootstrap.v1"
+	arrivedKey = "roxamen.arrived.v1"
+)
+
+// missingPEs returns, in order, the PEs (of the first 1024) whose arrivedKey cannot be read
+// within a second: those that never reached the fence. The reads run 32 at a time.
+func missingPEs(pc *pmix.Client, npes, self int) []int {
+	var (
+		mu      sync.Mutex
+		missing []int
+		wg      sync.WaitGroup
+	)
+	sem := make(chan struct{}, 32)
+	for pe := range min(npes, 1024) {
+		if pe == self {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := pc.GetString(pe, arrivedKey, time.Second); err != nil {
+				mu.Lock()
+				missing = append(missing, pe)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(missing)
+	return missing
+}
 
 // dialPMIx joins a job whose launcher runs a PMIx server (Open MPI's mpirun, srun --mpi=pmix):
 //
@@ -31,8 +66,9 @@ const pmixKey = "roxamen.bootstrap.v1"
 //  3. every PE meets the others in a PMIx_Fence and reads PE 0's record with PMIx_Get;
 //  4. every PE connects to the server as under any other launcher.
 //
-// A PE that never publishes (PE 0 died, hung, or is not a Roxamen program) makes the fence fail
-// within timeout on every other PE, naming PE 0.
+// Every PE also publishes that it arrived. A PE that never reaches the fence (it died, hangs,
+// or is not a Roxamen program) makes the fence fail within timeout on every other PE, naming it
+// (PE 0: "never published the rendezvous").
 func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, error) {
 	call := fmt.Sprintf("bootstrap: Dial on PE %d", r.PE)
 	if err := pmixProbe(); err != nil {
@@ -110,16 +146,21 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 		if err := pc.Put(pmixKey, rec); err != nil {
 			return fail(err)
 		}
-		if err := pc.Commit(); err != nil {
-			return fail(err)
-		}
+	}
+	// Every PE also says it got this far, so that a failed fence can name who did not.
+	if err := pc.Put(arrivedKey, "1"); err != nil {
+		return fail(err)
+	}
+	if err := pc.Commit(); err != nil {
+		return fail(err)
 	}
 	if err := pc.Fence(timeout); err != nil {
-		if r.PE != 0 {
-			// Tell a PE 0 that never published from another PE that never arrived.
-			if _, gerr := pc.GetString(0, pmixKey, time.Second); gerr != nil {
-				return fail(&fenceError{"PE 0 never published the rendezvous through PMIx (it died, hangs, or is not a Roxamen program)", err})
-			}
+		missing := missingPEs(pc, r.NPEs, r.PE)
+		switch {
+		case len(missing) > 0 && missing[0] == 0:
+			return fail(&fenceError{"PE 0 never published the rendezvous through PMIx (it died, hangs, or is not a Roxamen program)", err})
+		case len(missing) > 0:
+			return fail(&fenceError{fmt.Sprintf("PEs %v never reached the PMIx fence (they died, hang, or are not Roxamen programs)", missing), err})
 		}
 		return fail(&fenceError{fmt.Sprintf("a PE of the %d never reached the PMIx fence (it died, hangs, or is not a Roxamen program)", r.NPEs), err})
 	}
