@@ -158,8 +158,9 @@ func checkToken(t *testing.T, r result, npes int, derive func(namespace string) 
 func ompiDerived(ns string) string { return derivedToken("ompi", ns) }
 
 // pmixSuite runs ring, counter and the API scenario with launch's command line and no ROX_*
-// variable, then the ring again with ROX_DEBUG=1 to see the token; it returns the nodes seen.
-func pmixSuite(t *testing.T, npes int, launch func(debug bool, prog string, args ...string) (string, []string),
+// variable (extra: what the launcher itself needs), then the ring again with ROX_DEBUG=1 to see
+// the token; it returns the nodes seen.
+func pmixSuite(t *testing.T, npes int, extra []string, launch func(debug bool, prog string, args ...string) (string, []string),
 	derive func(string) string) map[string]bool {
 	t.Helper()
 	for _, sc := range []struct {
@@ -172,7 +173,7 @@ func pmixSuite(t *testing.T, npes int, launch func(debug bool, prog string, args
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			name, args := launch(false, sc.args[0], sc.args[1:]...)
-			r := runIn(t, 3*time.Minute, noRoxEnv(), name, args...)
+			r := runIn(t, 3*time.Minute, noRoxEnv(extra...), name, args...)
 			mustPass(t, r, sc.want)
 			if strings.Contains(r.stderr, "ROX_BOOTSTRAP") {
 				t.Errorf("the job mentions ROX_BOOTSTRAP:\n%s", r.stderr)
@@ -182,7 +183,7 @@ func pmixSuite(t *testing.T, npes int, launch func(debug bool, prog string, args
 	var nodes map[string]bool
 	t.Run("token", func(t *testing.T) {
 		name, args := launch(true, filepath.Join(bin, "ring"), "-laps", "5")
-		r := runIn(t, 2*time.Minute, noRoxEnv("ROX_DEBUG=1"), name, args...)
+		r := runIn(t, 2*time.Minute, noRoxEnv(append(extra, "ROX_DEBUG=1")...), name, args...)
 		mustPass(t, r, fmt.Sprintf("5 laps of %d PEs", npes))
 		nodes = checkToken(t, r, npes, derive)
 	})
@@ -192,7 +193,7 @@ func pmixSuite(t *testing.T, npes int, launch func(debug bool, prog string, args
 // TestPMIxMpirun: `mpirun -np 4` on this machine, nothing else.
 func TestPMIxMpirun(t *testing.T) {
 	mpirun := needMpirunPMIx(t)
-	pmixSuite(t, 4, func(debug bool, prog string, args ...string) (string, []string) {
+	pmixSuite(t, 4, nil, func(debug bool, prog string, args ...string) (string, []string) {
 		a := append(mpirunBase(), "-np", "4")
 		if debug {
 			a = append(a, "-x", "ROX_DEBUG=1")
@@ -232,7 +233,7 @@ func TestPMIxMpirunHosts(t *testing.T) {
 	}
 	t.Cleanup(func() { nt.Close() })
 	agent := rshAgent(t)
-	nodes := pmixSuite(t, 4, func(debug bool, prog string, args ...string) (string, []string) {
+	nodes := pmixSuite(t, 4, nil, func(debug bool, prog string, args ...string) (string, []string) {
 		a := append(mpirunBase(), "--mca", "plm_rsh_agent", agent,
 			"--host", nt.Hosts[0].Name+":2,"+nt.Hosts[1].Name+":2", "-np", "4")
 		if debug {
@@ -394,8 +395,9 @@ func TestPMIxMissingLibrary(t *testing.T) {
 }
 
 // pmixSlurm starts a one-node Slurm for the test unless one is up, as TestSrun does, and stops
-// it afterwards; it skips, saying why, where Slurm cannot run.
-func pmixSlurm(t *testing.T) string {
+// it afterwards; it skips, saying why, where Slurm cannot run. It returns srun's path and the
+// variables srun needs on top of a user's environment.
+func pmixSlurm(t *testing.T) (string, []string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("starting slurmctld/slurmd needs root")
@@ -422,7 +424,7 @@ func pmixSlurm(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("Slurm is up but srun is not on PATH: %v", err)
 	}
-	return srun
+	return srun, nil
 }
 
 // slurmDerived: the token Roxamen derived under Slurm from SLURM_JOB_ID.SLURM_STEP_ID, which
@@ -436,16 +438,18 @@ func slurmDerived(ns string) string {
 // server) still takes the Slurm variables' path.
 func TestPMIxSrun(t *testing.T) {
 	needMpirunPMIx(t) // for libpmix; Slurm's mpi/pmix plugin loads the same library
-	srun := pmixSlurm(t)
-	if out, err := exec.Command(srun, "--mpi=list").CombinedOutput(); err != nil || !strings.Contains(string(out), "pmix") {
+	srun, slurmVars := pmixSlurm(t)
+	list := exec.Command(srun, "--mpi=list")
+	list.Env = noRoxEnv(slurmVars...)
+	if out, err := list.CombinedOutput(); err != nil || !strings.Contains(string(out), "pmix") {
 		t.Fatalf("this Slurm has no mpi/pmix plugin (srun --mpi=list: %v):\n%s", err, out)
 	}
-	pmixSuite(t, 4, func(debug bool, prog string, args ...string) (string, []string) {
+	pmixSuite(t, 4, slurmVars, func(debug bool, prog string, args ...string) (string, []string) {
 		// --overcommit: 4 tasks on however few CPUs the node has.
 		return srun, append([]string{"--mpi=pmix", "-n", "4", "--overcommit", "--time", "2", prog}, args...)
 	}, slurmDerived)
 	t.Run("without PMIx", func(t *testing.T) {
-		r := runIn(t, 2*time.Minute, noRoxEnv("ROX_DEBUG=1"), srun, "--mpi=none", "-n", "4", "--overcommit", "--time", "2",
+		r := runIn(t, 2*time.Minute, noRoxEnv(append(slurmVars, "ROX_DEBUG=1")...), srun, "--mpi=none", "-n", "4", "--overcommit", "--time", "2",
 			filepath.Join(bin, "ring"), "-laps", "5")
 		mustPass(t, r, "5 laps of 4 PEs")
 		if infos := pmixLines(r.stderr); len(infos) != 0 {
