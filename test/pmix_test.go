@@ -353,6 +353,20 @@ func TestPMIxPEMissing(t *testing.T) {
 	}
 }
 
+// TestPMIxInitFails: a PMIx call that fails is an Init error naming the call and PMIx's status
+// string. Here PMIx_Init itself: the variables say a server listens where none does (what a
+// process started from a shell that inherited another job's variables sees).
+func TestPMIxInitFails(t *testing.T) {
+	needMpirunPMIx(t)
+	r := runIn(t, time.Minute, noRoxEnv("PMIX_SERVER_URI41=123.0;tcp4://127.0.0.1:1", "PMIX_NAMESPACE=123", "PMIX_RANK=0",
+		"ROX_TIMEOUT=10s"), filepath.Join(bin, "ring"), "-laps", "1")
+	out := r.stderr + r.stdout
+	if r.status == 0 || !strings.Contains(out, "Init") || !strings.Contains(out, "PMIx_Init: UNREACHABLE") ||
+		!strings.Contains(out, "PMIX_SERVER_URI41") {
+		t.Fatalf("status %d; want an Init error naming PMIx_Init, PMIx's status and the server variable\n%s", r.status, out)
+	}
+}
+
 // libpmixPath is where the dynamic loader finds libpmix.so.2, "" if nowhere known.
 func libpmixPath() string {
 	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"} {

@@ -76,7 +76,7 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 	}
 	pc, err := pmix.Init(timeout)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", call, err)
+		return nil, fmt.Errorf("%s: connecting to the launcher's PMIx server (%s): %w", call, r.PMIxServer, err)
 	}
 	var s *Server
 	fail := func(err error) (*Client, error) {
