@@ -30,7 +30,7 @@ int main(void) {
 	S(pmix_status_t); S(pmix_rank_t); S(pmix_data_type_t); S(pmix_scope_t); S(pmix_info_directives_t);
 	S(pmix_nspace_t); S(pmix_key_t); S(bool); S(int);
 	C(PMIX_MAX_NSLEN); C(PMIX_MAX_KEYLEN); C(PMIX_RANK_WILDCARD);
-	C(PMIX_SUCCESS); C(PMIX_ERR_TIMEOUT); C(PMIX_ERR_NOT_FOUND); C(PMIX_ERR_LOST_CONNECTION);
+	C(PMIX_SUCCESS); C(PMIX_ERR_TIMEOUT); C(PMIX_ERR_NOT_FOUND);
 	C(PMIX_BOOL); C(PMIX_STRING); C(PMIX_INT); C(PMIX_UINT16); C(PMIX_UINT32);
 	C(PMIX_GLOBAL);
 	K(PMIX_JOB_SIZE); K(PMIX_LOCAL_RANK); K(PMIX_LOCAL_SIZE); K(PMIX_NODEID); K(PMIX_HOSTNAME);
@@ -77,7 +77,6 @@ func goABI() (map[string]int64, map[string]string) {
 		"PMIX_SUCCESS":                   statusSuccess,
 		"PMIX_ERR_TIMEOUT":               statusErrTimeout,
 		"PMIX_ERR_NOT_FOUND":             statusErrNotFound,
-		"PMIX_ERR_LOST_CONNECTION":       statusLostConnection,
 		"PMIX_BOOL":                      typeBool,
 		"PMIX_STRING":                    typeString,
 		"PMIX_INT":                       typeInt,

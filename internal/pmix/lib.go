@@ -48,10 +48,9 @@ type info struct {
 
 // pmix_status_t values this package names (pmix_common.h).
 const (
-	statusSuccess        = 0   // PMIX_SUCCESS
-	statusErrTimeout     = -24 // PMIX_ERR_TIMEOUT
-	statusErrNotFound    = -46 // PMIX_ERR_NOT_FOUND
-	statusLostConnection = -61 // PMIX_ERR_LOST_CONNECTION
+	statusSuccess     = 0   // PMIX_SUCCESS
+	statusErrTimeout  = -24 // PMIX_ERR_TIMEOUT
+	statusErrNotFound = -46 // PMIX_ERR_NOT_FOUND
 )
 
 // pmix_data_type_t values (pmix_common.h).

@@ -38,12 +38,6 @@ func (e *Error) Error() string {
 // Is matches ErrTimeout for a call that timed out.
 func (e *Error) Is(target error) bool { return target == ErrTimeout && e.Status == statusErrTimeout }
 
-// NotFound reports whether err is PMIx saying that a key has no value (PMIX_ERR_NOT_FOUND).
-func NotFound(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Status == statusErrNotFound
-}
-
 // ServerVars are the variables a PMIx server sets in its clients' environment, one per wire
 // protocol version it speaks (PMIx v2, v2.1, v3, v4, v4.1): any one of them means a server.
 var ServerVars = []string{"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21", "PMIX_SERVER_URI2", "PMIX_SERVER_URI"}

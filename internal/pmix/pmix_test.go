@@ -158,8 +158,8 @@ func TestChild(t *testing.T) {
 	// A key nobody published: an error naming the call and PMIx's status, not a hang.
 	_, err = c.GetString(0, "roxamen.nobody", time.Second)
 	var pe *Error
-	if !errors.As(err, &pe) || !strings.Contains(err.Error(), `PMIx_Get("roxamen.nobody")`) {
-		t.Errorf("GetString of a key nobody put: %v; want a *pmix.Error naming PMIx_Get", err)
+	if !errors.As(err, &pe) || !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), `PMIx_Get("roxamen.nobody")`) {
+		t.Errorf("GetString of a key nobody put: %v; want a *pmix.Error naming PMIx_Get that matches ErrTimeout", err)
 	}
 	fmt.Printf("rank %d: child ok (%v)\n", c.Rank(), err)
 }
