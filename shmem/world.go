@@ -160,6 +160,8 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err != nil {
 		return initErr(ErrPEFailed, err, "joining the job")
 	}
+	rank = w.boot.Rank() // under PMIx, Dial completes it (job size, local ranks, node)
+	w.rank, w.npes = rank, rank.NPEs
 
 	if rank.LocalPE < 0 || rank.LocalNPEs < 0 {
 		// The launcher did not say where this PE stands on its node: work it out from the nodes.
@@ -372,6 +374,9 @@ func (w *World) NPEs() int {
 
 // LocalPE returns this PE's index among the PEs of its node.
 func (w *World) LocalPE() int { return w.rank.LocalPE }
+
+// LocalNPEs returns the number of PEs on this PE's node (the launcher's, e.g. PMIx's, count).
+func (w *World) LocalNPEs() int { return w.rank.LocalNPEs }
 
 // Ordering returns the memory-model mode the job runs in (ROX_ORDERING).
 func (w *World) Ordering() Ordering { return w.ordering }

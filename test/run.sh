@@ -13,6 +13,10 @@ command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 [ -e /usr/lib/x86_64-linux-gnu/libucp.so.0 ] && [ -e /usr/include/ucp/api/ucp.h ] && command -v ucx_perftest >/dev/null || need+=(libucx0 libucx-dev ucx-utils)
 command -v slurmctld >/dev/null || need+=(slurm-wlm munge)      # a one-node Slurm for srun (test/launchers_test.go)
 [ -e /usr/lib/x86_64-linux-gnu/libhsakmt.so.1 ] && [ -e /usr/include/hsakmttypes.h ] || need+=(libhsakmt1 libhsakmt-dev)  # the KFD binding's ABI check
+# PMIx: libpmix.so.2 is what internal/pmix loads under mpirun and srun --mpi=pmix; libpmix-dev has
+# the headers its ABI test compiles against and the unversioned libpmix.so that Slurm's mpi/pmix
+# plugin dlopens.
+[ -e /usr/lib/x86_64-linux-gnu/libpmix.so.2 ] && [ -e /usr/lib/x86_64-linux-gnu/libpmix.so ] && [ -e /usr/lib/x86_64-linux-gnu/pmix2/include/pmix.h ] || need+=(libpmix2 libpmix-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test/run.sh: installing ${need[*]}"
@@ -26,6 +30,8 @@ fi
 export CGO_ENABLED=0
 # As root the packages above are installed, so a UCX that does not load is a failure, not a skip.
 [ "$(id -u)" = 0 ] && export ROX_TEST_UCX=1 ROX_TEST_KFD=1
+# Likewise libpmix and its headers: the PMIx ABI test and the PMIx launcher tests fail, not skip.
+[ "$(id -u)" = 0 ] && export ROX_TEST_PMIX=1
 go mod download
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -34,5 +40,5 @@ if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit
 # Everything, without the race detector (it needs cgo for its runtime, never for our code).
 go test -count=1 -timeout 30m ./...
 # The concurrent core again under the race detector.
-CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./nic/... ./test/netns/...
+CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/...
 echo "test/run.sh: all tests passed"

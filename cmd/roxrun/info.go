@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/debug"
 
 	"github.com/roxamen/roxamen/device/auto"
+	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic/ucx"
 )
@@ -54,6 +56,7 @@ func infoMain(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "transport tcp   yes  built in\ntransport ucx   yes  libucp.so.0 %s\n", v)
 	}
+	fmt.Fprintln(stdout, bootstrap.Describe(os.Getenv)) // which launcher started this process (PMIx first)
 	fmt.Fprintln(stdout, "knobs:")
 	for _, k := range env.All() {
 		val, src := k.Raw(), "default"

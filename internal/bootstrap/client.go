@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/pmix"
 )
 
 // Client is one PE's connection to the job's rendezvous server. Its methods are safe for
@@ -17,7 +19,8 @@ type Client struct {
 	rank    Rank
 	addr    string
 	conn    net.Conn
-	server  *Server // owned when rank.Host
+	server  *Server      // owned when rank.Host
+	pmix    *pmix.Client // owned: finalized by Close, when the job was found through PMIx
 	timeout time.Duration
 	hostPE  int
 
@@ -44,19 +47,38 @@ type reply struct {
 // Dial joins the job described by r: when r.Host it first starts the job's server at r.Addr
 // (owned by the client and closed by Close), then connects, retrying until timeout, and
 // authenticates with r.Token as PE r.PE. timeout is also every later call's limit (ROX_TIMEOUT).
+//
+// When r.Source is "pmix", the job's PMIx server first says what the environment does not (job
+// size, local rank and size, node), and PE 0 publishes the rendezvous address and a random token
+// through it (see dialPMIx); Rank then returns the completed rank.
 func Dial(ctx context.Context, r Rank, timeout time.Duration) (*Client, error) {
-	call := fmt.Sprintf("bootstrap: Dial on PE %d", r.PE)
 	if timeout <= 0 {
-		return nil, fmt.Errorf("%s: timeout %v is not positive", call, timeout)
+		return nil, fmt.Errorf("bootstrap: Dial on PE %d: timeout %v is not positive", r.PE, timeout)
+	}
+	if r.Source == "pmix" {
+		return dialPMIx(ctx, r, timeout)
+	}
+	return dial(ctx, r, timeout, nil)
+}
+
+// dial is Dial once r is complete; s, when not nil, is the server this PE already started (it
+// is owned by the client from here on, closed on failure).
+func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Client, error) {
+	call := fmt.Sprintf("bootstrap: Dial on PE %d", r.PE)
+	fail := func(err error) (*Client, error) {
+		if s != nil {
+			s.Close()
+		}
+		return nil, err
 	}
 	if r.NPEs < 1 || r.PE < 0 || r.PE >= r.NPEs {
-		return nil, fmt.Errorf("%s: PE %d is outside [0,%d)", call, r.PE, r.NPEs)
+		return fail(fmt.Errorf("%s: PE %d is outside [0,%d)", call, r.PE, r.NPEs))
 	}
 	if r.Addr == "" {
-		return nil, fmt.Errorf("%s: the launcher (%s) gives no rendezvous address: set ROX_BOOTSTRAP=TOKEN@HOST:PORT", call, r.Source)
+		return fail(fmt.Errorf("%s: the launcher (%s) gives no rendezvous address: set ROX_BOOTSTRAP=TOKEN@HOST:PORT", call, r.Source))
 	}
 	if r.Token == "" {
-		return nil, fmt.Errorf("%s: empty job token", call)
+		return fail(fmt.Errorf("%s: empty job token", call))
 	}
 	c := &Client{
 		rank: r, addr: r.Addr, timeout: timeout, hostPE: -1,
@@ -65,7 +87,9 @@ func Dial(ctx context.Context, r Rank, timeout time.Duration) (*Client, error) {
 		exits:      make(chan int, 1),
 		readerDone: make(chan struct{}),
 	}
-	if r.Host {
+	if s != nil {
+		c.server = s
+	} else if r.Host {
 		s, err := NewServer(listenAddr(r.Addr), r.NPEs, r.Token)
 		if err != nil {
 			return nil, fmt.Errorf("%s: starting the rendezvous server: %w", call, err)
@@ -416,6 +440,12 @@ func (c *Client) Close() error {
 			c.server.waitLeft(c.timeout)
 		}
 		c.server.Close()
+	}
+	if c.pmix != nil {
+		// Last: the launcher takes a PMIx client that exits without PMIx_Finalize for a crash.
+		if ferr := c.pmix.Finalize(); ferr != nil && err == nil {
+			err = &CallError{Call: "Close", PE: c.rank.PE, Err: ferr}
+		}
 	}
 	return err
 }

@@ -1,6 +1,8 @@
 // Package bootstrap finds out which PE this process is (Detect: roxrun or a foreign launcher) and
 // connects it to the job's rendezvous service (Dial): a small TCP key-value store with allgather
 // and barrier, authenticated by a per-job token, that also tells every PE when another one dies.
+// Under a launcher that runs a PMIx server (mpirun, srun --mpi=pmix), Dial learns the rest of
+// the rank and the rendezvous address and token through PMIx (pmix.go).
 //
 // Lifetimes: a Server lives until its Close, and whoever called NewServer closes it (roxrun, or a
 // Client that hosts it because its Rank says Host). A Client lives until Close, which says goodbye

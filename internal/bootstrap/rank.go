@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/internal/pmix"
 )
 
 // Rank is this process's place in the job and how to reach the job's rendezvous.
@@ -20,23 +21,34 @@ type Rank struct {
 	// LocalPE and LocalNPEs: rank among the PEs of this node and their number; -1 when the
 	// launcher does not say (the shmem layer then derives them from the allgathered Node names).
 	LocalPE, LocalNPEs int
-	Node               string // ROX_NODE, else the host name
-	Source             string // "roxrun", "ompi", "pmi", "slurm", "torchrun" or "single"
-	Addr               string // HOST:PORT of the rendezvous, "" if unknown
-	Token              string
+	// Node: ROX_NODE, else the host name; under PMIx, the launcher's name for the node, which
+	// Dial fills in (Detect leaves it empty).
+	Node   string
+	Source string // "roxrun", "pmix", "ompi", "pmi", "slurm", "torchrun" or "single"
+	Addr   string // HOST:PORT of the rendezvous, "" if unknown
+	Token  string
 	// Host: this PE must start the rendezvous server itself at Addr (PE 0 when the launcher is
 	// not roxrun, and a single process).
 	Host bool
+
+	// PMIx (Source "pmix"): the server variable that was found and the job's namespace.
+	PMIxServer, PMIxNamespace string
 }
 
 // Detect reads the launcher's variables through getenv, in this order (ARCHITECTURE.md, "A job's life"): roxrun (ROX_PE...),
-// Open MPI, PMI, Slurm, torchrun, else a 1-PE job. ROX_BOOTSTRAP=TOKEN@HOST:PORT overrides the
-// rendezvous address and token for every source.
+// a PMIx server (PMIX_SERVER_URI*, PMIX_NAMESPACE, PMIX_RANK: Open MPI's mpirun, srun
+// --mpi=pmix), Open MPI, PMI, Slurm, torchrun, else a 1-PE job. ROX_BOOTSTRAP=TOKEN@HOST:PORT
+// overrides the rendezvous address and token for every source.
 //
-// Foreign launchers run no rendezvous of their own for us, so PE 0 hosts it (Host) and the token
-// is derived from the launcher's job id. That token keeps apart jobs that share a machine and
-// stops a stray connection from another job, but it is no secret: anyone who can read the job id
-// (squeue, ps -e) can compute it. Set ROX_BOOTSTRAP with a random token where that matters.
+// Under PMIx, Dial asks the server for the rest: PE 0 hosts the rendezvous on an address every
+// node can reach, draws a random token and publishes both through PMIx, so no port convention,
+// no ROX_BOOTSTRAP and nobody outside the job knows the token. Detect alone leaves NPEs as the
+// launcher's own variables say (0 when they say nothing) and Addr and Token empty.
+//
+// Other foreign launchers run no rendezvous of their own for us, so PE 0 hosts it (Host) and the
+// token is derived from the launcher's job id. That token keeps apart jobs that share a machine
+// and stops a stray connection from another job, but it is no secret: anyone who can read the
+// job id (squeue, ps -e) can compute it. Set ROX_BOOTSTRAP with a random token where that matters.
 func Detect(getenv func(string) string) (Rank, error) {
 	var (
 		r   Rank
@@ -45,6 +57,8 @@ func Detect(getenv func(string) string) (Rank, error) {
 	switch {
 	case getenv(env.PE.Name) != "":
 		r, err = detectRoxrun(getenv)
+	case pmix.Server(getenv) != "":
+		r, err = detectPMIx(getenv)
 	case getenv("OMPI_COMM_WORLD_RANK") != "":
 		r, err = detectOMPI(getenv)
 	case getenv("PMI_RANK") != "":
@@ -72,7 +86,7 @@ func Detect(getenv func(string) string) (Rank, error) {
 			}
 		}
 	}
-	if r.Node = getenv(env.Node.Name); r.Node == "" {
+	if r.Node = getenv(env.Node.Name); r.Node == "" && r.Source != "pmix" {
 		if r.Node, err = os.Hostname(); err != nil {
 			return Rank{}, fmt.Errorf("bootstrap: Detect: no %s and no host name: %w", env.Node.Name, err)
 		}
@@ -168,6 +182,24 @@ func parseBootstrap(v string, needToken bool) (token, addr string, err error) {
 		return "", "", rankErr("%s=%q has a bad port %q", name, v, port)
 	}
 	return token, addr, nil
+}
+
+// detectPMIx reads what the environment of a PMIx client says: its rank (PMIX_RANK) and, when
+// the launcher also sets its own variables (Open MPI, Slurm), the job size, which Dial checks
+// against PMIx's.
+func detectPMIx(getenv func(string) string) (Rank, error) {
+	pe, err := number(getenv, "PMIX_RANK")
+	if err != nil {
+		return Rank{}, err
+	}
+	r := Rank{PE: pe, LocalPE: -1, LocalNPEs: -1, Source: "pmix", Host: pe == 0,
+		PMIxServer: pmix.Server(getenv), PMIxNamespace: getenv("PMIX_NAMESPACE")}
+	if size := firstSet(getenv, "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"); size != "" {
+		if r.NPEs, err = strconv.Atoi(size); err != nil || r.NPEs <= pe {
+			return Rank{}, rankErr("PMIX_RANK=%d and the launcher's job size %q do not agree", pe, size)
+		}
+	}
+	return r, nil
 }
 
 func detectOMPI(getenv func(string) string) (Rank, error) {

@@ -46,6 +46,27 @@ func TestDetect(t *testing.T) {
 			"ROX_BOOTSTRAP": "head:7000", "ROX_NODE": "n",
 		}, Rank{PE: 0, NPEs: 4, LocalPE: -1, LocalNPEs: -1, Node: "n", Source: "ompi", Addr: "head:7000",
 			Token: deriveToken("ompi", "ns"), Host: true}},
+		{"pmix under mpirun", map[string]string{
+			// mpirun sets both; PMIx comes first, its rank from PMIX_RANK, the job size for now
+			// from Open MPI's (Dial asks PMIx and checks).
+			"PMIX_SERVER_URI41": "1397293056.0;tcp4://127.0.0.1:57161", "PMIX_SERVER_URI2": "x",
+			"PMIX_NAMESPACE": "1397293057", "PMIX_RANK": "2",
+			"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+			"OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+		}, Rank{PE: 2, NPEs: 4, LocalPE: -1, LocalNPEs: -1, Source: "pmix",
+			PMIxServer: "PMIX_SERVER_URI41", PMIxNamespace: "1397293057"}},
+		{"pmix under srun --mpi=pmix", map[string]string{
+			"PMIX_SERVER_URI3": "pmix-server.1;tcp4://127.0.0.1:1", "PMIX_NAMESPACE": "slurm.pmix.7.0", "PMIX_RANK": "0",
+			"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n1", "ROX_NODE": "n1",
+		}, Rank{PE: 0, NPEs: 2, LocalPE: -1, LocalNPEs: -1, Node: "n1", Source: "pmix", Host: true,
+			PMIxServer: "PMIX_SERVER_URI3", PMIxNamespace: "slurm.pmix.7.0"}},
+		{"pmix with ROX_BOOTSTRAP", map[string]string{
+			"PMIX_SERVER_URI4": "u", "PMIX_NAMESPACE": "ns", "PMIX_RANK": "0", "ROX_BOOTSTRAP": "tok@head:7000",
+		}, Rank{PE: 0, LocalPE: -1, LocalNPEs: -1, Source: "pmix", Host: true, Addr: "head:7000", Token: "tok",
+			PMIxServer: "PMIX_SERVER_URI4", PMIxNamespace: "ns"}},
+		{"PMIX_NAMESPACE without a server is Open MPI's", map[string]string{
+			"PMIX_NAMESPACE": "ns", "PMIX_RANK": "0", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4", "ROX_NODE": "n",
+		}, Rank{PE: 0, NPEs: 4, LocalPE: -1, LocalNPEs: -1, Node: "n", Source: "ompi", Token: deriveToken("ompi", "ns"), Host: true}},
 		{"pmi", map[string]string{
 			"PMI_RANK": "1", "PMI_SIZE": "3", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "3",
 			"PMI_KVSNAME": "kvs_99_0", "ROX_BOOTSTRAP": "tok@h:1", "ROX_NODE": "n",
@@ -103,6 +124,9 @@ func TestDetectMalformed(t *testing.T) {
 		{map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "z"}, `OMPI_COMM_WORLD_LOCAL_RANK="z"`},
 		{map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "ROX_BOOTSTRAP": "t@:1"}, `ROX_BOOTSTRAP="t@:1"`},
 		{map[string]string{"PMI_RANK": "4", "PMI_SIZE": "4"}, "PMI_RANK=4 is not below PMI_SIZE=4"},
+		{map[string]string{"PMIX_SERVER_URI41": "u", "PMIX_NAMESPACE": "ns", "PMIX_RANK": "r"}, `PMIX_RANK="r"`},
+		{map[string]string{"PMIX_SERVER_URI41": "u", "PMIX_NAMESPACE": "ns", "PMIX_RANK": "4", "OMPI_COMM_WORLD_SIZE": "4"},
+			`PMIX_RANK=4 and the launcher's job size "4" do not agree`},
 		{map[string]string{"PMI_RANK": "0"}, "PMI_SIZE is not set"},
 		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "two"}, `SLURM_NTASKS="two"`},
 		{map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "n1"}, "SLURM_JOBID is not set"},

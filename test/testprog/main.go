@@ -277,7 +277,7 @@ func api(ctx context.Context, w *shmem.World) error {
 	// Ptr gives direct access to a peer's copy when its heap is mapped here: always on one node
 	// with the default transport, never through the NIC path. Where it is given it must alias.
 	p := flags.Ptr(right)
-	oneNode := os.Getenv("ROX_NODE") == "" && (os.Getenv("ROX_TRANSPORT") == "" || os.Getenv("ROX_TRANSPORT") == "auto")
+	oneNode := os.Getenv("ROX_NODE") == "" && w.LocalNPEs() == n && (os.Getenv("ROX_TRANSPORT") == "" || os.Getenv("ROX_TRANSPORT") == "auto")
 	if oneNode && (p == nil || len(p) != n) {
 		return fmt.Errorf("Ptr(%d) on one node: %v", right, p)
 	}
