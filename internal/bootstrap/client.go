@@ -189,7 +189,9 @@ func (c *Client) read() {
 			}
 		case msgPeerFailed:
 			d := &dec{b: f.body}
-			e := &PeerError{PE: d.i32(), Aborted: d.u8() == 1, Status: d.i32(), Reason: d.str()}
+			e := &PeerError{PE: d.i32()}
+			e.setFlags(d.u8())
+			e.Status, e.Reason = d.i32(), d.str()
 			if e.Aborted {
 				select {
 				case c.exits <- e.Status:

@@ -1,0 +1,118 @@
+package main
+
+// Scenarios of the launcher's reliability tests (test/reliability_launch_test.go): PEs that leave
+// the job in every way a user's program can (a background child holding stdout, an exit before
+// Init or without Finalize, os.Exit, a panic, a signal) while the others wait for them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/roxamen/roxamen/shmem"
+)
+
+func init() {
+	scenarios["bgchild"] = bgChild
+	scenarios["leave"] = leave
+	scenarios["nofinalize"] = noFinalize
+	// Some scenarios act before main calls Init: the child a PE leaves behind, and a PE that ends
+	// before it ever joins the job.
+	if len(os.Args) < 2 {
+		return
+	}
+	switch os.Args[1] {
+	case "linger":
+		// The background child of bgchild: it holds the PE's stdout and stderr and never exits
+		// by itself.
+		fmt.Println("linger: holding stdout")
+		time.Sleep(time.Hour)
+		os.Exit(0)
+	case "preinit":
+		// preinit: the last PE exits with status 0 before Init; the others run hang and must
+		// learn at once which PE is gone.
+		if os.Getenv("ROX_PE") == strconv.Itoa(npesFromEnv()-1) {
+			os.Exit(0)
+		}
+		os.Args[1] = "hang"
+	}
+}
+
+func npesFromEnv() int {
+	n, _ := strconv.Atoi(os.Getenv("ROX_NPES"))
+	return n
+}
+
+// bgChild: PE 0 starts a child that inherits its stdout and stderr and outlives it; every PE
+// then finishes normally. roxrun must end anyway and take the child with it.
+func bgChild(ctx context.Context, w *shmem.World) error {
+	if w.MyPE() == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		child := exec.Command(self, "linger")
+		child.Stdout, child.Stderr = os.Stdout, os.Stderr
+		if err := child.Start(); err != nil {
+			return err
+		}
+		fmt.Printf("bgchild: started child %d\n", child.Process.Pid)
+	}
+	return w.BarrierAll(ctx)
+}
+
+// leave: the last PE leaves the job the way os.Args[2] says while the others wait for it in a
+// barrier; they must fail naming it. Ways: exit0 (returns from main without Finalize), exit3
+// (os.Exit(3)), panic, sigkill, sigterm.
+func leave(ctx context.Context, w *shmem.World) error {
+	how := "exit0"
+	if len(os.Args) > 2 {
+		how = os.Args[2]
+	}
+	if w.MyPE() == w.NPEs()-1 {
+		time.Sleep(100 * time.Millisecond)
+		switch how {
+		case "exit0":
+			os.Exit(0)
+		case "exit3":
+			os.Exit(3)
+		case "panic":
+			panic("leave: PE " + strconv.Itoa(w.MyPE()) + " panics on purpose")
+		case "sigkill":
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		case "sigterm":
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		}
+		select {}
+	}
+	err := w.BarrierAll(ctx)
+	if err == nil {
+		return errors.New("BarrierAll returned nil although a PE left the job")
+	}
+	return fmt.Errorf("barrier failed as expected: %w", err)
+}
+
+// noFinalize: every PE works, synchronises and then returns from main without Finalize, as many
+// OpenSHMEM programs do; the job must end cleanly.
+func noFinalize(ctx context.Context, w *shmem.World) error {
+	x, err := shmem.Alloc[int64](w, 1)
+	if err != nil {
+		return err
+	}
+	if _, err := shmem.AtomicFetchAdd(x, 0, 1, 0); err != nil {
+		return err
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
+	if w.MyPE() == 0 {
+		fmt.Printf("nofinalize: %d adds seen, exiting without Finalize\n", x.Local()[0])
+	}
+	os.Exit(0)
+	return nil
+}
