@@ -7,6 +7,7 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,4 +131,55 @@ func TestRootCauseFirst(t *testing.T) {
 			assertNoProcesses(t, "testprog")
 		})
 	}
+}
+
+// TestRootCauseOOM: a PE killed by the kernel's OOM killer is named as such. The job runs in a
+// memory cgroup of its own with a limit only the growing PE exceeds; skipped where no memory
+// cgroup can be made (not root, no memory controller).
+func TestRootCauseOOM(t *testing.T) {
+	procs := memoryCgroup(t, 512<<20)
+	cmd := fmt.Sprintf("echo $$ > %s && exec %s -n 3 %s leave oom", procs, filepath.Join(bin, "roxrun"), filepath.Join(bin, "testprog"))
+	r := run(t, time.Minute, []string{"ROX_TIMEOUT=10m", "ROX_HEAP_SIZE=4M"}, "sh", "-c", cmd)
+	if r.status != 137 {
+		t.Errorf("roxrun exited %d, want PE 2's 137\n%s", r.status, r.stderr)
+	}
+	lines := roxrunLines(r.stderr)
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "roxrun: PE 2 was killed by signal SIGKILL (out of memory: the kernel's OOM killer") {
+		t.Fatalf("roxrun's first line does not say that the OOM killer ended PE 2:\n%s", r.stderr)
+	}
+	wantRootCause(t, r, 3, 2, strings.TrimPrefix(lines[0], "roxrun: "))
+}
+
+// memoryCgroup makes a memory cgroup limited to limit bytes (without swap) and returns it and the
+// file that moves a process into it; it is removed when the test ends.
+func memoryCgroup(t *testing.T, limit int64) (procs string) {
+	t.Helper()
+	write := func(file, val string) error { return os.WriteFile(file, []byte(val), 0o644) }
+	name := fmt.Sprintf("roxamen-test-%d", os.Getpid())
+	if st, err := os.Stat("/sys/fs/cgroup/memory"); err == nil && st.IsDir() {
+		dir := filepath.Join("/sys/fs/cgroup/memory", name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Skipf("no memory cgroup (v1): %v", err)
+		}
+		t.Cleanup(func() { os.Remove(dir) })
+		if err := write(filepath.Join(dir, "memory.limit_in_bytes"), fmt.Sprint(limit)); err != nil {
+			t.Skipf("memory cgroup (v1) limit: %v", err)
+		}
+		_ = write(filepath.Join(dir, "memory.memsw.limit_in_bytes"), fmt.Sprint(limit))
+		return filepath.Join(dir, "cgroup.procs")
+	}
+	ctl, err := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control")
+	if err != nil || !strings.Contains(string(ctl), "memory") {
+		t.Skip("no memory controller for child cgroups (cgroup v2)")
+	}
+	dir := filepath.Join("/sys/fs/cgroup", name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("no memory cgroup (v2): %v", err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := write(filepath.Join(dir, "memory.max"), fmt.Sprint(limit)); err != nil {
+		t.Skipf("memory cgroup (v2) limit: %v", err)
+	}
+	_ = write(filepath.Join(dir, "memory.swap.max"), "0")
+	return filepath.Join(dir, "cgroup.procs")
 }

@@ -68,7 +68,7 @@ func bgChild(ctx context.Context, w *shmem.World) error {
 
 // leave: the last PE leaves the job the way os.Args[2] says while the others wait for it in a
 // barrier; they must fail naming it. Ways: exit0 (returns from main without Finalize), exit3
-// (os.Exit(3)), panic, sigkill, sigterm.
+// (os.Exit(3)), panic, sigkill, sigterm, oom.
 func leave(ctx context.Context, w *shmem.World) error {
 	how := "exit0"
 	if len(os.Args) > 2 {
@@ -85,6 +85,16 @@ func leave(ctx context.Context, w *shmem.World) error {
 			panic("leave: PE " + strconv.Itoa(w.MyPE()) + " panics on purpose")
 		case "sigkill":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		case "oom":
+			// Grows until the kernel's OOM killer ends it (the test runs the job in a memory cgroup).
+			var hold [][]byte
+			for {
+				b := make([]byte, 16<<20)
+				for i := 0; i < len(b); i += 4096 {
+					b[i] = 1
+				}
+				hold = append(hold, b)
+			}
 		case "sigterm":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 		}
