@@ -104,8 +104,17 @@ func NewServer(addr string, npes int, token string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: NewServer: %w", err)
 	}
-	s := &Server{
-		ln: ln, npes: npes, token: []byte(token),
+	s := newServer(npes, token)
+	s.ln = ln
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// newServer is a server's state, without a listener.
+func newServer(npes int, token string) *Server {
+	return &Server{
+		npes: npes, token: []byte(token),
 		failures: make(chan Failure, npes),
 		logf:     log.Printf,
 		hostPE:   -1,
@@ -117,9 +126,6 @@ func NewServer(addr string, npes int, token string) (*Server, error) {
 		left:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	s.wg.Add(1)
-	go s.accept()
-	return s, nil
 }
 
 // Addr returns the address the server listens on, HOST:PORT.
