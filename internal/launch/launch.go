@@ -258,7 +258,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	exited := make(chan exitReport, len(pes))
 	for _, p := range pes {
-		go func(p *pe) { exited <- exitReport{p, p.cmd.Wait()} }(p)
+		go func(p *pe) {
+			err := p.cmd.Wait()
+			// Its last words (a panic's trace) come before roxrun's verdict on it, unless a child
+			// it left behind keeps its output open.
+			t := time.NewTimer(outputSettle)
+			select {
+			case <-p.copied:
+			case <-t.C:
+			}
+			t.Stop()
+			exited <- exitReport{p, err}
+		}(p)
 	}
 
 	j := &verdict{errw: errw, pes: pes}
@@ -359,6 +370,9 @@ func Run(ctx context.Context, cfg Config) error {
 // report how its process ended before it tells the others only that the connection was lost. A
 // process's sockets close a moment before its parent can reap it.
 const exitReportWait = 500 * time.Millisecond
+
+// outputSettle is how long a PE's exit waits for the rest of its output before it is reported.
+const outputSettle = 200 * time.Millisecond
 
 func startPE(argv, env []string, rank int, host string, pgid int) (*pe, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
