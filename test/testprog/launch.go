@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ func init() {
 	scenarios["bgchild"] = bgChild
 	scenarios["leave"] = leave
 	scenarios["nofinalize"] = noFinalize
+	scenarios["amoconc"] = amoConcurrent
 	// Some scenarios act before main calls Init: the child a PE leaves behind, and a PE that ends
 	// before it ever joins the job.
 	if len(os.Args) < 2 {
@@ -125,4 +127,54 @@ func noFinalize(ctx context.Context, w *shmem.World) error {
 	}
 	os.Exit(0)
 	return nil
+}
+
+// amoConcurrent: 8 goroutines of PE 0 make 10,000 fetch-adds each (os.Args[2] and [3] override)
+// on one word of the last PE, which must then hold their sum; PE 0 prints the rate.
+func amoConcurrent(ctx context.Context, w *shmem.World) error {
+	g, n := 8, 10000
+	if len(os.Args) > 3 {
+		g, _ = strconv.Atoi(os.Args[2])
+		n, _ = strconv.Atoi(os.Args[3])
+	}
+	x, err := shmem.Alloc[int64](w, 1)
+	if err != nil {
+		return err
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
+	target := w.NPEs() - 1
+	if w.MyPE() == 0 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, g)
+		for range g {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n {
+					if _, err := shmem.AtomicFetchAdd(x, 0, 1, target); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(start)
+		close(errs)
+		for err := range errs {
+			return err
+		}
+		got, err := shmem.AtomicFetch(x, 0, target)
+		if err != nil {
+			return err
+		}
+		if got != int64(g*n) {
+			return fmt.Errorf("the word holds %d after %d fetch-adds", got, g*n)
+		}
+		fmt.Printf("amoconc: %d goroutines x %d fetch-adds in %v: %.0f/s\n", g, n, took.Round(time.Millisecond), float64(g*n)/took.Seconds())
+	}
+	return w.BarrierAll(ctx)
 }
