@@ -88,13 +88,14 @@ type Transport struct {
 	peers   []*peer
 	param   ucpRequestParam
 	stuck   [][]byte
+	flights []flight         // copied puts in flight, oldest first
+	inBytes int              // their bytes
+	free    map[int][][]byte // bounce buffers by capacity
+	address []byte           // what Address returns
+
 	// amoFlying counts AMOs issued and not yet completed, amoPeak the most at once (a test
 	// checks that concurrent callers have theirs in flight together).
 	amoFlying, amoPeak int
-	flights            []flight         // copied puts in flight, oldest first
-	inBytes            int              // their bytes
-	free               map[int][][]byte // bounce buffers by capacity
-	address            []byte           // what Address returns
 
 	// waiting counts operations waiting for mu: the progress goroutine stands back while any
 	// do, since it would otherwise retake mu ahead of them (sync.Mutex lets a running goroutine
