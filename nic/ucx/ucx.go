@@ -12,7 +12,10 @@
 // and an atomic swap (set) or add on the signal word.
 //
 // Threads: a UCP worker is created UCS_THREAD_MODE_SERIALIZED and every call into it holds the
-// Transport's mutex. Transports such as TCP and shared memory emulate remote memory access in
+// Transport's mutex. An AMO, a get or a put-with-signal's signal that waits for its completion
+// lets go of the mutex between progress calls while other operations want it, so that the
+// operations of many goroutines are in flight together (each progress call completes whichever
+// have arrived); large puts, Fence and Quiet still wait holding it. Transports such as TCP and shared memory emulate remote memory access in
 // software, so the target must progress its worker for data to land: a goroutine does so,
 // polling for Config.Spin after the last event and then sleeping on the worker's event file
 // descriptor (ucp_worker_arm), through Go's network poller, until the next one.
