@@ -72,7 +72,14 @@ func main() {
 			cfg.BindAddr = launch.AdvertiseAddr() + ":0"
 		}
 	}
-	fmt.Printf("soak: %d PEs, %v, seed %d, ROX_TRANSPORT=%q, hosts %q\n", *n, *d, *seed, os.Getenv("ROX_TRANSPORT"), *hosts)
+	npes := *n
+	if len(cfg.Hosts) > 0 {
+		npes = 0
+		for _, h := range cfg.Hosts {
+			npes += h.NPEs
+		}
+	}
+	fmt.Printf("soak: %d PEs, %v, seed %d, ROX_TRANSPORT=%q, hosts %q\n", npes, *d, *seed, os.Getenv("ROX_TRANSPORT"), *hosts)
 	err = launch.Run(context.Background(), cfg)
 	if err != nil {
 		if _, ok := err.(*launch.ExitError); !ok {
