@@ -62,7 +62,7 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string {
-	if e.PE < 0 || e.Reason != "" && e.Signal == "" && e.Status == 0 {
+	if e.PE < 0 {
 		return "roxrun: " + e.Reason
 	}
 	return "roxrun: PE " + strconv.Itoa(e.PE) + e.where() + " " + e.how()
@@ -109,6 +109,7 @@ type pe struct {
 	copied     chan struct{} // closed when both are drained (EOF, or closed by Run)
 	exit       *ExitError    // how it ended; nil while it runs or when it exited 0
 	done       bool
+	stopped    bool // it ended after roxrun had begun to terminate the job
 }
 
 // Run starts the job and waits for it. It returns nil when every PE exits 0, whether or not it
@@ -290,7 +291,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case r := <-exited:
 			remaining--
 			p := r.p
-			p.done = true
+			p.done, p.stopped = true, j.terminated
 			p.exit = peError(p, r.err, oom)
 			if p.exit == nil {
 				srv.Exited(p.rank, "exited with status 0", 0)
@@ -473,6 +474,10 @@ func (j *verdict) rootError() *ExitError {
 			e.Status = p.exit.Status
 		}
 		return e
+	case p.exit != nil && p.stopped:
+		// It lost its connection but lived on until roxrun stopped the job.
+		*e = *p.exit
+		e.Reason = "left the job (" + j.rootReason + "); roxrun stopped it"
 	case p.exit != nil:
 		*e = *p.exit
 		if strings.HasSuffix(j.rootReason, " before Init") {
