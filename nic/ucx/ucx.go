@@ -570,10 +570,10 @@ func (t *Transport) waitFor(ctx context.Context, op string, p *peer, r uintptr, 
 			lib.ucpRequestFree(req)
 			return t.status(op, p, st)
 		}
-		if share && (t.waiting.Load() > 0 || i%64 == 0) {
-			// Another operation wants the worker, or this wait has spun a while: hand over the
-			// processor too, since the operation that takes mu next (or the target PE, when it
-			// shares this process) needs a thread to run on.
+		if share && t.waiting.Load() > 0 {
+			// Another operation wants the worker: let it issue its own and progress in turn,
+			// handing over the processor too, since it needs a thread to run on. (The progress
+			// goroutine stands back while any operation waits for mu.)
 			t.mu.Unlock()
 			runtime.Gosched()
 			t.lock()
@@ -582,6 +582,9 @@ func (t *Transport) waitFor(ctx context.Context, op string, p *peer, r uintptr, 
 				t.stuck = append(t.stuck, keep...)
 				return fmt.Errorf("ucx: %s: PE %d: to PE %d: %w", op, t.cfg.PE, p.pe, ErrClosed)
 			}
+		} else if share && i%64 == 0 {
+			// A long wait lets the rest of the process run (the target PE, when it shares it).
+			runtime.Gosched()
 		}
 		if i%1024 != 0 {
 			continue

@@ -109,15 +109,16 @@ var kindNames = [nKinds]string{"put", "get", "fetch_add", "put_signal", "wait", 
 type stats struct {
 	count  [nKinds]int64
 	maxLat [nKinds]int64 // nanoseconds
+	sumLat [nKinds]int64
 	errors int64
 	wrong  int64
 	rounds int64
 }
 
-const statWords = 2*nKinds + 3
+const statWords = 3*nKinds + 3
 
 func (s *stats) words() []int64 {
-	w := append(append([]int64{}, s.count[:]...), s.maxLat[:]...)
+	w := append(append(append([]int64{}, s.count[:]...), s.maxLat[:]...), s.sumLat[:]...)
 	return append(w, s.errors, s.wrong, s.rounds)
 }
 
@@ -125,10 +126,11 @@ func (s *stats) add(w []int64) {
 	for k := 0; k < nKinds; k++ {
 		s.count[k] += w[k]
 		s.maxLat[k] = max(s.maxLat[k], w[nKinds+k])
+		s.sumLat[k] += w[2*nKinds+k]
 	}
-	s.errors += w[2*nKinds]
-	s.wrong += w[2*nKinds+1]
-	s.rounds = max(s.rounds, w[2*nKinds+2])
+	s.errors += w[3*nKinds]
+	s.wrong += w[3*nKinds+1]
+	s.rounds = max(s.rounds, w[3*nKinds+2])
 }
 
 // alloc is one live collective allocation: npes slots of slot words (slot i written only by PE
@@ -159,6 +161,7 @@ func (s *soak) timed(kind int, f func() error) error {
 	lat := time.Since(t0).Nanoseconds()
 	s.st.count[kind]++
 	s.st.maxLat[kind] = max(s.st.maxLat[kind], lat)
+	s.st.sumLat[kind] += lat
 	if err != nil {
 		s.st.errors++
 		if s.errs++; s.errs <= 10 {
@@ -501,11 +504,14 @@ func pe() int {
 		var total int64
 		var maxLat int64
 		maxKind := 0
-		var parts, lats []string
+		var parts, lats, means []string
 		for k := 0; k < nKinds; k++ {
 			total += all.count[k]
 			parts = append(parts, fmt.Sprintf("%s %d", kindNames[k], all.count[k]))
 			lats = append(lats, fmt.Sprintf("%s %v", kindNames[k], time.Duration(all.maxLat[k]).Round(time.Microsecond)))
+			if all.count[k] > 0 {
+				means = append(means, fmt.Sprintf("%s %v", kindNames[k], time.Duration(all.sumLat[k]/all.count[k]).Round(100*time.Nanosecond)))
+			}
 			if all.maxLat[k] > maxLat {
 				maxLat, maxKind = all.maxLat[k], k
 			}
@@ -513,6 +519,7 @@ func pe() int {
 		fmt.Printf("soak: %d PEs, %v, %d rounds: %d operations (%s)\n", s.n, time.Since(start).Round(time.Second), all.rounds, total, strings.Join(parts, ", "))
 		fmt.Printf("soak: %d errors, %d wrong values\n", all.errors, all.wrong)
 		fmt.Printf("soak: largest latency %v (%s); by kind: %s\n", time.Duration(maxLat).Round(time.Microsecond), kindNames[maxKind], strings.Join(lats, ", "))
+		fmt.Printf("soak: mean latency by kind: %s\n", strings.Join(means, ", "))
 		if all.errors != 0 || all.wrong != 0 {
 			status = 1
 		}
