@@ -485,6 +485,7 @@ func (j *verdict) rootError() *ExitError {
 		}
 	case p.done:
 		// It exited 0 but had left the job before the end (before Init or without Finalize).
+		e.Status = 0
 		e.Reason = "exited with status 0"
 		if strings.HasPrefix(j.rootReason, "exited with status 0") {
 			e.Reason = j.rootReason
