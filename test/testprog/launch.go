@@ -30,10 +30,11 @@ func init() {
 	}
 	switch os.Args[1] {
 	case "linger":
-		// The background child of bgchild: it holds the PE's stdout and stderr and never exits
-		// by itself.
+		// The background child of bgchild: it holds the PE's stdout and stderr far longer than
+		// the test waits (bounded all the same, so that a launcher that fails the test leaves no
+		// process behind for long).
 		fmt.Println("linger: holding stdout")
-		time.Sleep(time.Hour)
+		time.Sleep(5 * time.Minute)
 		os.Exit(0)
 	case "preinit":
 		// preinit: the last PE exits with status 0 before Init; the others run hang and must
