@@ -41,4 +41,18 @@ if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit
 go test -count=1 -timeout 30m ./...
 # The concurrent core again under the race detector.
 CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/...
+# Every decoder of untrusted bytes, and the allocator against its model, fuzzed for a bounded time
+# each from its committed corpus (testdata/fuzz/NAME): about 70 s in all. A crash fails the run
+# and leaves its input in the package's testdata/fuzz/NAME, to be fixed and committed.
+for target in \
+  internal/bootstrap:FuzzWire \
+  internal/bootstrap:FuzzExpandNodelist \
+  nic/tcp:FuzzFrames \
+  nic:FuzzRingDescriptors \
+  memmodel:FuzzParse \
+  symheap:FuzzHeap; do
+  pkg=${target%%:*} name=${target##*:}
+  go test -run '^$' -fuzz "^$name\$" -fuzztime 10s -fuzzminimizetime 2s "./$pkg" >/dev/null ||
+    { echo "test/run.sh: $name in ./$pkg failed" >&2; go test -run "^$name\$" "./$pkg"; exit 1; }
+done
 echo "test/run.sh: all tests passed"

@@ -207,13 +207,10 @@ func (c *Client) read() {
 			delete(c.pending, f.id)
 			c.mu.Unlock()
 			if ch != nil {
-				d := &dec{b: f.body}
-				ok := d.u8() == 1
-				ch <- reply{ok: ok, data: d.bytes()}
+				ch <- decodeReply(f.body)
 			}
 		case msgPeerFailed:
-			d := &dec{b: f.body}
-			e := &PeerError{PE: d.i32(), Aborted: d.u8() == 1, Status: d.i32(), Reason: d.str()}
+			e := decodePeerFailed(f.body)
 			if e.Aborted {
 				select {
 				case c.exits <- e.Status:
@@ -223,6 +220,30 @@ func (c *Client) read() {
 			c.fail(e)
 		}
 	}
+}
+
+// decodeReply decodes a msgReply body; a malformed one is a failed reply.
+func decodeReply(body []byte) reply {
+	d := &dec{b: body}
+	ok := d.u8() == 1
+	r := reply{ok: ok, data: d.bytes()}
+	if d.err != nil {
+		r = reply{data: []byte("malformed reply from the server")}
+	}
+	return r
+}
+
+// decodePeerFailed decodes a msgPeerFailed body; what a malformed one lacks stays zero, and the
+// job has failed all the same.
+func decodePeerFailed(body []byte) *PeerError {
+	d := &dec{b: body}
+	e := &PeerError{PE: d.i32()}
+	e.setFlags(d.u8())
+	e.Status, e.Reason = d.i32(), d.str()
+	if d.err != nil {
+		e.Reason += " (malformed failure report from the server)"
+	}
+	return e
 }
 
 func (c *Client) lostServer(err error) error {

@@ -7,7 +7,9 @@
 // Lifetimes: a Server lives until its Close, and whoever called NewServer closes it (roxrun, or a
 // Client that hosts it because its Rank says Host). A Client lives until Close, which says goodbye
 // so that its disconnection is not taken for a death; a process that exits without Close is
-// reported to every other PE as dead. Once any PE has died or aborted, every pending and later
+// reported to every other PE as dead. A launcher that runs the server (roxrun) reports each PE's
+// exit (Server.Exited): the others then learn how it ended (its status or signal, before Init or
+// without Finalize), even when it ended before it ever joined. Once any PE has died or aborted, every pending and later
 // call on every Client fails with a *PeerError naming it; the job cannot be resumed.
 //
 // Every blocking call ends at the latest after the timeout given to Dial (ROX_TIMEOUT), with a

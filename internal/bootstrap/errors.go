@@ -26,8 +26,25 @@ var (
 type PeerError struct {
 	PE      int
 	Aborted bool // the PE called Abort; Status is its exit status
+	Exited  bool // the launcher saw the PE's process end; Status is its exit status (128+signal)
 	Status  int
 	Reason  string
+}
+
+// flags and setFlags carry Aborted and Exited in msgPeerFailed's flag byte.
+func (e *PeerError) flags() byte {
+	var f byte
+	if e.Aborted {
+		f |= 1
+	}
+	if e.Exited {
+		f |= 2
+	}
+	return f
+}
+
+func (e *PeerError) setFlags(f byte) {
+	e.Aborted, e.Exited = f&1 != 0, f&2 != 0
 }
 
 func (e *PeerError) Error() string {
@@ -36,6 +53,8 @@ func (e *PeerError) Error() string {
 		return fmt.Sprintf("bootstrap: PE %d aborted the job with status %d: %s", e.PE, e.Status, e.Reason)
 	case e.PE < 0:
 		return "bootstrap: " + e.Reason
+	case e.Exited:
+		return fmt.Sprintf("bootstrap: PE %d %s", e.PE, e.Reason)
 	default:
 		return fmt.Sprintf("bootstrap: PE %d died (%s)", e.PE, e.Reason)
 	}

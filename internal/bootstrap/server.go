@@ -21,10 +21,13 @@ const writeTimeout = 10 * time.Second
 // keepAlive makes the kernel notice a peer host that vanished without closing its socket.
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}
 
-// Failure is a PE that left the job without saying goodbye: its connection dropped, or it aborted.
+// Failure is a PE that left the job without saying goodbye: its connection dropped, it aborted,
+// or its launcher reported its exit (Exited). Failures arrive in the order the server learnt of
+// them, so the first one is the job's root cause and later ones may be its consequences.
 type Failure struct {
-	PE     int
-	Reason string
+	PE      int
+	Reason  string
+	Aborted bool // the PE called Abort (GlobalExit)
 }
 
 // Server is the rendezvous service of one job: a key-value store with allgather and barrier,
@@ -36,6 +39,7 @@ type Server struct {
 	token    []byte
 	failures chan Failure
 	wg       sync.WaitGroup
+	done     chan struct{} // closed by Close
 
 	mu      sync.Mutex
 	logf    func(format string, args ...any)
@@ -47,7 +51,11 @@ type Server struct {
 	colls   map[collKey]*collective
 	failure *PeerError // the first failure, told to PEs that join later
 	left    chan struct{}
-	nleft   int // PEs that said goodbye or failed
+	nleft   int    // PEs that said goodbye or failed
+	gone    []bool // by PE: counted in nleft
+	// exitWait, when positive, is how long a dropped connection waits for the launcher to report
+	// the PE's exit (Exited), so that the others learn how it ended and not just that it is gone.
+	exitWait time.Duration
 }
 
 // peer is the server side of one PE's connection.
@@ -57,7 +65,6 @@ type peer struct {
 	wmu     sync.Mutex
 	bye     bool // said goodbye: a later drop is not a failure
 	aborted bool
-	gone    bool // counted in nleft
 }
 
 type waiter struct {
@@ -97,20 +104,28 @@ func NewServer(addr string, npes int, token string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: NewServer: %w", err)
 	}
-	s := &Server{
-		ln: ln, npes: npes, token: []byte(token),
+	s := newServer(npes, token)
+	s.ln = ln
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// newServer is a server's state, without a listener.
+func newServer(npes int, token string) *Server {
+	return &Server{
+		npes: npes, token: []byte(token),
 		failures: make(chan Failure, npes),
 		logf:     log.Printf,
 		hostPE:   -1,
 		pes:      make([]*peer, npes),
+		gone:     make([]bool, npes),
 		kv:       map[string][]byte{},
 		getters:  map[string][]waiter{},
 		colls:    map[collKey]*collective{},
 		left:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
-	s.wg.Add(1)
-	go s.accept()
-	return s, nil
 }
 
 // Addr returns the address the server listens on, HOST:PORT.
@@ -135,6 +150,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	err := s.ln.Close()
 	for _, p := range s.pes {
 		if p != nil {
@@ -251,11 +267,7 @@ func (s *Server) handshake(conn net.Conn) (*peer, bool) {
 }
 
 func failFrame(e *PeerError) []byte {
-	aborted := byte(0)
-	if e.Aborted {
-		aborted = 1
-	}
-	return newFrame(msgPeerFailed, 0).i32(e.PE).u8(aborted).i32(e.Status).str(e.Reason).finish()
+	return newFrame(msgPeerFailed, 0).i32(e.PE).u8(e.flags()).i32(e.Status).str(e.Reason).finish()
 }
 
 func okFrame(id uint64, data []byte) []byte {
@@ -327,12 +339,12 @@ func (s *Server) handle(p *peer, f frame) (out []outgoing, stop bool) {
 			break
 		}
 		p.aborted = true
-		out = s.fail(p, &PeerError{PE: p.pe, Aborted: true, Status: status, Reason: reason},
+		out = s.fail(p.pe, &PeerError{PE: p.pe, Aborted: true, Status: status, Reason: reason},
 			fmt.Sprintf("aborted with status %d: %s", status, reason))
 		out = append(out, outgoing{p, okFrame(f.id, nil)})
 	case msgBye:
 		p.bye = true
-		s.leave(p)
+		s.leave(p.pe)
 		return append(out, outgoing{p, okFrame(f.id, nil)}), false
 	default:
 		return append(out, outgoing{p, errFrame(f.id, fmt.Sprintf("unknown request type %d", f.typ))}), false
@@ -387,44 +399,97 @@ func putID(frame []byte, id uint64) {
 	}
 }
 
-// fail records that p left the job badly and tells every other PE. Called with s.mu held.
-func (s *Server) fail(p *peer, e *PeerError, reason string) []outgoing {
+// fail records that PE pe left the job badly and tells every other PE. Called with s.mu held.
+// The Failure is queued before any PE is told, so that a launcher that sees a PE fail because of
+// it already has the cause.
+func (s *Server) fail(pe int, e *PeerError, reason string) []outgoing {
 	if s.failure == nil {
 		s.failure = e
 	}
-	s.leave(p)
+	s.leave(pe)
 	select {
-	case s.failures <- Failure{PE: p.pe, Reason: reason}:
+	case s.failures <- Failure{PE: pe, Reason: reason, Aborted: e.Aborted}:
 	default:
 	}
 	msg := failFrame(e)
 	var out []outgoing
-	for _, q := range s.pes {
-		if q != nil && q != p && !q.bye {
-			out = append(out, outgoing{q, msg})
+	for q, p := range s.pes {
+		if p != nil && q != pe && !p.bye {
+			out = append(out, outgoing{p, msg})
 		}
 	}
 	return out
 }
 
-// leave counts p as gone. Called with s.mu held.
-func (s *Server) leave(p *peer) {
-	if p.gone {
+// leave counts PE pe as gone. Called with s.mu held.
+func (s *Server) leave(pe int) {
+	if s.gone[pe] {
 		return
 	}
-	p.gone = true
+	s.gone[pe] = true
 	if s.nleft++; s.nleft == s.npes {
 		close(s.left)
 	}
 }
 
-// dropped handles the end of p's connection.
+// dropped handles the end of p's connection. With a launcher that reports exits (AwaitExits) it
+// first gives the launcher a moment to say how the PE ended.
 func (s *Server) dropped(p *peer, err error) {
 	s.mu.Lock()
-	var out []outgoing
-	if !s.closed && !p.bye && !p.aborted {
-		out = s.fail(p, &PeerError{PE: p.pe, Reason: "connection lost"}, fmt.Sprintf("connection lost: %v", err))
+	wait := s.exitWait
+	s.mu.Unlock()
+	lost := func() {
+		s.mu.Lock()
+		var out []outgoing
+		if !s.closed && !s.gone[p.pe] {
+			out = s.fail(p.pe, &PeerError{PE: p.pe, Reason: "connection lost"}, fmt.Sprintf("connection lost: %v", err))
+		}
+		s.mu.Unlock()
+		s.flush(out)
 	}
+	if wait <= 0 {
+		lost()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			lost()
+		case <-s.done:
+		}
+	}()
+}
+
+// AwaitExits says that the launcher will report every PE's exit through Exited; a dropped
+// connection then waits up to d for that report before it is announced as a lost connection.
+func (s *Server) AwaitExits(d time.Duration) {
+	s.mu.Lock()
+	s.exitWait = d
+	s.mu.Unlock()
+}
+
+// Exited is the launcher's report that PE pe's process ended; how says how ("exited with status
+// 0", "was killed by signal SIGKILL"), status is its exit status (128+signal when killed). A PE
+// that had not said goodbye (Close) is a failure of the job: every PE waiting for it learns at
+// once that it is gone and how, including a PE that ended before it ever joined. A PE that said
+// goodbye has left the job in order, whatever its status.
+func (s *Server) Exited(pe int, how string, status int) {
+	s.mu.Lock()
+	if pe < 0 || pe >= s.npes || s.closed || s.gone[pe] {
+		s.mu.Unlock()
+		return
+	}
+	switch {
+	case s.pes[pe] == nil:
+		how += " before Init"
+	case status == 0:
+		how += " without Finalize"
+	}
+	out := s.fail(pe, &PeerError{PE: pe, Exited: true, Status: status, Reason: how}, how)
 	s.mu.Unlock()
 	s.flush(out)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // The wire protocol: every frame is
@@ -139,14 +140,31 @@ func readFrame(r io.Reader, limit int) (frame, error) {
 	if n < headerLen-4 || n > limit {
 		return frame{}, fmt.Errorf("%w: %d bytes (limit %d)", errFrameTooLarge, n, limit)
 	}
-	body := make([]byte, n-(headerLen-4))
-	if _, err := io.ReadFull(r, body); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	body, err := readBody(r, n-(headerLen-4))
+	if err != nil {
 		return frame{}, err
 	}
 	return frame{typ: hdr[4], id: binary.LittleEndian.Uint64(hdr[5:]), body: body}, nil
+}
+
+// readBody reads n bytes, allocating as they arrive rather than all of n up front: a length
+// prefix alone (a truncated or hostile frame) must not make the reader allocate up to the limit.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	const chunk = 1 << 20
+	body := make([]byte, 0, min(n, chunk))
+	for len(body) < n {
+		k := min(n-len(body), max(chunk, len(body)))
+		body = slices.Grow(body, k)
+		got, err := io.ReadFull(r, body[len(body):len(body)+k])
+		body = body[:len(body)+got]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return body, nil
 }
 
 // encodeList and decodeList carry an Allgather result.

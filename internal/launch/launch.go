@@ -49,29 +49,41 @@ type Config struct {
 	Stderr   io.Writer
 }
 
-// ExitError is the first PE failure of a job.
+// ExitError is how a job failed: its root cause first, the PE that left the job first and how
+// (its exit status or signal), or the job's own end (timeout, signal to roxrun).
 type ExitError struct {
-	PE     int
-	Host   string
-	Status int    // exit status, or 128+signal
-	Signal string // the signal that killed the PE, if any
-	Reason string // set when the job itself ended the PE (timeout, other PE failed)
-
-	fromServer bool // reported by the rendezvous before the PE's exit status was known
+	PE     int    // the root cause's PE; -1 when the job itself was stopped
+	Host   string // the PE's host with --hosts
+	Status int    // the status roxrun exits with: the root cause's exit status, or 128+signal
+	Signal string // the signal that killed the root cause's PE, if any
+	Reason string // what happened, when it is more than an exit status (timeout, GlobalExit, before Init)
+	// Collateral are the PEs that failed after the root cause, having learnt of it.
+	Collateral []int
 }
 
 func (e *ExitError) Error() string {
-	where := ""
-	if e.Host != "" {
-		where = " on " + e.Host
-	}
-	if e.Reason != "" {
+	if e.PE < 0 {
 		return "roxrun: " + e.Reason
 	}
-	if e.Signal != "" {
-		return fmt.Sprintf("roxrun: PE %d%s was killed by signal %s", e.PE, where, e.Signal)
+	return "roxrun: PE " + strconv.Itoa(e.PE) + e.where() + " " + e.how()
+}
+
+func (e *ExitError) where() string {
+	if e.Host != "" {
+		return " on " + e.Host
 	}
-	return fmt.Sprintf("roxrun: PE %d%s exited with status %d", e.PE, where, e.Status)
+	return ""
+}
+
+// how says how the PE ended: "exited with status 3", "was killed by signal SIGKILL".
+func (e *ExitError) how() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
+	if e.Signal != "" {
+		return "was killed by signal " + e.Signal
+	}
+	return "exited with status " + strconv.Itoa(e.Status)
 }
 
 // ExitStatus returns the status roxrun should exit with for err.
@@ -90,14 +102,23 @@ func ExitStatus(err error) int {
 }
 
 type pe struct {
-	rank int
-	host string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	rank       int
+	host       string
+	cmd        *exec.Cmd
+	outR, errR *os.File      // the read ends of the PE's stdout and stderr
+	copied     chan struct{} // closed when both are drained (EOF, or closed by Run)
+	exit       *ExitError    // how it ended; nil while it runs or when it exited 0
+	done       bool
+	stopped    bool // it ended after roxrun had begun to terminate the job
 }
 
-// Run starts the job and waits for it. It returns nil when every PE exits 0, or the first failure.
+// Run starts the job and waits for it. It returns nil when every PE exits 0, whether or not it
+// called Finalize (a PE that returns from main without Finalize while others still wait for it
+// makes them fail, naming it), or an *ExitError naming the root cause first.
+//
+// A job ends when every PE has exited: their output is read for at most the grace period after
+// that (a background child may hold a PE's stdout forever), and whatever is left of the job's
+// process group is killed.
 func Run(ctx context.Context, cfg Config) error {
 	if len(cfg.Argv) == 0 {
 		return errors.New("roxrun: no program to run")
@@ -138,6 +159,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("roxrun: rendezvous: %w", err)
 	}
 	defer srv.Close()
+	// roxrun reports every PE's exit to the rendezvous, so a lost connection waits for that report
+	// and the other PEs learn how their peer ended.
+	srv.AwaitExits(exitReportWait)
 
 	if cfg.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -147,17 +171,33 @@ func Run(ctx context.Context, cfg Config) error {
 
 	out := &lockedWriter{w: cfg.Stdout}
 	errw := &lockedWriter{w: cfg.Stderr}
+	oom := newOOMWatch()
 	var pes []*pe
 	var pgid int
-	var wg sync.WaitGroup
 	killAll := func(sig syscall.Signal) {
 		if pgid != 0 {
 			_ = syscall.Kill(-pgid, sig)
 		}
 		for _, p := range pes {
-			if p.cmd.Process != nil {
+			if !p.done && p.cmd.Process != nil {
 				_ = p.cmd.Process.Signal(sig)
 			}
+		}
+	}
+	// closeOutput stops reading every PE's output, waiting at most d for what is still in flight.
+	closeOutput := func(d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		for _, p := range pes {
+			select {
+			case <-p.copied:
+			case <-t.C:
+			}
+		}
+		for _, p := range pes {
+			p.outR.Close()
+			p.errR.Close()
+			<-p.copied
 		}
 	}
 	rank := 0
@@ -189,31 +229,20 @@ func Run(ctx context.Context, cfg Config) error {
 				}
 				argv = append(append(append(append([]string{}, cfg.Rsh...), h.Name), append(remote, job...)...), cfg.Argv...)
 			}
-			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Env = env
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
-			p := &pe{rank: rank, host: h.Name, cmd: cmd, done: make(chan struct{})}
-			stdout, _ := cmd.StdoutPipe()
-			stderr, _ := cmd.StderrPipe()
-			if err := cmd.Start(); err != nil {
+			p, err := startPE(argv, env, rank, h.Name, pgid)
+			if err != nil {
 				killAll(syscall.SIGKILL)
+				for _, q := range pes {
+					_ = q.cmd.Wait()
+				}
+				closeOutput(0)
 				return fmt.Errorf("roxrun: starting PE %d (%s): %w", rank, argv[0], err)
 			}
 			if pgid == 0 {
-				pgid = cmd.Process.Pid
+				pgid = p.cmd.Process.Pid
 			}
 			pes = append(pes, p)
-			var copyWG sync.WaitGroup
-			copyWG.Add(2)
-			go func() { defer copyWG.Done(); copyLines(out, stdout, cfg.Prefix, p.rank) }()
-			go func() { defer copyWG.Done(); copyLines(errw, stderr, cfg.Prefix, p.rank) }()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				copyWG.Wait()
-				p.err = cmd.Wait()
-				close(p.done)
-			}()
+			go func() { defer close(p.copied); copyAll(out, errw, p, cfg.Prefix) }()
 			rank++
 		}
 	}
@@ -222,22 +251,36 @@ func Run(ctx context.Context, cfg Config) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	exited := make(chan *pe, len(pes))
+	// Reaped only once every PE has started, so that the group leader's process group outlives
+	// its own exit for the PEs started after it.
+	type exitReport struct {
+		p   *pe
+		err error
+	}
+	exited := make(chan exitReport, len(pes))
 	for _, p := range pes {
-		go func(p *pe) { <-p.done; exited <- p }(p)
+		go func(p *pe) {
+			err := p.cmd.Wait()
+			// Its last words (a panic's trace) come before roxrun's verdict on it, unless a child
+			// it left behind keeps its output open.
+			t := time.NewTimer(outputSettle)
+			select {
+			case <-p.copied:
+			case <-t.C:
+			}
+			t.Stop()
+			exited <- exitReport{p, err}
+		}(p)
 	}
 
-	var first error
+	j := &verdict{errw: errw, pes: pes}
 	remaining := len(pes)
 	stopping := false
 	var grace <-chan time.Time
 	termSent := false
 	// After a PE fails the others get one grace period to notice (the rendezvous tells them) and
 	// report it themselves, then SIGTERM, then after another grace period SIGKILL.
-	stop := func(reason error) {
-		if first == nil {
-			first = reason
-		}
+	stop := func() {
 		if !stopping {
 			stopping = true
 			grace = time.After(cfg.Grace)
@@ -245,37 +288,43 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	for remaining > 0 {
 		select {
-		case p := <-exited:
+		case r := <-exited:
 			remaining--
-			err := peError(p)
-			if err == nil {
-				break
+			p := r.p
+			p.done, p.stopped = true, j.terminated
+			p.exit = peError(p, r.err, oom)
+			if p.exit == nil {
+				srv.Exited(p.rank, "exited with status 0", 0)
+			} else {
+				srv.Exited(p.rank, p.exit.how(), p.exit.Status)
 			}
-			if !stopping {
-				fmt.Fprintln(errw, err.Error())
-				stop(err)
-			} else if ee, ok := first.(*ExitError); ok && ee.fromServer && ee.PE == p.rank {
-				// The rendezvous saw the PE go first; its exit status is the better answer.
-				first = err
+			// The rendezvous queued what it knew before telling anyone: take it first, so that a
+			// PE failing because of another's death is never taken for the cause.
+			j.drain(srv.Failures())
+			if p.exit != nil {
+				j.exit(p, j.terminated)
+				stop()
 			}
+			j.report()
 		case s := <-sigs:
 			// Forward to the whole group; a second signal or the grace period escalates.
 			if termSent {
 				killAll(syscall.SIGKILL)
 			} else {
 				killAll(s.(syscall.Signal))
-				if first == nil {
-					first = &ExitError{PE: -1, Status: 128 + int(s.(syscall.Signal)), Reason: "job interrupted by " + s.String()}
+				j.terminated = true
+				if j.stopped == nil {
+					j.stopped = &ExitError{PE: -1, Status: 128 + int(s.(syscall.Signal)), Reason: "job interrupted by " + s.String()}
 				}
 				stopping, termSent = true, true
 				grace = time.After(cfg.Grace)
 			}
 		case f := <-srv.Failures():
-			if !stopping {
-				err := &ExitError{PE: f.PE, Status: 1, Reason: fmt.Sprintf("PE %d failed: %s", f.PE, f.Reason), fromServer: true}
-				fmt.Fprintln(errw, err.Error())
-				stop(err)
+			j.failure(f)
+			if f.Aborted {
+				stop()
 			}
+			j.report()
 		case <-ctx.Done():
 			if !termSent {
 				err := &ExitError{PE: -1, Status: 124, Reason: "job timed out after " + cfg.Timeout.String()}
@@ -283,8 +332,9 @@ func Run(ctx context.Context, cfg Config) error {
 					err.Reason = "job cancelled"
 				}
 				fmt.Fprintln(errw, err.Error())
-				if first == nil {
-					first = err
+				j.terminated = true
+				if j.stopped == nil {
+					j.stopped = err
 				}
 				// A timed-out job has had its chance: terminate now.
 				killAll(syscall.SIGTERM)
@@ -295,7 +345,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-grace:
 			if !termSent {
 				killAll(syscall.SIGTERM)
-				termSent = true
+				termSent, j.terminated = true, true
 				grace = time.After(cfg.Grace)
 			} else {
 				killAll(syscall.SIGKILL)
@@ -303,21 +353,204 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
-	// Stragglers that left the group (daemonised grandchildren) are not ours to chase, but anything
-	// still in the group dies with it.
+	// Every PE has exited. A child one left behind may still hold its stdout: read what comes
+	// within the grace period, then kill whatever is left of the job's process group (children
+	// that left the group are not ours to chase) and stop reading.
+	closeOutputAfter := cfg.Grace
+	if j.stopped != nil || stopping {
+		killAll(syscall.SIGKILL)
+		closeOutputAfter = min(cfg.Grace, time.Second)
+	}
+	closeOutput(closeOutputAfter)
 	killAll(syscall.SIGKILL)
+	j.report()
+	return j.result()
+}
+
+// exitReportWait is how long the rendezvous waits, after a PE's connection drops, for roxrun to
+// report how its process ended before it tells the others only that the connection was lost. A
+// process's sockets close a moment before its parent can reap it.
+const exitReportWait = 500 * time.Millisecond
+
+// outputSettle is how long a PE's exit waits for the rest of its output before it is reported.
+const outputSettle = 200 * time.Millisecond
+
+func startPE(argv, env []string, rank int, host string, pgid int) (*pe, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
+	// Pipes of our own rather than cmd.StdoutPipe: Wait then returns when the PE exits, not when
+	// every process holding its stdout has closed it, and Run decides how long to keep reading.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	return &pe{rank: rank, host: host, cmd: cmd, outR: outR, errR: errR, copied: make(chan struct{})}, nil
+}
+
+func copyAll(out, errw io.Writer, p *pe, prefix bool) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); copyLines(out, p.outR, prefix, p.rank) }()
+	copyLines(errw, p.errR, prefix, p.rank)
 	wg.Wait()
-	return first
+}
+
+// verdict works out a job's root cause from the order in which PEs left it.
+type verdict struct {
+	errw io.Writer
+	pes  []*pe
+	// root is the first PE to leave the job badly: the first failure the rendezvous reported (a
+	// lost connection, an exit before Finalize, an abort), or else the first PE to exit non-zero.
+	root       int
+	rootReason string // the rendezvous's account of root, if it came from there
+	aborted    bool   // root called GlobalExit
+	hasRoot    bool
+	printed    bool
+	collateral []int      // PEs that exited non-zero on their own after root left
+	queued     []int      // collateral PEs not yet printed
+	failed     bool       // some PE exited non-zero
+	stopped    *ExitError // the job was stopped (signal to roxrun, timeout)
+	terminated bool       // roxrun has terminated the PEs: what follows is its doing
+}
+
+func (j *verdict) failure(f bootstrap.Failure) {
+	if j.hasRoot || j.terminated || f.PE < 0 || f.PE >= len(j.pes) {
+		return
+	}
+	j.hasRoot, j.root, j.aborted = true, f.PE, f.Aborted
+	j.rootReason = f.Reason
+}
+
+func (j *verdict) drain(ch <-chan bootstrap.Failure) {
+	for {
+		select {
+		case f := <-ch:
+			j.failure(f)
+		default:
+			return
+		}
+	}
+}
+
+// exit records p's non-zero exit; afterTerm says roxrun had already terminated the job.
+func (j *verdict) exit(p *pe, afterTerm bool) {
+	j.failed = true
+	if !j.hasRoot && !afterTerm {
+		j.hasRoot, j.root = true, p.rank
+		return
+	}
+	if p.rank != j.root && !afterTerm && !j.aborted {
+		j.collateral = append(j.collateral, p.rank)
+		j.queued = append(j.queued, p.rank)
+	}
+}
+
+// rootError describes the root cause with what is known now.
+func (j *verdict) rootError() *ExitError {
+	p := j.pes[j.root]
+	e := &ExitError{PE: p.rank, Host: p.host, Status: 1}
+	switch {
+	case j.aborted:
+		// GlobalExit: every PE ends with the status it gave, which is the job's.
+		e.Reason = "ended the job " + strings.TrimPrefix(j.rootReason, "aborted ")
+		e.Status = 0
+		if p.exit != nil {
+			e.Status = p.exit.Status
+		}
+		return e
+	case p.exit != nil && p.stopped:
+		// It lost its connection but lived on until roxrun stopped the job.
+		*e = *p.exit
+		e.Reason = "left the job (" + j.rootReason + "); roxrun stopped it"
+	case p.exit != nil:
+		*e = *p.exit
+		if strings.HasSuffix(j.rootReason, " before Init") {
+			e.Reason = e.how() + " before Init"
+		}
+	case p.done:
+		// It exited 0 but had left the job before the end (before Init or without Finalize).
+		e.Status = 0
+		e.Reason = "exited with status 0"
+		if strings.HasPrefix(j.rootReason, "exited with status 0") {
+			e.Reason = j.rootReason
+		}
+		e.Reason += " while other PEs still needed it"
+	default:
+		e.Reason = "left the job: " + j.rootReason
+	}
+	return e
+}
+
+// report prints the root cause once it is a failure of the job and its PE has exited, then each
+// PE that failed because of it.
+func (j *verdict) report() {
+	if !j.hasRoot || !j.failed && !j.aborted {
+		return
+	}
+	if !j.printed {
+		if !j.pes[j.root].done {
+			return
+		}
+		fmt.Fprintln(j.errw, j.rootError().Error())
+		j.printed = true
+	}
+	for _, q := range j.queued {
+		fmt.Fprintf(j.errw, "roxrun: PE %d%s %s after PE %d had left the job (collateral)\n",
+			q, j.pes[q].exit.where(), j.pes[q].exit.how(), j.root)
+	}
+	j.queued = nil
+}
+
+// result is the job's outcome once every PE has exited.
+func (j *verdict) result() error {
+	// A root cause is only ever taken before roxrun terminated the job, so it comes first.
+	if !j.hasRoot || !j.failed && !j.aborted {
+		if j.stopped != nil {
+			return j.stopped
+		}
+		return nil
+	}
+	e := j.rootError()
+	e.Collateral = j.collateral
+	if e.Status == 0 && !j.aborted {
+		// The root cause exited 0 (before Init, or without Finalize): the job's status is that of
+		// the first PE that failed because of it.
+		e.Status = 1
+		for _, q := range j.collateral {
+			e.Status = j.pes[q].exit.Status
+			break
+		}
+	}
+	if j.aborted && e.Status == 0 {
+		return nil
+	}
+	return e
 }
 
 // peError converts a PE's exit into an ExitError, or nil for a clean exit.
-func peError(p *pe) error {
-	if p.err == nil {
+func peError(p *pe, err error, oom *oomWatch) *ExitError {
+	if err == nil {
 		return nil
 	}
 	ee := &ExitError{PE: p.rank, Host: p.host, Status: 1}
 	var xe *exec.ExitError
-	if errors.As(p.err, &xe) {
+	if errors.As(err, &xe) {
 		if ws, ok := xe.Sys().(syscall.WaitStatus); ok {
 			switch {
 			case ws.Signaled():
@@ -326,13 +559,18 @@ func peError(p *pe) error {
 					ee.Signal = name
 				}
 				ee.Status = 128 + int(ws.Signal())
+				if ws.Signal() == syscall.SIGKILL {
+					if why := oom.check(); why != "" {
+						ee.Signal += " (" + why + ")"
+					}
+				}
 			case ws.Exited():
 				ee.Status = ws.ExitStatus()
 			}
 		}
 		return ee
 	}
-	ee.Reason = fmt.Sprintf("PE %d: %v", p.rank, p.err)
+	ee.Reason = fmt.Sprintf("could not be waited for: %v", err)
 	return ee
 }
 
@@ -365,6 +603,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // copyLines copies r to w a line at a time so that lines of different PEs never interleave.
+// It returns at EOF, or when r is closed.
 func copyLines(w io.Writer, r io.Reader, prefix bool, rank int) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	tag := "[pe " + strconv.Itoa(rank) + "] "

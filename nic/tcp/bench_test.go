@@ -7,6 +7,7 @@ package tcp
 //	BenchmarkPingPong      8-byte put-with-signal round trips, and plain TCP round trips
 //	BenchmarkProxyPutRate  8-byte puts/s from many ring producers through one proxy
 //	BenchmarkRingPingPong  8-byte put-with-signal round trips issued through rings and proxies
+//	BenchmarkConcurrentAMO fetch-adds from 1 and 8 goroutines at once
 
 import (
 	"context"
@@ -429,5 +430,42 @@ func BenchmarkRingPingPong(b *testing.B) {
 		if err := r.Quiet(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkConcurrentAMO: goroutines of PE 0 fetch-add one word of PE 1 at once; one iteration
+// is one fetch-add (nic/ucx has the same row).
+func BenchmarkConcurrentAMO(b *testing.B) {
+	for _, g := range []int{1, 8} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			e := getEnv(b)
+			const word = 512
+			before := *e.hs[1].word(word)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, g)
+			b.ResetTimer()
+			for range g {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if _, err := e.ts[0].AMO(1, nic.AMOFetchAdd, 8, word, 1, 0); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			if got := atomic.LoadUint64(e.hs[1].word(word)) - before; got != uint64(b.N) {
+				b.Fatalf("the word grew by %d after %d fetch-adds", got, b.N)
+			}
+		})
 	}
 }

@@ -2,9 +2,14 @@ package ucx
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/roxamen/roxamen/nic"
 )
 
 // BenchmarkPingPong: PE 0 puts 8 bytes to PE 1, which waits for them and puts them back; one
@@ -85,4 +90,40 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// BenchmarkConcurrentAMO: goroutines of PE 0 fetch-add one word of PE 1 at once; one iteration
+// is one fetch-add. A transport that serializes whole round trips behind one lock, or makes
+// every waiter spin for it, collapses here as the goroutines grow.
+func BenchmarkConcurrentAMO(b *testing.B) {
+	for _, g := range []int{1, 8} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			ts, heaps := job(b, 2, 1<<16)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, g)
+			b.ResetTimer()
+			for range g {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if _, err := ts[0].AMO(1, nic.AMOFetchAdd, 8, 0, 1, 0); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			if got := le64(heaps[1][0:]); got != uint64(b.N) {
+				b.Fatalf("the word holds %d after %d fetch-adds", got, b.N)
+			}
+		})
+	}
 }

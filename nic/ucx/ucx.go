@@ -12,7 +12,10 @@
 // and an atomic swap (set) or add on the signal word.
 //
 // Threads: a UCP worker is created UCS_THREAD_MODE_SERIALIZED and every call into it holds the
-// Transport's mutex. Transports such as TCP and shared memory emulate remote memory access in
+// Transport's mutex. An AMO, a get or a put-with-signal's signal that waits for its completion
+// lets go of the mutex between progress calls while other operations want it, so that the
+// operations of many goroutines are in flight together (each progress call completes whichever
+// have arrived); large puts, Fence and Quiet still wait holding it. Transports such as TCP and shared memory emulate remote memory access in
 // software, so the target must progress its worker for data to land: a goroutine does so,
 // polling for Config.Spin after the last event and then sleeping on the worker's event file
 // descriptor (ucp_worker_arm), through Go's network poller, until the next one.
@@ -87,14 +90,15 @@ type Transport struct {
 	memh    ucpMem
 	peers   []*peer
 	param   ucpRequestParam
-	amoIn   uint64 // atomic operand (buffer)
-	amoOut  uint64 // atomic result (reply_buffer)
-	sigOut  uint64 // a put-with-signal's swap result, discarded
 	stuck   [][]byte
 	flights []flight         // copied puts in flight, oldest first
 	inBytes int              // their bytes
 	free    map[int][][]byte // bounce buffers by capacity
 	address []byte           // what Address returns
+
+	// amoFlying counts AMOs issued and not yet completed, amoPeak the most at once (a test
+	// checks that concurrent callers have theirs in flight together).
+	amoFlying, amoPeak int
 
 	// waiting counts operations waiting for mu: the progress goroutine stands back while any
 	// do, since it would otherwise retake mu ahead of them (sync.Mutex lets a running goroutine
@@ -542,6 +546,19 @@ func (t *Transport) waitEvent(fds []unix.PollFd, d time.Duration) {
 // Config.Timeout. keep lists Go buffers the request uses: if it is abandoned they are kept from
 // the garbage collector, since UCX may still write them. mu must be held.
 func (t *Transport) wait(ctx context.Context, op string, p *peer, r uintptr, keep ...[]byte) error {
+	return t.waitFor(ctx, op, p, r, false, keep...)
+}
+
+// waitShared is wait for a request whose buffers are its own (an AMO's operands, a get's
+// destination): between progress calls it lets other operations take mu, issue theirs and
+// progress the worker in turn, so that operations from many goroutines are in flight together
+// instead of each holding the worker for a whole round trip while the others sleep on mu (8
+// goroutines x 10,000 fetch-adds took minutes that way). mu is held on entry and on return.
+func (t *Transport) waitShared(ctx context.Context, op string, p *peer, r uintptr, keep ...[]byte) error {
+	return t.waitFor(ctx, op, p, r, true, keep...)
+}
+
+func (t *Transport) waitFor(ctx context.Context, op string, p *peer, r uintptr, share bool, keep ...[]byte) error {
 	req, st := ptrStatus(r)
 	if req == 0 {
 		return t.status(op, p, st)
@@ -552,6 +569,22 @@ func (t *Transport) wait(ctx context.Context, op string, p *peer, r uintptr, kee
 		if st = lib.ucpRequestCheckStatus(req); st != StatusInProgress {
 			lib.ucpRequestFree(req)
 			return t.status(op, p, st)
+		}
+		if share && t.waiting.Load() > 0 {
+			// Another operation wants the worker: let it issue its own and progress in turn,
+			// handing over the processor too, since it needs a thread to run on. (The progress
+			// goroutine stands back while any operation waits for mu.)
+			t.mu.Unlock()
+			runtime.Gosched()
+			t.lock()
+			if t.worker == 0 {
+				// Close released the worker, and the request with it, meanwhile.
+				t.stuck = append(t.stuck, keep...)
+				return fmt.Errorf("ucx: %s: PE %d: to PE %d: %w", op, t.cfg.PE, p.pe, ErrClosed)
+			}
+		} else if share && i%64 == 0 {
+			// A long wait lets the rest of the process run (the target PE, when it shares it).
+			runtime.Gosched()
 		}
 		if i%1024 != 0 {
 			continue
@@ -686,11 +719,19 @@ func (t *Transport) Get(pe int, src uint64, dst []byte) error {
 		return err
 	}
 	r := lib.ucpGetNbx(p.ep, unsafe.Pointer(unsafe.SliceData(dst)), uint64(len(dst)), p.base+src, p.rkey, t.hostParam())
-	if err := t.wait(context.Background(), "get", p, r, dst); err != nil {
+	if err := t.waitShared(context.Background(), "get", p, r, dst); err != nil {
 		return fmt.Errorf("%w (heap [%#x, %#x))", err, src, src+uint64(len(dst)))
 	}
 	runtime.KeepAlive(dst)
 	return nil
+}
+
+// operands returns an AMO's operand and result words, in memory of their own that UCX may read
+// and write until the operation completes (and that waitShared keeps, should it be abandoned).
+func operands() []uint64 { return make([]uint64, 2) }
+
+func operandBytes(w []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), 8*len(w))
 }
 
 // ucpAtomic maps an AMO to UCP's opcode; Fetch is a fetching add of 0.
@@ -731,24 +772,32 @@ func (t *Transport) AMO(pe int, op nic.AMOOp, width int, dst uint64, value, comp
 	if err != nil {
 		return 0, err
 	}
-	// UCP's operands are little-endian words at the start of amoIn/amoOut. For CSWAP the buffer
-	// holds the compare value and reply_buffer the new one (ucp.h, "Atomic Operations Semantic").
-	t.amoIn, t.amoOut = value&mask, 0
+	// UCP's operands are little-endian words at the start of in/out. For CSWAP the buffer holds
+	// the compare value and reply_buffer the new one (ucp.h, "Atomic Operations Semantic"). They
+	// are this call's own: other operations run while it waits (waitShared).
+	words := operands()
+	in, out := &words[0], &words[1]
+	*in, *out = value&mask, 0
 	switch op {
 	case nic.AMOFetch:
-		t.amoIn = 0
+		*in = 0
 	case nic.AMOCompareSwap:
-		t.amoIn, t.amoOut = compare&mask, value&mask
+		*in, *out = compare&mask, value&mask
 	}
 	prm := t.hostParam()
 	prm.opAttrMask |= ucpOpAttrFieldDatatype | ucpOpAttrFieldReplyBuffer
 	prm.datatype = dtContig(width)
-	prm.replyBuffer = unsafe.Pointer(&t.amoOut)
-	r := lib.ucpAtomicOpNbx(p.ep, ucpAtomic(op), unsafe.Pointer(&t.amoIn), 1, p.base+dst, p.rkey, prm)
-	if err := t.wait(context.Background(), "amo "+op.String(), p, r); err != nil {
+	prm.replyBuffer = unsafe.Pointer(out)
+	r := lib.ucpAtomicOpNbx(p.ep, ucpAtomic(op), unsafe.Pointer(in), 1, p.base+dst, p.rkey, prm)
+	t.amoFlying++
+	t.amoPeak = max(t.amoPeak, t.amoFlying)
+	defer func() { t.amoFlying-- }()
+	if err := t.waitShared(context.Background(), "amo "+op.String(), p, r, operandBytes(words)); err != nil {
 		return 0, fmt.Errorf("%w (heap offset %#x)", err, dst)
 	}
-	return t.amoOut & mask, nil
+	v := *out & mask
+	runtime.KeepAlive(words)
+	return v, nil
 }
 
 // PutSignal copies src to pe's heap at dst, fences, and updates the 8-byte signal at sig (swap
@@ -783,18 +832,20 @@ func (t *Transport) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp 
 			return t.status("put_signal (fence)", p, st)
 		}
 	}
-	t.amoIn = sigValue
+	words := operands()
+	words[0] = sigValue
 	prm := t.hostParam()
 	prm.opAttrMask |= ucpOpAttrFieldDatatype
 	prm.datatype = dtContig(8)
 	code := uint32(ucpAtomicOpAdd)
 	if sigOp == nic.SignalSet {
-		code = ucpAtomicOpSwap // UCP has no non-fetching swap: the old value goes to sigOut
+		code = ucpAtomicOpSwap // UCP has no non-fetching swap: the old value goes to words[1]
 		prm.opAttrMask |= ucpOpAttrFieldReplyBuffer
-		prm.replyBuffer = unsafe.Pointer(&t.sigOut)
+		prm.replyBuffer = unsafe.Pointer(&words[1])
 	}
-	amo := lib.ucpAtomicOpNbx(p.ep, code, unsafe.Pointer(&t.amoIn), 1, p.base+sig, p.rkey, prm)
-	if err := t.wait(context.Background(), "put_signal (signal)", p, amo); err != nil {
+	amo := lib.ucpAtomicOpNbx(p.ep, code, unsafe.Pointer(&words[0]), 1, p.base+sig, p.rkey, prm)
+	defer runtime.KeepAlive(words)
+	if err := t.waitShared(context.Background(), "put_signal (signal)", p, amo, operandBytes(words)); err != nil {
 		return fmt.Errorf("%w (heap [%#x, %#x), signal at %#x)", err, dst, dst+uint64(len(src)), sig)
 	}
 	return nil

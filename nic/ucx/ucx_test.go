@@ -359,3 +359,39 @@ func TestMissingLibrary(t *testing.T) {
 		t.Fatalf("the error does not name libucp.so.0:\n%s", out)
 	}
 }
+
+// TestConcurrentAMOs: fetch-adds from many goroutines are in flight together, not one round trip
+// at a time behind the worker's lock, and every one of them lands exactly once.
+func TestConcurrentAMOs(t *testing.T) {
+	ts, heaps := job(t, 2, 1<<16)
+	const goroutines, adds = 8, 500
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range adds {
+				if _, err := ts[0].AMO(1, nic.AMOFetchAdd, 8, 64, 1, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := le64(heaps[1][64:]); got != goroutines*adds {
+		t.Fatalf("the word holds %d after %d fetch-adds", got, goroutines*adds)
+	}
+	ts[0].mu.Lock()
+	peak := ts[0].amoPeak
+	ts[0].mu.Unlock()
+	if peak < 2 {
+		t.Errorf("at most %d fetch-add in flight at once from %d goroutines: they were serialized", peak, goroutines)
+	}
+	t.Logf("at most %d of %d goroutines' fetch-adds in flight at once", peak, goroutines)
+}
