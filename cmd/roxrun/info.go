@@ -6,8 +6,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/roxamen/roxamen/device/auto"
+	"github.com/roxamen/roxamen/device/hip/kfd"
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic/ucx"
@@ -56,6 +58,7 @@ func infoMain(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "transport tcp   yes  built in\ntransport ucx   yes  libucp.so.0 %s\n", v)
 	}
+	fmt.Fprintln(stdout, sdmaLine())
 	fmt.Fprintln(stdout, bootstrap.Describe(os.Getenv)) // which launcher started this process (PMIx first)
 	fmt.Fprintln(stdout, "knobs:")
 	for _, k := range env.All() {
@@ -96,4 +99,20 @@ func buildVersion() string {
 		rev = rev[:12]
 	}
 	return rev + dirty
+}
+
+// sdmaLine says whether the AMD SDMA route (device-written copy-engine queues) can run here, and
+// on which engines.
+func sdmaLine() string {
+	k, err := kfd.Open()
+	if err != nil {
+		return fmt.Sprintf("sdma route      no   %v (AMD GPUs only; copy-engine puts take the proxy)", err)
+	}
+	defer k.Close()
+	var parts []string
+	for _, n := range k.GPUs() {
+		parts = append(parts, fmt.Sprintf("node %d (device %#x): %d PCIe + %d XGMI engines, %d queues each",
+			n.ID, n.DeviceID, n.SDMAEngines, n.SDMAXGMIEngines, n.QueuesPerEngine))
+	}
+	return "sdma route      yes  " + strings.Join(parts, "; ") + " (ROX_SDMA=" + env.SDMA.Raw() + ")"
 }
