@@ -33,7 +33,9 @@ func (w *World) initBarrier() error {
 	if err != nil {
 		return err
 	}
-	w.barrier = barrierState{flags: Sym[uint64]{w: w, off: off, n: max(rounds, 1) * flagStride}, rounds: rounds}
+	n := max(rounds, 1) * flagStride
+	a := &allocation{call: "the barrier", off: off, size: n * 8} // never freed, never in allocs
+	w.barrier = barrierState{flags: Sym[uint64]{w: w, a: a, off: off, n: n}, rounds: rounds}
 	return nil
 }
 

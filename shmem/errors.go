@@ -18,6 +18,7 @@ var (
 	ErrPEFailed       = errors.New("a PE failed")
 	ErrTimeout        = errors.New("timed out")
 	ErrOutOfMemory    = errors.New("symmetric heap exhausted")
+	ErrFreed          = errors.New("allocation used after Free or Realloc")
 )
 
 // Error is the error of a failed call: which call, on which PE, and why.

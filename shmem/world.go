@@ -10,8 +10,9 @@
 // symmetric heap. Operations name the target PE explicitly. Errors are *Error values that name the
 // call, the calling PE and the bad value; match their kind with errors.Is (ErrPERange, ErrBounds...).
 //
-// Lifetimes: a World lives from Init to Finalize; a Mem or Sym from its allocation to Free or
-// Finalize. Using either afterwards is an error, never a fault.
+// Lifetimes: a World lives from Init to Finalize; a Mem or Sym from its allocation to Free,
+// Realloc or Finalize. Using either afterwards is an error (ErrFinalized, ErrFreed naming the
+// stale allocation), never a fault, and writes nothing.
 package shmem
 
 import (
@@ -78,6 +79,8 @@ type World struct {
 
 	heap      *symheap.Heap // guarded by allocMu
 	allocMu   sync.Mutex
+	allocs    map[uint64]*allocation // the live allocations by offset; guarded by allocMu
+	allocSeq  uint64                 // allocations made so far; guarded by allocMu
 	heapBase  device.Ptr
 	heapSize  int64
 	local     []byte   // this PE's heap
@@ -147,7 +150,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err != nil {
 		return fail(ErrBadArgument, err, "detecting the job")
 	}
-	w := &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, done: make(chan struct{})}
+	w := &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
 	w.heapSize = cfg.heapSize
 	initErr := func(kind error, err error, format string, args ...any) (*World, error) {
 		w.teardown()

@@ -1,0 +1,32 @@
+package test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Issue 20's shmem cases, each a roxrun job whose scenario (test/testprog/reliability.go) fails
+// while the fault is there. Each runs on the same-node path and, where the path matters, with
+// ROX_TRANSPORT=tcp forcing the NIC path between the PEs of this node.
+
+func runScenario(t *testing.T, limit time.Duration, env []string, n int, scenario string) result {
+	t.Helper()
+	return roxrun(t, limit, env, "-n", fmt.Sprint(n), filepath.Join(bin, "testprog"), scenario)
+}
+
+var paths = []struct {
+	name string
+	env  []string
+}{{"direct", nil}, {"tcp", []string{"ROX_TRANSPORT=tcp"}}}
+
+// TestUseAfterFree: every call through a freed or reallocated Sym or Mem fails naming the call,
+// the PE and the stale allocation, and writes nothing into the allocation that reuses its space.
+func TestUseAfterFree(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			mustPass(t, runScenario(t, time.Minute, p.env, 2, "stale"), "stale: ok on 2 PEs")
+		})
+	}
+}

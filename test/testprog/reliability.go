@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/roxamen/roxamen/shmem"
+)
+
+// Reliability scenarios: each fault of issue 20 that a PE can show, as a scenario that fails
+// while the fault is there.
+func init() {
+	scenarios["stale"] = stale
+}
+
+// expect checks that err is of kind and names every one of words.
+func expect(err error, kind error, words ...string) error {
+	if err == nil {
+		return fmt.Errorf("%s: no error, want %v", words[0], kind)
+	}
+	if !errors.Is(err, kind) {
+		return fmt.Errorf("%s: error %q is not %q", words[0], err, kind)
+	}
+	for _, s := range words {
+		if !strings.Contains(err.Error(), s) {
+			return fmt.Errorf("%s: error %q does not name %q", words[0], err, s)
+		}
+	}
+	return nil
+}
+
+// stale: a Sym or Mem used after Free (or after Realloc moved it on) fails with an error naming
+// the call, the PE and the stale allocation, and writes nothing into the allocation that reuses
+// its space, on this PE or the other.
+func stale(ctx context.Context, w *shmem.World) error {
+	me, n := w.MyPE(), w.NPEs()
+	peer := (me + 1) % n
+	x, err := shmem.Alloc[int64](w, 8)
+	if err != nil {
+		return err
+	}
+	sig, err := shmem.Alloc[uint64](w, 1)
+	if err != nil {
+		return err
+	}
+	if err := w.Free(x.Mem()); err != nil {
+		return err
+	}
+	y, err := shmem.Alloc[int64](w, 8) // reuses x's space
+	if err != nil {
+		return err
+	}
+	if y.Mem().Offset() != x.Mem().Offset() {
+		return fmt.Errorf("the allocation after Free is at offset %d, not at the freed %d: the test proves nothing", y.Mem().Offset(), x.Mem().Offset())
+	}
+	for i := range y.Local() {
+		y.Local()[i] = 1000 + int64(i)
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
+	pe := fmt.Sprintf("on PE %d", me)
+	what := "Alloc of 64 bytes at heap offset"
+	checks := []error{
+		expect(x.Put(peer, 0, []int64{-1}), shmem.ErrFreed, "Put", pe, what, "Free"),
+		expect(x.PutNBI(peer, 0, []int64{-1}), shmem.ErrFreed, "PutNBI", pe, what),
+		expect(x.Get(peer, 0, make([]int64, 1)), shmem.ErrFreed, "Get", pe, what),
+		expect(x.P(peer, 1, -1), shmem.ErrFreed, "P", pe, what),
+		expect(func() error { _, err := x.G(peer, 0); return err }(), shmem.ErrFreed, "G", pe, what),
+		expect(func() error { _, err := shmem.AtomicFetchAdd(x, 2, 1, peer); return err }(), shmem.ErrFreed, "AtomicFetchAdd", pe, what),
+		expect(shmem.AtomicSet(x, 3, 5, me), shmem.ErrFreed, "AtomicSet", pe, what),
+		expect(shmem.PutSignal(x, 0, []int64{-1}, sig, 0, 1, shmem.SignalSet, peer), shmem.ErrFreed, "PutSignal", pe, what),
+		expect(x.IPut(peer, 0, 1, []int64{-1, -1}, 1, 2), shmem.ErrFreed, "IPut", pe, what),
+		expect(func() error { _, err := x.Slice(0, 1); return err }(), shmem.ErrFreed, "Slice", pe, what),
+		expect(func() error { _, err := shmem.Test(x, 0, shmem.CmpEQ, 0); return err }(), shmem.ErrFreed, "Test", pe, what),
+		expect(w.Free(x.Mem()), shmem.ErrFreed, "Free", pe, what),
+		expect(func() error { _, err := w.Realloc(x.Mem(), 128); return err }(), shmem.ErrFreed, "Realloc", pe, what),
+	}
+	if x.Local() != nil || x.Ptr(me) != nil {
+		checks = append(checks, errors.New("Local or Ptr of a freed Sym is not nil"))
+	}
+	// Realloc retires the allocation it replaces, even where it stays in place.
+	m, err := w.Malloc(64)
+	if err != nil {
+		return err
+	}
+	m2, err := w.Realloc(m, 32)
+	if err != nil {
+		return err
+	}
+	checks = append(checks,
+		expect(func() error { _, err := w.Realloc(m, 16); return err }(), shmem.ErrFreed, "Realloc", pe, "Malloc of 64 bytes", "Realloc"),
+		expect(func() error { _, err := shmem.As[uint64](m); return err }(), shmem.ErrFreed, "As", pe, "Malloc of 64 bytes"))
+	for _, c := range checks {
+		if c != nil {
+			return c
+		}
+	}
+	if err := w.Free(m2); err != nil {
+		return err
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
+	for i, v := range y.Local() {
+		if v != 1000+int64(i) {
+			return fmt.Errorf("element %d of the allocation that reuses the freed space is %d, want %d: a stale call wrote into it", i, v, 1000+i)
+		}
+	}
+	if v := sig.Local()[0]; v != 0 {
+		return fmt.Errorf("the signal of a stale PutSignal was set to %d", v)
+	}
+	return nil
+}
