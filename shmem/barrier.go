@@ -59,6 +59,10 @@ func (w *World) SyncAll(ctx context.Context) error {
 }
 
 func (w *World) sync(ctx context.Context, call string) error {
+	if err := w.enter(call); err != nil {
+		return err
+	}
+	defer w.leave()
 	b := &w.barrier
 	b.epoch++
 	e := b.epoch

@@ -94,9 +94,10 @@ type World struct {
 	barrier barrierState
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
 
-	closed atomic.Bool
-	done   chan struct{} // closed by teardown: stops watch
-	fail   atomic.Pointer[failure]
+	closed   atomic.Bool
+	inflight atomic.Int64  // calls between enter and leave: Finalize unmaps nothing while any is
+	done     chan struct{} // closed by teardown: stops watch
+	fail     atomic.Pointer[failure]
 }
 
 type failure struct{ err error }
@@ -394,20 +395,36 @@ func (w *World) Finalize() error {
 	if e := w.boot.Barrier(ctx); e != nil {
 		err = &Error{Call: "Finalize", PE: w.pe, Kind: ErrPEFailed, Err: e}
 	}
-	w.closed.Store(true)
+	if !w.closed.CompareAndSwap(false, true) {
+		return w.errorf("Finalize", ErrFinalized, "another goroutine finalized meanwhile")
+	}
+	// Calls admitted before closed was set may still be copying into a heap: wait for them (a wait
+	// sees closed within microseconds and leaves). Unmapping under them would fault.
+	if n := w.drain(ctx); n > 0 {
+		close(w.done)
+		w.closeConnections()
+		e := w.errorf("Finalize", ErrTimeout, "%d calls still in flight after %v (ROX_TIMEOUT); the symmetric heap stays mapped", n, w.timeout)
+		return errors.Join(e, err)
+	}
 	w.teardown()
 	return err
+}
+
+// drain waits until no call is in flight, or ctx ends; it returns how many still are.
+func (w *World) drain(ctx context.Context) int64 {
+	for d := time.Microsecond; ; d = min(2*d, time.Millisecond) {
+		n := w.inflight.Load()
+		if n == 0 || ctx.Err() != nil {
+			return n
+		}
+		time.Sleep(d)
+	}
 }
 
 func (w *World) teardown() {
 	close(w.done)
 	w.stopDevice()
-	if w.transport != nil {
-		_ = w.transport.Close()
-	}
-	if w.boot != nil {
-		_ = w.boot.Close()
-	}
+	w.closeConnections()
 	if w.dev != nil {
 		for _, p := range w.imports {
 			_ = w.dev.CloseImport(p)
@@ -417,7 +434,18 @@ func (w *World) teardown() {
 		}
 		_ = w.dev.Close()
 	}
-	w.local, w.peers, w.paths, w.imports = nil, nil, nil, nil
+	// local, peers and paths stay: a call that looks at them after closed is set is refused, but
+	// clearing them would race with its look.
+	w.imports = nil
+}
+
+func (w *World) closeConnections() {
+	if w.transport != nil {
+		_ = w.transport.Close()
+	}
+	if w.boot != nil {
+		_ = w.boot.Close()
+	}
 }
 
 // GlobalExit ends the whole job with status (shmem_global_exit): every other PE exits with the

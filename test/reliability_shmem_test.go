@@ -30,3 +30,15 @@ func TestUseAfterFree(t *testing.T) {
 		})
 	}
 }
+
+// TestFinalizeWhileCalling: Finalize while other goroutines still call Put, Get, P and AMOs
+// waits for them; the calls after it fail with ErrFinalized and no PE faults.
+func TestFinalizeWhileCalling(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			for i := 0; i < 2; i++ {
+				mustPass(t, runScenario(t, time.Minute, p.env, 2, "finalizerace"), "finalizerace: ok on 2 PEs")
+			}
+		})
+	}
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/roxamen/roxamen/shmem"
 )
@@ -13,6 +16,7 @@ import (
 // while the fault is there.
 func init() {
 	scenarios["stale"] = stale
+	scenarios["finalizerace"] = finalizeRace
 }
 
 // expect checks that err is of kind and names every one of words.
@@ -112,5 +116,69 @@ func stale(ctx context.Context, w *shmem.World) error {
 	if v := sig.Local()[0]; v != 0 {
 		return fmt.Errorf("the signal of a stale PutSignal was set to %d", v)
 	}
+	return nil
+}
+
+// finalizeRace: Finalize while other goroutines still call Put, Get, P and AMOs on this PE's heap
+// and the peer's. Finalize waits for the calls in flight; every call after it fails with
+// ErrFinalized, and none faults on unmapped memory. The scenario ends the PE itself, since it has
+// already finalized.
+func finalizeRace(ctx context.Context, w *shmem.World) error {
+	me, n := w.MyPE(), w.NPEs()
+	x, err := shmem.Alloc[int64](w, 4<<20) // 32 MiB: copies of milliseconds, caught mid-way
+	if err != nil {
+		return err
+	}
+	const workers = 4
+	var wg sync.WaitGroup
+	var started sync.WaitGroup
+	errs := make([]error, workers)
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		started.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			buf := make([]int64, x.Len())
+			for i := 0; ; i++ {
+				pe := (me + i + g) % n
+				var err error
+				switch (i + g) % 4 {
+				case 0:
+					err = x.Put(pe, 0, buf)
+				case 1:
+					err = x.Get(pe, 0, buf)
+				case 2:
+					_, err = shmem.AtomicFetchAdd(x, i%x.Len(), 1, pe)
+				case 3:
+					err = x.P(pe, i%x.Len(), int64(i))
+				}
+				if i == 100 {
+					started.Done()
+				}
+				if err != nil {
+					if i < 100 {
+						started.Done()
+					}
+					errs[g] = err
+					return
+				}
+			}
+		}(g)
+	}
+	started.Wait()
+	time.Sleep(time.Duration(me) * time.Millisecond)
+	if err := w.Finalize(); err != nil {
+		return fmt.Errorf("Finalize with calls in flight: %w", err)
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if !errors.Is(err, shmem.ErrFinalized) {
+			return fmt.Errorf("goroutine %d: the call that ended it failed with %v, want ErrFinalized", g, err)
+		}
+	}
+	if me == 0 {
+		fmt.Printf("finalizerace: ok on %d PEs\n", n)
+	}
+	os.Exit(0)
 	return nil
 }
