@@ -170,14 +170,11 @@ func (w *World) get(call string, pe int, off uint64, dst []byte) error {
 }
 
 // enter admits a call that touches the heaps or the transport; Finalize waits until every call it
-// admitted has left before it unmaps anything. The second look at closed makes the pair safe:
-// Finalize sets closed before it reads inflight, so either it sees this call or this call sees it.
+// admitted has left before it unmaps anything. One atomic add does both the count and the check:
+// Finalize sets inflightClosed in the same word before it waits, so either it counts this call or
+// this call sees the bit.
 func (w *World) enter(call string) error {
-	if w.closed.Load() {
-		return w.errorf(call, ErrFinalized, "")
-	}
-	w.inflight.Add(1)
-	if w.closed.Load() {
+	if w.inflight.Add(1)&inflightClosed != 0 {
 		w.inflight.Add(-1)
 		return w.errorf(call, ErrFinalized, "")
 	}
@@ -185,6 +182,9 @@ func (w *World) enter(call string) error {
 }
 
 func (w *World) leave() { w.inflight.Add(-1) }
+
+// inflightClosed is the bit of World.inflight that Finalize sets; the bits below count calls.
+const inflightClosed = 1 << 62
 
 // pathError wraps a transport failure: the PE it was talking to is gone or refused the operation.
 func (w *World) pathError(call string, pe int, err error) error {

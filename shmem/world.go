@@ -95,7 +95,7 @@ type World struct {
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
 
 	closed   atomic.Bool
-	inflight atomic.Int64  // calls between enter and leave: Finalize unmaps nothing while any is
+	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
 	done     chan struct{} // closed by teardown: stops watch
 	fail     atomic.Pointer[failure]
 }
@@ -398,6 +398,7 @@ func (w *World) Finalize() error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return w.errorf("Finalize", ErrFinalized, "another goroutine finalized meanwhile")
 	}
+	w.inflight.Or(inflightClosed)
 	// Calls admitted before closed was set may still be copying into a heap: wait for them (a wait
 	// sees closed within microseconds and leaves). Unmapping under them would fault.
 	if n := w.drain(ctx); n > 0 {
@@ -413,7 +414,7 @@ func (w *World) Finalize() error {
 // drain waits until no call is in flight, or ctx ends; it returns how many still are.
 func (w *World) drain(ctx context.Context) int64 {
 	for d := time.Microsecond; ; d = min(2*d, time.Millisecond) {
-		n := w.inflight.Load()
+		n := w.inflight.Load() &^ inflightClosed
 		if n == 0 || ctx.Err() != nil {
 			return n
 		}
