@@ -136,7 +136,12 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 	if size < 0 {
 		return Mem{}, w.errorf(call, ErrBadArgument, "negative size %d", size)
 	}
-	if err := w.agree(call, uint64(size), uint64(align)); err != nil {
+	c, err := w.coll.begin(w, call)
+	if err != nil {
+		return Mem{}, err
+	}
+	defer c.end()
+	if err := c.agree(uint64(size), uint64(align)); err != nil {
 		return Mem{}, err
 	}
 	w.allocMu.Lock()
@@ -157,33 +162,51 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 	}
 	// Nobody may put into the new object before its owner has zeroed it.
 	if zero {
-		if err := w.BarrierAll(context.Background()); err != nil {
+		if err := c.barrier(context.Background()); err != nil {
 			return Mem{}, err
 		}
 	}
 	return m, nil
 }
 
-// agree checks that every PE makes the same collective call with the same arguments.
-func (w *World) agree(call string, a, b uint64) error {
+// agree checks, through the rendezvous, that every PE makes this collective call, as the same
+// call of its sequence, with the same arguments.
+func (c *collective) agree(a, b uint64) error {
+	w, call := c.w, c.call
+	seq := c.number()
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
-	msg := binary.AppendUvarint(nil, a)
+	msg := binary.AppendUvarint(nil, seq)
+	msg = binary.AppendUvarint(msg, a)
 	msg = binary.AppendUvarint(msg, b)
+	msg = binary.AppendUvarint(msg, uint64(len(c.prev)))
+	msg = append(msg, c.prev...)
 	msg = append(msg, call...)
 	all, err := w.boot.Allgather(ctx, msg)
 	if err != nil {
 		return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Err: err}
 	}
 	for pe, got := range all {
-		ga, k := binary.Uvarint(got)
-		gb, k2 := binary.Uvarint(got[max(k, 0):])
-		if k <= 0 || k2 <= 0 {
+		var f [4]uint64
+		rest, ok := got, true
+		for i := range f {
+			v, k := binary.Uvarint(rest)
+			if k <= 0 {
+				ok = false
+				break
+			}
+			f[i], rest = v, rest[k:]
+		}
+		if !ok || f[3] > uint64(len(rest)) {
 			return w.errorf(call, ErrMismatch, "PE %d sent a malformed request", pe)
 		}
-		gcall := string(got[k+k2:])
+		gseq, ga, gb := f[0], f[1], f[2]
+		gprev, gcall := string(rest[:f[3]]), string(rest[f[3]:])
+		if gseq != seq {
+			return c.mismatch(pe, gseq, gcall, gprev)
+		}
 		if gcall != call {
-			return w.errorf(call, ErrMismatch, "PE %d called %s while PE %d called %s", w.pe, call, pe, gcall)
+			return c.mismatch(pe, gseq, gcall, "")
 		}
 		if ga != a || gb != b {
 			if b == 0 && gb == 0 {
@@ -214,11 +237,16 @@ func (w *World) Free(m Mem) error {
 	if err := w.whole("Free", m); err != nil {
 		return err
 	}
-	if err := w.agree("Free", m.off, m.a.seq); err != nil {
+	c, err := w.coll.begin(w, "Free")
+	if err != nil {
+		return err
+	}
+	defer c.end()
+	if err := c.agree(m.off, m.a.seq); err != nil {
 		return err
 	}
 	// No PE may still be writing into the object when it is reused.
-	if err := w.BarrierAll(context.Background()); err != nil {
+	if err := c.barrier(context.Background()); err != nil {
 		return err
 	}
 	w.allocMu.Lock()
@@ -245,10 +273,15 @@ func (w *World) Realloc(m Mem, size int) (Mem, error) {
 	if size < 0 {
 		return Mem{}, w.errorf("Realloc", ErrBadArgument, "negative size %d", size)
 	}
-	if err := w.agree("Realloc", m.off, uint64(size)); err != nil {
+	c, err := w.coll.begin(w, "Realloc")
+	if err != nil {
 		return Mem{}, err
 	}
-	if err := w.BarrierAll(context.Background()); err != nil {
+	defer c.end()
+	if err := c.agree(m.off, uint64(size)); err != nil {
+		return Mem{}, err
+	}
+	if err := c.barrier(context.Background()); err != nil {
 		return Mem{}, err
 	}
 	w.allocMu.Lock()
@@ -274,7 +307,7 @@ func (w *World) Realloc(m Mem, size int) (Mem, error) {
 	}
 	w.allocMu.Unlock()
 	// Nobody writes into the moved object before its owner has copied the old contents.
-	if err := w.BarrierAll(context.Background()); err != nil {
+	if err := c.barrier(context.Background()); err != nil {
 		return Mem{}, err
 	}
 	return n, nil

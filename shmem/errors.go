@@ -19,6 +19,7 @@ var (
 	ErrTimeout        = errors.New("timed out")
 	ErrOutOfMemory    = errors.New("symmetric heap exhausted")
 	ErrFreed          = errors.New("allocation used after Free or Realloc")
+	ErrConcurrent     = errors.New("collective call made while another is in progress")
 )
 
 // Error is the error of a failed call: which call, on which PE, and why.

@@ -4,7 +4,10 @@
 // A job is a set of processes, the PEs, started by roxrun (or mpirun, srun, torchrun). Each calls
 // Init once and gets a *World; every World method and every function that takes a Sym is safe for
 // concurrent use by the goroutines of that process, except the collective calls (allocation,
-// barrier, Finalize), which every PE must make in the same order, one at a time.
+// barrier, Finalize), which every PE must make in the same order, one at a time: a collective call
+// made while another is in progress on the PE fails with ErrConcurrent, and each is numbered, so
+// that a PE whose call differs from the others' at the same number fails with ErrMismatch naming
+// both PEs and both calls.
 //
 // Symmetric objects (Mem, Sym[T]) name the same location on every PE: an offset into each PE's
 // symmetric heap. Operations name the target PE explicitly. Errors are *Error values that name the
@@ -92,6 +95,7 @@ type World struct {
 	imports   []device.Ptr
 
 	barrier barrierState
+	coll    collectives // the World's collective calls, one at a time, numbered
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
 
 	closed   atomic.Bool
@@ -389,11 +393,19 @@ func (w *World) Finalize() error {
 	if err := w.check("Finalize"); err != nil {
 		return err
 	}
+	c, err := w.coll.begin(w, "Finalize")
+	if err != nil {
+		return err
+	}
+	defer c.end()
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
-	var err error
-	if e := w.boot.Barrier(ctx); e != nil {
-		err = &Error{Call: "Finalize", PE: w.pe, Kind: ErrPEFailed, Err: e}
+	// Agreeing is the barrier Finalize needs, and proves every PE is finalizing.
+	if e := c.agree(0, 0); e != nil {
+		if errors.Is(e, ErrMismatch) {
+			return e // nothing is torn down: the PEs disagree about where they are
+		}
+		err = e
 	}
 	if !w.closed.CompareAndSwap(false, true) {
 		return w.errorf("Finalize", ErrFinalized, "another goroutine finalized meanwhile")
@@ -456,4 +468,87 @@ func (w *World) GlobalExit(status int) {
 		w.boot.Abort(status, fmt.Sprintf("PE %d called GlobalExit(%d)", w.pe, status))
 	}
 	os.Exit(status)
+}
+
+// collectives serializes the collective calls of one group of PEs (the World's; a team keeps its
+// own) and numbers them, so that each call can prove that every PE makes the same calls in the same
+// order. Collective calls made from several goroutines of a PE at once cannot be proved so (each PE
+// would order them its own way), so a call that finds another in progress is refused with
+// ErrConcurrent naming both.
+type collectives struct {
+	mu      sync.Mutex             // held from begin to end
+	current atomic.Pointer[string] // the call in progress, for the error of a concurrent one
+	seq     uint64                 // numbers given so far; guarded by mu
+	last    string                 // the last numbered call; guarded by mu
+}
+
+// collective is one collective call in progress; end releases it.
+type collective struct {
+	q    *collectives
+	w    *World
+	call string
+	prev string // the call numbered before this one
+	seq  uint64 // 0 until number
+}
+
+// begin starts collective call on w, or refuses it while another is in progress.
+func (q *collectives) begin(w *World, call string) (*collective, error) {
+	if !q.mu.TryLock() {
+		cur := "another collective call"
+		if p := q.current.Load(); p != nil {
+			cur = *p
+		}
+		return nil, w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
+	}
+	q.current.Store(&call)
+	return &collective{q: q, w: w, call: call, prev: q.last}, nil
+}
+
+// number gives c its place in the sequence on first use: a call refused before it communicates
+// takes none, as on every PE.
+func (c *collective) number() uint64 {
+	if c.seq == 0 {
+		c.q.seq++
+		c.seq = c.q.seq
+		c.q.last = c.call
+	}
+	return c.seq
+}
+
+func (c *collective) end() {
+	c.q.current.Store(nil)
+	c.q.mu.Unlock()
+}
+
+// mismatch is the error of collective c when PE pe is at its collective #seq, call, instead;
+// prev, where known, is pe's call before that.
+func (c *collective) mismatch(pe int, seq uint64, call, prev string) error {
+	if seq == c.seq {
+		return c.w.errorf(c.call, ErrMismatch, "PE %d's collective call #%d is %s, PE %d's is %s: every PE must make the same collective calls in the same order", c.w.pe, c.seq, c.call, pe, call)
+	}
+	after := ""
+	if prev != "" {
+		after = fmt.Sprintf(" after %s", prev)
+	}
+	return c.w.errorf(c.call, ErrMismatch, "PE %d is at collective call #%d (%s), PE %d at #%d (%s%s): the PEs made different collective calls before", c.w.pe, c.seq, c.call, pe, seq, call, after)
+}
+
+// collectiveCalls numbers the collective calls for the barrier word (8 bits); a team's collectives
+// add their names here.
+var collectiveCalls = []string{"", "BarrierAll", "SyncAll", "Malloc", "Calloc", "Align", "Free", "Realloc", "Finalize"}
+
+func collectiveID(call string) uint64 {
+	for i, n := range collectiveCalls {
+		if n == call {
+			return uint64(i)
+		}
+	}
+	return 0xff
+}
+
+func collectiveName(id uint64) string {
+	if id < uint64(len(collectiveCalls)) && id != 0 {
+		return collectiveCalls[id]
+	}
+	return fmt.Sprintf("collective call %d", id)
 }

@@ -42,3 +42,14 @@ func TestFinalizeWhileCalling(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentCollectives: a collective call made while another goroutine's is in progress is
+// refused naming both; PEs at different calls of their collective sequence get ErrMismatch
+// naming both PEs and both calls, and the sequence goes on in step.
+func TestConcurrentCollectives(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			mustPass(t, runScenario(t, time.Minute, p.env, 2, "collrace"), "collrace: ok on 2 PEs")
+		})
+	}
+}

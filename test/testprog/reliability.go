@@ -17,6 +17,7 @@ import (
 func init() {
 	scenarios["stale"] = stale
 	scenarios["finalizerace"] = finalizeRace
+	scenarios["collrace"] = collRace
 }
 
 // expect checks that err is of kind and names every one of words.
@@ -181,4 +182,73 @@ func finalizeRace(ctx context.Context, w *shmem.World) error {
 	}
 	os.Exit(0)
 	return nil
+}
+
+// collRace: a collective call made while another goroutine's is in progress is refused with
+// ErrConcurrent naming both calls, and the one in progress completes as on every other PE; PEs
+// that make different collective calls at the same point of their sequence get ErrMismatch naming
+// both PEs and both calls. Runs on 2 PEs.
+func collRace(ctx context.Context, w *shmem.World) error {
+	me := w.MyPE()
+	other := 1 - me
+	pe := fmt.Sprintf("on PE %d", me)
+	// The PE named first starts a call that cannot complete before the other PE joins 300 ms later;
+	// meanwhile two more goroutines try collectives of their own.
+	concurrent := func(first int, call string, start func() error) error {
+		if me != first {
+			time.Sleep(300 * time.Millisecond)
+			return start()
+		}
+		done := make(chan error, 1)
+		go func() { done <- start() }()
+		time.Sleep(100 * time.Millisecond)
+		_, errM := w.Malloc(64)
+		errB := w.BarrierAll(ctx)
+		if err := <-done; err != nil {
+			return fmt.Errorf("the %s in progress: %w", call, err)
+		}
+		if err := expect(errM, shmem.ErrConcurrent, "Malloc", pe, call+" is in progress"); err != nil {
+			return err
+		}
+		return expect(errB, shmem.ErrConcurrent, "BarrierAll", pe, call+" is in progress")
+	}
+	var m shmem.Mem
+	if err := concurrent(0, "Malloc", func() (err error) { m, err = w.Malloc(128); return err }); err != nil {
+		return err
+	}
+	if err := concurrent(1, "BarrierAll", func() error { return w.BarrierAll(ctx) }); err != nil {
+		return err
+	}
+	// Both PEs agree on where they are: the refused calls took no place in the sequence.
+	m2, err := w.Malloc(64)
+	if err != nil {
+		return err
+	}
+	if m2.Offset() != m.Offset()+128 {
+		return fmt.Errorf("the next allocation is at %d, want %d", m2.Offset(), m.Offset()+128)
+	}
+	// Different calls at the same point: each PE names both.
+	if me == 0 {
+		err = w.BarrierAll(ctx)
+	} else {
+		err = w.SyncAll(ctx)
+	}
+	calls := []string{"BarrierAll", "SyncAll"}
+	if err := expect(err, shmem.ErrMismatch, calls[me], fmt.Sprintf("PE %d's collective call", me), fmt.Sprintf("PE %d's is %s", other, calls[other])); err != nil {
+		return err
+	}
+	if me == 0 {
+		_, err = w.Malloc(64)
+	} else {
+		err = w.Free(m2)
+	}
+	calls = []string{"Malloc", "Free"}
+	if err := expect(err, shmem.ErrMismatch, calls[me], fmt.Sprintf("PE %d's is %s", other, calls[other])); err != nil {
+		return err
+	}
+	// And the sequence goes on in step.
+	if err := w.Free(m2); err != nil {
+		return err
+	}
+	return w.BarrierAll(ctx)
 }
