@@ -58,6 +58,9 @@ func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, va
 		return 0, err
 	}
 	defer w.leave()
+	if err := w.alive(call, pe); err != nil {
+		return 0, err
+	}
 	old, err := w.paths[pe].amo(op, width, off, val, cmp)
 	if err != nil {
 		return 0, w.pathError(call, pe, err)

@@ -60,6 +60,10 @@ func (s Sym[T]) P(pe, at int, v T) error {
 		if err := s.w.enter("P"); err != nil {
 			return err
 		}
+		if err := s.w.alive("P", pe); err != nil {
+			s.w.leave()
+			return err
+		}
 		*(*T)(unsafe.Pointer(&dst[off])) = v
 		s.w.leave()
 		return nil
@@ -76,6 +80,11 @@ func (s Sym[T]) G(pe, at int) (T, error) {
 	}
 	if src := s.w.peers[pe]; src != nil {
 		if err := s.w.enter("G"); err != nil {
+			var z T
+			return z, err
+		}
+		if err := s.w.alive("G", pe); err != nil {
+			s.w.leave()
 			var z T
 			return z, err
 		}
@@ -152,6 +161,9 @@ func (w *World) put(call string, pe int, off uint64, src []byte) error {
 		return err
 	}
 	defer w.leave()
+	if err := w.alive(call, pe); err != nil {
+		return err
+	}
 	if err := w.paths[pe].put(off, src); err != nil {
 		return w.pathError(call, pe, err)
 	}
@@ -163,6 +175,9 @@ func (w *World) get(call string, pe int, off uint64, dst []byte) error {
 		return err
 	}
 	defer w.leave()
+	if err := w.alive(call, pe); err != nil {
+		return err
+	}
 	if err := w.paths[pe].get(off, dst); err != nil {
 		return w.pathError(call, pe, err)
 	}
@@ -185,6 +200,17 @@ func (w *World) leave() { w.inflight.Add(-1) }
 
 // inflightClosed is the bit of World.inflight that Finalize sets; the bits below count calls.
 const inflightClosed = 1 << 62
+
+// alive fails a call to pe once the job knows that pe is dead (or that the job is over without
+// knowing which PE ended it): a heap mapped here outlives its PE, and writes into it would
+// succeed unseen.
+func (w *World) alive(call string, pe int) error {
+	f := w.fail.Load()
+	if f == nil || f.pe >= 0 && f.pe != pe {
+		return nil
+	}
+	return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("target PE %d", pe), Err: f.err}
+}
 
 // pathError wraps a transport failure: the PE it was talking to is gone or refused the operation.
 func (w *World) pathError(call string, pe int, err error) error {

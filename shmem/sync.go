@@ -317,6 +317,9 @@ func putSignal[T Elem](call string, s Sym[T], at int, src []T, sig Sym[uint64], 
 		return err
 	}
 	defer s.w.leave()
+	if err := s.w.alive(call, pe); err != nil {
+		return err
+	}
 	if err := s.w.paths[pe].putSignal(off, asBytes(src)[:size], soff, op, sigValue); err != nil {
 		return s.w.pathError(call, pe, err)
 	}

@@ -104,7 +104,10 @@ type World struct {
 	fail     atomic.Pointer[failure]
 }
 
-type failure struct{ err error }
+type failure struct {
+	err error
+	pe  int // the PE that failed, -1 when not known
+}
 
 // Init joins the job described by the environment (roxrun's ROX_* variables, or Open MPI, PMI,
 // Slurm or torchrun; a lone process is a 1-PE job), sets up the symmetric heap and maps the heaps
@@ -323,14 +326,18 @@ func (w *World) watch() {
 		err = errors.New("the job ended")
 	}
 	var pe *bootstrap.PeerError
-	if errors.As(err, &pe) && pe.Aborted && !w.closed.Load() {
+	failed := -1
+	if errors.As(err, &pe) {
+		failed = pe.PE
+	}
+	if pe != nil && pe.Aborted && !w.closed.Load() {
 		status := pe.Status
 		// Another PE called GlobalExit: every PE ends with its status, as OpenSHMEM requires,
 		// before any wait can report the exit as a failure.
 		fmt.Fprintf(os.Stderr, "roxamen: PE %d: exiting with status %d: %v\n", w.pe, status, err)
 		os.Exit(status)
 	}
-	w.fail.CompareAndSwap(nil, &failure{err})
+	w.fail.CompareAndSwap(nil, &failure{err: err, pe: failed})
 }
 
 // failed returns the job failure, if one is known.

@@ -3,6 +3,7 @@ package test
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,6 +51,21 @@ func TestConcurrentCollectives(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			mustPass(t, runScenario(t, time.Minute, p.env, 2, "collrace"), "collrace: ok on 2 PEs")
+		})
+	}
+}
+
+// TestRMAToKilledPE: once the job knows a PE was SIGKILLed, RMA to it fails with ErrPEFailed
+// naming it (on the same-node path the dead PE's heap stays mapped, so writes used to succeed
+// unseen until roxrun's grace ran out).
+func TestRMAToKilledPE(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			r := runScenario(t, time.Minute, p.env, 2, "killrma")
+			if r.status == 0 || !strings.Contains(r.stdout, "killrma: RMA to the dead PE 1 failed") || !strings.Contains(r.stdout, "a PE failed: target PE 1") {
+				t.Fatalf("status %d; want PE 0's RMA to fail naming the dead PE 1\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
+			}
+			assertNoProcesses(t, "testprog")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/roxamen/roxamen/shmem"
@@ -18,6 +19,7 @@ func init() {
 	scenarios["stale"] = stale
 	scenarios["finalizerace"] = finalizeRace
 	scenarios["collrace"] = collRace
+	scenarios["killrma"] = killRMA
 }
 
 // expect checks that err is of kind and names every one of words.
@@ -251,4 +253,47 @@ func collRace(ctx context.Context, w *shmem.World) error {
 		return err
 	}
 	return w.BarrierAll(ctx)
+}
+
+// killRMA: the last PE SIGKILLs itself while PE 0 keeps issuing fetch-adds, puts and gets to it.
+// Once the job knows the PE is dead, every RMA to it fails with ErrPEFailed naming it; PE 0 says
+// so on stdout (the job fails anyway: a PE died) and how many calls it made.
+func killRMA(ctx context.Context, w *shmem.World) error {
+	me, n := w.MyPE(), w.NPEs()
+	x, err := shmem.Alloc[int64](w, 8)
+	if err != nil {
+		return err
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
+	dead := n - 1
+	if me == dead {
+		time.Sleep(200 * time.Millisecond)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	if me != 0 {
+		select {} // roxrun ends the job
+	}
+	start := time.Now()
+	for i := 0; ; i++ {
+		var err error
+		switch i % 3 {
+		case 0:
+			_, err = shmem.AtomicFetchAdd(x, 0, 1, dead)
+		case 1:
+			err = x.Put(dead, 1, []int64{int64(i)})
+		case 2:
+			_, err = x.G(dead, 1)
+		}
+		if err == nil {
+			continue
+		}
+		if err := expect(err, shmem.ErrPEFailed, fmt.Sprintf("on PE %d", me), fmt.Sprintf("PE %d", dead)); err != nil {
+			return err
+		}
+		fmt.Printf("killrma: RMA to the dead PE %d failed after %d calls in %v: %v\n", dead, i, time.Since(start).Round(time.Millisecond), err)
+		os.Exit(3)
+	}
 }
