@@ -184,7 +184,7 @@ func (c *collective) agree(a, b uint64) error {
 	msg = append(msg, call...)
 	all, err := w.boot.Allgather(ctx, msg)
 	if err != nil {
-		return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Err: err}
+		return &Error{Call: call, PE: w.pe, Kind: kindOf(err, ErrPEFailed), Err: err}
 	}
 	for pe, got := range all {
 		var f [4]uint64
@@ -457,7 +457,16 @@ func (s Sym[T]) target(call string, pe, i, n int) (uint64, int, error) {
 	return s.off + uint64(i*es), n * es, nil
 }
 
-// zeroError is the error of a call through a zero Sym or Mem.
+// zeroError is the error of a call through a zero Sym or Mem: before Init that is what is wrong;
+// after it, the object was never allocated (the PE named is the process's World's, when it has
+// only one).
 func zeroError(call string) error {
-	return &Error{Call: call, PE: -1, Kind: ErrNotInitialized, Detail: "zero symmetric object (not allocated)"}
+	w := soleWorld()
+	initialized.Lock()
+	none := len(initialized.pes) == 0
+	initialized.Unlock()
+	if none {
+		return &Error{Call: call, PE: -1, Kind: ErrNotInitialized, Detail: "a zero symmetric object (never allocated)"}
+	}
+	return &Error{Call: call, PE: w.MyPE(), Kind: ErrNotSymmetric, Detail: "a zero symmetric object: it was never allocated (use Alloc, Malloc or SymOf)"}
 }

@@ -214,5 +214,5 @@ func (w *World) alive(call string, pe int) error {
 
 // pathError wraps a transport failure: the PE it was talking to is gone or refused the operation.
 func (w *World) pathError(call string, pe int, err error) error {
-	return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("target PE %d", pe), Err: err}
+	return &Error{Call: call, PE: w.pe, Kind: kindOf(err, ErrPEFailed), Detail: fmt.Sprintf("target PE %d", pe), Err: err}
 }

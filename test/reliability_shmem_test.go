@@ -2,7 +2,9 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +70,47 @@ func TestRMAToKilledPE(t *testing.T) {
 			assertNoProcesses(t, "testprog")
 		})
 	}
+}
+
+// TestErrorKinds: a collective that times out is ErrTimeout and a second Init ErrInitialized,
+// not "a PE failed"; so is a ROX_TIMEOUT too small to join the job, named in the error.
+func TestErrorKinds(t *testing.T) {
+	r := runScenario(t, time.Minute, []string{"ROX_TIMEOUT=1s"}, 2, "timeoutkind")
+	if !strings.Contains(r.stdout, "timeoutkind: ok") {
+		t.Errorf("status %d; want PE 0 to report a Malloc timeout as ErrTimeout\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
+	}
+	r = runScenario(t, time.Minute, []string{"ROX_TIMEOUT=1ns"}, 1, "api")
+	if r.status == 0 || !strings.Contains(r.stderr, "Init on PE 0: timed out") || !strings.Contains(r.stderr, "ROX_TIMEOUT=1ns") || strings.Contains(r.stderr, "a PE failed") {
+		t.Errorf("status %d; want Init to time out naming ROX_TIMEOUT=1ns\n%s", r.status, r.stderr)
+	}
+}
+
+// TestInitKnobs: a heap of 0 bytes or one larger than the machine's memory is refused at Init,
+// naming the knob, the value and the limit, on every PE by number; GlobalExit(0) ends the job
+// with status 0.
+func TestInitKnobs(t *testing.T) {
+	r := runScenario(t, time.Minute, []string{"ROX_HEAP_SIZE=0"}, 2, "api")
+	if r.status == 0 || !strings.Contains(r.stderr, "Init on PE 1: bad argument: ROX_HEAP_SIZE=0") || !strings.Contains(r.stderr, "4096-byte minimum") {
+		t.Errorf("status %d; want ROX_HEAP_SIZE=0 refused naming PE 1\n%s", r.status, r.stderr)
+	}
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Skip(err)
+	}
+	var kb int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	big := fmt.Sprintf("ROX_HEAP_SIZE=%dG", kb>>20+1)
+	r = runScenario(t, time.Minute, []string{big}, 2, "api")
+	if r.status == 0 || !strings.Contains(r.stderr, "Init on PE 0: not enough memory: "+big) || !strings.Contains(r.stderr, "MemTotal") {
+		t.Errorf("status %d; want %s refused naming the machine's memory\n%s", r.status, big, r.stderr)
+	}
+	r = runScenario(t, time.Minute, nil, 3, "exitzero")
+	if r.status != 0 {
+		t.Errorf("roxrun exited %d after GlobalExit(0), want 0\n%s", r.status, r.stderr)
+	}
+	assertNoProcesses(t, "testprog")
 }

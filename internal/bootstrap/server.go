@@ -23,8 +23,10 @@ var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interva
 
 // Failure is a PE that left the job without saying goodbye: its connection dropped, or it aborted.
 type Failure struct {
-	PE     int
-	Reason string
+	PE      int
+	Reason  string
+	Aborted bool // the PE called Abort (shmem's GlobalExit) with Status
+	Status  int
 }
 
 // Server is the rendezvous service of one job: a key-value store with allgather and barrier,
@@ -394,7 +396,7 @@ func (s *Server) fail(p *peer, e *PeerError, reason string) []outgoing {
 	}
 	s.leave(p)
 	select {
-	case s.failures <- Failure{PE: p.pe, Reason: reason}:
+	case s.failures <- Failure{PE: p.pe, Reason: reason, Aborted: e.Aborted, Status: e.Status}:
 	default:
 	}
 	msg := failFrame(e)

@@ -232,6 +232,7 @@ func Run(ctx context.Context, cfg Config) error {
 	stopping := false
 	var grace <-chan time.Time
 	termSent := false
+	exiting0 := false // a PE called GlobalExit(0)
 	// After a PE fails the others get one grace period to notice (the rendezvous tells them) and
 	// report it themselves, then SIGTERM, then after another grace period SIGKILL.
 	stop := func(reason error) {
@@ -271,6 +272,13 @@ func Run(ctx context.Context, cfg Config) error {
 				grace = time.After(cfg.Grace)
 			}
 		case f := <-srv.Failures():
+			if f.Aborted && f.Status == 0 || exiting0 {
+				// GlobalExit(0): every PE exits 0 by itself, a clean end of the job; the lost
+				// connections that follow are its doing.
+				exiting0 = true
+				stop(nil)
+				break
+			}
 			if !stopping {
 				err := &ExitError{PE: f.PE, Status: 1, Reason: fmt.Sprintf("PE %d failed: %s", f.PE, f.Reason), fromServer: true}
 				fmt.Fprintln(errw, err.Error())

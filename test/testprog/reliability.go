@@ -20,6 +20,8 @@ func init() {
 	scenarios["finalizerace"] = finalizeRace
 	scenarios["collrace"] = collRace
 	scenarios["killrma"] = killRMA
+	scenarios["exitzero"] = exitZero
+	scenarios["timeoutkind"] = timeoutKind
 }
 
 // expect checks that err is of kind and names every one of words.
@@ -296,4 +298,50 @@ func killRMA(ctx context.Context, w *shmem.World) error {
 		fmt.Printf("killrma: RMA to the dead PE %d failed after %d calls in %v: %v\n", dead, i, time.Since(start).Round(time.Millisecond), err)
 		os.Exit(3)
 	}
+}
+
+// exitZero: PE 0 ends the job with GlobalExit(0) while the others wait: every PE exits 0, and so
+// does roxrun.
+func exitZero(ctx context.Context, w *shmem.World) error {
+	x, err := shmem.Alloc[int64](w, 1)
+	if err != nil {
+		return err
+	}
+	if w.MyPE() == 0 {
+		fmt.Println("exitzero: PE 0 calls GlobalExit(0)")
+		time.Sleep(100 * time.Millisecond)
+		w.GlobalExit(0)
+	}
+	return shmem.WaitUntil(ctx, x, 0, shmem.CmpEQ, 1)
+}
+
+// timeoutKind: a collective that times out because a PE is late fails with ErrTimeout, not
+// ErrPEFailed; a second Init of a PE fails with ErrInitialized. Run with ROX_TIMEOUT=1s.
+func timeoutKind(ctx context.Context, w *shmem.World) error {
+	me := w.MyPE()
+	pe := fmt.Sprintf("on PE %d", me)
+	_, err := shmem.Init(ctx)
+	if err := expect(err, shmem.ErrInitialized, "Init", pe, "already initialized"); err != nil {
+		return err
+	}
+	if errors.Is(err, shmem.ErrPEFailed) {
+		return fmt.Errorf("the second Init says a PE failed: %v", err)
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
+	if me == 1 {
+		time.Sleep(3 * time.Second) // past ROX_TIMEOUT: PE 0's Malloc gives up on it
+		os.Exit(0)
+	}
+	_, err = w.Malloc(64)
+	if err := expect(err, shmem.ErrTimeout, "Malloc", pe, "timed out"); err != nil {
+		return err
+	}
+	if errors.Is(err, shmem.ErrPEFailed) {
+		return fmt.Errorf("a timeout says a PE failed: %v", err)
+	}
+	fmt.Printf("timeoutkind: ok: %v\n", err)
+	os.Exit(0)
+	return nil
 }
