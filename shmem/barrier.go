@@ -91,6 +91,8 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 	e := b.epoch
 	mine := barrierWord(e, c.number(), c.call)
 	slot := int(e % 2)
+	// A mismatch is reported once every round is done: PEs further on wait for this PE's signals.
+	var mismatch error
 	for k := 0; k < b.rounds; k++ {
 		peer := (w.pe + 1<<k) % w.npes
 		if _, err := w.amo(call, peer, nic.AMOSet, 8, b.flags.off+uint64((k*flagStride+slot)*8), mine, 0); err != nil {
@@ -101,9 +103,9 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 		for {
 			v := load(b.flags, k*flagStride+slot)
 			if uint32(v>>32) == uint32(e) {
-				if v != mine {
+				if v != mine && mismatch == nil {
 					seq, id := v>>8&0xffffff, v&0xff
-					return c.mismatch(from, seq|c.seq&^0xffffff, collectiveName(id), "")
+					mismatch = c.mismatch(from, seq|c.seq&^0xffffff, collectiveName(id), "")
 				}
 				break
 			}
@@ -114,7 +116,7 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 			}
 		}
 	}
-	return nil
+	return mismatch
 }
 
 // barrierWord is what a barrier's signal carries: the epoch (32 bits), the low 24 bits of the

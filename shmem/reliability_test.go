@@ -311,3 +311,24 @@ func TestCgroupLimit(t *testing.T) {
 		t.Errorf("a 128 GiB heap on a 64 GiB machine: %v", err)
 	}
 }
+
+// TestBarrierMismatch: on 5 PEs (three dissemination rounds), PE 3 calls SyncAll where the others
+// call BarrierAll: the PEs that hear from it fail naming both calls, none hangs, and the next
+// barrier is in step again.
+func TestBarrierMismatch(t *testing.T) {
+	jobWith(t, 5, 1<<20, 5*time.Second, func(w *World) error {
+		var err error
+		if w.MyPE() == 3 {
+			err = w.SyncAll(context.Background())
+		} else {
+			err = w.BarrierAll(context.Background())
+		}
+		if err != nil && (!errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "SyncAll") || !strings.Contains(err.Error(), "BarrierAll")) {
+			return fmt.Errorf("mismatched barrier: %v", err)
+		}
+		if w.MyPE() == 4 && err == nil { // PE 4 hears from PE 3 in round 0
+			return errors.New("PE 4 did not notice that PE 3 called SyncAll")
+		}
+		return w.BarrierAll(context.Background())
+	}, false)
+}
