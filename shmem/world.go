@@ -446,24 +446,27 @@ func (w *World) Finalize() error {
 	defer c.end()
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
-	// Agreeing is the barrier Finalize needs, and proves every PE is finalizing.
-	if e := c.agree(0, 0); e != nil {
-		if errors.Is(e, ErrMismatch) {
-			return e // nothing is torn down: the PEs disagree about where they are
-		}
-		err = e
-	}
+	qerr := w.quiet("Finalize", -1) // this PE's operations complete first
 	if !w.closed.CompareAndSwap(false, true) {
 		return w.errorf("Finalize", ErrFinalized, "another goroutine finalized meanwhile")
 	}
 	w.inflight.Or(inflightClosed)
-	// Calls admitted before closed was set may still be copying into a heap: wait for them (a wait
-	// sees closed within microseconds and leaves). Unmapping under them would fault.
-	if n := w.drain(ctx); n > 0 {
+	// Calls that other goroutines have in flight finish before any PE tears down: they may be
+	// copying into a heap mapped here, or waiting on a peer's transport. A wait sees closed
+	// within microseconds and leaves; new calls fail with ErrFinalized.
+	n := w.drain(ctx)
+	// Agreeing is the barrier Finalize needs, and proves that every PE is finalizing. Whatever
+	// it finds, this PE is finalized.
+	err = c.agree(0, 0)
+	if err == nil {
+		err = qerr
+	}
+	if n > 0 {
+		// Unmapping under a call would fault: the heap stays mapped, the connections go.
 		unregister(w.key)
 		close(w.done)
 		w.closeConnections()
-		e := w.errorf("Finalize", ErrTimeout, "%d calls still in flight after %v (ROX_TIMEOUT); the symmetric heap stays mapped", n, w.timeout)
+		e := w.errorf("Finalize", ErrTimeout, "%d calls still in flight after %v (%s); the symmetric heap stays mapped", n, w.timeout, w.knob)
 		return errors.Join(e, err)
 	}
 	w.teardown()
