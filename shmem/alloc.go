@@ -229,7 +229,9 @@ func (w *World) heapError(call string, err error, format string, args ...any) er
 	return &Error{Call: call, PE: w.pe, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
 }
 
-// Free releases m on every PE (shmem_free). It is collective and completes this PE's operations first.
+// Free releases m on every PE (shmem_free). It is collective and completes this PE's operations
+// first. m, and every Sym and Mem made from it, are retired: a later call through one fails with
+// ErrFreed naming the allocation, and moves nothing.
 func (w *World) Free(m Mem) error {
 	if err := w.check("Free"); err != nil {
 		return err
@@ -262,7 +264,7 @@ func (w *World) Free(m Mem) error {
 }
 
 // Realloc resizes m on every PE (shmem_realloc), keeping its contents up to the smaller size. The
-// returned Mem replaces m, which must not be used again.
+// returned Mem replaces m, which is retired as by Free even where the allocation stays in place.
 func (w *World) Realloc(m Mem, size int) (Mem, error) {
 	if err := w.check("Realloc"); err != nil {
 		return Mem{}, err
