@@ -190,6 +190,9 @@ func TestInitErrorKinds(t *testing.T) {
 
 	// An mmap the kernel refuses: the address-space limit leaves room for the Go runtime but not
 	// for the heap.
+	if raceEnabled {
+		t.Skip("the race detector needs address space of its own")
+	}
 	var old syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &old); err != nil {
 		t.Fatal(err)
