@@ -70,10 +70,16 @@ func BenchmarkFetchAdd(b *testing.B) {
 // P, AMOs and waits. Finalize must wait for the calls in flight and unmap nothing under them; the
 // calls after it fail with ErrFinalized. Before the fix the unmap faulted under running copies.
 func TestFinalizeWithCallsInFlight(t *testing.T) {
-	for round := 0; round < 3; round++ {
-		jobHeap(t, 2, 40<<20, func(w *World) error {
+	// 32 MiB copies take milliseconds, so Finalize catches them mid-way; under the race detector,
+	// which checks every byte a copy touches, smaller ones do.
+	elems, rounds := 4<<20, 3
+	if raceEnabled {
+		elems, rounds = 1<<17, 2
+	}
+	for round := 0; round < rounds; round++ {
+		jobHeap(t, 2, int64(elems)*8+8<<20, func(w *World) error {
 			me, n := w.MyPE(), w.NPEs()
-			x, err := Alloc[int64](w, 4<<20) // 32 MiB: copies of milliseconds, caught mid-way
+			x, err := Alloc[int64](w, elems)
 			if err != nil {
 				return err
 			}
