@@ -134,6 +134,12 @@ func finalizeRace(ctx context.Context, w *shmem.World) error {
 	if err != nil {
 		return err
 	}
+	if x.Ptr((me+1)%n) == nil {
+		// The NIC path: a 1 MiB transfer already takes longer than a 32 MiB copy.
+		if x, err = x.Slice(0, 1<<17); err != nil {
+			return err
+		}
+	}
 	const workers = 4
 	var wg sync.WaitGroup
 	var started sync.WaitGroup
