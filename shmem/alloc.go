@@ -5,16 +5,81 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/roxamen/roxamen/symheap"
 )
 
-// Mem is a symmetric allocation of bytes: the same offset and size on every PE.
+// Mem is a symmetric allocation of bytes (or a part of one): the same offset and size on every PE.
 type Mem struct {
 	w    *World
+	a    *allocation
 	off  uint64
 	size int
+}
+
+// allocation is the identity of one symmetric allocation. Free and Realloc retire it; every Mem and
+// Sym made from it carries it, so a call through a stale one is caught by one atomic load, not a
+// lookup, and fails before anything moves.
+type allocation struct {
+	seq  uint64 // counts the World's allocations: the same number on every PE
+	call string // the call that made it
+	off  uint64
+	size int
+	gone atomic.Pointer[retirement] // nil while live
+}
+
+type retirement struct {
+	call string // Free or Realloc
+	by   uint64 // for Realloc, the allocation that replaces it
+}
+
+func (a *allocation) String() string {
+	return fmt.Sprintf("allocation #%d (%s of %d bytes at heap offset %d)", a.seq, a.call, a.size, a.off)
+}
+
+// live returns the error of a call through a stale a, or nil.
+func (a *allocation) live(w *World, call string) error {
+	r := a.gone.Load()
+	if r == nil {
+		return nil
+	}
+	how := "released by Free"
+	if r.call == "Realloc" {
+		how = fmt.Sprintf("replaced by Realloc with allocation #%d", r.by)
+	}
+	return w.errorf(call, ErrFreed, "%v was %s", a, how)
+}
+
+// newAllocation records an allocation at off; the caller holds allocMu.
+func (w *World) newAllocation(call string, off uint64, size int) *allocation {
+	w.allocSeq++
+	a := &allocation{seq: w.allocSeq, call: call, off: off, size: size}
+	w.allocs[off] = a
+	return a
+}
+
+// retire ends a's life; the caller holds allocMu.
+func (w *World) retire(a *allocation, r *retirement) {
+	a.gone.Store(r)
+	if w.allocs[a.off] == a {
+		delete(w.allocs, a.off)
+	}
+}
+
+// whole checks that m is a whole live allocation of w, as Free and Realloc need.
+func (w *World) whole(call string, m Mem) error {
+	if m.w != w || m.a == nil {
+		return w.errorf(call, ErrNotSymmetric, "allocation at offset %d does not belong to this World", m.off)
+	}
+	if err := m.a.live(w, call); err != nil {
+		return err
+	}
+	if m.off != m.a.off || m.size != m.a.size {
+		return w.errorf(call, ErrBadArgument, "bytes [%d, %d) are part of %v, not all of it", m.off, m.off+uint64(m.size), m.a)
+	}
+	return nil
 }
 
 // Size returns the allocation's size in bytes.
@@ -25,7 +90,7 @@ func (m Mem) Offset() uint64 { return m.off }
 
 // Local returns this PE's copy.
 func (m Mem) Local() []byte {
-	if m.w == nil || m.w.closed.Load() || m.w.local == nil {
+	if m.w == nil || m.w.closed.Load() || m.w.local == nil || m.a.gone.Load() != nil {
 		return nil // a GPU heap: use the device address (Sym.Device) instead
 	}
 	return m.w.local[m.off : m.off+uint64(m.size) : m.off+uint64(m.size)]
@@ -34,7 +99,7 @@ func (m Mem) Local() []byte {
 // Malloc allocates size bytes on every PE (shmem_malloc). It is collective: every PE must call it
 // with the same size; a mismatch is an error (ErrMismatch) naming both PEs and sizes, and nothing
 // is allocated anywhere.
-func (w *World) Malloc(size int) (Mem, error) { return w.alloc("Malloc", size, 0, false) }
+func (w *World) Malloc(size int) (Mem, error) { return w.alloc("Malloc", "", size, 0, false) }
 
 // Calloc allocates n*size zeroed bytes on every PE (shmem_calloc).
 func (w *World) Calloc(n, size int) (Mem, error) {
@@ -44,7 +109,11 @@ func (w *World) Calloc(n, size int) (Mem, error) {
 		}
 		return Mem{}, w.errorf("Calloc", ErrBadArgument, "count %d x size %d", n, size)
 	}
-	return w.alloc("Calloc", n*size, 0, true)
+	return w.calloc("Calloc", n, size)
+}
+
+func (w *World) calloc(call string, n, size int) (Mem, error) {
+	return w.alloc("Calloc", call, n*size, 0, true)
 }
 
 // Align allocates size bytes aligned to align (a power of two) on every PE (shmem_align).
@@ -55,17 +124,24 @@ func (w *World) Align(align, size int) (Mem, error) {
 	if align <= 0 || align&(align-1) != 0 {
 		return Mem{}, w.errorf("Align", ErrBadArgument, "alignment %d is not a positive power of two", align)
 	}
-	return w.alloc("Align", size, align, false)
+	return w.alloc("Align", "", size, align, false)
 }
 
-func (w *World) alloc(call string, size, align int, zero bool) (Mem, error) {
+// alloc makes an allocation; allocName, where set, is the user's call that the allocation's
+// identity names (Alloc goes through Calloc).
+func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, error) {
 	if err := w.check(call); err != nil {
 		return Mem{}, err
 	}
 	if size < 0 {
 		return Mem{}, w.errorf(call, ErrBadArgument, "negative size %d", size)
 	}
-	if err := w.agree(call, uint64(size), uint64(align)); err != nil {
+	c, err := w.coll.begin(w, call)
+	if err != nil {
+		return Mem{}, err
+	}
+	defer c.end()
+	if err := c.agree(uint64(size), uint64(align)); err != nil {
 		return Mem{}, err
 	}
 	w.allocMu.Lock()
@@ -74,7 +150,11 @@ func (w *World) alloc(call string, size, align int, zero bool) (Mem, error) {
 	if err != nil {
 		return Mem{}, w.heapError(call, err, "size %d", size)
 	}
-	m := Mem{w: w, off: off, size: size}
+	name := call
+	if allocName != "" {
+		name = allocName
+	}
+	m := Mem{w: w, a: w.newAllocation(name, off, size), off: off, size: size}
 	if zero {
 		if err := w.zero(call, off, size); err != nil {
 			return Mem{}, err
@@ -82,33 +162,51 @@ func (w *World) alloc(call string, size, align int, zero bool) (Mem, error) {
 	}
 	// Nobody may put into the new object before its owner has zeroed it.
 	if zero {
-		if err := w.BarrierAll(context.Background()); err != nil {
+		if err := c.barrier(context.Background()); err != nil {
 			return Mem{}, err
 		}
 	}
 	return m, nil
 }
 
-// agree checks that every PE makes the same collective call with the same arguments.
-func (w *World) agree(call string, a, b uint64) error {
+// agree checks, through the rendezvous, that every PE makes this collective call, as the same
+// call of its sequence, with the same arguments.
+func (c *collective) agree(a, b uint64) error {
+	w, call := c.w, c.call
+	seq := c.number()
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
-	msg := binary.AppendUvarint(nil, a)
+	msg := binary.AppendUvarint(nil, seq)
+	msg = binary.AppendUvarint(msg, a)
 	msg = binary.AppendUvarint(msg, b)
+	msg = binary.AppendUvarint(msg, uint64(len(c.prev)))
+	msg = append(msg, c.prev...)
 	msg = append(msg, call...)
 	all, err := w.boot.Allgather(ctx, msg)
 	if err != nil {
-		return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Err: err}
+		return &Error{Call: call, PE: w.pe, Kind: kindOf(err, ErrPEFailed), Err: err}
 	}
 	for pe, got := range all {
-		ga, k := binary.Uvarint(got)
-		gb, k2 := binary.Uvarint(got[max(k, 0):])
-		if k <= 0 || k2 <= 0 {
+		var f [4]uint64
+		rest, ok := got, true
+		for i := range f {
+			v, k := binary.Uvarint(rest)
+			if k <= 0 {
+				ok = false
+				break
+			}
+			f[i], rest = v, rest[k:]
+		}
+		if !ok || f[3] > uint64(len(rest)) {
 			return w.errorf(call, ErrMismatch, "PE %d sent a malformed request", pe)
 		}
-		gcall := string(got[k+k2:])
+		gseq, ga, gb := f[0], f[1], f[2]
+		gprev, gcall := string(rest[:f[3]]), string(rest[f[3]:])
+		if gseq != seq {
+			return c.mismatch(pe, gseq, gcall, gprev)
+		}
 		if gcall != call {
-			return w.errorf(call, ErrMismatch, "PE %d called %s while PE %d called %s", w.pe, call, pe, gcall)
+			return c.mismatch(pe, gseq, gcall, "")
 		}
 		if ga != a || gb != b {
 			if b == 0 && gb == 0 {
@@ -131,55 +229,78 @@ func (w *World) heapError(call string, err error, format string, args ...any) er
 	return &Error{Call: call, PE: w.pe, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
 }
 
-// Free releases m on every PE (shmem_free). It is collective and completes this PE's operations first.
+// Free releases m on every PE (shmem_free). It is collective and completes this PE's operations
+// first. m, and every Sym and Mem made from it, are retired: a later call through one fails with
+// ErrFreed naming the allocation, and moves nothing.
 func (w *World) Free(m Mem) error {
 	if err := w.check("Free"); err != nil {
 		return err
 	}
-	if m.w != w {
-		return w.errorf("Free", ErrNotSymmetric, "allocation at offset %d does not belong to this World", m.off)
+	if err := w.whole("Free", m); err != nil {
+		return err
 	}
-	if err := w.agree("Free", m.off, 0); err != nil {
+	c, err := w.coll.begin(w, "Free")
+	if err != nil {
+		return err
+	}
+	defer c.end()
+	if err := c.agree(m.off, m.a.seq); err != nil {
 		return err
 	}
 	// No PE may still be writing into the object when it is reused.
-	if err := w.BarrierAll(context.Background()); err != nil {
+	if err := c.barrier(context.Background()); err != nil {
 		return err
 	}
 	w.allocMu.Lock()
 	defer w.allocMu.Unlock()
+	if err := m.a.live(w, "Free"); err != nil {
+		return err // another goroutine freed it meanwhile
+	}
 	if err := w.heap.Free(m.off); err != nil {
 		return w.heapError("Free", err, "offset %d", m.off)
 	}
+	w.retire(m.a, &retirement{call: "Free"})
 	return nil
 }
 
 // Realloc resizes m on every PE (shmem_realloc), keeping its contents up to the smaller size. The
-// returned Mem replaces m, which must not be used again.
+// returned Mem replaces m, which is retired as by Free even where the allocation stays in place.
 func (w *World) Realloc(m Mem, size int) (Mem, error) {
 	if err := w.check("Realloc"); err != nil {
 		return Mem{}, err
 	}
-	if m.w != w {
-		return Mem{}, w.errorf("Realloc", ErrNotSymmetric, "allocation at offset %d does not belong to this World", m.off)
+	if err := w.whole("Realloc", m); err != nil {
+		return Mem{}, err
 	}
 	if size < 0 {
 		return Mem{}, w.errorf("Realloc", ErrBadArgument, "negative size %d", size)
 	}
-	if err := w.agree("Realloc", m.off, uint64(size)); err != nil {
+	c, err := w.coll.begin(w, "Realloc")
+	if err != nil {
 		return Mem{}, err
 	}
-	if err := w.BarrierAll(context.Background()); err != nil {
+	defer c.end()
+	if err := c.agree(m.off, uint64(size)); err != nil {
+		return Mem{}, err
+	}
+	if err := c.barrier(context.Background()); err != nil {
 		return Mem{}, err
 	}
 	w.allocMu.Lock()
+	if err := m.a.live(w, "Realloc"); err != nil {
+		w.allocMu.Unlock()
+		return Mem{}, err // another goroutine retired it meanwhile
+	}
 	old := m.Local()
 	off, err := w.heap.Realloc(m.off, uint64(size))
 	if err != nil {
 		w.allocMu.Unlock()
 		return Mem{}, w.heapError("Realloc", err, "offset %d to %d bytes", m.off, size)
 	}
-	n := Mem{w: w, off: off, size: size}
+	// The old identity goes first: the new allocation may take its offset.
+	r := &retirement{call: "Realloc", by: w.allocSeq + 1}
+	w.retire(m.a, r)
+	n := Mem{w: w, a: w.newAllocation("Realloc", off, size), off: off, size: size}
 	if off != m.off {
 		if err := w.move(off, m.off, min(size, m.size), old); err != nil {
 			w.allocMu.Unlock()
@@ -188,7 +309,7 @@ func (w *World) Realloc(m Mem, size int) (Mem, error) {
 	}
 	w.allocMu.Unlock()
 	// Nobody writes into the moved object before its owner has copied the old contents.
-	if err := w.BarrierAll(context.Background()); err != nil {
+	if err := c.barrier(context.Background()); err != nil {
 		return Mem{}, err
 	}
 	return n, nil
@@ -203,6 +324,7 @@ type Elem interface {
 // Sym is a typed symmetric array: n elements of T at the same offset on every PE.
 type Sym[T Elem] struct {
 	w   *World
+	a   *allocation // the allocation s lies in
 	off uint64
 	n   int
 }
@@ -216,21 +338,30 @@ func Alloc[T Elem](w *World, n int) (Sym[T], error) {
 		}
 		return Sym[T]{}, w.errorf("Alloc", ErrBadArgument, "negative length %d", n)
 	}
-	m, err := w.Calloc(n, int(unsafe.Sizeof(z)))
+	m, err := w.calloc("Alloc", n, int(unsafe.Sizeof(z)))
 	if err != nil {
 		return Sym[T]{}, err
 	}
-	return Sym[T]{w: w, off: m.off, n: n}, nil
+	return Sym[T]{w: w, a: m.a, off: m.off, n: n}, nil
 }
 
 // As views m as an array of T; m's size must be a multiple of T's.
 func As[T Elem](m Mem) (Sym[T], error) {
 	var z T
 	sz := int(unsafe.Sizeof(z))
+	if m.w == nil || m.a == nil {
+		return Sym[T]{}, zeroError("As")
+	}
+	if err := m.w.check("As"); err != nil {
+		return Sym[T]{}, err
+	}
+	if err := m.a.live(m.w, "As"); err != nil {
+		return Sym[T]{}, err
+	}
 	if m.size%sz != 0 {
 		return Sym[T]{}, m.w.errorf("As", ErrBadArgument, "%d-byte allocation is not a whole number of %d-byte elements", m.size, sz)
 	}
-	return Sym[T]{w: m.w, off: m.off, n: m.size / sz}, nil
+	return Sym[T]{w: m.w, a: m.a, off: m.off, n: m.size / sz}, nil
 }
 
 // SymOf returns the symmetric array that local (a slice of this PE's heap, for example from
@@ -248,27 +379,35 @@ func SymOf[T Elem](w *World, local []T) (Sym[T], error) {
 	if p < base || p+size > base+uintptr(len(w.local)) {
 		return Sym[T]{}, w.errorf("SymOf", ErrNotSymmetric, "address %#x (%d bytes) is outside the symmetric heap [%#x, %#x)", p, size, base, base+uintptr(len(w.local)))
 	}
-	return Sym[T]{w: w, off: uint64(p - base), n: len(local)}, nil
+	off := uint64(p - base)
+	w.allocMu.Lock()
+	defer w.allocMu.Unlock()
+	for _, a := range w.allocs {
+		if off >= a.off && off+uint64(size) <= a.off+uint64(a.size) {
+			return Sym[T]{w: w, a: a, off: off, n: len(local)}, nil
+		}
+	}
+	return Sym[T]{}, w.errorf("SymOf", ErrNotSymmetric, "heap offsets [%d, %d) are not inside one live allocation", off, off+uint64(size))
 }
 
 // Len returns the number of elements.
 func (s Sym[T]) Len() int { return s.n }
 
 // Mem returns the bytes s occupies.
-func (s Sym[T]) Mem() Mem { return Mem{w: s.w, off: s.off, size: s.n * s.elemSize()} }
+func (s Sym[T]) Mem() Mem { return Mem{w: s.w, a: s.a, off: s.off, size: s.n * s.elemSize()} }
 
 // Slice returns elements [i, i+n) of s as a symmetric array of its own.
 func (s Sym[T]) Slice(i, n int) (Sym[T], error) {
 	if err := s.bounds("Slice", i, n); err != nil {
 		return Sym[T]{}, err
 	}
-	return Sym[T]{w: s.w, off: s.off + uint64(i*s.elemSize()), n: n}, nil
+	return Sym[T]{w: s.w, a: s.a, off: s.off + uint64(i*s.elemSize()), n: n}, nil
 }
 
 // Local returns this PE's copy of s; plain loads and stores through it are the memory model's
 // ld and st.
 func (s Sym[T]) Local() []T {
-	if s.w == nil || s.w.closed.Load() || s.n == 0 || s.w.local == nil {
+	if s.w == nil || s.w.closed.Load() || s.n == 0 || s.w.local == nil || s.a.gone.Load() != nil {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&s.w.local[s.off])), s.n)
@@ -277,7 +416,7 @@ func (s Sym[T]) Local() []T {
 // Ptr returns pe's copy of s for direct loads and stores (shmem_ptr), or nil when pe's heap is
 // not mapped into this process.
 func (s Sym[T]) Ptr(pe int) []T {
-	if s.w == nil || s.w.closed.Load() || pe < 0 || pe >= s.w.npes || s.w.peers[pe] == nil || s.n == 0 {
+	if s.w == nil || s.w.closed.Load() || pe < 0 || pe >= s.w.npes || s.w.peers[pe] == nil || s.n == 0 || s.a.gone.Load() != nil {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&s.w.peers[pe][s.off])), s.n)
@@ -291,9 +430,12 @@ func (s Sym[T]) elemSize() int {
 // bounds checks that elements [i, i+n) lie inside s, and that s itself is live.
 func (s Sym[T]) bounds(call string, i, n int) error {
 	if s.w == nil {
-		return &Error{Call: call, PE: -1, Kind: ErrNotInitialized, Detail: "zero symmetric object (not allocated)"}
+		return zeroError(call)
 	}
 	if err := s.w.check(call); err != nil {
+		return err
+	}
+	if err := s.a.live(s.w, call); err != nil {
 		return err
 	}
 	if n < 0 {
@@ -315,4 +457,18 @@ func (s Sym[T]) target(call string, pe, i, n int) (uint64, int, error) {
 	}
 	es := s.elemSize()
 	return s.off + uint64(i*es), n * es, nil
+}
+
+// zeroError is the error of a call through a zero Sym or Mem: before Init that is what is wrong;
+// after it, the object was never allocated (the PE named is the process's World's, when it has
+// only one).
+func zeroError(call string) error {
+	w := soleWorld()
+	initialized.Lock()
+	none := len(initialized.pes) == 0
+	initialized.Unlock()
+	if none {
+		return &Error{Call: call, PE: -1, Kind: ErrNotInitialized, Detail: "a zero symmetric object (never allocated)"}
+	}
+	return &Error{Call: call, PE: w.MyPE(), Kind: ErrNotSymmetric, Detail: "a zero symmetric object: it was never allocated (use Alloc, Malloc or SymOf)"}
 }

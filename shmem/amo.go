@@ -54,6 +54,13 @@ func amo[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T) 
 }
 
 func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, val, cmp uint64) (uint64, error) {
+	if err := w.enter(call); err != nil {
+		return 0, err
+	}
+	defer w.leave()
+	if err := w.alive(call, pe); err != nil {
+		return 0, err
+	}
 	old, err := w.paths[pe].amo(op, width, off, val, cmp)
 	if err != nil {
 		return 0, w.pathError(call, pe, err)

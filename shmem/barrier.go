@@ -8,15 +8,14 @@ import (
 	"github.com/roxamen/roxamen/nic"
 )
 
-// barrierState is a dissemination barrier over the symmetric heap: in round k each PE adds one to
-// a counter of PE (me + 2^k) mod n and waits for its own round-k counter to reach the barrier's
-// epoch. Counters only grow, so nothing is reset between barriers; a round-k counter of PE j is
-// bumped only by PE j - 2^k, which sends its signal for epoch e+1 only after that for epoch e, so
-// "counter >= e" means the epoch-e signal has arrived.
+// barrierState is a dissemination barrier over the symmetric heap: in round k each PE signals a
+// word of PE (me + 2^k) mod n and waits for its own round-k word to show the barrier's epoch
+// (see sync). Nothing is reset between barriers: a round-k word of PE j is written only by PE
+// j - 2^k.
 type barrierState struct {
-	flags  Sym[uint64] // one counter per round, each on its own cache line
+	flags  Sym[uint64] // two words per round (epochs alternate), each round on its own cache line
 	rounds int
-	epoch  uint64
+	epoch  uint64 // guarded by the World's collective sequence
 }
 
 const flagStride = 8 // uint64s per cache line
@@ -33,7 +32,9 @@ func (w *World) initBarrier() error {
 	if err != nil {
 		return err
 	}
-	w.barrier = barrierState{flags: Sym[uint64]{w: w, off: off, n: max(rounds, 1) * flagStride}, rounds: rounds}
+	n := max(rounds, 1) * flagStride
+	a := &allocation{call: "the barrier", off: off, size: n * 8} // never freed, never in allocs
+	w.barrier = barrierState{flags: Sym[uint64]{w: w, a: a, off: off, n: n}, rounds: rounds}
 	return nil
 }
 
@@ -41,10 +42,15 @@ func (w *World) initBarrier() error {
 // barrier (shmem_barrier_all). It returns an error naming the PE when a PE dies, and ErrTimeout
 // after ROX_TIMEOUT.
 func (w *World) BarrierAll(ctx context.Context) error {
-	if err := w.Quiet(); err != nil {
+	if err := w.check("BarrierAll"); err != nil {
 		return err
 	}
-	return w.sync(ctx, "BarrierAll")
+	c, err := w.coll.begin(w, "BarrierAll")
+	if err != nil {
+		return err
+	}
+	defer c.end()
+	return c.barrier(ctx)
 }
 
 // SyncAll waits until every PE has reached it, without completing outstanding operations
@@ -53,26 +59,68 @@ func (w *World) SyncAll(ctx context.Context) error {
 	if err := w.check("SyncAll"); err != nil {
 		return err
 	}
-	return w.sync(ctx, "SyncAll")
+	c, err := w.coll.begin(w, "SyncAll")
+	if err != nil {
+		return err
+	}
+	defer c.end()
+	return c.w.sync(ctx, c)
 }
 
-func (w *World) sync(ctx context.Context, call string) error {
+// barrier is BarrierAll as a step of collective c.
+func (c *collective) barrier(ctx context.Context) error {
+	if err := c.w.quiet(c.call, -1); err != nil {
+		return err
+	}
+	return c.w.sync(ctx, c)
+}
+
+// sync runs one barrier as a step of collective c. In round k it sets slot e%2 of its peer's round-k
+// counter to (epoch, c's sequence number, c's call) and waits for its own to show this epoch; the
+// rest of the word proves that the sender is at the same collective call as this PE. A sender can
+// be one barrier ahead, never two (it cannot leave barrier e+1 before this PE enters it), so two
+// slots per round never hold a value of another epoch that looks current.
+func (w *World) sync(ctx context.Context, c *collective) error {
+	call := c.call
+	if err := w.enter(call); err != nil {
+		return err
+	}
+	defer w.leave()
 	b := &w.barrier
 	b.epoch++
 	e := b.epoch
+	mine := barrierWord(e, c.number(), c.call)
+	slot := int(e % 2)
+	// A mismatch is reported once every round is done: PEs further on wait for this PE's signals.
+	var mismatch error
 	for k := 0; k < b.rounds; k++ {
 		peer := (w.pe + 1<<k) % w.npes
-		if _, err := w.amo(call, peer, nic.AMOFetchAdd, 8, b.flags.off+uint64(k*flagStride*8), 1, 0); err != nil {
+		if _, err := w.amo(call, peer, nic.AMOSet, 8, b.flags.off+uint64((k*flagStride+slot)*8), mine, 0); err != nil {
 			return err
 		}
+		from := (w.pe - 1<<k + w.npes*2) % w.npes
 		sp := w.spin(ctx, call)
-		for load(b.flags, k*flagStride) < e {
+		for {
+			v := load(b.flags, k*flagStride+slot)
+			if uint32(v>>32) == uint32(e) {
+				if v != mine && mismatch == nil {
+					seq, id := v>>8&0xffffff, v&0xff
+					mismatch = c.mismatch(from, seq|c.seq&^0xffffff, collectiveName(id), "")
+				}
+				break
+			}
 			if err := sp.next(func() string {
-				return fmt.Sprintf("PE %d to arrive (barrier %d, round %d)", (w.pe-1<<k+w.npes*2)%w.npes, e, k)
+				return fmt.Sprintf("PE %d to arrive (barrier %d, round %d)", from, e, k)
 			}); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
+	return mismatch
+}
+
+// barrierWord is what a barrier's signal carries: the epoch (32 bits), the low 24 bits of the
+// collective's sequence number, and the call's number in collectiveCalls.
+func barrierWord(epoch, seq uint64, call string) uint64 {
+	return uint64(uint32(epoch))<<32 | (seq&0xffffff)<<8 | collectiveID(call)
 }

@@ -1,8 +1,14 @@
 package shmem
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"syscall"
+
+	"github.com/roxamen/roxamen/internal/bootstrap"
+	"github.com/roxamen/roxamen/nic/tcp"
+	"github.com/roxamen/roxamen/nic/ucx"
 )
 
 // Error kinds, matched with errors.Is on the *Error every call returns.
@@ -18,6 +24,11 @@ var (
 	ErrPEFailed       = errors.New("a PE failed")
 	ErrTimeout        = errors.New("timed out")
 	ErrOutOfMemory    = errors.New("symmetric heap exhausted")
+	ErrFreed          = errors.New("allocation used after Free or Realloc")
+	ErrConcurrent     = errors.New("collective call made while another is in progress")
+	ErrInitialized    = errors.New("already initialized")
+	ErrNoMemory       = errors.New("not enough memory")
+	ErrSystem         = errors.New("the operating system refused")
 )
 
 // Error is the error of a failed call: which call, on which PE, and why.
@@ -57,4 +68,29 @@ func (w *World) errorf(call string, kind error, format string, args ...any) *Err
 		pe = w.pe
 	}
 	return &Error{Call: call, PE: pe, Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}
+
+// kindOf says what happened in a failure of the layers below (the rendezvous, a transport, the
+// operating system), for an error whose kind errors.Is must match: a timeout is ErrTimeout, not a
+// failed PE. fallback is the kind when nothing more precise is known.
+func kindOf(err error, fallback error) error {
+	switch {
+	case err == nil:
+		return fallback
+	case errors.Is(err, bootstrap.ErrPeerFailed), errors.Is(err, tcp.ErrPeerLost), errors.Is(err, ucx.ErrPeerLost):
+		return ErrPEFailed
+	case errors.Is(err, bootstrap.ErrTimeout), errors.Is(err, tcp.ErrTimeout), errors.Is(err, ucx.ErrTimeout),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
+		return ErrTimeout
+	case errors.Is(err, bootstrap.ErrRefused), errors.Is(err, bootstrap.ErrBadRank):
+		return ErrBadArgument
+	case errors.Is(err, syscall.ENOMEM):
+		return ErrNoMemory
+	case errors.Is(err, syscall.ESRCH):
+		return ErrPEFailed // the process whose memory was to be mapped is gone
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EMFILE),
+		errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOSYS):
+		return ErrSystem
+	}
+	return fallback
 }

@@ -20,7 +20,7 @@ func (s Sym[T]) Put(pe, at int, src []T) error {
 	if err != nil {
 		return err
 	}
-	return s.w.put(pe, off, asBytes(src)[:size])
+	return s.w.put("Put", pe, off, asBytes(src)[:size])
 }
 
 // PutNBI is the non-blocking Put (shmem_put_nbi): src must not change until Quiet.
@@ -29,7 +29,7 @@ func (s Sym[T]) PutNBI(pe, at int, src []T) error {
 	if err != nil {
 		return err
 	}
-	return s.w.put(pe, off, asBytes(src)[:size])
+	return s.w.put("PutNBI", pe, off, asBytes(src)[:size])
 }
 
 // Get copies elements [at, at+len(dst)) of s on pe into dst (shmem_get).
@@ -38,7 +38,7 @@ func (s Sym[T]) Get(pe, at int, dst []T) error {
 	if err != nil {
 		return err
 	}
-	return s.w.get(pe, off, asBytes(dst)[:size])
+	return s.w.get("Get", pe, off, asBytes(dst)[:size])
 }
 
 // GetNBI is the non-blocking Get (shmem_get_nbi): dst is valid after Quiet.
@@ -47,7 +47,7 @@ func (s Sym[T]) GetNBI(pe, at int, dst []T) error {
 	if err != nil {
 		return err
 	}
-	return s.w.get(pe, off, asBytes(dst)[:size])
+	return s.w.get("GetNBI", pe, off, asBytes(dst)[:size])
 }
 
 // P writes one element (shmem_p).
@@ -57,10 +57,18 @@ func (s Sym[T]) P(pe, at int, v T) error {
 		return err
 	}
 	if dst := s.w.peers[pe]; dst != nil {
+		if err := s.w.enter("P"); err != nil {
+			return err
+		}
+		if err := s.w.alive("P", pe); err != nil {
+			s.w.leave()
+			return err
+		}
 		*(*T)(unsafe.Pointer(&dst[off])) = v
+		s.w.leave()
 		return nil
 	}
-	return s.w.put(pe, off, asBytes([]T{v}))
+	return s.w.put("P", pe, off, asBytes([]T{v}))
 }
 
 // G reads one element (shmem_g).
@@ -71,10 +79,21 @@ func (s Sym[T]) G(pe, at int) (T, error) {
 		return z, err
 	}
 	if src := s.w.peers[pe]; src != nil {
-		return *(*T)(unsafe.Pointer(&src[off])), nil
+		if err := s.w.enter("G"); err != nil {
+			var z T
+			return z, err
+		}
+		if err := s.w.alive("G", pe); err != nil {
+			s.w.leave()
+			var z T
+			return z, err
+		}
+		v := *(*T)(unsafe.Pointer(&src[off]))
+		s.w.leave()
+		return v, nil
 	}
 	var v [1]T
-	err = s.w.get(pe, off, asBytes(v[:]))
+	err = s.w.get("G", pe, off, asBytes(v[:]))
 	return v[0], err
 }
 
@@ -87,7 +106,7 @@ func (s Sym[T]) IPut(pe, at, dstStride int, src []T, srcStride, n int) error {
 	es := s.elemSize()
 	for k := 0; k < n; k++ {
 		off := s.off + uint64((at+k*dstStride)*es)
-		if err := s.w.put(pe, off, asBytes(src[k*srcStride:k*srcStride+1])); err != nil {
+		if err := s.w.put("IPut", pe, off, asBytes(src[k*srcStride:k*srcStride+1])); err != nil {
 			return err
 		}
 	}
@@ -103,7 +122,7 @@ func (s Sym[T]) IGet(pe, at, srcStride int, dst []T, dstStride, n int) error {
 	es := s.elemSize()
 	for k := 0; k < n; k++ {
 		off := s.off + uint64((at+k*srcStride)*es)
-		if err := s.w.get(pe, off, asBytes(dst[k*dstStride:k*dstStride+1])); err != nil {
+		if err := s.w.get("IGet", pe, off, asBytes(dst[k*dstStride:k*dstStride+1])); err != nil {
 			return err
 		}
 	}
@@ -137,21 +156,63 @@ func (s Sym[T]) strided(call string, pe, at, symStride, locLen, locStride, n int
 }
 
 // put and get move bytes between this PE and pe's heap at off; the caller has checked bounds.
-func (w *World) put(pe int, off uint64, src []byte) error {
+func (w *World) put(call string, pe int, off uint64, src []byte) error {
+	if err := w.enter(call); err != nil {
+		return err
+	}
+	defer w.leave()
+	if err := w.alive(call, pe); err != nil {
+		return err
+	}
 	if err := w.paths[pe].put(off, src); err != nil {
-		return w.pathError("Put", pe, err)
+		return w.pathError(call, pe, err)
 	}
 	return nil
 }
 
-func (w *World) get(pe int, off uint64, dst []byte) error {
+func (w *World) get(call string, pe int, off uint64, dst []byte) error {
+	if err := w.enter(call); err != nil {
+		return err
+	}
+	defer w.leave()
+	if err := w.alive(call, pe); err != nil {
+		return err
+	}
 	if err := w.paths[pe].get(off, dst); err != nil {
-		return w.pathError("Get", pe, err)
+		return w.pathError(call, pe, err)
 	}
 	return nil
+}
+
+// enter admits a call that touches the heaps or the transport; Finalize waits until every call it
+// admitted has left before it unmaps anything. One atomic add does both the count and the check:
+// Finalize sets inflightClosed in the same word before it waits, so either it counts this call or
+// this call sees the bit.
+func (w *World) enter(call string) error {
+	if w.inflight.Add(1)&inflightClosed != 0 {
+		w.inflight.Add(-1)
+		return w.errorf(call, ErrFinalized, "")
+	}
+	return nil
+}
+
+func (w *World) leave() { w.inflight.Add(-1) }
+
+// inflightClosed is the bit of World.inflight that Finalize sets; the bits below count calls.
+const inflightClosed = 1 << 62
+
+// alive fails a call to pe once the job knows that pe is dead (or that the job is over without
+// knowing which PE ended it): a heap mapped here outlives its PE, and writes into it would
+// succeed unseen.
+func (w *World) alive(call string, pe int) error {
+	f := w.fail.Load()
+	if f == nil || f.pe >= 0 && f.pe != pe {
+		return nil
+	}
+	return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("target PE %d", pe), Err: f.err}
 }
 
 // pathError wraps a transport failure: the PE it was talking to is gone or refused the operation.
 func (w *World) pathError(call string, pe int, err error) error {
-	return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("target PE %d", pe), Err: err}
+	return &Error{Call: call, PE: w.pe, Kind: kindOf(err, ErrPEFailed), Detail: fmt.Sprintf("target PE %d", pe), Err: err}
 }

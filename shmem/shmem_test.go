@@ -14,7 +14,17 @@ import (
 
 // job starts n PEs as goroutines of this process: each World maps the others' heaps exactly as
 // separate processes would (memfd), and they meet at a real rendezvous server.
-func job(t *testing.T, n int, body func(w *World) error) {
+func job(t *testing.T, n int, body func(w *World) error) { t.Helper(); jobHeap(t, n, 4<<20, body) }
+
+// jobHeap is job with a heap of heapSize bytes per PE.
+func jobHeap(t *testing.T, n int, heapSize int64, body func(w *World) error) {
+	t.Helper()
+	jobWith(t, n, heapSize, 20*time.Second, body, false)
+}
+
+// jobWith is job with a heap of heapSize bytes per PE and a timeout; with noFinalize the PEs
+// return without Finalize (a body that leaves the PEs out of step).
+func jobWith(t *testing.T, n int, heapSize int64, timeout time.Duration, body func(w *World) error, noFinalize bool) {
 	t.Helper()
 	srv, err := bootstrap.NewServer("127.0.0.1:0", n, "test-token")
 	if err != nil {
@@ -33,13 +43,18 @@ func job(t *testing.T, n int, body func(w *World) error) {
 				"ROX_BOOTSTRAP": "test-token@" + srv.Addr(),
 			}
 			getenv := func(k string) string { return vars[k] }
-			w, err := Init(context.Background(), WithHeapSize(4<<20), WithTimeout(20*time.Second), withGetenv(getenv))
+			w, err := Init(context.Background(), WithHeapSize(heapSize), WithTimeout(timeout), withGetenv(getenv))
 			if err != nil {
 				errs[pe] = err
 				return
 			}
 			if err := body(w); err != nil {
 				errs[pe] = fmt.Errorf("PE %d: %w", pe, err)
+			}
+			if noFinalize {
+				w.closed.Store(true)
+				w.teardown()
+				return
 			}
 			if err := w.Finalize(); err != nil && !errors.Is(err, ErrFinalized) && errs[pe] == nil {
 				errs[pe] = err

@@ -176,6 +176,10 @@ func WaitUntil[T AMOInt](ctx context.Context, s Sym[T], at int, cmp Cmp, value T
 	if err := checkCmp(s.w, "WaitUntil", cmp); err != nil {
 		return err
 	}
+	if err := s.w.enter("WaitUntil"); err != nil {
+		return err
+	}
+	defer s.w.leave()
 	sp := s.w.spin(ctx, "WaitUntil")
 	for !holds(load(s, at), cmp, value) {
 		if err := sp.next(func() string {
@@ -205,6 +209,10 @@ func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool
 	if status != nil && len(status) != s.n {
 		return nil, s.w.errorf(call, ErrBadArgument, "status has %d entries for %d elements", len(status), s.n)
 	}
+	if err := s.w.enter(call); err != nil {
+		return nil, err
+	}
+	defer s.w.leave()
 	sp := s.w.spin(ctx, call)
 	for {
 		var hit []int
@@ -263,6 +271,10 @@ func Test[T AMOInt](s Sym[T], at int, cmp Cmp, value T) (bool, error) {
 	if err := checkCmp(s.w, "Test", cmp); err != nil {
 		return false, err
 	}
+	if err := s.w.enter("Test"); err != nil {
+		return false, err
+	}
+	defer s.w.leave()
 	return holds(load(s, at), cmp, value), nil
 }
 
@@ -325,6 +337,13 @@ func putSignal[T Elem](call string, s Sym[T], at int, src []T, sig Sym[uint64], 
 	if op != SignalSet && op != SignalAdd {
 		return s.w.errorf(call, ErrBadArgument, "signal operation %d (want SignalSet or SignalAdd)", op)
 	}
+	if err := s.w.enter(call); err != nil {
+		return err
+	}
+	defer s.w.leave()
+	if err := s.w.alive(call, pe); err != nil {
+		return err
+	}
 	if err := s.w.paths[pe].putSignal(off, asBytes(src)[:size], soff, op, sigValue); err != nil {
 		return s.w.pathError(call, pe, err)
 	}
@@ -336,6 +355,10 @@ func SignalFetch(sig Sym[uint64], at int) (uint64, error) {
 	if err := sig.bounds("SignalFetch", at, 1); err != nil {
 		return 0, err
 	}
+	if err := sig.w.enter("SignalFetch"); err != nil {
+		return 0, err
+	}
+	defer sig.w.leave()
 	return load(sig, at), nil
 }
 
@@ -348,6 +371,10 @@ func SignalWaitUntil(ctx context.Context, sig Sym[uint64], at int, cmp Cmp, valu
 		}
 		return 0, err
 	}
+	if err := sig.w.enter("SignalWaitUntil"); err != nil {
+		return 0, err
+	}
+	defer sig.w.leave()
 	return load(sig, at), nil
 }
 
@@ -359,9 +386,10 @@ var fenceWord atomic.Uint64
 // Fence orders delivery: puts, AMOs and put-with-signals this PE issued to a PE before the fence
 // are delivered before those issued to it after (shmem_fence).
 func (w *World) Fence() error {
-	if err := w.check("Fence"); err != nil {
+	if err := w.enter("Fence"); err != nil {
 		return err
 	}
+	defer w.leave()
 	fenceWord.Add(1)
 	for _, pe := range w.remotes {
 		if err := w.transport.Fence(pe); err != nil {
@@ -381,6 +409,10 @@ func (w *World) Quiet() error {
 }
 
 func (w *World) quiet(call string, pe int) error {
+	if err := w.enter(call); err != nil {
+		return err
+	}
+	defer w.leave()
 	fenceWord.Add(1)
 	if w.transport == nil || (pe >= 0 && w.peers[pe] != nil) {
 		return nil

@@ -4,14 +4,18 @@
 // A job is a set of processes, the PEs, started by roxrun (or mpirun, srun, torchrun). Each calls
 // Init once and gets a *World; every World method and every function that takes a Sym is safe for
 // concurrent use by the goroutines of that process, except the collective calls (allocation,
-// barrier, Finalize), which every PE must make in the same order, one at a time.
+// barrier, Finalize), which every PE must make in the same order, one at a time: a collective call
+// made while another is in progress on the PE fails with ErrConcurrent, and each is numbered, so
+// that a PE whose call differs from the others' at the same number fails with ErrMismatch naming
+// both PEs and both calls.
 //
 // Symmetric objects (Mem, Sym[T]) name the same location on every PE: an offset into each PE's
 // symmetric heap. Operations name the target PE explicitly. Errors are *Error values that name the
 // call, the calling PE and the bad value; match their kind with errors.Is (ErrPERange, ErrBounds...).
 //
-// Lifetimes: a World lives from Init to Finalize; a Mem or Sym from its allocation to Free or
-// Finalize. Using either afterwards is an error, never a fault.
+// Lifetimes: a World lives from Init to Finalize; a Mem or Sym from its allocation to Free,
+// Realloc or Finalize. Using either afterwards is an error (ErrFinalized, ErrFreed naming the
+// stale allocation), never a fault, and writes nothing.
 package shmem
 
 import (
@@ -20,6 +24,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +49,7 @@ const (
 )
 
 const (
+	minHeap           = 4096
 	defaultHostHeap   = 64 << 20
 	defaultDeviceHeap = 1 << 30
 	heapAlign         = 64 // a cache line: symmetric objects never share one with another object
@@ -53,13 +61,14 @@ type Option func(*config)
 
 type config struct {
 	heapSize int64
+	heapSet  bool // WithHeapSize was given
 	timeout  time.Duration
 	ordering Ordering
 	getenv   func(string) string
 }
 
 // WithHeapSize sets the symmetric heap size per PE (overrides ROX_HEAP_SIZE).
-func WithHeapSize(n int64) Option { return func(c *config) { c.heapSize = n } }
+func WithHeapSize(n int64) Option { return func(c *config) { c.heapSize, c.heapSet = n, true } }
 
 // WithTimeout bounds every wait and collective (overrides ROX_TIMEOUT).
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
@@ -75,9 +84,13 @@ type World struct {
 	dev      device.Device
 	ordering Ordering
 	timeout  time.Duration
+	knob     string // where timeout came from: "ROX_TIMEOUT=30s" or "WithTimeout(2s)"
+	key      string // this PE's entry in initialized
 
 	heap      *symheap.Heap // guarded by allocMu
 	allocMu   sync.Mutex
+	allocs    map[uint64]*allocation // the live allocations by offset; guarded by allocMu
+	allocSeq  uint64                 // allocations made so far; guarded by allocMu
 	heapBase  device.Ptr
 	heapSize  int64
 	local     []byte   // this PE's heap
@@ -89,14 +102,19 @@ type World struct {
 	imports   []device.Ptr
 
 	barrier barrierState
+	coll    collectives // the World's collective calls, one at a time, numbered
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
 
-	closed atomic.Bool
-	done   chan struct{} // closed by teardown: stops watch
-	fail   atomic.Pointer[failure]
+	closed   atomic.Bool
+	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
+	done     chan struct{} // closed by teardown: stops watch
+	fail     atomic.Pointer[failure]
 }
 
-type failure struct{ err error }
+type failure struct {
+	err error
+	pe  int // the PE that failed, -1 when not known
+}
 
 // Init joins the job described by the environment (roxrun's ROX_* variables, or Open MPI, PMI,
 // Slurm or torchrun; a lone process is a 1-PE job), sets up the symmetric heap and maps the heaps
@@ -106,48 +124,64 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// The job is known first, so that every error below names this PE.
+	rank, rankErr := bootstrap.Detect(cfg.getenv)
+	pe := -1
+	if rankErr == nil {
+		pe = rank.PE
+	} else if v, err := strconv.Atoi(cfg.getenv("ROX_PE")); err == nil && v >= 0 {
+		pe = v
+	}
 	fail := func(kind error, err error, format string, args ...any) (*World, error) {
-		return nil, &Error{Call: "Init", PE: -1, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
+		return nil, &Error{Call: "Init", PE: pe, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
 	}
 	if err := env.ValidateAll(); err != nil {
 		return fail(ErrBadArgument, err, "environment")
 	}
+	knob := fmt.Sprintf("WithTimeout(%v)", cfg.timeout)
 	if cfg.timeout == 0 {
 		d, _ := env.Timeout.Duration()
 		cfg.timeout = d
+		knob = fmt.Sprintf("%s=%s", env.Timeout.Name, env.Timeout.Raw())
 	}
 	if cfg.timeout <= 0 {
-		return fail(ErrBadArgument, nil, "timeout %v must be positive", cfg.timeout)
+		return fail(ErrBadArgument, nil, "%s: the timeout must be positive", knob)
 	}
 	ord, _ := env.Ordering.String()
 	cfg.ordering = Ordering(ord)
-	if cfg.heapSize == 0 {
-		n, _ := env.HeapSize.Size()
-		cfg.heapSize = n
+	heapKnob := fmt.Sprintf("WithHeapSize(%d)", cfg.heapSize)
+	if !cfg.heapSet && env.HeapSize.IsSet() {
+		cfg.heapSize, _ = env.HeapSize.Size()
+		cfg.heapSet = true
+		heapKnob = fmt.Sprintf("%s=%s", env.HeapSize.Name, env.HeapSize.Raw())
 	}
-	if cfg.heapSize == 0 {
+	if cfg.heapSet && cfg.heapSize < minHeap {
+		return fail(ErrBadArgument, nil, "%s: a symmetric heap of %d bytes is below the %d-byte minimum", heapKnob, cfg.heapSize, minHeap)
+	}
+	if !cfg.heapSet {
 		cfg.heapSize = defaultHostHeap // the device default is applied once the backend is known
+		heapKnob = fmt.Sprintf("the default heap size (%s unset)", env.HeapSize.Name)
 	}
 	// The allocator works in cache lines.
 	cfg.heapSize = (cfg.heapSize + heapAlign - 1) &^ (heapAlign - 1)
-	if cfg.heapSize < 4096 {
-		return fail(ErrBadArgument, nil, "heap size %d bytes is below the 4096-byte minimum", cfg.heapSize)
-	}
 	backend, _ := env.Device.String()
 	drv, _, err := auto.Pick(backend)
 	if err != nil {
 		return fail(device.ErrNoDevice, err, "ROX_DEVICE=%s", backend)
 	}
 	onHost := drv.Name() == "host"
-	if cfg.heapSize == defaultHostHeap && !env.HeapSize.IsSet() && !onHost {
+	if !cfg.heapSet && !onHost {
 		cfg.heapSize = defaultDeviceHeap
 	}
 
-	rank, err := bootstrap.Detect(cfg.getenv)
-	if err != nil {
-		return fail(ErrBadArgument, err, "detecting the job")
+	if rankErr != nil {
+		return fail(kindOf(rankErr, ErrBadArgument), rankErr, "detecting the job")
 	}
-	w := &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, done: make(chan struct{})}
+	key, err := register(rank)
+	if err != nil {
+		return fail(ErrInitialized, nil, "%v", err)
+	}
+	w := &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, knob: knob, key: key, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
 	w.heapSize = cfg.heapSize
 	initErr := func(kind error, err error, format string, args ...any) (*World, error) {
 		w.teardown()
@@ -158,7 +192,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	defer cancel()
 	w.boot, err = bootstrap.Dial(dctx, rank, cfg.timeout)
 	if err != nil {
-		return initErr(ErrPEFailed, err, "joining the job")
+		return initErr(kindOf(err, ErrPEFailed), err, "joining the job%s", w.timeoutHint(err))
 	}
 	rank = w.boot.Rank() // under PMIx, Dial completes it (job size, local ranks, node)
 	w.rank, w.npes = rank, rank.NPEs
@@ -167,7 +201,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		// The launcher did not say where this PE stands on its node: work it out from the nodes.
 		nodes, err := w.boot.Allgather(dctx, []byte(rank.Node))
 		if err != nil {
-			return initErr(ErrPEFailed, err, "exchanging node names")
+			return initErr(kindOf(err, ErrPEFailed), err, "exchanging node names%s", w.timeoutHint(err))
 		}
 		rank.LocalPE, rank.LocalNPEs = 0, 0
 		for pe, n := range nodes {
@@ -180,6 +214,13 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		w.rank = rank
 	}
+	if onHost {
+		// The host backend's heaps are shared memory that is only charged when touched: a heap the
+		// node cannot hold would be accepted here and OOM-killed mid-job.
+		if err := checkHostMemory("/", cfg.heapSize, max(rank.LocalNPEs, 1), heapKnob); err != nil {
+			return initErr(ErrNoMemory, nil, "%v", err)
+		}
+	}
 	count, err := drv.Count()
 	if err != nil {
 		return initErr(device.ErrNoDevice, err, "counting %s devices", drv.Name())
@@ -191,7 +232,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	w.heapBase, err = w.dev.Alloc(int(cfg.heapSize))
 	if err != nil {
-		return initErr(ErrOutOfMemory, err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
+		return initErr(kindOf(err, ErrNoMemory), err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
 	}
 	if onHost {
 		w.local = host.Bytes(w.heapBase, int(cfg.heapSize))
@@ -208,7 +249,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	all, err := w.boot.Allgather(dctx, encodePeer(rank.Node, cfg.heapSize, handle))
 	if err != nil {
-		return initErr(ErrPEFailed, err, "exchanging heaps")
+		return initErr(kindOf(err, ErrPEFailed), err, "exchanging heaps%s", w.timeoutHint(err))
 	}
 	w.peers = make([][]byte, w.npes)
 	w.paths = make([]path, w.npes)
@@ -243,7 +284,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		case info.node == rank.Node && !forceNIC:
 			p, err := w.dev.Import(info.handle)
 			if err != nil {
-				return initErr(ErrPEFailed, err, "mapping the heap of PE %d", pe)
+				return initErr(kindOf(err, ErrSystem), err, "mapping the heap of PE %d", pe)
 			}
 			w.imports = append(w.imports, p)
 			if onHost {
@@ -259,7 +300,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if forceNIC || len(nodes) > 1 {
 		w.transport, err = w.startTransport(dctx, kind)
 		if err != nil {
-			return initErr(ErrPEFailed, err, "starting the %s transport", kind)
+			return initErr(kindOf(err, ErrPEFailed), err, "starting the %s transport%s", kind, w.timeoutHint(err))
 		}
 		for _, pe := range w.remotes {
 			w.paths[pe] = remote{w.transport, pe}
@@ -279,9 +320,18 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	go w.watch()
 	// Everyone has mapped everyone before anyone communicates.
 	if err := w.boot.Barrier(dctx); err != nil {
-		return initErr(ErrPEFailed, err, "first barrier")
+		return initErr(kindOf(err, ErrPEFailed), err, "first barrier%s", w.timeoutHint(err))
 	}
+	w.registered()
 	return w, nil
+}
+
+// timeoutHint names the knob behind a timeout of Init, which a too-small ROX_TIMEOUT causes.
+func (w *World) timeoutHint(err error) string {
+	if kindOf(err, nil) != ErrTimeout {
+		return ""
+	}
+	return fmt.Sprintf(" within %v (%s)", w.timeout, w.knob)
 }
 
 func encodePeer(node string, heapSize int64, handle []byte) []byte {
@@ -317,14 +367,18 @@ func (w *World) watch() {
 		err = errors.New("the job ended")
 	}
 	var pe *bootstrap.PeerError
-	if errors.As(err, &pe) && pe.Aborted && !w.closed.Load() {
+	failed := -1
+	if errors.As(err, &pe) {
+		failed = pe.PE
+	}
+	if pe != nil && pe.Aborted && !w.closed.Load() {
 		status := pe.Status
 		// Another PE called GlobalExit: every PE ends with its status, as OpenSHMEM requires,
 		// before any wait can report the exit as a failure.
 		fmt.Fprintf(os.Stderr, "roxamen: PE %d: exiting with status %d: %v\n", w.pe, status, err)
 		os.Exit(status)
 	}
-	w.fail.CompareAndSwap(nil, &failure{err})
+	w.fail.CompareAndSwap(nil, &failure{err: err, pe: failed})
 }
 
 // failed returns the job failure, if one is known.
@@ -390,26 +444,56 @@ func (w *World) Finalize() error {
 	if err := w.check("Finalize"); err != nil {
 		return err
 	}
+	c, err := w.coll.begin(w, "Finalize")
+	if err != nil {
+		return err
+	}
+	defer c.end()
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
-	var err error
-	if e := w.boot.Barrier(ctx); e != nil {
-		err = &Error{Call: "Finalize", PE: w.pe, Kind: ErrPEFailed, Err: e}
+	qerr := w.quiet("Finalize", -1) // this PE's operations complete first
+	if !w.closed.CompareAndSwap(false, true) {
+		return w.errorf("Finalize", ErrFinalized, "another goroutine finalized meanwhile")
 	}
-	w.closed.Store(true)
+	w.inflight.Or(inflightClosed)
+	// Calls that other goroutines have in flight finish before any PE tears down: they may be
+	// copying into a heap mapped here, or waiting on a peer's transport. A wait sees closed
+	// within microseconds and leaves; new calls fail with ErrFinalized.
+	n := w.drain(ctx)
+	// Agreeing is the barrier Finalize needs, and proves that every PE is finalizing. Whatever
+	// it finds, this PE is finalized.
+	err = c.agree(0, 0)
+	if err == nil {
+		err = qerr
+	}
+	if n > 0 {
+		// Unmapping under a call would fault: the heap stays mapped, the connections go.
+		unregister(w.key)
+		close(w.done)
+		w.closeConnections()
+		e := w.errorf("Finalize", ErrTimeout, "%d calls still in flight after %v (%s); the symmetric heap stays mapped", n, w.timeout, w.knob)
+		return errors.Join(e, err)
+	}
 	w.teardown()
 	return err
 }
 
+// drain waits until no call is in flight, or ctx ends; it returns how many still are.
+func (w *World) drain(ctx context.Context) int64 {
+	for d := time.Microsecond; ; d = min(2*d, time.Millisecond) {
+		n := w.inflight.Load() &^ inflightClosed
+		if n == 0 || ctx.Err() != nil {
+			return n
+		}
+		time.Sleep(d)
+	}
+}
+
 func (w *World) teardown() {
+	unregister(w.key)
 	close(w.done)
 	w.stopDevice()
-	if w.transport != nil {
-		_ = w.transport.Close()
-	}
-	if w.boot != nil {
-		_ = w.boot.Close()
-	}
+	w.closeConnections()
 	if w.dev != nil {
 		for _, p := range w.imports {
 			_ = w.dev.CloseImport(p)
@@ -419,7 +503,18 @@ func (w *World) teardown() {
 		}
 		_ = w.dev.Close()
 	}
-	w.local, w.peers, w.paths, w.imports = nil, nil, nil, nil
+	// local, peers and paths stay: a call that looks at them after closed is set is refused, but
+	// clearing them would race with its look.
+	w.imports = nil
+}
+
+func (w *World) closeConnections() {
+	if w.transport != nil {
+		_ = w.transport.Close()
+	}
+	if w.boot != nil {
+		_ = w.boot.Close()
+	}
 }
 
 // GlobalExit ends the whole job with status (shmem_global_exit): every other PE exits with the
@@ -429,4 +524,237 @@ func (w *World) GlobalExit(status int) {
 		w.boot.Abort(status, fmt.Sprintf("PE %d called GlobalExit(%d)", w.pe, status))
 	}
 	os.Exit(status)
+}
+
+// collectives serializes the collective calls of one group of PEs (the World's; a team keeps its
+// own) and numbers them, so that each call can prove that every PE makes the same calls in the same
+// order. Collective calls made from several goroutines of a PE at once cannot be proved so (each PE
+// would order them its own way), so a call that finds another in progress is refused with
+// ErrConcurrent naming both.
+type collectives struct {
+	mu      sync.Mutex             // held from begin to end
+	current atomic.Pointer[string] // the call in progress, for the error of a concurrent one
+	seq     uint64                 // numbers given so far; guarded by mu
+	last    string                 // the last numbered call; guarded by mu
+}
+
+// collective is one collective call in progress; end releases it.
+type collective struct {
+	q    *collectives
+	w    *World
+	call string
+	prev string // the call numbered before this one
+	seq  uint64 // 0 until number
+}
+
+// begin starts collective call on w, or refuses it while another is in progress.
+func (q *collectives) begin(w *World, call string) (*collective, error) {
+	if !q.mu.TryLock() {
+		cur := "another collective call"
+		if p := q.current.Load(); p != nil {
+			cur = *p
+		}
+		return nil, w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
+	}
+	q.current.Store(&call)
+	return &collective{q: q, w: w, call: call, prev: q.last}, nil
+}
+
+// number gives c its place in the sequence on first use: a call refused before it communicates
+// takes none, as on every PE.
+func (c *collective) number() uint64 {
+	if c.seq == 0 {
+		c.q.seq++
+		c.seq = c.q.seq
+		c.q.last = c.call
+	}
+	return c.seq
+}
+
+func (c *collective) end() {
+	c.q.current.Store(nil)
+	c.q.mu.Unlock()
+}
+
+// mismatch is the error of collective c when PE pe is at its collective #seq, call, instead;
+// prev, where known, is pe's call before that.
+func (c *collective) mismatch(pe int, seq uint64, call, prev string) error {
+	if seq == c.seq {
+		return c.w.errorf(c.call, ErrMismatch, "PE %d's collective call #%d is %s, PE %d's is %s: every PE must make the same collective calls in the same order", c.w.pe, c.seq, c.call, pe, call)
+	}
+	after := ""
+	if prev != "" {
+		after = fmt.Sprintf(" after %s", prev)
+	}
+	return c.w.errorf(c.call, ErrMismatch, "PE %d is at collective call #%d (%s), PE %d at #%d (%s%s): the PEs made different collective calls before", c.w.pe, c.seq, c.call, pe, seq, call, after)
+}
+
+// collectiveCalls numbers the collective calls for the barrier word (8 bits); a team's collectives
+// add their names here.
+var collectiveCalls = []string{"", "BarrierAll", "SyncAll", "Malloc", "Calloc", "Align", "Free", "Realloc", "Finalize"}
+
+func collectiveID(call string) uint64 {
+	for i, n := range collectiveCalls {
+		if n == call {
+			return uint64(i)
+		}
+	}
+	return 0xff
+}
+
+func collectiveName(id uint64) string {
+	if id < uint64(len(collectiveCalls)) && id != 0 {
+		return collectiveCalls[id]
+	}
+	return fmt.Sprintf("collective call %d", id)
+}
+
+// initialized holds the PEs initialized in this process and not yet finalized, by job and PE: a
+// second Init of the same PE is an error of its own (the rendezvous would refuse it as a PE that
+// has already joined), and a zero Sym can name the PE of a process's only World.
+var initialized struct {
+	sync.Mutex
+	pes map[string]*World
+}
+
+func register(r bootstrap.Rank) (string, error) {
+	key := fmt.Sprintf("%s %s %s PE %d", r.Source, r.Addr, r.Token, r.PE)
+	if r.Source == "single" {
+		key = "single"
+	}
+	initialized.Lock()
+	defer initialized.Unlock()
+	if initialized.pes == nil {
+		initialized.pes = map[string]*World{}
+	}
+	if _, ok := initialized.pes[key]; ok {
+		return "", fmt.Errorf("PE %d of this job is already initialized in this process: call Finalize before Init again", r.PE)
+	}
+	initialized.pes[key] = nil // the World is set once Init succeeds
+	return key, nil
+}
+
+func (w *World) registered() {
+	initialized.Lock()
+	initialized.pes[w.key] = w
+	initialized.Unlock()
+}
+
+func unregister(key string) {
+	if key == "" {
+		return
+	}
+	initialized.Lock()
+	delete(initialized.pes, key)
+	initialized.Unlock()
+}
+
+// soleWorld returns the process's only initialized World, or nil.
+func soleWorld() *World {
+	initialized.Lock()
+	defer initialized.Unlock()
+	if len(initialized.pes) != 1 {
+		return nil
+	}
+	for _, w := range initialized.pes {
+		return w
+	}
+	return nil
+}
+
+// checkHostMemory checks that npes heaps of heapSize bytes fit in the memory of this machine and
+// of the memory cgroup this process runs in (v2, else v1); root is "/" but for tests. knob is
+// where heapSize came from.
+func checkHostMemory(root string, heapSize int64, npes int, knob string) error {
+	need := heapSize * int64(npes)
+	if need/int64(npes) != heapSize {
+		need = 1<<63 - 1
+	}
+	whose := "a symmetric heap of " + sizeString(heapSize)
+	if npes > 1 {
+		whose = fmt.Sprintf("%d PEs on this node with a symmetric heap of %s each need %s, which", npes, sizeString(heapSize), sizeString(need))
+	}
+	if total, err := memTotal(filepath.Join(root, "proc/meminfo")); err == nil && need > total {
+		return fmt.Errorf("%s: %s is more than the %s of memory this machine has (MemTotal in /proc/meminfo)", knob, whose, sizeString(total))
+	}
+	if limit, file := cgroupLimit(root); limit > 0 && need > limit {
+		return fmt.Errorf("%s: %s is more than the %s limit of this process's memory cgroup (%s)", knob, whose, sizeString(limit), strings.TrimPrefix(file, filepath.Clean(root)))
+	}
+	return nil
+}
+
+func memTotal(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no MemTotal")
+}
+
+// cgroupLimit returns the smallest memory limit over this process's memory cgroup and its
+// ancestors, and the file that sets it; 0 when there is none.
+func cgroupLimit(root string) (int64, string) {
+	b, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
+	if err != nil {
+		return 0, ""
+	}
+	var best int64
+	var bestFile string
+	consider := func(file string) {
+		v, err := os.ReadFile(file)
+		if err != nil {
+			return
+		}
+		s := strings.TrimSpace(string(v))
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 || n >= 1<<62 { // "max", or v1's "unlimited" 2^63 rounded to a page
+			return
+		}
+		if best == 0 || n < best {
+			best, bestFile = n, file
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir, name string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir, name = filepath.Join(root, "sys/fs/cgroup"), "memory.max"
+		case strings.Contains(","+parts[1]+",", ",memory,"):
+			dir, name = filepath.Join(root, "sys/fs/cgroup/memory"), "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		// From the cgroup up to the root of the hierarchy: every level's limit applies. Inside a
+		// container the path may name the host's hierarchy, which is not mounted; its levels are
+		// simply absent.
+		for p := filepath.Clean("/" + parts[2]); ; p = filepath.Dir(p) {
+			consider(filepath.Join(dir, p, name))
+			if p == "/" {
+				break
+			}
+		}
+	}
+	return best, bestFile
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

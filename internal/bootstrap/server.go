@@ -27,7 +27,8 @@ var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interva
 type Failure struct {
 	PE      int
 	Reason  string
-	Aborted bool // the PE called Abort (GlobalExit)
+	Aborted bool // the PE called Abort (shmem's GlobalExit) with Status
+	Status  int
 }
 
 // Server is the rendezvous service of one job: a key-value store with allgather and barrier,
@@ -408,7 +409,7 @@ func (s *Server) fail(pe int, e *PeerError, reason string) []outgoing {
 	}
 	s.leave(pe)
 	select {
-	case s.failures <- Failure{PE: pe, Reason: reason, Aborted: e.Aborted}:
+	case s.failures <- Failure{PE: pe, Reason: reason, Aborted: e.Aborted, Status: e.Status}:
 	default:
 	}
 	msg := failFrame(e)

@@ -46,7 +46,7 @@ func anything(s string) error { return nil }
 // The knobs. README.md lists them; `roxrun info` prints them.
 var (
 	Device      = register("ROX_DEVICE", "auto", "backend: auto|cuda|hip|host", oneOf("auto", "cuda", "hip", "host"))
-	HeapSize    = register("ROX_HEAP_SIZE", "", "symmetric heap bytes per PE (suffixes K, M, G); default 1G on GPUs, 64M on the host backend", isSize)
+	HeapSize    = register("ROX_HEAP_SIZE", "", "symmetric heap bytes per PE (suffixes K, M, G), at least 4096; default 1G on GPUs, 64M on the host backend, where Init refuses heaps that the node's memory or memory cgroup cannot hold", isSize)
 	Ordering    = register("ROX_ORDERING", "strict", "memory model mode: strict|bypass", oneOf("strict", "bypass"))
 	Transport   = register("ROX_TRANSPORT", "auto", "inter-node transport: auto|tcp|ucx; tcp or ucx also forces the NIC path between PEs of one node", oneOf("auto", "tcp", "ucx"))
 	CEThreshold = register("ROX_CE_THRESHOLD", "1M", "device puts of at least this many bytes take the copy engine", isSize)
