@@ -64,8 +64,11 @@ func FuzzRingDescriptors(f *testing.F) {
 			t.Fatal(err)
 		}
 		fake := newFake(npes, heapSize)
-		p := &Proxy{cfg: ProxyConfig{PE: 0, NPEs: npes, HeapSize: heapSize, Transport: fake,
-			Local: newRegion(localBase, localSize), Rings: []*Ring{r}, Timeout: time.Second}}
+		p, err := newProxy(ProxyConfig{PE: 0, NPEs: npes, HeapSize: heapSize, Transport: fake,
+			Local: newRegion(localBase, localSize), Rings: []*Ring{r}, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
 		out := make([]Desc, 2*capacity)
 		first, n := r.Poll(out)
 		if n > capacity {

@@ -109,6 +109,17 @@ type ringState struct {
 
 // NewProxy validates cfg and starts the proxy.
 func NewProxy(cfg ProxyConfig) (*Proxy, error) {
+	p, err := newProxy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	go p.loop()
+	return p, nil
+}
+
+// newProxy validates cfg and builds the proxy's routes without starting its loop (the fuzz test
+// drives exec directly).
+func newProxy(cfg ProxyConfig) (*Proxy, error) {
 	if cfg.NPEs < 1 || cfg.PE < 0 || cfg.PE >= cfg.NPEs {
 		return nil, fmt.Errorf("nic: NewProxy: PE %d of %d PEs is out of range", cfg.PE, cfg.NPEs)
 	}
@@ -162,7 +173,6 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	for _, r := range cfg.Rings {
 		p.rings = append(p.rings, &ringState{r: r})
 	}
-	go p.loop()
 	return p, nil
 }
 

@@ -100,6 +100,7 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 		}
 		from := (w.pe - 1<<k + w.npes*2) % w.npes
 		sp := w.spin(ctx, call)
+		sp.on, sp.waitsOn = from, true // a PE that left cleanly after its rounds does not end this one
 		for {
 			v := load(b.flags, k*flagStride+slot)
 			if uint32(v>>32) == uint32(e) {

@@ -101,6 +101,8 @@ type spinner struct {
 	w        *World
 	ctx      context.Context
 	call     string
+	on       int // with waitsOn: the one PE whose action ends this wait
+	waitsOn  bool
 	n        int
 	start    time.Time
 	deadline time.Time
@@ -144,8 +146,8 @@ func (s *spinner) next(what func() string) error {
 	if s.n%pollsPerCheck != 0 && s.sleep == 0 {
 		return nil
 	}
-	if err := s.w.failed(); err != nil {
-		return &Error{Call: s.call, PE: s.w.pe, Kind: ErrPEFailed, Detail: "while waiting for " + what(), Err: err}
+	if f := s.w.fail.Load(); f != nil && !(f.departed && s.waitsOn && f.pe != s.on) {
+		return &Error{Call: s.call, PE: s.w.pe, Kind: ErrPEFailed, Detail: "while waiting for " + what(), Err: f.err}
 	}
 	if err := s.ctx.Err(); err != nil {
 		return &Error{Call: s.call, PE: s.w.pe, Kind: ErrTimeout, Detail: "while waiting for " + what(), Err: err}

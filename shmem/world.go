@@ -114,6 +114,10 @@ type World struct {
 type failure struct {
 	err error
 	pe  int // the PE that failed, -1 when not known
+	// departed: the PE exited with status 0 without Finalize (the launcher saw it end). A wait
+	// that depends on another PE (a barrier round) keeps waiting: the departed PE may have done
+	// its part before it left; every other wait, and RMA to it, fails naming it.
+	departed bool
 }
 
 // Init joins the job described by the environment (roxrun's ROX_* variables, or Open MPI, PMI,
@@ -378,7 +382,8 @@ func (w *World) watch() {
 		fmt.Fprintf(os.Stderr, "roxamen: PE %d: exiting with status %d: %v\n", w.pe, status, err)
 		os.Exit(status)
 	}
-	w.fail.CompareAndSwap(nil, &failure{err: err, pe: failed})
+	departed := pe != nil && pe.Exited && !pe.Aborted && pe.Status == 0
+	w.fail.CompareAndSwap(nil, &failure{err: err, pe: failed, departed: departed})
 }
 
 // failed returns the job failure, if one is known.
