@@ -5,7 +5,7 @@ import "fmt"
 // Op is a litmus instruction: one API call or one plain access.
 type Op int
 
-// The instructions of the litmus language (README of ../shared/litmus).
+// The instructions of the litmus language (LITMUS.md).
 const (
 	OpSt      Op = iota // st x v: plain store to the PE's own copy, through its caches
 	OpLd                // ld r x: plain load of the PE's own copy, through its caches

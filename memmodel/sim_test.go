@@ -279,7 +279,7 @@ func TestConformSimulated(t *testing.T) {
 
 // A backend that drops fences is caught: the harness fails on the outcomes fences exist to forbid.
 func TestConformCatchesDroppedFences(t *testing.T) {
-	for _, name := range []string{"CoWW_put_fence", "2+2W_fences", "MP_fence_wait"} {
+	for _, name := range []string{"CoWW+put+fence", "2+2W+fences", "MP+fence+wait"} {
 		tt := loadTest(t, "testdata/"+name+".litmus")
 		var err error
 		var out bytes.Buffer
