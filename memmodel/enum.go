@@ -7,27 +7,46 @@ import (
 )
 
 // maxPoints bounds the instants of the order graph: one per event, two per plain access in bypass
-// and per AMO that is atomic only among AMOs.
-const maxPoints = 64
+// and per AMO that is atomic only among AMOs. The graph is a bit matrix (points x points), so the
+// bound is one of memory: at the limit one graph is 128 KiB and the search holds one per level.
+const maxPoints = 1024
 
 // graph holds, per point, the set of points reachable from it: the transitive closure of the edges
-// added so far, so that a cycle is caught the moment its last edge arrives.
-type graph []uint64
+// added so far, so that a cycle is caught the moment its last edge arrives. Row i is
+// b[i*w : (i+1)*w], a bit set over the points.
+type graph struct {
+	w int
+	b []uint64
+}
 
-func (g graph) clone() graph { return append(graph(nil), g...) }
+func newGraph(n int) graph {
+	w := max(1, (n+63)/64)
+	return graph{w: w, b: make([]uint64, n*w)}
+}
+
+func (g graph) clone() graph { return graph{w: g.w, b: append([]uint64(nil), g.b...)} }
+
+// has reports whether v is reachable from u.
+func (g graph) has(u, v int) bool { return g.b[u*g.w+v>>6]>>(uint(v)&63)&1 != 0 }
 
 // add adds u->v and reports false if it closes a cycle.
 func (g graph) add(u, v int) bool {
-	if u == v || g[v]&(1<<uint(u)) != 0 {
+	if u == v || g.has(v, u) {
 		return false
 	}
-	if g[u]&(1<<uint(v)) != 0 {
+	if g.has(u, v) {
 		return true
 	}
-	nv := g[v] | 1<<uint(v)
-	for i := range g {
-		if i == u || g[i]&(1<<uint(u)) != 0 {
-			g[i] |= nv
+	w := g.w
+	rv := g.b[v*w : v*w+w] // not written below: v does not reach u
+	bit, word := uint64(1)<<(uint(v)&63), v>>6
+	for i, n := 0, len(g.b)/w; i < n; i++ {
+		if i == u || g.has(i, u) {
+			ri := g.b[i*w : i*w+w]
+			for k := range ri {
+				ri[k] |= rv[k]
+			}
+			ri[word] |= bit
 		}
 	}
 	return true
@@ -76,6 +95,14 @@ type checker struct {
 	need             map[string]int64 // Decide: values the condition's conjuncts require
 	scratch          State
 	chosen           []bool // fast path: reads whose source is chosen
+	placed           []bool // race: writes placed in co so far
+	fixed            []bool // race: per location, co is fixed (race locations, once placed)
+	symPrev          []int  // race: the write that must precede this one in co (symmetry), or -1
+	classes          [][]int
+	memo             map[string]bool // race: co prefixes already searched at the current location
+	touched          []bool          // events some preserved-order pair relates
+	keySet           map[string]bool // the state's keys, as a set
+	keyScratch       []byte
 	fn               func(*Execution)
 }
 
@@ -108,9 +135,9 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 		}
 	}
 	if c.npts > maxPoints {
-		return nil, fmt.Errorf("memmodel: test %s has %d order points in %s mode, more than the %d supported", t.Name, c.npts, mode, maxPoints)
+		return nil, fmt.Errorf("memmodel: test %s has %d order points in %s mode, more than the %d the checker supports (see MODEL.md, Limits)", t.Name, c.npts, mode, maxPoints)
 	}
-	c.base = make(graph, c.npts)
+	c.base = newGraph(c.npts)
 	for i := range c.evs {
 		if c.early[i] != c.late[i] {
 			c.base.add(c.early[i], c.late[i])
