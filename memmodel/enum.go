@@ -103,6 +103,7 @@ type checker struct {
 	touched          []bool          // events some preserved-order pair relates
 	keySet           map[string]bool // the state's keys, as a set
 	keyScratch       []byte
+	raw              bool // Candidates: no axiom prunes, every candidate execution is listed
 	fn               func(*Execution)
 }
 
@@ -422,7 +423,7 @@ func (c *checker) location(li int, g graph) {
 				continue
 			}
 			g2 := g
-			if m := len(c.co[li]); m > 0 {
+			if m := len(c.co[li]); m > 0 && !c.raw {
 				g2 = g.clone()
 				if !g2.add(c.late[c.co[li][m-1]], c.late[w]) {
 					continue
@@ -478,13 +479,21 @@ func (c *checker) reads(li, ri int, g graph) {
 		if src == r {
 			continue
 		}
-		if e.Write && !c.atomicOK(li, pos, r) {
+		if c.raw && e.Write && pos >= c.coPos[r] { // a candidate's RMW reads a co-earlier write, so that its value is defined
 			continue
 		}
-		if own >= 0 && pos < c.coPos[own] {
+		if !c.raw && e.Write && !c.atomicOK(li, pos, r) {
+			continue
+		}
+		if !c.raw && own >= 0 && pos < c.coPos[own] {
 			continue
 		}
 		if e.Op == OpWait && !c.waitMaySee(l, src, r) {
+			continue
+		}
+		if c.raw { // every candidate: the axioms are the caller's (CheckCat)
+			c.src[r] = src
+			c.reads(li, ri+1, g)
 			continue
 		}
 		g2 := g.clone()

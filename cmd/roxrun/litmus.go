@@ -39,6 +39,7 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	hosts := fs.String("hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun --hosts)")
 	rsh := fs.String("rsh", "ssh", "with --hosts: the command that runs a program on a host")
 	bind := fs.String("bind", "", "with --hosts: the address the rendezvous listens on")
+	catFile := fs.String("cat", "", "decide with the axioms of this model file (memmodel/model.cat's language) instead of the built-in checker; every candidate execution is listed, so for tests of a dozen events")
 	opt := memmodel.DefaultOptions()
 	fs.BoolVar(&opt.FenceOrdersStores, "fence-orders-stores", opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
 	fs.BoolVar(&opt.BlockingFetchOrders, "blocking-fetch-orders", opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
@@ -78,13 +79,27 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	if pe {
 		return litmusPE(tests, modes, opt, *run, *seed, stdout, stderr)
 	}
+	var model *memmodel.Cat
+	if *catFile != "" {
+		src, err := os.ReadFile(*catFile)
+		if err == nil {
+			model, err = memmodel.ParseCat(*catFile, string(src))
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --cat: %v\n", name, err)
+			return 2
+		}
+	}
 	status := 0
 	if *check {
-		status = litmusCheck(tests, modes, opt, stdout, stderr)
+		status = litmusCheck(tests, modes, opt, model, stdout, stderr)
 	} else {
 		for _, t := range tests {
 			for _, m := range modes {
 				r, err := memmodel.Check(t, m, opt)
+				if model != nil {
+					r, err = memmodel.CheckCat(t, model, m, opt)
+				}
 				if err != nil {
 					fmt.Fprintf(stderr, "%s: %v\n", name, err)
 					return 1
@@ -154,13 +169,19 @@ func loadLitmus(files []string) ([]*memmodel.Test, error) {
 }
 
 // litmusCheck prints `NAME strict=... bypass=... ok|MISMATCH` per test and returns 1 on a mismatch.
-func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, stdout, stderr io.Writer) int {
+func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, model *memmodel.Cat, stdout, stderr io.Writer) int {
 	start := time.Now()
 	bad := 0
 	for _, t := range tests {
 		line, verdict := t.Name, "ok"
 		for _, m := range modes {
 			v, err := memmodel.Decide(t, m, opt)
+			if model != nil {
+				var r *memmodel.Result
+				if r, err = memmodel.CheckCat(t, model, m, opt); err == nil {
+					v = r.Verdict
+				}
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "roxrun litmus: %v\n", err)
 				return 1
