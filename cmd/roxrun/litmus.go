@@ -35,6 +35,7 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	run := fs.Int("run", 0, "also run every test N times on the --device backend (one PE per process) and fail on an outcome the model forbids")
 	dev := fs.String("device", os.Getenv("ROX_DEVICE"), "with --run: the backend the PEs run on (host, cuda, hip, auto; default ROX_DEVICE, else host); on a GPU each PE's column runs as device code")
 	seed := fs.Int64("seed", 1, "seed of the random delays of --run")
+	instances := fs.Int("instances", litmusrun.DefaultInstances, "with --run on the host backend: copies of each test every iteration runs side by side")
 	timeout := fs.Duration("timeout", 10*time.Minute, "stop a --run job after this long")
 	hosts := fs.String("hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun --hosts)")
 	rsh := fs.String("rsh", "ssh", "with --hosts: the command that runs a program on a host")
@@ -67,6 +68,10 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: no litmus files given\nusage: roxrun litmus [--check] [--mode strict|bypass|both] [--run N] FILE...\n", name)
 		return 2
 	}
+	if *instances <= 0 {
+		fmt.Fprintf(stderr, "%s: --instances %d: want a positive number of copies\n", name, *instances)
+		return 2
+	}
 	if *run < 0 {
 		fmt.Fprintf(stderr, "%s: --run %d: want a positive number of iterations\n", name, *run)
 		return 2
@@ -77,7 +82,7 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if pe {
-		return litmusPE(tests, modes, opt, *run, *seed, stdout, stderr)
+		return litmusPE(tests, modes, opt, *run, *seed, *instances, stdout, stderr)
 	}
 	var model *memmodel.Cat
 	if *catFile != "" {
@@ -133,7 +138,7 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		if backend == "" {
 			backend = "host"
 		}
-		if s := litmusRun(fs.Args(), tests, modes, opt, *run, *seed, *timeout, place, backend, stdout, stderr); s != 0 {
+		if s := litmusRun(fs.Args(), tests, modes, opt, *run, *seed, *instances, *timeout, place, backend, stdout, stderr); s != 0 {
 			status = s
 		}
 	}
@@ -209,7 +214,7 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 }
 
 // litmusRun starts one job per mode on the backend (ROX_DEVICE); each process runs litmus-pe.
-func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, timeout time.Duration, place launch.Config, backend string, stdout, stderr io.Writer) int {
+func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, timeout time.Duration, place launch.Config, backend string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun litmus:", err)
@@ -218,7 +223,7 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 	status := 0
 	for _, m := range modes {
 		argv := []string{self, litmusPECommand, "--mode", m.String(), "--run", strconv.Itoa(iters),
-			"--seed", strconv.FormatInt(seed, 10),
+			"--seed", strconv.FormatInt(seed, 10), "--instances", strconv.Itoa(instances),
 			"--fence-orders-stores=" + strconv.FormatBool(opt.FenceOrdersStores),
 			"--blocking-fetch-orders=" + strconv.FormatBool(opt.BlockingFetchOrders),
 			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites)}
@@ -246,7 +251,7 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 }
 
 // litmusPE is one PE of a --run job: it runs every test and, on PE 0, prints the histograms.
-func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, stdout, stderr io.Writer) int {
+func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, stdout, stderr io.Writer) int {
 	if iters <= 0 {
 		fmt.Fprintf(stderr, "roxrun %s: --run %d: want a positive number of iterations\n", litmusPECommand, iters)
 		return 2
@@ -273,7 +278,7 @@ func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Option
 		}
 		err = litmusrun.RunSuiteGPU(ctx, w, tests, mode, opt, iters, seed, out)
 	} else {
-		err = litmusrun.RunSuite(ctx, w, tests, mode, opt, iters, seed, out)
+		err = litmusrun.Run(ctx, w, tests, mode, opt, litmusrun.Config{Iters: iters, Instances: instances, Seed: seed}, out)
 	}
 	if ferr := w.Finalize(); err == nil {
 		err = ferr

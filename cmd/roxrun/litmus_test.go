@@ -116,7 +116,7 @@ func TestLitmusRunHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("roxrun litmus --run: %v\n%s", err, out)
 	}
-	for _, want := range []string{"ROX_ORDERING=strict", "ROX_ORDERING=bypass", "Test IRIW+gets Forbidden (strict)", "Observation MP+fence+wait Never 0 20"} {
+	for _, want := range []string{"ROX_ORDERING=strict", "ROX_ORDERING=bypass", "Test IRIW+gets Forbidden (strict)", "Observation MP+fence+wait Never 0 320", "Power (PE 0 on host", "strict, 16 copies per iteration)", "power: weak outcome seen on"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
