@@ -62,10 +62,15 @@ type simMem struct {
 	drop    bool
 }
 
-func (m *simMem) issue(src, dst int, apply func()) *simOp {
+// issue queues an operation; set, if given, fills in its other fields before the network can
+// see it.
+func (m *simMem) issue(src, dst int, apply func(), set ...func(*simOp)) *simOp {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	op := &simOp{src: src, dst: dst, epoch: m.epoch[src], apply: apply, done: make(chan struct{})}
+	for _, f := range set {
+		f(op)
+	}
 	m.pending = append(m.pending, op)
 	return op
 }
@@ -226,10 +231,9 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		in := in
 		switch in.Op {
 		case OpSt: // into the store buffer: delivered to memory later, ordered by fence and quiet
-			op := m.issue(pe, pe, func() { m.mem[in.Loc] = in.Val })
-			m.mu.Lock()
-			op.store, op.loc, op.val = true, in.Loc, in.Val
-			m.mu.Unlock()
+			m.issue(pe, pe, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+				o.store, o.loc, o.val = true, in.Loc, in.Val
+			})
 		case OpLd:
 			m.mu.Lock()
 			forwarded := false
@@ -245,10 +249,9 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			}
 			// else performed later, by the network: only quiet, barrier and the PE's later plain
 			// accesses to the word order a plain load, so a later put may overtake it
-			op := m.issue(pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) })
-			m.mu.Lock()
-			op.load, op.loc, op.unfenced = true, in.Loc, true
-			m.mu.Unlock()
+			m.issue(pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+				o.load, o.loc, o.unfenced = true, in.Loc, true
+			})
 		case OpGet:
 			m.mu.Lock()
 			v := m.mem[in.Loc]
@@ -257,30 +260,28 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		case OpPut, OpPutNBI:
 			m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 		case OpSet:
-			op := m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
-			m.mu.Lock()
-			op.amo, op.loc = true, in.Loc
-			m.mu.Unlock()
+			m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+				o.amo, o.loc = true, in.Loc
+			})
 		case OpAdd, OpFAdd, OpSwap, OpCSwap, OpFetch: // fetching ones block: delivered in fence order, then waited for
-			op := m.issue(pe, in.Loc.PE, nil)
-			m.mu.Lock()
-			op.amo, op.loc = true, in.Loc
-			op.rmw = func() func() {
-				old := m.mem[in.Loc]
-				if in.Reg != "" {
-					setReg(pe, in.Reg, old)
+			op := m.issue(pe, in.Loc.PE, nil, func(o *simOp) {
+				o.amo, o.loc = true, in.Loc
+				o.rmw = func() func() {
+					old := m.mem[in.Loc]
+					if in.Reg != "" {
+						setReg(pe, in.Reg, old)
+					}
+					switch {
+					case in.Op == OpFAdd || in.Op == OpAdd:
+						return func() { m.mem[in.Loc] = old + in.Val }
+					case in.Op == OpSwap:
+						return func() { m.mem[in.Loc] = in.Val }
+					case in.Op == OpCSwap && old == in.Val:
+						return func() { m.mem[in.Loc] = in.New }
+					}
+					return func() {} // fetch, failed cswap: nothing to write
 				}
-				switch {
-				case in.Op == OpFAdd || in.Op == OpAdd:
-					return func() { m.mem[in.Loc] = old + in.Val }
-				case in.Op == OpSwap:
-					return func() { m.mem[in.Loc] = in.Val }
-				case in.Op == OpCSwap && old == in.Val:
-					return func() { m.mem[in.Loc] = in.New }
-				}
-				return func() {} // fetch, failed cswap: nothing to write
-			}
-			m.mu.Unlock()
+			})
 			if in.Op == OpAdd {
 				break
 			}
@@ -290,10 +291,9 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				return fmt.Errorf("PE%d %s: %w", pe, in.Op, ctx.Err())
 			}
 		case OpGetNBI: // fence does not order gets
-			op := m.issue(pe, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) })
-			m.mu.Lock()
-			op.unfenced = true
-			m.mu.Unlock()
+			m.issue(pe, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+				o.unfenced = true
+			})
 		case OpPutSig:
 			signal := func() {
 				if in.SigOp == SigAdd {
@@ -307,13 +307,12 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 				break
 			}
-			op := m.issue(pe, in.Loc.PE, func() {
+			m.issue(pe, in.Loc.PE, func() {
 				m.mem[in.Loc] = in.Val
 				signal()
+			}, func(o *simOp) {
+				o.amo, o.loc = true, in.Sig
 			})
-			m.mu.Lock()
-			op.amo, op.loc = true, in.Sig
-			m.mu.Unlock()
 		case OpWait:
 			for {
 				m.mu.Lock()
