@@ -604,7 +604,8 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["St"], env.vals["Ld"] = op(OpSt), op(OpLd)
 	env.vals["Put"], env.vals["Get"], env.vals["GetNBI"] = op(OpPut, OpPutNBI), op(OpGet), op(OpGetNBI)
 	env.vals["PutSig"], env.vals["Wait"] = op(OpPutSig), op(OpWait)
-	env.vals["FetchAMO"] = op(OpFAdd, OpSwap, OpCSwap, OpFetch)
+	env.vals["FetchAMO"] = op(OpFAdd, OpSwap, OpCSwap, OpFetch, OpFInc, OpFAnd, OpFOr, OpFXor)
+	env.vals["SigFetch"], env.vals["Sync"] = op(OpSigFetch), op(OpSync)
 	env.vals["FenceOrdersStores"] = flag(opt.FenceOrdersStores)
 	env.vals["BlockingFetchOrders"] = flag(opt.BlockingFetchOrders)
 	env.vals["AtomicAllWrites"] = flag(opt.AtomicAllWrites)
@@ -613,16 +614,20 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["tgt"] = rel(func(a, b *Event) bool { return a.memory() && b.memory() && a.Loc.PE == b.Loc.PE })
 	env.vals["int"] = rel(func(a, b *Event) bool { return a.PE == b.PE })
 	env.vals["instr"] = rel(func(a, b *Event) bool { return a.PE == b.PE && a.Index == b.Index && a.ID != b.ID })
-	nth := map[int]int{} // barrier index in its column
-	count := map[int]int{}
+	nth := map[int]int{} // barrier (sync) index in its column
+	count := map[[2]int]int{}
 	for _, e := range x.Events {
-		if e.Op == OpBarrier {
-			nth[e.ID] = count[e.PE]
-			count[e.PE]++
+		if e.Op == OpBarrier || e.Op == OpSync {
+			k := [2]int{e.PE, int(e.Op)}
+			nth[e.ID] = count[k]
+			count[k]++
 		}
 	}
 	env.vals["sb"] = rel(func(a, b *Event) bool {
 		return a.Op == OpBarrier && b.Op == OpBarrier && nth[a.ID] == nth[b.ID]
+	})
+	env.vals["ss"] = rel(func(a, b *Event) bool {
+		return a.Op == OpSync && b.Op == OpSync && nth[a.ID] == nth[b.ID]
 	})
 	env.dynBase(x)
 	_ = t

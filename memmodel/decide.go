@@ -238,11 +238,11 @@ func (c *checker) valueOf(w int, depth int) (int64, bool) {
 			return v + in.New, ok
 		}
 		return in.New, true
-	case e.Op == OpFAdd || e.Op == OpAdd:
-		v, ok := read()
-		return v + in.Val, ok
 	case e.Op == OpCSwap:
 		return in.New, true
+	case e.Read && e.Write: // the other RMWs
+		v, ok := read()
+		return rmwValue(e.Op, v, in.Val), ok
 	}
 	return in.Val, true
 }

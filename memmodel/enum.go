@@ -189,6 +189,7 @@ func (c *checker) preservedOrder() {
 		}
 	}
 	epoch := make([]int, len(c.evs))
+	syncEpoch, doneAt := make([]int, len(c.evs)), make([]int, len(c.evs))
 	for _, col := range c.t.Columns {
 		// ids of this column's events and, per instruction index, how many fences/quiets/barriers precede it.
 		var ids []int
@@ -198,9 +199,12 @@ func (c *checker) preservedOrder() {
 			}
 		}
 		fences, quiets, barriers := make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1)
+		syncs := make([]int, len(col.Instrs)+1)
 		for k, in := range col.Instrs {
-			fences[k+1], quiets[k+1], barriers[k+1] = fences[k], quiets[k], barriers[k]
+			fences[k+1], quiets[k+1], barriers[k+1], syncs[k+1] = fences[k], quiets[k], barriers[k], syncs[k]
 			switch in.Op {
+			case OpSync:
+				syncs[k+1]++
 			case OpFence:
 				fences[k+1]++
 			case OpQuiet:
@@ -211,6 +215,16 @@ func (c *checker) preservedOrder() {
 		}
 		for _, i := range ids {
 			epoch[i] = barriers[c.evs[i].Index]
+			syncEpoch[i] = syncs[c.evs[i].Index]
+			// the number of syncs before the first quiet or barrier after the event: a sync past
+			// it finds the event complete
+			doneAt[i] = len(col.Instrs) + 1
+			for k := c.evs[i].Index + 1; k < len(col.Instrs); k++ {
+				if op := col.Instrs[k].Op; op == OpQuiet || op == OpBarrier {
+					doneAt[i] = syncs[k]
+					break
+				}
+			}
 		}
 		for x, i := range ids {
 			a := &c.evs[i]
@@ -262,6 +276,27 @@ func (c *checker) preservedOrder() {
 		for j := range c.evs {
 			if c.evs[j].memory() && epoch[i] < epoch[j] {
 				edge(i, j, c.late[i], c.early[j])
+			}
+		}
+	}
+	// sync_all: every PE arrives, nothing is completed or made visible. What is complete when the
+	// PE calls it (its plain accesses, at execution; what its blocking calls returned; what a
+	// quiet or barrier since completed) precedes, at execution, whatever any PE does after it.
+	for i := range c.evs {
+		a := &c.evs[i]
+		if !a.memory() {
+			continue
+		}
+		done := a.Plain || a.Op == OpWait || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
+		for j := range c.evs {
+			if !c.evs[j].memory() {
+				continue
+			}
+			if done && syncEpoch[i] < syncEpoch[j] {
+				edge(i, j, c.out[i], c.in[j])
+			}
+			if doneAt[i] < syncEpoch[j] {
+				edge(i, j, c.late[i], c.in[j])
 			}
 		}
 	}
@@ -561,10 +596,10 @@ func (c *checker) values(li int) bool {
 			if in.SigOp == SigAdd {
 				c.val[w] += read(w)
 			}
-		case e.Op == OpFAdd || e.Op == OpAdd:
-			c.val[w] = read(w) + in.Val
 		case e.Op == OpCSwap:
 			c.val[w] = in.New
+		case e.Read: // the other RMWs
+			c.val[w] = rmwValue(e.Op, read(w), in.Val)
 		default:
 			c.val[w] = in.Val
 		}

@@ -63,7 +63,7 @@ func TestSimMutationsCaught(t *testing.T) {
 				continue
 			}
 			matter++
-			for round := 0; round < 8; round++ {
+			for round := 0; round < 12; round++ {
 				p, _, err := Measure(ctx, tt, SimRunner{Mutation: mut}, Strict, DefaultOptions(), 50, int64(round))
 				if err != nil {
 					t.Fatal(err)
@@ -72,7 +72,7 @@ func TestSimMutationsCaught(t *testing.T) {
 					caught++
 					break
 				}
-				if round == 7 {
+				if round == 11 {
 					missed = append(missed, tt.Name)
 				}
 			}

@@ -120,6 +120,27 @@ func (m *simMem) amoBusy(loc Loc) bool {
 	return false
 }
 
+// drainPlain waits until the PE's buffered plain stores and late plain loads are performed.
+func (m *simMem) drainPlain(ctx context.Context, src int) error {
+	for {
+		m.mu.Lock()
+		n := 0
+		for _, op := range m.pending {
+			if op.src == src && (op.store || op.load) {
+				n++
+			}
+		}
+		m.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sync on PE%d: %w", src, err)
+		}
+		runtime.Gosched()
+	}
+}
+
 func (m *simMem) quiet(ctx context.Context, src int) error {
 	for {
 		m.mu.Lock()
@@ -183,8 +204,8 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 				default:
 				}
 			}
-			if rng.Intn(4) == 0 { // linger, so that readers see the memory between two deliveries
-				time.Sleep(time.Duration(rng.Intn(20)) * time.Microsecond)
+			if rng.Intn(2) == 0 { // linger, so that readers see the memory between two deliveries
+				time.Sleep(time.Duration(rng.Intn(50)) * time.Microsecond)
 			}
 			runtime.Gosched()
 		}
@@ -222,7 +243,7 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 
 func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.Rand, setReg func(int, string, int64), barrier func(int) chan struct{}) error {
 	pe := col.PE
-	nbar := 0
+	nbar, nsync := 0, 0
 	time.Sleep(time.Duration(rng.Intn(10)) * time.Microsecond)
 	for _, in := range col.Instrs {
 		if rng.Intn(3) == 0 {
@@ -263,7 +284,11 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 			})
-		case OpAdd, OpFAdd, OpSwap, OpCSwap, OpFetch: // fetching ones block: delivered in fence order, then waited for
+		case OpSigFetch: // a relaxed read of the own signal word: performed late, as a plain load
+			m.issue(pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+				o.load, o.loc, o.unfenced = true, in.Loc, true
+			})
+		case OpAdd, OpFAdd, OpSwap, OpCSwap, OpFetch, OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor: // fetching ones block: delivered in fence order, then waited for
 			op := m.issue(pe, in.Loc.PE, nil, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 				o.rmw = func() func() {
@@ -272,18 +297,17 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 						setReg(pe, in.Reg, old)
 					}
 					switch {
-					case in.Op == OpFAdd || in.Op == OpAdd:
-						return func() { m.mem[in.Loc] = old + in.Val }
-					case in.Op == OpSwap:
-						return func() { m.mem[in.Loc] = in.Val }
+					case in.Op == OpFetch:
 					case in.Op == OpCSwap && old == in.Val:
 						return func() { m.mem[in.Loc] = in.New }
+					case in.Op != OpCSwap:
+						return func() { m.mem[in.Loc] = rmwValue(in.Op, old, in.Val) }
 					}
 					return func() {} // fetch, failed cswap: nothing to write
 				}
 			})
-			if in.Op == OpAdd {
-				break
+			if e := (Event{Op: in.Op}); !e.blockingFetch() {
+				break // add, inc, and, or, xor do not wait
 			}
 			select {
 			case <-op.done:
@@ -350,6 +374,16 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				return fmt.Errorf("PE%d barrier %d: %w", pe, nbar, ctx.Err())
 			}
 			nbar++
+		case OpSync: // completes only the PE's plain accesses, then waits for every PE
+			if err := m.drainPlain(ctx, pe); err != nil {
+				return err
+			}
+			select {
+			case <-barrier(-1 - nsync): // sync k uses barrier slot -1-k
+			case <-ctx.Done():
+				return fmt.Errorf("PE%d sync %d: %w", pe, nsync, ctx.Err())
+			}
+			nsync++
 		}
 	}
 	return nil

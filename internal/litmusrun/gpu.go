@@ -64,6 +64,12 @@ func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mo
 	var errs []error
 	var rows []memmodel.Power
 	for i, t := range tests {
+		if in, ok := gpuEncodes(t); !ok {
+			if w.MyPE() == 0 && out != nil {
+				fmt.Fprintf(out, "litmus: %s skipped on the GPU: %s has no GPU encoding (roxk_litmus)\n\n", t.Name, in)
+			}
+			continue
+		}
 		var p memmodel.Power
 		err := runPEGPU(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out, &p)
 		rows = append(rows, p)
@@ -247,4 +253,21 @@ func (p *gpuPE) batch(ctx context.Context) error {
 		p.states = append(p.states, st)
 	}
 	return nil
+}
+
+// gpuEncodes reports whether the roxk_litmus interpreter runs every instruction of t, and if not
+// the first it lacks.
+func gpuEncodes(t *memmodel.Test) (string, bool) {
+	for _, c := range t.Columns {
+		for _, in := range c.Instrs {
+			switch in.Op {
+			case memmodel.OpSt, memmodel.OpLd, memmodel.OpPut, memmodel.OpPutNBI, memmodel.OpGet, memmodel.OpGetNBI,
+				memmodel.OpFAdd, memmodel.OpSwap, memmodel.OpCSwap, memmodel.OpFetch, memmodel.OpAdd, memmodel.OpSet,
+				memmodel.OpPutSig, memmodel.OpWait, memmodel.OpFence, memmodel.OpQuiet, memmodel.OpBarrier:
+			default:
+				return in.Format(c.PE), false
+			}
+		}
+	}
+	return "", true
 }

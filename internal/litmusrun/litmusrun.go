@@ -156,6 +156,7 @@ type pe struct {
 	res    shmem.Sym[int64]
 	col    *memmodel.Column
 	nbar   int
+	nsync  int
 	regs   map[string]int64
 	nbi    map[string][]int64 // get_nbi destinations, valid after quiet
 	nbiSig map[string][]uint64
@@ -250,8 +251,11 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		}
 		if i == 0 {
 			for _, in := range t.Columns[i].Instrs {
-				if in.Op == memmodel.OpBarrier {
+				switch in.Op {
+				case memmodel.OpBarrier:
 					p.nbar++
+				case memmodel.OpSync:
+					p.nsync++
 				}
 			}
 		}
@@ -392,9 +396,16 @@ func (p *pe) report() error {
 }
 
 func (p *pe) runColumn(ctx context.Context, rng *rand.Rand) error {
-	if p.col == nil { // a PE without code still takes part in the test's barriers
-		for i := 0; i < p.nbar; i++ {
-			if err := p.w.BarrierAll(ctx); err != nil {
+	if p.col == nil { // a PE without code still takes part in the test's barriers and syncs, in order
+		for _, in := range p.t.Columns[0].Instrs {
+			var err error
+			switch in.Op {
+			case memmodel.OpBarrier:
+				err = p.w.BarrierAll(ctx)
+			case memmodel.OpSync:
+				err = p.w.SyncAll(ctx)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -423,12 +434,24 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		return w.Quiet()
 	case memmodel.OpBarrier:
 		return w.BarrierAll(ctx)
+	case memmodel.OpSync:
+		return w.SyncAll(ctx)
 	case memmodel.OpPutSig:
 		op := shmem.SignalSet
 		if in.SigOp == memmodel.SigAdd {
 			op = shmem.SignalAdd
 		}
 		return shmem.PutSignal(p.data, di, []int64{in.Val}, p.sig, p.si(p.l.sig[in.Sig.Var]), uint64(in.New), op, in.Loc.PE)
+	}
+	if in.Op == memmodel.OpSigFetch {
+		if !isSig { // a word no put-with-signal signals: an atomic fetch of the own copy
+			v, err := shmem.AtomicFetch(p.data, di, w.MyPE())
+			p.regs[in.Reg] = v
+			return err
+		}
+		v, err := shmem.SignalFetch(p.sig, si)
+		p.regs[in.Reg] = int64(v)
+		return err
 	}
 	if isSig {
 		return execOn(ctx, p, in, p.sig, si, func(v int64) uint64 { return uint64(v) }, func(v uint64) int64 { return int64(v) }, p.nbiSig)
@@ -466,6 +489,22 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 		v, err = shmem.AtomicCompareSwap(s, i, to(in.Val), to(in.New), q)
 	case memmodel.OpFetch:
 		v, err = shmem.AtomicFetch(s, i, q)
+	case memmodel.OpFInc:
+		v, err = shmem.AtomicFetchInc(s, i, q)
+	case memmodel.OpFAnd:
+		v, err = shmem.AtomicFetchAnd(s, i, to(in.Val), q)
+	case memmodel.OpFOr:
+		v, err = shmem.AtomicFetchOr(s, i, to(in.Val), q)
+	case memmodel.OpFXor:
+		v, err = shmem.AtomicFetchXor(s, i, to(in.Val), q)
+	case memmodel.OpInc:
+		return shmem.AtomicInc(s, i, q)
+	case memmodel.OpAnd:
+		return shmem.AtomicAnd(s, i, to(in.Val), q)
+	case memmodel.OpOr:
+		return shmem.AtomicOr(s, i, to(in.Val), q)
+	case memmodel.OpXor:
+		return shmem.AtomicXor(s, i, to(in.Val), q)
 	case memmodel.OpAdd:
 		return shmem.AtomicAdd(s, i, to(in.Val), q)
 	case memmodel.OpSet:
