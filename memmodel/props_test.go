@@ -32,7 +32,16 @@ func genTest(data []byte) *Test {
 			val := int64(next()%2 + 1)
 			reg := fmt.Sprintf("r%d", nreg)
 			in := Instr{Loc: Loc{v, q}, Val: val}
-			switch next() % 16 {
+			switch next() % 20 {
+			case 16:
+				in.Op = OpInc
+				in.Val = 0
+			case 17:
+				in.Op, in.Reg = OpFXor, reg
+			case 18:
+				in = Instr{Op: OpSigFetch, Reg: reg, Loc: Loc{"s", pe}}
+			case 19:
+				in.Op = OpOr
 			case 0:
 				in = Instr{Op: OpSt, Loc: Loc{v, pe}, Val: val}
 			case 1:
@@ -75,6 +84,13 @@ func genTest(data []byte) *Test {
 			col.Instrs = append(col.Instrs, in)
 		}
 		t.Columns = append(t.Columns, col)
+	}
+	if next()%4 == 0 { // one sync_all in every column
+		for i := range t.Columns {
+			c := &t.Columns[i]
+			at := next() % (len(c.Instrs) + 1)
+			c.Instrs = append(c.Instrs[:at], append([]Instr{{Op: OpSync}}, c.Instrs[at:]...)...)
+		}
 	}
 	t.Cond = Prop{Kind: PropMem, Loc: Loc{"x", 0}, Val: int64(next() % 3)}
 	if len(regs) > 0 {
