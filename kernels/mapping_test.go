@@ -97,6 +97,64 @@ type rule struct {
 	every   [2]string
 	// every[0] selects instructions, each of which must match every[1]
 	order [2]string // an instruction matching order[0] precedes one matching order[1]
+	// seq: consecutive instructions of the probe's memory stream (memStream) match these, in
+	// this order, somewhere in the probe: the row's instructions with their waits between and
+	// nothing else that touches memory. Every AMD row has one.
+	seq [][]string
+}
+
+// vmWait is the wait AMDGPUUsage puts between a write-back and what it must complete before.
+const vmWait = `^s_waitcnt vmcnt\(0\)( lgkmcnt\(0\))?$`
+
+var (
+	memInsn    = regexp.MustCompile(`^(buffer_|s_waitcnt|global_|flat_|scratch_|s_barrier$)`)
+	scalarWait = regexp.MustCompile(`^s_waitcnt lgkmcnt\(\d+\)$`)
+	// the abort recorder's RMWs on abort->first (+8) and abort->count (+16): they run only when
+	// a wait gives up, and sit in the disassembly between a wait's polls and its acquire
+	abortRMW = regexp.MustCompile(`^(flat|global)_atomic_(cmpswap|add)_x2 v\[\d+:\d+\], v\[\d+:\d+\] offset:(8|16)( sc1| glc)?$`)
+)
+
+// memStream is what orders memory in a probe: vector memory and cache instructions, s_barrier
+// and the waits on vector memory. Scalar-only waits (lgkmcnt), the abort recorder and ALU
+// instructions are left out;
+// a run of waits counts as one, a vmcnt(0) wait if any of the run is one.
+func memStream(ins []string) []string {
+	var out []string
+	vm := regexp.MustCompile(vmWait)
+	for _, l := range ins {
+		if !memInsn.MatchString(l) || scalarWait.MatchString(l) || abortRMW.MatchString(l) {
+			continue
+		}
+		if n := len(out); n > 0 && strings.HasPrefix(l, "s_waitcnt") && strings.HasPrefix(out[n-1], "s_waitcnt") {
+			if vm.MatchString(l) {
+				out[n-1] = l
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// seqAt returns where seq matches consecutive instructions of stream, or -1.
+func seqAt(stream, seq []string) int {
+	res := make([]*regexp.Regexp, len(seq))
+	for i, p := range seq {
+		res[i] = regexp.MustCompile(p)
+	}
+	for i := 0; i+len(seq) <= len(stream); i++ {
+		ok := true
+		for k, re := range res {
+			if !re.MatchString(stream[i+k]) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return i
+		}
+	}
+	return -1
 }
 
 const (
@@ -105,49 +163,66 @@ const (
 )
 
 var gfx942Rules = []rule{
-	{arch: "gfx942", probe: "probe_fence", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_fence", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv`}},
-	{arch: "gfx942", probe: "probe_quiet", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_quiet", mode: bypass, must: []string{`^buffer_wbl2 sc0 sc1$`}, mustNot: []string{`buffer_inv`}},
-	{arch: "gfx942", probe: "probe_wait_until", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}, mustNot: []string{`buffer_wbl2`}},
-	{arch: "gfx942", probe: "probe_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc1$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv sc0`}},
-	{arch: "gfx942", probe: "probe_signal_wait_until", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_signal_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc1$`}, mustNot: []string{`buffer_inv sc0`}},
-	{arch: "gfx942", probe: "probe_p", must: []string{`_store_dwordx2 .* sc0 sc1$`}, every: [2]string{`_store_`, `sc0 sc1$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv`}},
-	{arch: "gfx942", probe: "probe_g", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_putmem", mode: strict, must: []string{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]( offset:\d+)?$`}},
-	{arch: "gfx942", probe: "probe_putmem", mode: bypass, must: []string{`_store_dwordx2 .* sc0 sc1$`}, every: [2]string{`_store_`, `sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_putmem_block", mode: bypass, every: [2]string{`_store_`, `sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_getmem", must: []string{`_load_dwordx2 .* sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_fetch_add", must: []string{`_atomic_add_x2 .* sc0 sc1$`}, every: [2]string{`_atomic_`, `sc1$`}},
-	{arch: "gfx942", probe: "probe_fetch_add", mode: strict, must: []string{`^buffer_inv sc0 sc1$`}, order: [2]string{`_atomic_add_x2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_fetch_add", mode: bypass, mustNot: []string{`buffer_inv`, `buffer_wbl2`}},
-	{arch: "gfx942", probe: "probe_add32", must: []string{`_atomic_add v\[\d+:\d+\], v\d+ sc1$`}, mustNot: []string{`buffer_inv`, `buffer_wbl2`}},
-	{arch: "gfx942", probe: "probe_compare_swap", must: []string{`_atomic_cmpswap_x2 .* sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_swap32", must: []string{`_atomic_swap v\d+, .* sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_fetch_xor", must: []string{`_atomic_xor_x2 .* sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_putmem_signal_set", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`}, order: [2]string{`^buffer_wbl2 sc0 sc1$`, `_store_dwordx2 .* sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_putmem_signal_set", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`}, every: [2]string{`_store_`, `sc0 sc1$`}},
-	{arch: "gfx942", probe: "probe_putmem_signal_add", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}, order: [2]string{`^buffer_wbl2 sc0 sc1$`, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}},
-	{arch: "gfx942", probe: "probe_putmem_signal_add", mode: bypass, mustNot: []string{`buffer_wbl2`}, must: []string{`_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}},
-	{arch: "gfx942", probe: "probe_barrier_all_block", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`, `^s_barrier$`}},
-	{arch: "gfx942", probe: "probe_barrier_all_block", mode: bypass, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc1$`, `^s_barrier$`}, mustNot: []string{`buffer_inv sc0`}},
+	{arch: "gfx942", probe: "probe_fence", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`}, seq: [][]string{{`^buffer_wbl2 sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_fence", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv`}, seq: [][]string{{vmWait}}},
+	{arch: "gfx942", probe: "probe_quiet", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`}, seq: [][]string{{`^buffer_wbl2 sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_quiet", mode: bypass, must: []string{`^buffer_wbl2 sc0 sc1$`}, mustNot: []string{`buffer_inv`}, seq: [][]string{{vmWait, `^buffer_wbl2 sc0 sc1$`, vmWait}}},
+	{arch: "gfx942", probe: "probe_wait_until", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}, mustNot: []string{`buffer_wbl2`}, seq: [][]string{{`_load_dwordx2 .* sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc1$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv sc0`}, seq: [][]string{{`_load_dwordx2 .* sc0 sc1$`, vmWait, `^buffer_inv sc1$`}}},
+	{arch: "gfx942", probe: "probe_signal_wait_until", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}, seq: [][]string{{`_load_dwordx2 .* sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_signal_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc1$`}, mustNot: []string{`buffer_inv sc0`}, seq: [][]string{{`_load_dwordx2 .* sc0 sc1$`, vmWait, `^buffer_inv sc1$`}}},
+	{arch: "gfx942", probe: "probe_p", must: []string{`_store_dwordx2 .* sc0 sc1$`}, every: [2]string{`_store_`, `sc0 sc1$`}, mustNot: []string{`buffer_wbl2`, `buffer_inv`}, seq: [][]string{{`_store_dwordx2 .* sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_g", mode: strict, must: []string{`_load_dwordx2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}, seq: [][]string{{`_load_dwordx2 .* sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_putmem", mode: strict, must: []string{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]( offset:\d+)?$`}, seq: [][]string{{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]$`, `_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\] offset:16$`}}},
+	{arch: "gfx942", probe: "probe_putmem", mode: bypass, must: []string{`_store_dwordx2 .* sc0 sc1$`}, every: [2]string{`_store_`, `sc0 sc1$`}, seq: [][]string{{`_store_dwordx2 .* sc0 sc1$`, `_store_dwordx2 .* offset:8 sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_putmem_block", mode: bypass, every: [2]string{`_store_`, `sc0 sc1$`}, seq: [][]string{{`^s_barrier$`}}},
+	{arch: "gfx942", probe: "probe_getmem", must: []string{`_load_dwordx2 .* sc0 sc1$`}, seq: [][]string{{`_load_dwordx2 .* sc0 sc1$`, `_load_dwordx2 .* offset:8 sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_fetch_add", must: []string{`_atomic_add_x2 .* sc0 sc1$`}, every: [2]string{`_atomic_`, `sc1$`}, seq: [][]string{{`_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\], v\[\d+:\d+\] sc0 sc1$`, vmWait}}},
+	{arch: "gfx942", probe: "probe_fetch_add", mode: strict, must: []string{`^buffer_inv sc0 sc1$`}, order: [2]string{`_atomic_add_x2 .* sc0 sc1$`, `^buffer_inv sc0 sc1$`}, seq: [][]string{{`_atomic_add_x2 .* sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_fetch_add", mode: bypass, mustNot: []string{`buffer_inv`, `buffer_wbl2`}, seq: [][]string{{`_atomic_add_x2 .* sc0 sc1$`, vmWait, `_store_`}}},
+	{arch: "gfx942", probe: "probe_add32", must: []string{`_atomic_add v\[\d+:\d+\], v\d+ sc1$`}, mustNot: []string{`buffer_inv`, `buffer_wbl2`}, seq: [][]string{{`_atomic_add v\[\d+:\d+\], v\d+ sc1$`}}},
+	{arch: "gfx942", probe: "probe_compare_swap", must: []string{`_atomic_cmpswap_x2 .* sc0 sc1$`}, seq: [][]string{{`_atomic_cmpswap_x2 v\[\d+:\d+\], .* sc0 sc1$`, vmWait}}},
+	{arch: "gfx942", probe: "probe_swap32", must: []string{`_atomic_swap v\d+, .* sc0 sc1$`}, seq: [][]string{{`_atomic_swap v\d+, .* sc0 sc1$`, vmWait}}},
+	{arch: "gfx942", probe: "probe_fetch_xor", must: []string{`_atomic_xor_x2 .* sc0 sc1$`}, seq: [][]string{{`_atomic_xor_x2 .* sc0 sc1$`, vmWait}}},
+	{arch: "gfx942", probe: "probe_putmem_signal_set", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`}, order: [2]string{`^buffer_wbl2 sc0 sc1$`, `_store_dwordx2 .* sc0 sc1$`}, seq: [][]string{{`^buffer_wbl2 sc0 sc1$`, vmWait, `_store_dwordx2 .* sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_putmem_signal_set", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`}, every: [2]string{`_store_`, `sc0 sc1$`}, seq: [][]string{{`_store_\w+ .* sc0 sc1$`, vmWait, `_store_dwordx2 .* sc0 sc1$`}}},
+	{arch: "gfx942", probe: "probe_putmem_signal_add", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}, order: [2]string{`^buffer_wbl2 sc0 sc1$`, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}, seq: [][]string{{`^buffer_wbl2 sc0 sc1$`, vmWait, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}}},
+	{arch: "gfx942", probe: "probe_putmem_signal_add", mode: bypass, mustNot: []string{`buffer_wbl2`}, must: []string{`_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}, seq: [][]string{{`_store_\w+ .* sc0 sc1$`, vmWait, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\] sc1$`}}},
+	{arch: "gfx942", probe: "probe_barrier_all_block", mode: strict, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc0 sc1$`, `^s_barrier$`}, seq: [][]string{{vmWait, `^s_barrier$`, `^buffer_wbl2 sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}, {`^buffer_wbl2 sc0 sc1$`, vmWait, `_store_dwordx2 .* sc0 sc1$`}, {`_load_dwordx2 .* sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`, `^s_barrier$`}}},
+	{arch: "gfx942", probe: "probe_barrier_all_block", mode: bypass, must: []string{`^buffer_wbl2 sc0 sc1$`, `^buffer_inv sc1$`, `^s_barrier$`}, mustNot: []string{`buffer_inv sc0`}, seq: [][]string{{vmWait, `^s_barrier$`, `^buffer_wbl2 sc0 sc1$`, vmWait}, {`^buffer_wbl2 sc0 sc1$`, vmWait, `_store_dwordx2 .* sc0 sc1$`}, {vmWait, `^buffer_inv sc1$`, `^s_barrier$`}}},
 }
 
 var gfx90aRules = []rule{
-	{arch: "gfx90a", probe: "probe_fence", mode: strict, must: []string{`^buffer_wbl2$`, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}},
-	{arch: "gfx90a", probe: "probe_fence", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`, `buffer_invl2`, `buffer_wbinvl1`}},
-	{arch: "gfx90a", probe: "probe_quiet", mode: strict, must: []string{`^buffer_wbl2$`, `^buffer_invl2$`}},
-	{arch: "gfx90a", probe: "probe_quiet", mode: bypass, must: []string{`^buffer_wbl2$`}, mustNot: []string{`buffer_invl2`, `buffer_wbinvl1`}},
-	{arch: "gfx90a", probe: "probe_wait_until", mode: strict, must: []string{`_load_dwordx2 .* glc$`, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}},
-	{arch: "gfx90a", probe: "probe_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* glc$`, `^buffer_wbinvl1_vol$`}, mustNot: []string{`buffer_invl2`, `buffer_wbl2`}},
-	{arch: "gfx90a", probe: "probe_putmem", mode: strict, must: []string{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]( offset:\d+)?$`}},
-	{arch: "gfx90a", probe: "probe_putmem", mode: bypass, must: []string{`_store_dwordx4 .* glc slc$`}, every: [2]string{`_store_dwordx4`, `glc slc$`}},
-	{arch: "gfx90a", probe: "probe_fetch_add", must: []string{`_atomic_add_x2 .* glc$`}},
-	{arch: "gfx90a", probe: "probe_fetch_add", mode: strict, must: []string{`^buffer_invl2$`}},
-	{arch: "gfx90a", probe: "probe_fetch_add", mode: bypass, mustNot: []string{`buffer_invl2`, `buffer_wbl2`}},
-	{arch: "gfx90a", probe: "probe_putmem_signal_set", mode: strict, must: []string{`^buffer_wbl2$`}, order: [2]string{`^buffer_wbl2$`, `_store_dwordx2`}},
-	{arch: "gfx90a", probe: "probe_putmem_signal_set", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`}},
+	{arch: "gfx90a", probe: "probe_fence", mode: strict, must: []string{`^buffer_wbl2$`, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}, seq: [][]string{{`^buffer_wbl2$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_fence", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`, `buffer_invl2`, `buffer_wbinvl1`}, seq: [][]string{{vmWait}}},
+	{arch: "gfx90a", probe: "probe_quiet", mode: strict, must: []string{`^buffer_wbl2$`, `^buffer_invl2$`}, seq: [][]string{{`^buffer_wbl2$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_quiet", mode: bypass, must: []string{`^buffer_wbl2$`}, mustNot: []string{`buffer_invl2`, `buffer_wbinvl1`}, seq: [][]string{{vmWait, `^buffer_wbl2$`, vmWait}}},
+	{arch: "gfx90a", probe: "probe_wait_until", mode: strict, must: []string{`_load_dwordx2 .* glc$`, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}, seq: [][]string{{`_load_dwordx2 .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_wait_until", mode: bypass, must: []string{`_load_dwordx2 .* glc$`, `^buffer_wbinvl1_vol$`}, mustNot: []string{`buffer_invl2`, `buffer_wbl2`}, seq: [][]string{{`_load_dwordx2 .* glc$`, vmWait, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_putmem", mode: strict, must: []string{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]( offset:\d+)?$`}, seq: [][]string{{`_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\]$`, `_store_dwordx4 v\[\d+:\d+\], v\[\d+:\d+\] offset:16$`}}},
+	{arch: "gfx90a", probe: "probe_putmem", mode: bypass, must: []string{`_store_dwordx4 .* glc slc$`}, every: [2]string{`_store_dwordx4`, `glc slc$`}, seq: [][]string{{`_store_dwordx4 .* glc slc$`, `_store_dwordx4 .* offset:16 glc slc$`}}},
+	{arch: "gfx90a", probe: "probe_fetch_add", must: []string{`_atomic_add_x2 .* glc$`}, seq: [][]string{{`_atomic_add_x2 .* glc$`, vmWait}}},
+	{arch: "gfx90a", probe: "probe_fetch_add", mode: strict, must: []string{`^buffer_invl2$`}, seq: [][]string{{`_atomic_add_x2 .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_fetch_add", mode: bypass, mustNot: []string{`buffer_invl2`, `buffer_wbl2`}, seq: [][]string{{`_atomic_add_x2 .* glc$`, vmWait, `_store_`}}},
+	{arch: "gfx90a", probe: "probe_putmem_signal_set", mode: strict, must: []string{`^buffer_wbl2$`}, order: [2]string{`^buffer_wbl2$`, `_store_dwordx2`}, seq: [][]string{{`^buffer_wbl2$`, vmWait, `_store_dwordx2 v\[\d+:\d+\], v\[\d+:\d+\]$`}}},
+	{arch: "gfx90a", probe: "probe_putmem_signal_set", mode: bypass, must: []string{`^s_waitcnt vmcnt\(0\)$`}, mustNot: []string{`buffer_wbl2`}, seq: [][]string{{`_store_`, vmWait, `_store_dwordx2 v\[\d+:\d+\], v\[\d+:\d+\]$`}}},
+	{arch: "gfx90a", probe: "probe_signal_wait_until", mode: strict, seq: [][]string{{`_load_dwordx2 .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_signal_wait_until", mode: bypass, mustNot: []string{`buffer_invl2`}, seq: [][]string{{`_load_dwordx2 .* glc$`, vmWait, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_p", mustNot: []string{`buffer_wbl2`, `buffer_inv`}, seq: [][]string{{`_store_dwordx2 v\[\d+:\d+\], v\[\d+:\d+\]$`}}},
+	{arch: "gfx90a", probe: "probe_g", mode: strict, seq: [][]string{{`_load_dwordx2 .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_g", mode: bypass, mustNot: []string{`buffer_invl2`, `buffer_wbinvl1`}, seq: [][]string{{`_load_dwordx2 .* glc$`}}},
+	{arch: "gfx90a", probe: "probe_getmem", seq: [][]string{{`_load_dwordx2 .* glc$`, `_load_dwordx2 .* offset:8 glc$`}}},
+	{arch: "gfx90a", probe: "probe_add32", mustNot: []string{`buffer_invl2`, `buffer_wbl2`}, seq: [][]string{{`_atomic_add v\[\d+:\d+\], v\d+$`}}},
+	{arch: "gfx90a", probe: "probe_compare_swap", mode: strict, seq: [][]string{{`_atomic_cmpswap_x2 .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_compare_swap", mode: bypass, mustNot: []string{`buffer_invl2`}, seq: [][]string{{`_atomic_cmpswap_x2 .* glc$`, vmWait}}},
+	{arch: "gfx90a", probe: "probe_swap32", mode: strict, seq: [][]string{{`_atomic_swap v\d+, .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_swap32", mode: bypass, seq: [][]string{{`_atomic_swap v\d+, .* glc$`, vmWait}}},
+	{arch: "gfx90a", probe: "probe_fetch_xor", mode: strict, seq: [][]string{{`_atomic_xor_x2 .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}}},
+	{arch: "gfx90a", probe: "probe_fetch_xor", mode: bypass, seq: [][]string{{`_atomic_xor_x2 .* glc$`, vmWait}}},
+	{arch: "gfx90a", probe: "probe_putmem_signal_add", mode: strict, seq: [][]string{{`^buffer_wbl2$`, vmWait, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\]$`}}},
+	{arch: "gfx90a", probe: "probe_putmem_signal_add", mode: bypass, mustNot: []string{`buffer_wbl2`}, seq: [][]string{{`_store_`, vmWait, `_atomic_add_x2 v\[\d+:\d+\], v\[\d+:\d+\]$`}}},
+	{arch: "gfx90a", probe: "probe_barrier_all_block", mode: strict, seq: [][]string{{vmWait, `^s_barrier$`, `^buffer_wbl2$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`}, {`^buffer_wbl2$`, vmWait, `_store_dwordx2 v\[\d+:\d+\], v\[\d+:\d+\]$`}, {`_load_dwordx2 .* glc$`, vmWait, `^buffer_invl2$`, `^buffer_wbinvl1_vol$`, `^s_barrier$`}}},
+	{arch: "gfx90a", probe: "probe_barrier_all_block", mode: bypass, mustNot: []string{`buffer_invl2`}, seq: [][]string{{vmWait, `^s_barrier$`, `^buffer_wbl2$`, vmWait}, {`^buffer_wbl2$`, vmWait, `_store_dwordx2 v\[\d+:\d+\], v\[\d+:\d+\]$`}, {vmWait, `^buffer_wbinvl1_vol$`, `^s_barrier$`}}},
 }
 
 // nvptxRules apply to sm_80 and sm_90.
@@ -226,6 +301,11 @@ func (r rule) check(ins []string) []string {
 			if sel.MatchString(l) && !want.MatchString(l) {
 				bad = append(bad, fmt.Sprintf("%q lacks %s", l, r.every[1]))
 			}
+		}
+	}
+	for _, sq := range r.seq {
+		if seqAt(memStream(ins), sq) < 0 {
+			bad = append(bad, fmt.Sprintf("no consecutive memory instructions match %q; the memory stream is:\n\t%s", sq, strings.Join(memStream(ins), "\n\t")))
 		}
 	}
 	if r.order[0] != "" {
@@ -325,6 +405,21 @@ func TestRuleCheck(t *testing.T) {
 		order: [2]string{`_store_`, `^buffer_wbl2`}}
 	if got := r.check(ins); len(got) != 4 {
 		t.Errorf("check found %d problems, want 4: %q", len(got), got)
+	}
+	fence := rule{seq: [][]string{{`^buffer_wbl2 sc0 sc1$`, vmWait, `^buffer_inv sc0 sc1$`}}}
+	if got := fence.check([]string{"buffer_wbl2 sc0 sc1", "v_mov_b32 v0, 0", "buffer_inv sc0 sc1"}); len(got) != 1 {
+		t.Errorf("a write-back and an invalidate with no wait between: %q, want one problem", got)
+	}
+	if got := fence.check([]string{"buffer_wbl2 sc0 sc1", "s_waitcnt lgkmcnt(0)", "s_waitcnt vmcnt(0)", "buffer_inv sc0 sc1"}); len(got) != 0 {
+		t.Errorf("the fence with its wait: %q", got)
+	}
+	if got := fence.check([]string{"buffer_wbl2 sc0 sc1", "s_waitcnt vmcnt(0)", "global_store_dword v0, v1, s[0:1]", "buffer_inv sc0 sc1"}); len(got) != 1 {
+		t.Errorf("a store between the wait and the invalidate: %q, want one problem", got)
+	}
+	for _, r := range append(append([]rule{}, gfx942Rules...), gfx90aRules...) {
+		if len(r.seq) == 0 {
+			t.Errorf("%s %s mode %d: an AMD row without an instruction sequence", r.arch, r.probe, r.mode)
+		}
 	}
 	ok := rule{must: []string{`^buffer_wbl2 sc0 sc1$`}, order: [2]string{`^buffer_wbl2`, `_store_`}}
 	if got := ok.check(ins); len(got) != 0 {

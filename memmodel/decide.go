@@ -28,8 +28,18 @@ func (c *checker) decide() {
 		}
 	}
 	c.succeed, c.src, c.coPos, c.val = make([]bool, n), make([]int, n), make([]int, n), make([]int64, n)
-	c.chosen = make([]bool, n)
+	c.chosen, c.placed, c.symPrev = make([]bool, n), make([]bool, n), make([]int, n)
+	c.fixed = make([]bool, len(c.locs))
 	c.co = make([][]int, len(c.locs))
+	c.keySet = map[string]bool{}
+	for _, k := range c.keys {
+		c.keySet[k] = true
+	}
+	c.touched = make([]bool, n)
+	for _, p := range c.ord {
+		c.touched[p[0]], c.touched[p[1]] = true, true
+	}
+	c.symClasses(c.keySet)
 	var cswaps []int
 	for i := range c.evs {
 		if c.evs[i].Op == OpCSwap {
@@ -41,7 +51,6 @@ func (c *checker) decide() {
 			c.succeed[i] = mask&(1<<k) != 0
 			c.evs[i].Write = c.succeed[i]
 		}
-		var reads []int
 		for _, l := range c.locs {
 			l.writes, l.reads = nil, nil
 		}
@@ -57,12 +66,22 @@ func (c *checker) decide() {
 			if e.Read {
 				l.reads = append(l.reads, i)
 				c.src[i] = -2 // not chosen: a free read (see Decide) keeps it
-				if !c.free(i) {
-					reads = append(reads, i)
-				}
 			}
 		}
-		c.chooseRF(reads, 0, c.base.clone())
+		race := c.raceLocs()
+		inRace := make([]bool, len(c.locs))
+		for _, li := range race {
+			inRace[li] = true
+		}
+		var reads []int // what chooseRF gives a source: race locations' RMWs get theirs from co
+		for i := range c.evs {
+			e := &c.evs[i]
+			if e.Read && !c.free(i) && !(e.Write && inRace[c.locOf[e.Loc]]) {
+				reads = append(reads, i)
+			}
+		}
+		c.breakSymmetry(race)
+		c.race(0, race, reads, c.base.clone())
 		if c.done {
 			return
 		}
@@ -87,7 +106,7 @@ func (c *checker) cloneG(g graph) graph {
 	if n := len(c.pool); n > 0 {
 		h := c.pool[n-1]
 		c.pool = c.pool[:n-1]
-		copy(h, g)
+		copy(h.b, g.b)
 		return h
 	}
 	return g.clone()
@@ -157,6 +176,13 @@ func (c *checker) chooseRF(reads []int, k int, g graph) {
 			if ok && e.Write { // an RMW's source is co-before it
 				ok = g2.add(c.late[src], c.late[r])
 			}
+			if li := c.locOf[e.Loc]; ok && c.fixed[li] { // co is known: r reads before every later write
+				for _, w := range c.co[li][c.coPos[src]+1:] {
+					if ok && w != r {
+						ok = g2.add(c.readPoint(r), c.late[w])
+					}
+				}
+			}
 		} else {
 			for _, w := range l.writes { // reading the initial value: every write is co-after it
 				if ok && w != r {
@@ -212,11 +238,11 @@ func (c *checker) valueOf(w int, depth int) (int64, bool) {
 			return v + in.New, ok
 		}
 		return in.New, true
-	case e.Op == OpFAdd || e.Op == OpAdd:
-		v, ok := read()
-		return v + in.Val, ok
 	case e.Op == OpCSwap:
 		return in.New, true
+	case e.Read && e.Write: // the other RMWs
+		v, ok := read()
+		return rmwValue(e.Op, v, in.Val), ok
 	}
 	return in.Val, true
 }
@@ -326,6 +352,9 @@ func (c *checker) coExists(li int, g graph) bool {
 	if li == len(c.locs) {
 		return true
 	}
+	if c.fixed[li] { // a race location: co is fixed and its reads' fr edges are in g
+		return c.coExists(li+1, g)
+	}
 	l := c.locs[li]
 	placed := make([]bool, len(c.evs))
 	return c.place(li, l, placed, -1, 0, g)
@@ -370,7 +399,7 @@ func (c *checker) placeable(l *locInfo, placed []bool, w int, g graph) bool {
 		if u == w || placed[u] {
 			continue
 		}
-		if g[c.late[u]]&(1<<uint(c.late[w])) != 0 {
+		if g.has(c.late[u], c.late[w]) {
 			return false
 		}
 		if c.evs[u].Read && (c.opt.AtomicAllWrites || c.evs[w].AMO) && (c.src[u] < 0 || placed[c.src[u]]) {

@@ -1,8 +1,9 @@
 // Package memmodel is Roxamen's API-level memory model: what a PE may observe for every sequence
 // of roxshmem calls, stated axiomatically (herd-style) in two modes, with a litmus-test parser and
 // printer, an enumerator of candidate executions, herd-style verdicts, and the conformance harness
-// that checks a real backend against the model. It imports only the standard library. MODEL.md
-// (next to this file) is the model in prose, precise enough to reimplement.
+// that checks a real backend against the model. It imports only the standard library. Next to
+// this file, LITMUS.md describes the litmus format and MODEL.md states the model in prose,
+// precise enough to reimplement.
 //
 // # Events and relations
 //

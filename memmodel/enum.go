@@ -7,27 +7,46 @@ import (
 )
 
 // maxPoints bounds the instants of the order graph: one per event, two per plain access in bypass
-// and per AMO that is atomic only among AMOs.
-const maxPoints = 64
+// and per AMO that is atomic only among AMOs. The graph is a bit matrix (points x points), so the
+// bound is one of memory: at the limit one graph is 128 KiB and the search holds one per level.
+const maxPoints = 1024
 
 // graph holds, per point, the set of points reachable from it: the transitive closure of the edges
-// added so far, so that a cycle is caught the moment its last edge arrives.
-type graph []uint64
+// added so far, so that a cycle is caught the moment its last edge arrives. Row i is
+// b[i*w : (i+1)*w], a bit set over the points.
+type graph struct {
+	w int
+	b []uint64
+}
 
-func (g graph) clone() graph { return append(graph(nil), g...) }
+func newGraph(n int) graph {
+	w := max(1, (n+63)/64)
+	return graph{w: w, b: make([]uint64, n*w)}
+}
+
+func (g graph) clone() graph { return graph{w: g.w, b: append([]uint64(nil), g.b...)} }
+
+// has reports whether v is reachable from u.
+func (g graph) has(u, v int) bool { return g.b[u*g.w+v>>6]>>(uint(v)&63)&1 != 0 }
 
 // add adds u->v and reports false if it closes a cycle.
 func (g graph) add(u, v int) bool {
-	if u == v || g[v]&(1<<uint(u)) != 0 {
+	if u == v || g.has(v, u) {
 		return false
 	}
-	if g[u]&(1<<uint(v)) != 0 {
+	if g.has(u, v) {
 		return true
 	}
-	nv := g[v] | 1<<uint(v)
-	for i := range g {
-		if i == u || g[i]&(1<<uint(u)) != 0 {
-			g[i] |= nv
+	w := g.w
+	rv := g.b[v*w : v*w+w] // not written below: v does not reach u
+	bit, word := uint64(1)<<(uint(v)&63), v>>6
+	for i, n := 0, len(g.b)/w; i < n; i++ {
+		if i == u || g.has(i, u) {
+			ri := g.b[i*w : i*w+w]
+			for k := range ri {
+				ri[k] |= rv[k]
+			}
+			ri[word] |= bit
 		}
 	}
 	return true
@@ -76,6 +95,15 @@ type checker struct {
 	need             map[string]int64 // Decide: values the condition's conjuncts require
 	scratch          State
 	chosen           []bool // fast path: reads whose source is chosen
+	placed           []bool // race: writes placed in co so far
+	fixed            []bool // race: per location, co is fixed (race locations, once placed)
+	symPrev          []int  // race: the write that must precede this one in co (symmetry), or -1
+	classes          [][]int
+	memo             map[string]bool // race: co prefixes already searched at the current location
+	touched          []bool          // events some preserved-order pair relates
+	keySet           map[string]bool // the state's keys, as a set
+	keyScratch       []byte
+	raw              bool // Candidates: no axiom prunes, every candidate execution is listed
 	fn               func(*Execution)
 }
 
@@ -108,9 +136,9 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 		}
 	}
 	if c.npts > maxPoints {
-		return nil, fmt.Errorf("memmodel: test %s has %d order points in %s mode, more than the %d supported", t.Name, c.npts, mode, maxPoints)
+		return nil, fmt.Errorf("memmodel: test %s has %d order points in %s mode, more than the %d the checker supports (see MODEL.md, Limits)", t.Name, c.npts, mode, maxPoints)
 	}
-	c.base = make(graph, c.npts)
+	c.base = newGraph(c.npts)
 	for i := range c.evs {
 		if c.early[i] != c.late[i] {
 			c.base.add(c.early[i], c.late[i])
@@ -161,6 +189,7 @@ func (c *checker) preservedOrder() {
 		}
 	}
 	epoch := make([]int, len(c.evs))
+	syncEpoch, doneAt := make([]int, len(c.evs)), make([]int, len(c.evs))
 	for _, col := range c.t.Columns {
 		// ids of this column's events and, per instruction index, how many fences/quiets/barriers precede it.
 		var ids []int
@@ -170,9 +199,12 @@ func (c *checker) preservedOrder() {
 			}
 		}
 		fences, quiets, barriers := make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1)
+		syncs := make([]int, len(col.Instrs)+1)
 		for k, in := range col.Instrs {
-			fences[k+1], quiets[k+1], barriers[k+1] = fences[k], quiets[k], barriers[k]
+			fences[k+1], quiets[k+1], barriers[k+1], syncs[k+1] = fences[k], quiets[k], barriers[k], syncs[k]
 			switch in.Op {
+			case OpSync:
+				syncs[k+1]++
 			case OpFence:
 				fences[k+1]++
 			case OpQuiet:
@@ -183,6 +215,16 @@ func (c *checker) preservedOrder() {
 		}
 		for _, i := range ids {
 			epoch[i] = barriers[c.evs[i].Index]
+			syncEpoch[i] = syncs[c.evs[i].Index]
+			// the number of syncs before the first quiet or barrier after the event: a sync past
+			// it finds the event complete
+			doneAt[i] = len(col.Instrs) + 1
+			for k := c.evs[i].Index + 1; k < len(col.Instrs); k++ {
+				if op := col.Instrs[k].Op; op == OpQuiet || op == OpBarrier {
+					doneAt[i] = syncs[k]
+					break
+				}
+			}
 		}
 		for x, i := range ids {
 			a := &c.evs[i]
@@ -234,6 +276,27 @@ func (c *checker) preservedOrder() {
 		for j := range c.evs {
 			if c.evs[j].memory() && epoch[i] < epoch[j] {
 				edge(i, j, c.late[i], c.early[j])
+			}
+		}
+	}
+	// sync_all: every PE arrives, nothing is completed or made visible. What is complete when the
+	// PE calls it (its plain accesses, at execution; what its blocking calls returned; what a
+	// quiet or barrier since completed) precedes, at execution, whatever any PE does after it.
+	for i := range c.evs {
+		a := &c.evs[i]
+		if !a.memory() {
+			continue
+		}
+		done := a.Plain || a.Op == OpWait || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
+		for j := range c.evs {
+			if !c.evs[j].memory() {
+				continue
+			}
+			if done && syncEpoch[i] < syncEpoch[j] {
+				edge(i, j, c.out[i], c.in[j])
+			}
+			if doneAt[i] < syncEpoch[j] {
+				edge(i, j, c.late[i], c.in[j])
 			}
 		}
 	}
@@ -395,7 +458,7 @@ func (c *checker) location(li int, g graph) {
 				continue
 			}
 			g2 := g
-			if m := len(c.co[li]); m > 0 {
+			if m := len(c.co[li]); m > 0 && !c.raw {
 				g2 = g.clone()
 				if !g2.add(c.late[c.co[li][m-1]], c.late[w]) {
 					continue
@@ -451,13 +514,21 @@ func (c *checker) reads(li, ri int, g graph) {
 		if src == r {
 			continue
 		}
-		if e.Write && !c.atomicOK(li, pos, r) {
+		if c.raw && e.Write && pos >= c.coPos[r] { // a candidate's RMW reads a co-earlier write, so that its value is defined
 			continue
 		}
-		if own >= 0 && pos < c.coPos[own] {
+		if !c.raw && e.Write && !c.atomicOK(li, pos, r) {
+			continue
+		}
+		if !c.raw && own >= 0 && pos < c.coPos[own] {
 			continue
 		}
 		if e.Op == OpWait && !c.waitMaySee(l, src, r) {
+			continue
+		}
+		if c.raw { // every candidate: the axioms are the caller's (CheckCat)
+			c.src[r] = src
+			c.reads(li, ri+1, g)
 			continue
 		}
 		g2 := g.clone()
@@ -525,10 +596,10 @@ func (c *checker) values(li int) bool {
 			if in.SigOp == SigAdd {
 				c.val[w] += read(w)
 			}
-		case e.Op == OpFAdd || e.Op == OpAdd:
-			c.val[w] = read(w) + in.Val
 		case e.Op == OpCSwap:
 			c.val[w] = in.New
+		case e.Read: // the other RMWs
+			c.val[w] = rmwValue(e.Op, read(w), in.Val)
 		default:
 			c.val[w] = in.Val
 		}

@@ -7,27 +7,55 @@ type Op int
 
 // The instructions of the litmus language (LITMUS.md).
 const (
-	OpSt      Op = iota // st x v: plain store to the PE's own copy, through its caches
-	OpLd                // ld r x: plain load of the PE's own copy, through its caches
-	OpPut               // put x@q v: blocking put
-	OpPutNBI            // put_nbi x@q v
-	OpGet               // get r x@q: blocking get
-	OpGetNBI            // get_nbi r x@q: value defined after the next quiet
-	OpFAdd              // fadd r x@q v: fetching atomic add
-	OpSwap              // swap r x@q v
-	OpCSwap             // cswap r x@q c n
-	OpFetch             // fetch r x@q: atomic fetch
-	OpAdd               // add x@q v: non-fetching atomic add
-	OpSet               // set x@q v: non-fetching atomic set
-	OpPutSig            // putsig x@q v s@q set|add k
-	OpWait              // wait x OP v: wait_until on the PE's own copy
-	OpFence             // fence
-	OpQuiet             // quiet
-	OpBarrier           // barrier (barrier_all over the PEs that run code)
+	OpSt       Op = iota // st x v: plain store to the PE's own copy, through its caches
+	OpLd                 // ld r x: plain load of the PE's own copy, through its caches
+	OpPut                // put x@q v: blocking put
+	OpPutNBI             // put_nbi x@q v
+	OpGet                // get r x@q: blocking get
+	OpGetNBI             // get_nbi r x@q: value defined after the next quiet
+	OpFAdd               // fadd r x@q v: fetching atomic add
+	OpSwap               // swap r x@q v
+	OpCSwap              // cswap r x@q c n
+	OpFetch              // fetch r x@q: atomic fetch
+	OpAdd                // add x@q v: non-fetching atomic add
+	OpSet                // set x@q v: non-fetching atomic set
+	OpPutSig             // putsig x@q v s@q set|add k
+	OpWait               // wait x OP v: wait_until on the PE's own copy
+	OpFence              // fence
+	OpQuiet              // quiet
+	OpBarrier            // barrier (barrier_all over the PEs that run code)
+	OpSync               // sync (sync_all: every PE arrives, nothing is completed)
+	OpSigFetch           // sigfetch r s: signal_fetch of the PE's own signal word
+	OpInc                // inc x@q: atomic_inc
+	OpFInc               // finc r x@q: atomic_fetch_inc
+	OpAnd                // and x@q v: atomic_and
+	OpOr                 // or x@q v
+	OpXor                // xor x@q v
+	OpFAnd               // fand r x@q v: atomic_fetch_and
+	OpFOr                // for r x@q v
+	OpFXor               // fxor r x@q v
 )
 
 var opNames = [...]string{"st", "ld", "put", "put_nbi", "get", "get_nbi", "fadd", "swap", "cswap",
-	"fetch", "add", "set", "putsig", "wait", "fence", "quiet", "barrier"}
+	"fetch", "add", "set", "putsig", "wait", "fence", "quiet", "barrier", "sync", "sigfetch",
+	"inc", "finc", "and", "or", "xor", "fand", "for", "fxor"}
+
+// rmwValue is what an RMW (other than cswap and put-with-signal) writes, given the value read.
+func rmwValue(op Op, read, v int64) int64 {
+	switch op {
+	case OpFAdd, OpAdd:
+		return read + v
+	case OpInc, OpFInc:
+		return read + 1
+	case OpAnd, OpFAnd:
+		return read & v
+	case OpOr, OpFOr:
+		return read | v
+	case OpXor, OpFXor:
+		return read ^ v
+	}
+	return v // swap
+}
 
 func (o Op) String() string {
 	if o >= 0 && int(o) < len(opNames) {

@@ -47,7 +47,8 @@ func (e *Event) memory() bool { return e.Read || e.Write || e.Op == OpCSwap }
 // delivery reports whether fence orders the event's delivery to its target PE.
 func (e *Event) delivery(o Options) bool {
 	switch e.Op {
-	case OpPut, OpPutNBI, OpFAdd, OpSwap, OpCSwap, OpFetch, OpAdd, OpSet, OpPutSig:
+	case OpPut, OpPutNBI, OpFAdd, OpSwap, OpCSwap, OpFetch, OpAdd, OpSet, OpPutSig,
+		OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor:
 		return true
 	case OpSt:
 		return o.FenceOrdersStores
@@ -57,7 +58,7 @@ func (e *Event) delivery(o Options) bool {
 
 func (e *Event) blockingFetch() bool {
 	switch e.Op {
-	case OpGet, OpFAdd, OpSwap, OpCSwap, OpFetch:
+	case OpGet, OpFAdd, OpSwap, OpCSwap, OpFetch, OpFInc, OpFAnd, OpFOr, OpFXor:
 		return true
 	}
 	return false
@@ -181,9 +182,9 @@ func Events(t *Test) []Event {
 				e.Write = true
 			case OpGet, OpGetNBI, OpWait:
 				e.Read = true
-			case OpFAdd, OpSwap, OpCSwap, OpAdd:
+			case OpFAdd, OpSwap, OpCSwap, OpAdd, OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor:
 				e.Read, e.Write, e.AMO = true, true, true
-			case OpFetch:
+			case OpFetch, OpSigFetch: // signal_fetch: an atomic read of the own signal word, relaxed
 				e.Read, e.AMO = true, true
 			case OpSet:
 				e.Write, e.AMO = true, true

@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-// suite parses every litmus file of testdata and of the shared sample directory.
+// suite parses every litmus file of testdata.
 func suite(t *testing.T) []*Test {
 	t.Helper()
 	files, err := filepath.Glob("testdata/*.litmus")
@@ -60,6 +61,32 @@ func TestSuiteVerdicts(t *testing.T) {
 	}
 }
 
+// Every file of testdata holds one test and is named after it, <name>.litmus, so that a name in
+// the checker's or the runner's output is the file to open.
+func TestFileNames(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.litmus")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("testdata: %d files, %v", len(files), err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := ParseFile(f, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) != 1 {
+			t.Errorf("%s holds %d tests, want 1", f, len(ts))
+			continue
+		}
+		if want := ts[0].Name + ".litmus"; filepath.Base(f) != want {
+			t.Errorf("%s holds test %s: name the file %s", f, ts[0].Name, want)
+		}
+	}
+}
+
 // Bypass only adds outcomes: every state Strict allows, Bypass allows too.
 func TestBypassContainsStrict(t *testing.T) {
 	differ := 0
@@ -89,7 +116,7 @@ func TestBypassContainsStrict(t *testing.T) {
 // The issue's bound: a test with 4 PEs and 12 events is decided well under a second. Checked by
 // counting candidate work, not by the clock: the biggest test must stay far below the naive bound.
 func TestBigTestDecided(t *testing.T) {
-	src, err := os.ReadFile("testdata/Big_4PE_12.litmus")
+	src, err := os.ReadFile("testdata/Big+4PE+12.litmus")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,17 +248,40 @@ exists (1:r0=0)`)
 	}
 }
 
+// Past the checker's bound the error names the test, its size and the bound.
 func TestTooLarge(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("SHMEM Huge\nPE0 ;\n")
-	for i := 0; i < 70; i++ {
+	for i := 0; i < 1030; i++ {
 		b.WriteString("put x@1 1 ;\n")
 	}
 	b.WriteString("exists (x@1=1)\n")
 	tt := mustParse(t, b.String())
 	_, err := Check(tt, Strict, DefaultOptions())
-	if err == nil || !strings.Contains(err.Error(), "Huge") || !strings.Contains(err.Error(), "70") {
-		t.Fatalf("err = %v, want an error naming the test and its 70 points", err)
+	if err == nil || !strings.Contains(err.Error(), "Huge") || !strings.Contains(err.Error(), "1030") || !strings.Contains(err.Error(), "1024") {
+		t.Fatalf("err = %v, want an error naming the test, its 1030 points and the bound 1024", err)
+	}
+}
+
+// The old bound (64 instants) rejected 17 store/load pairs in bypass (68 instants): decided now.
+func TestBypassPastSixtyFourPoints(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("SHMEM Pairs17\nPE0 | PE1 ;\n")
+	for i := 0; i < 17; i++ {
+		fmt.Fprintf(&b, "st x%d 1 | ld r%d x%d ;\n", i, i, i)
+	}
+	b.WriteString("exists (1:r0=0 /\\ 1:r16=0)\n")
+	tt := mustParse(t, b.String())
+	tt.Columns[1].Instrs = nil // PE1 loads PE0's words through gets, so that they race
+	for i := 0; i < 17; i++ {
+		tt.Columns[1].Instrs = append(tt.Columns[1].Instrs, Instr{Op: OpGet, Reg: fmt.Sprintf("r%d", i), Loc: Loc{fmt.Sprintf("x%d", i), 0}})
+		tt.Columns[0].Instrs = append(tt.Columns[0].Instrs, Instr{Op: OpLd, Reg: fmt.Sprintf("s%d", i), Loc: Loc{fmt.Sprintf("x%d", i), 0}})
+	}
+	for _, m := range []Mode{Strict, Bypass} {
+		v, err := Decide(tt, m, DefaultOptions())
+		if err != nil || v != Allowed {
+			t.Errorf("%s: %v (%v), want Allowed", m, v, err)
+		}
 	}
 }
 
@@ -328,6 +378,32 @@ exists (x@0=5 /\ 2:r6=4 /\ 0:r8=3)`)
 		v, err := Decide(tt, m, DefaultOptions())
 		if err != nil || v != r.Verdict {
 			t.Errorf("%s: Decide %v (%v), Check %v over %d states", m, v, err, r.Verdict, len(r.States))
+		}
+	}
+}
+
+// testdata/big holds tests past what Check lists or Enumerate walks in CI time (32 racing AMOs,
+// 6 PEs and 40 events): Decide decides each. The time is logged, not asserted (go test -v).
+func TestBigDecided(t *testing.T) {
+	files, err := filepath.Glob("testdata/big/*.litmus")
+	if err != nil || len(files) < 8 {
+		t.Fatalf("testdata/big: %d files, %v", len(files), err)
+	}
+	for _, f := range files {
+		tt := loadTest(t, f)
+		if want := tt.Name + ".litmus"; filepath.Base(f) != want {
+			t.Errorf("%s holds test %s: name the file %s", f, tt.Name, want)
+		}
+		for _, m := range []Mode{Strict, Bypass} {
+			start := time.Now()
+			v, err := Decide(tt, m, DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v != tt.Expect(m) {
+				t.Errorf("%s %s: Decide says %s, the test expects %s", tt.Name, m, v, tt.Expect(m))
+			}
+			t.Logf("%-22s %-6s %2d PEs %3d events  %-9s %v", tt.Name, m, len(tt.Columns), len(Events(tt)), v, time.Since(start).Round(time.Microsecond))
 		}
 	}
 }

@@ -429,13 +429,18 @@ func (p *parser) instr(own int) Instr {
 	case OpLd:
 		in.Reg = p.reg()
 		in.Loc = p.ownLoc(own, "ld")
-	case OpPut, OpPutNBI, OpAdd, OpSet:
+	case OpPut, OpPutNBI, OpAdd, OpSet, OpAnd, OpOr, OpXor:
 		in.Loc = p.loc(own)
 		in.Val = p.int()
-	case OpGet, OpGetNBI, OpFetch:
+	case OpInc:
+		in.Loc = p.loc(own)
+	case OpSigFetch:
+		in.Reg = p.reg()
+		in.Loc = p.ownLoc(own, "sigfetch")
+	case OpGet, OpGetNBI, OpFetch, OpFInc:
 		in.Reg = p.reg()
 		in.Loc = p.loc(own)
-	case OpFAdd, OpSwap:
+	case OpFAdd, OpSwap, OpFAnd, OpFOr, OpFXor:
 		in.Reg = p.reg()
 		in.Loc = p.loc(own)
 		in.Val = p.int()
@@ -483,7 +488,7 @@ func (p *parser) instr(own int) Instr {
 		}
 		p.next()
 		in.Val = p.int()
-	case OpFence, OpQuiet, OpBarrier:
+	case OpFence, OpQuiet, OpBarrier, OpSync:
 	}
 	if p.err == nil && !p.is("|") && !p.is(";") {
 		p.fail("extra %s after %s (started at %d:%d)", p.describe(), name, line, col)
@@ -615,10 +620,13 @@ func (p *parser) expectLine(t *Test) {
 // condition that names only registers the code writes.
 func (p *parser) validate(t *Test, line, col int) {
 	regs := map[string]bool{}
-	barriers := -1
+	barriers, syncs := -1, -1
 	for _, c := range t.Columns {
-		nb := 0
+		nb, ns := 0, 0
 		for _, in := range c.Instrs {
+			if in.Op == OpSync {
+				ns++
+			}
 			if in.Reg != "" {
 				k := regKey(c.PE, in.Reg)
 				if regs[k] {
@@ -636,6 +644,11 @@ func (p *parser) validate(t *Test, line, col int) {
 			return
 		}
 		barriers = nb
+		if syncs >= 0 && ns != syncs {
+			p.failAt(line, col, "test %s: PE%d runs %d syncs, the first column %d (sync_all needs every PE)", t.Name, c.PE, ns, syncs)
+			return
+		}
+		syncs = ns
 	}
 	var check func(q *Prop)
 	check = func(q *Prop) {

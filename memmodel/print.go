@@ -12,11 +12,15 @@ func (in Instr) Format(own int) string {
 		return fmt.Sprintf("st %s %d", in.Loc.Var, in.Val)
 	case OpLd:
 		return fmt.Sprintf("ld %s %s", in.Reg, in.Loc.Var)
-	case OpPut, OpPutNBI, OpAdd, OpSet:
+	case OpPut, OpPutNBI, OpAdd, OpSet, OpAnd, OpOr, OpXor:
 		return fmt.Sprintf("%s %s %d", in.Op, in.Loc, in.Val)
-	case OpGet, OpGetNBI, OpFetch:
+	case OpInc:
+		return fmt.Sprintf("inc %s", in.Loc)
+	case OpSigFetch:
+		return fmt.Sprintf("sigfetch %s %s", in.Reg, in.Loc.Var)
+	case OpGet, OpGetNBI, OpFetch, OpFInc:
 		return fmt.Sprintf("%s %s %s", in.Op, in.Reg, in.Loc)
-	case OpFAdd, OpSwap:
+	case OpFAdd, OpSwap, OpFAnd, OpFOr, OpFXor:
 		return fmt.Sprintf("%s %s %s %d", in.Op, in.Reg, in.Loc, in.Val)
 	case OpCSwap:
 		return fmt.Sprintf("cswap %s %s %d %d", in.Reg, in.Loc, in.Val, in.New)

@@ -20,17 +20,19 @@ import (
 const litmusPECommand = "litmus-pe"
 
 type litmusFlags struct {
-	cmd     *command
-	check   bool
-	mode    string
-	run     int
-	device  string
-	seed    int64
-	timeout time.Duration
-	hosts   string
-	rsh     string
-	bind    string
-	opt     memmodel.Options
+	cmd       *command
+	check     bool
+	mode      string
+	run       int
+	device    string
+	seed      int64
+	timeout   time.Duration
+	hosts     string
+	rsh       string
+	bind      string
+	instances int
+	cat       string
+	opt       memmodel.Options
 }
 
 func newLitmusFlags() *litmusFlags {
@@ -51,6 +53,8 @@ stderr shows which test runs.`), opt: memmodel.DefaultOptions()}
 	fs.StringVar(&f.hosts, "hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun run --hosts)")
 	fs.StringVar(&f.rsh, "rsh", "ssh", "with --hosts: the command that runs a program on a host")
 	fs.StringVar(&f.bind, "bind", "", "with --hosts: the address the rendezvous listens on")
+	fs.IntVar(&f.instances, "instances", litmusrun.DefaultInstances, "with --run on the host backend: copies of each test every iteration runs side by side")
+	fs.StringVar(&f.cat, "cat", "", "decide with the axioms of this model file (memmodel/model.cat's language) instead of the built-in checker; every candidate execution is listed, so for tests of a dozen events")
 	fs.BoolVar(&f.opt.FenceOrdersStores, "fence-orders-stores", f.opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
 	fs.BoolVar(&f.opt.BlockingFetchOrders, "blocking-fetch-orders", f.opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
 	fs.BoolVar(&f.opt.AtomicAllWrites, "atomic-all-writes", f.opt.AtomicAllWrites, "interpretation: AMOs are atomic with respect to all writes, not only AMOs")
@@ -87,6 +91,9 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	if c.fs.NArg() == 0 {
 		return c.fail(stderr, "no litmus files given")
 	}
+	if f.instances <= 0 {
+		return c.fail(stderr, "--instances %d: want a positive number of copies", f.instances)
+	}
 	if f.run < 0 {
 		return c.fail(stderr, "--run %d: want a positive number of iterations", f.run)
 	}
@@ -100,16 +107,29 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		return c.fail(stderr, "%v", err)
 	}
 	if pe {
-		return litmusPE(tests, modes, f.opt, f.run, f.seed, stdout, stderr)
+		return litmusPE(tests, modes, f.opt, f.run, f.seed, f.instances, stdout, stderr)
+	}
+	var model *memmodel.Cat
+	if f.cat != "" {
+		src, err := os.ReadFile(f.cat)
+		if err == nil {
+			model, err = memmodel.ParseCat(f.cat, string(src))
+		}
+		if err != nil {
+			return c.fail(stderr, "--cat: %v", err)
+		}
 	}
 	status := 0
 	if f.check {
-		status = litmusCheck(tests, modes, f.opt, stdout, stderr)
+		status = litmusCheck(tests, modes, f.opt, model, stdout, stderr)
 	} else {
 		start := time.Now()
 		for _, t := range tests {
 			for _, m := range modes {
 				r, err := memmodel.Check(t, m, f.opt)
+				if model != nil {
+					r, err = memmodel.CheckCat(t, model, m, f.opt)
+				}
 				if err != nil {
 					fmt.Fprintf(stderr, "roxrun litmus: %v\n", err)
 					return 1
@@ -145,7 +165,7 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		if backend == "" {
 			backend = "host"
 		}
-		if s := litmusRun(c.fs.Args(), tests, modes, f.opt, f.run, f.seed, f.timeout, place, backend, stdout, stderr); s != 0 {
+		if s := litmusRun(c.fs.Args(), tests, modes, f.opt, f.run, f.seed, f.instances, f.timeout, place, backend, stdout, stderr); s != 0 {
 			status = s
 		}
 	}
@@ -188,13 +208,19 @@ func loadLitmus(files []string) ([]*memmodel.Test, error) {
 }
 
 // litmusCheck prints `NAME strict=... bypass=... ok|MISMATCH` per test and returns 1 on a mismatch.
-func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, stdout, stderr io.Writer) int {
+func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, model *memmodel.Cat, stdout, stderr io.Writer) int {
 	start := time.Now()
 	bad := 0
 	for _, t := range tests {
 		line, verdict := t.Name, "ok"
 		for _, m := range modes {
 			v, err := memmodel.Decide(t, m, opt)
+			if model != nil {
+				var r *memmodel.Result
+				if r, err = memmodel.CheckCat(t, model, m, opt); err == nil {
+					v = r.Verdict
+				}
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "roxrun litmus: %v\n", err)
 				return 1
@@ -223,7 +249,7 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 
 // litmusRun starts one job per mode on the backend (ROX_DEVICE); each process runs litmus-pe.
 // Each job's end prints a summary line; a terminal on stderr shows which test runs.
-func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, timeout time.Duration, place launch.Config, backend string, stdout, stderr io.Writer) int {
+func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, timeout time.Duration, place launch.Config, backend string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun litmus:", err)
@@ -232,7 +258,7 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 	status := 0
 	for _, m := range modes {
 		argv := []string{self, litmusPECommand, "--mode", m.String(), "--run", strconv.Itoa(iters),
-			"--seed", strconv.FormatInt(seed, 10),
+			"--seed", strconv.FormatInt(seed, 10), "--instances", strconv.Itoa(instances),
 			"--fence-orders-stores=" + strconv.FormatBool(opt.FenceOrdersStores),
 			"--blocking-fetch-orders=" + strconv.FormatBool(opt.BlockingFetchOrders),
 			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites)}
@@ -275,7 +301,7 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 }
 
 // litmusPE is one PE of a --run job: it runs every test and, on PE 0, prints the histograms.
-func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, stdout, stderr io.Writer) int {
+func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, stdout, stderr io.Writer) int {
 	if iters <= 0 {
 		fmt.Fprintf(stderr, "roxrun %s: --run %d: want a positive number of iterations\n", litmusPECommand, iters)
 		return 2
@@ -302,7 +328,7 @@ func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Option
 		}
 		err = litmusrun.RunSuiteGPU(ctx, w, tests, mode, opt, iters, seed, out)
 	} else {
-		err = litmusrun.RunSuite(ctx, w, tests, mode, opt, iters, seed, out)
+		err = litmusrun.Run(ctx, w, tests, mode, opt, litmusrun.Config{Iters: iters, Instances: instances, Seed: seed}, out)
 	}
 	if ferr := w.Finalize(); err == nil {
 		err = ferr

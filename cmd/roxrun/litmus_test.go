@@ -66,7 +66,7 @@ func TestLitmusCheckMismatch(t *testing.T) {
 }
 
 func TestLitmusPrint(t *testing.T) {
-	rc, out, errs := runLitmus("--mode", "strict", "../../memmodel/testdata/MP_fence_wait.litmus")
+	rc, out, errs := runLitmus("--mode", "strict", "../../memmodel/testdata/MP+fence+wait.litmus")
 	if rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errs)
 	}
@@ -111,14 +111,33 @@ func TestLitmusRunHost(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "litmus", "--run", "20", "../../memmodel/testdata/MP_fence_wait.litmus", "../../memmodel/testdata/IRIW_gets.litmus")
+	cmd := exec.Command(bin, "litmus", "--run", "20", "../../memmodel/testdata/MP+fence+wait.litmus", "../../memmodel/testdata/IRIW+gets.litmus")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("roxrun litmus --run: %v\n%s", err, out)
 	}
-	for _, want := range []string{"ROX_ORDERING=strict", "ROX_ORDERING=bypass", "Test IRIW+gets Forbidden (strict)", "Observation MP+fence+wait Never 0 20"} {
+	for _, want := range []string{"ROX_ORDERING=strict", "ROX_ORDERING=bypass", "Test IRIW+gets Forbidden (strict)", "Observation MP+fence+wait Never 0 320", "Power (PE 0 on host", "strict, 16 copies per iteration)", "power: weak outcome seen on"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// --cat decides with the model file's axioms: the checked-in model.cat agrees with every expect
+// line, and a model without fences makes MP+fence+wait a mismatch.
+func TestLitmusCat(t *testing.T) {
+	rc, out, errs := runLitmus(append([]string{"--check", "--cat", "../../memmodel/model.cat"}, litmusFiles(t)...)...)
+	if rc != 0 || !strings.Contains(out, " 0 mismatches") {
+		t.Fatalf("rc %d\n%s\n%s", rc, out, errs)
+	}
+	src, err := os.ReadFile("../../memmodel/model.cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nofence := filepath.Join(t.TempDir(), "nofence.cat")
+	os.WriteFile(nofence, []byte(strings.Replace(string(src), "let fence = pairs &", "let fence = pairs & [F] &", 1)), 0o644)
+	rc, out, _ = runLitmus("--check", "--cat", nofence, "../../memmodel/testdata/MP+fence+wait.litmus")
+	if rc != 1 || !strings.Contains(out, "MP+fence+wait strict=Allowed(expected Forbidden)") {
+		t.Fatalf("model without fences: rc %d\n%s", rc, out)
 	}
 }

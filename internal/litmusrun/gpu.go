@@ -62,8 +62,17 @@ func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mo
 	}
 	defer mod.Unload()
 	var errs []error
+	var rows []memmodel.Power
 	for i, t := range tests {
-		err := RunPEGPU(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out)
+		if in, ok := gpuEncodes(t); !ok {
+			if w.MyPE() == 0 && out != nil {
+				fmt.Fprintf(out, "litmus: %s skipped on the GPU: %s has no GPU encoding (roxk_litmus)\n\n", t.Name, in)
+			}
+			continue
+		}
+		var p memmodel.Power
+		err := runPEGPU(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out, &p)
+		rows = append(rows, p)
 		var fe *memmodel.ForbiddenError
 		if err != nil && !errors.As(err, &fe) {
 			return errors.Join(append(errs, err)...)
@@ -71,6 +80,9 @@ func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mo
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if w.MyPE() == 0 && out != nil {
+		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, one copy per iteration", w.Device(), mode), rows)
 	}
 	return errors.Join(errs...)
 }
@@ -96,6 +108,11 @@ type gpuPE struct {
 // arguments and a module of the runtime object (kernels.ObjectFor). PE 0 prints the histogram
 // to out and returns a *memmodel.ForbiddenError if it observed an outcome that mode forbids.
 func RunPEGPU(ctx context.Context, w *shmem.World, mod *shmem.Module, t *memmodel.Test, mode memmodel.Mode, opt memmodel.Options, iters int, seed int64, out io.Writer) error {
+	return runPEGPU(ctx, w, mod, t, mode, opt, iters, seed, out, nil)
+}
+
+// runPEGPU is RunPEGPU; on PE 0 it stores the run's power in power (if not nil).
+func runPEGPU(ctx context.Context, w *shmem.World, mod *shmem.Module, t *memmodel.Test, mode memmodel.Mode, opt memmodel.Options, iters int, seed int64, out io.Writer, power *memmodel.Power) error {
 	me := w.MyPE()
 	if iters <= 0 {
 		return fmt.Errorf("litmusrun: RunPEGPU on PE %d: iterations %d, want > 0", me, iters)
@@ -154,7 +171,12 @@ func RunPEGPU(ctx context.Context, w *shmem.World, mod *shmem.Module, t *memmode
 	}
 	p.n, p.ninit = uint32(len(mine)), uint32(len(initv)/2)
 	if me == 0 {
-		_, err := memmodel.Conform(ctx, t, p, mode, opt, iters, seed, out)
+		h, err := memmodel.Conform(ctx, t, p, mode, opt, iters, seed, out)
+		if h != nil && power != nil {
+			if r, cerr := memmodel.Check(t, mode, opt); cerr == nil {
+				*power = memmodel.NewPower(h, r)
+			}
+		}
 		return err
 	}
 	for p.ran < iters {
@@ -231,4 +253,21 @@ func (p *gpuPE) batch(ctx context.Context) error {
 		p.states = append(p.states, st)
 	}
 	return nil
+}
+
+// gpuEncodes reports whether the roxk_litmus interpreter runs every instruction of t, and if not
+// the first it lacks.
+func gpuEncodes(t *memmodel.Test) (string, bool) {
+	for _, c := range t.Columns {
+		for _, in := range c.Instrs {
+			switch in.Op {
+			case memmodel.OpSt, memmodel.OpLd, memmodel.OpPut, memmodel.OpPutNBI, memmodel.OpGet, memmodel.OpGetNBI,
+				memmodel.OpFAdd, memmodel.OpSwap, memmodel.OpCSwap, memmodel.OpFetch, memmodel.OpAdd, memmodel.OpSet,
+				memmodel.OpPutSig, memmodel.OpWait, memmodel.OpFence, memmodel.OpQuiet, memmodel.OpBarrier:
+			default:
+				return in.Format(c.PE), false
+			}
+		}
+	}
+	return "", true
 }

@@ -26,6 +26,18 @@ func TestGPUProgramRoundTrip(t *testing.T) {
 	}
 	npes := NPEs(tests)
 	for _, lt := range tests {
+		if in, ok := gpuEncodes(lt); !ok { // RunSuiteGPU skips it and says so: the encoder must refuse it too
+			g, err := newGPUTest(lt)
+			refused := err != nil
+			for pe := 0; pe < npes && !refused; pe++ {
+				_, err := g.encode(pe, testBase, 0)
+				refused = err != nil
+			}
+			if !refused {
+				t.Errorf("%s: gpuEncodes rejects %s, the encoder takes it", lt.Name, in)
+			}
+			continue
+		}
 		g, err := newGPUTest(lt)
 		if err != nil {
 			t.Fatal(err)
@@ -249,6 +261,9 @@ func TestGPUProgramSimulated(t *testing.T) {
 	npes := NPEs(tests)
 	ctx := context.Background()
 	for i, lt := range tests {
+		if _, ok := gpuEncodes(lt); !ok {
+			continue
+		}
 		for _, mode := range []memmodel.Mode{memmodel.Strict, memmodel.Bypass} {
 			j, err := newSimJob(lt, npes, int64(i+1))
 			if err != nil {

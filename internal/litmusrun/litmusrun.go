@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/rand"
 	"sort"
+	"time"
 
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/shmem"
@@ -155,11 +156,39 @@ type pe struct {
 	res    shmem.Sym[int64]
 	col    *memmodel.Column
 	nbar   int
+	nsync  int
 	regs   map[string]int64
 	nbi    map[string][]int64 // get_nbi destinations, valid after quiet
 	nbiSig map[string][]uint64
 	rng    *rand.Rand
+
+	// Instances: every iteration runs k copies of the test side by side (litmus7's -s), copy c's
+	// variable v at element (c*n+v)*spread of its array, spread 1 (the copies share cache lines)
+	// or 8 (a line per variable) chosen per iteration; each PE runs its column over every copy
+	// in a tight loop, with a random delay before each.
+	k, spread int
+	inst      int                  // the copy being run
+	iregs     []map[string]int64   // per copy: registers
+	inbi      []map[string][]int64 // per copy: get_nbi destinations
+	inbiSig   []map[string][]uint64
 }
+
+// maxSpread is the widest element spacing of a variable's copies.
+const maxSpread = 8
+
+// DefaultInstances is how many copies of a test an iteration runs when Config leaves it 0.
+const DefaultInstances = 16
+
+// Config sets a run's size.
+type Config struct {
+	Iters     int // iterations (launches): every PE runs every copy once per iteration
+	Instances int // copies of the test per iteration (0: DefaultInstances)
+	Seed      int64
+}
+
+// di and si place variable i of the current copy in the data and signal arrays.
+func (p *pe) di(i int) int { return (p.inst*max(1, len(p.l.data)) + i) * p.spread }
+func (p *pe) si(i int) int { return (p.inst*max(1, len(p.l.sig)) + i) * p.spread }
 
 // spinSink keeps the delay loop from being optimized away.
 var spinSink uint64
@@ -173,31 +202,47 @@ func delay(rng *rand.Rand, maxSpin int) {
 	spinSink = s
 }
 
-// RunPE runs t iters times on this PE; every PE of the job must call it with the same arguments.
-// PE 0 prints the histogram to out and returns a *memmodel.ForbiddenError if it observed an
-// outcome that mode forbids; every PE returns runtime errors.
+// RunPE runs t iters times on this PE with DefaultInstances copies per iteration; every PE of
+// the job must call it with the same arguments. PE 0 prints the histogram to out and returns a
+// *memmodel.ForbiddenError if it observed an outcome that mode forbids; every PE returns runtime
+// errors.
 func RunPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.Mode, opt memmodel.Options, iters int, seed int64, out io.Writer) error {
+	_, err := runPE(ctx, w, t, mode, opt, Config{Iters: iters, Seed: seed}, out)
+	return err
+}
+
+// runPE is RunPE; on PE 0 it also returns the run's power.
+func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.Mode, opt memmodel.Options, cfg Config, out io.Writer) (memmodel.Power, error) {
+	var none memmodel.Power
+	iters := cfg.Iters
 	if iters <= 0 {
-		return fmt.Errorf("litmusrun: RunPE on PE %d: iterations %d, want > 0", w.MyPE(), iters)
+		return none, fmt.Errorf("litmusrun: RunPE on PE %d: iterations %d, want > 0", w.MyPE(), iters)
+	}
+	k := cfg.Instances
+	if k == 0 {
+		k = DefaultInstances
+	}
+	if k < 0 {
+		return none, fmt.Errorf("litmusrun: RunPE on PE %d: instances %d, want > 0", w.MyPE(), k)
 	}
 	if need := NPEs([]*memmodel.Test{t}); need > w.NPEs() {
-		return fmt.Errorf("litmusrun: RunPE on PE %d: test %s needs %d PEs, the job has %d", w.MyPE(), t.Name, need, w.NPEs())
+		return none, fmt.Errorf("litmusrun: RunPE on PE %d: test %s needs %d PEs, the job has %d", w.MyPE(), t.Name, need, w.NPEs())
 	}
 	l, err := newLayout(t)
 	if err != nil {
-		return err
+		return none, err
 	}
-	p := &pe{w: w, t: t, l: l}
-	if p.data, err = shmem.Alloc[int64](w, max(1, len(l.data))); err != nil {
-		return err
+	p := &pe{w: w, t: t, l: l, k: k, spread: 1}
+	if p.data, err = shmem.Alloc[int64](w, max(1, len(l.data))*k*maxSpread); err != nil {
+		return none, err
 	}
 	defer w.Free(p.data.Mem())
-	if p.sig, err = shmem.Alloc[uint64](w, max(1, len(l.sig))); err != nil {
-		return err
+	if p.sig, err = shmem.Alloc[uint64](w, max(1, len(l.sig))*k*maxSpread); err != nil {
+		return none, err
 	}
 	defer w.Free(p.sig.Mem())
-	if p.res, err = shmem.Alloc[int64](w, max(1, len(l.keys))); err != nil {
-		return err
+	if p.res, err = shmem.Alloc[int64](w, max(1, len(l.keys))*k); err != nil {
+		return none, err
 	}
 	defer w.Free(p.res.Mem())
 	for i := range t.Columns {
@@ -206,43 +251,67 @@ func RunPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		}
 		if i == 0 {
 			for _, in := range t.Columns[i].Instrs {
-				if in.Op == memmodel.OpBarrier {
+				switch in.Op {
+				case memmodel.OpBarrier:
 					p.nbar++
+				case memmodel.OpSync:
+					p.nsync++
 				}
 			}
 		}
 	}
-	p.rng = rand.New(rand.NewSource(seed*7919 + int64(w.MyPE())))
-	if w.MyPE() == 0 { // PE 0 drives the harness; each RunOnce is one iteration on every PE
-		_, err := memmodel.Conform(ctx, t, p, mode, opt, iters, seed, out)
-		return err
+	// every PE draws the same spreads and copy orders from the seed; the delays differ per PE
+	shared := rand.New(rand.NewSource(cfg.Seed))
+	p.rng = rand.New(rand.NewSource(cfg.Seed*7919 + int64(w.MyPE())))
+	var h *memmodel.Histogram
+	var r *memmodel.Result
+	if w.MyPE() == 0 {
+		if r, err = memmodel.Check(t, mode, opt); err != nil {
+			return none, err
+		}
+		h = memmodel.NewHistogram(t)
 	}
+	start := time.Now()
 	for it := 0; it < iters; it++ {
-		if _, err := p.iteration(ctx); err != nil {
-			return fmt.Errorf("litmusrun: %s iteration %d: %w", t.Name, it, err)
+		p.spread = []int{1, maxSpread}[shared.Intn(2)]
+		order := shared.Perm(k)
+		states, err := p.iteration(ctx, order)
+		if err != nil {
+			return none, fmt.Errorf("litmusrun: %s iteration %d: %w", t.Name, it, err)
+		}
+		for _, st := range states {
+			h.Add(st)
 		}
 	}
-	return nil
+	if w.MyPE() != 0 {
+		return none, nil
+	}
+	if out != nil {
+		h.Print(out, r, time.Since(start))
+	}
+	return memmodel.NewPower(h, r), memmodel.CheckHistogram(h, r)
 }
 
-// RunOnce makes the PE 0 side of a job a memmodel.Runner: one iteration of t on every PE (the
-// others run the same iteration from RunPE's loop), returning the gathered final state.
-func (p *pe) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (memmodel.State, error) {
-	p.rng.Seed(seed)
-	return p.iteration(ctx)
-}
-
-// iteration resets memory, runs this PE's column between barriers with random delays, and sends
-// the PE's part of the final state to PE 0, which returns the whole state (other PEs: nil).
-func (p *pe) iteration(ctx context.Context) (memmodel.State, error) {
+// iteration resets memory, runs this PE's column over every copy between barriers with random
+// delays, and sends the PE's part of the final states to PE 0, which returns every copy's state
+// (other PEs: nil). Copies run in order on every PE (a wait in copy c may need another PE's copy
+// c), so tests with waits or barriers use the same order everywhere: order.
+func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, error) {
 	w := p.w
 	p.reset()
 	if err := w.BarrierAll(ctx); err != nil {
 		return nil, err
 	}
 	delay(p.rng, 40000) // covers the skew with which PEs leave the barrier, so columns overlap both ways
-	if err := p.runColumn(ctx, p.rng); err != nil {
-		return nil, fmt.Errorf("PE %d: %w", w.MyPE(), err)
+	for _, c := range order {
+		p.inst = c
+		p.regs, p.nbi, p.nbiSig = p.iregs[c], p.inbi[c], p.inbiSig[c]
+		if p.rng.Intn(2) == 0 {
+			delay(p.rng, 2000)
+		}
+		if err := p.runColumn(ctx, p.rng); err != nil {
+			return nil, fmt.Errorf("PE %d copy %d: %w", w.MyPE(), c, err)
+		}
 	}
 	if err := w.Quiet(); err != nil {
 		return nil, err
@@ -259,67 +328,84 @@ func (p *pe) iteration(ctx context.Context) (memmodel.State, error) {
 	if w.MyPE() != 0 {
 		return nil, nil
 	}
-	st := memmodel.State{}
-	for i, k := range p.l.keys {
-		st[k] = p.res.Local()[i]
+	var states []memmodel.State
+	n := len(p.l.keys)
+	for c := 0; c < p.k; c++ {
+		st := memmodel.State{}
+		for i, key := range p.l.keys {
+			st[key] = p.res.Local()[c*n+i]
+		}
+		states = append(states, st)
 	}
-	return st, nil
+	return states, nil
 }
 
-// reset puts this PE's copy of every variable back to its initial value.
+// reset puts this PE's copy of every variable of every copy back to its initial value.
 func (p *pe) reset() {
 	me := p.w.MyPE()
-	d, s := p.data.Local(), p.sig.Local()
-	clear(d)
-	clear(s)
-	for _, iv := range p.t.Init {
-		if iv.Loc.PE != me {
-			continue
-		}
-		if i, ok := p.l.sig[iv.Loc.Var]; ok {
-			s[i] = uint64(iv.Val)
-		} else {
-			d[p.l.data[iv.Loc.Var]] = iv.Val
+	clear(p.data.Local())
+	clear(p.sig.Local())
+	p.iregs, p.inbi, p.inbiSig = make([]map[string]int64, p.k), make([]map[string][]int64, p.k), make([]map[string][]uint64, p.k)
+	for c := 0; c < p.k; c++ {
+		p.inst = c
+		p.iregs[c], p.inbi[c], p.inbiSig[c] = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}
+		for _, iv := range p.t.Init {
+			if iv.Loc.PE != me {
+				continue
+			}
+			if i, ok := p.l.sig[iv.Loc.Var]; ok {
+				p.sig.Local()[p.si(i)] = uint64(iv.Val)
+			} else {
+				p.data.Local()[p.di(p.l.data[iv.Loc.Var])] = iv.Val
+			}
 		}
 	}
-	p.regs = map[string]int64{}
-	p.nbi = map[string][]int64{}
-	p.nbiSig = map[string][]uint64{}
 }
 
-// report puts this PE's registers and its memory values named by the condition into PE 0's
-// result array.
+// report puts this PE's registers and its memory values named by the condition, for every copy,
+// into PE 0's result array.
 func (p *pe) report() error {
 	me := p.w.MyPE()
-	for i := range p.l.keys {
-		if p.l.owner[i] != me {
-			continue
-		}
-		var v int64
-		if p.l.reg[i] != "" {
-			v = p.regs[p.l.reg[i]]
-			if b, ok := p.nbi[p.l.reg[i]]; ok {
-				v = b[0]
+	n := len(p.l.keys)
+	for c := 0; c < p.k; c++ {
+		p.inst = c
+		for i := range p.l.keys {
+			if p.l.owner[i] != me {
+				continue
 			}
-			if b, ok := p.nbiSig[p.l.reg[i]]; ok {
-				v = int64(b[0])
+			var v int64
+			if p.l.reg[i] != "" {
+				v = p.iregs[c][p.l.reg[i]]
+				if b, ok := p.inbi[c][p.l.reg[i]]; ok {
+					v = b[0]
+				}
+				if b, ok := p.inbiSig[c][p.l.reg[i]]; ok {
+					v = int64(b[0])
+				}
+			} else if j, ok := p.l.sig[p.l.loc[i].Var]; ok {
+				v = int64(p.sig.Local()[p.si(j)])
+			} else {
+				v = p.data.Local()[p.di(p.l.data[p.l.loc[i].Var])]
 			}
-		} else if j, ok := p.l.sig[p.l.loc[i].Var]; ok {
-			v = int64(p.sig.Local()[j])
-		} else {
-			v = p.data.Local()[p.l.data[p.l.loc[i].Var]]
-		}
-		if err := p.res.P(0, i, v); err != nil {
-			return err
+			if err := p.res.P(0, c*n+i, v); err != nil {
+				return err
+			}
 		}
 	}
 	return p.w.Quiet()
 }
 
 func (p *pe) runColumn(ctx context.Context, rng *rand.Rand) error {
-	if p.col == nil { // a PE without code still takes part in the test's barriers
-		for i := 0; i < p.nbar; i++ {
-			if err := p.w.BarrierAll(ctx); err != nil {
+	if p.col == nil { // a PE without code still takes part in the test's barriers and syncs, in order
+		for _, in := range p.t.Columns[0].Instrs {
+			var err error
+			switch in.Op {
+			case memmodel.OpBarrier:
+				err = p.w.BarrierAll(ctx)
+			case memmodel.OpSync:
+				err = p.w.SyncAll(ctx)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -339,7 +425,8 @@ func (p *pe) runColumn(ctx context.Context, rng *rand.Rand) error {
 func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 	w := p.w
 	si, isSig := p.l.sig[in.Loc.Var]
-	di := p.l.data[in.Loc.Var]
+	si = p.si(si)
+	di := p.di(p.l.data[in.Loc.Var])
 	switch in.Op {
 	case memmodel.OpFence:
 		return w.Fence()
@@ -347,12 +434,24 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		return w.Quiet()
 	case memmodel.OpBarrier:
 		return w.BarrierAll(ctx)
+	case memmodel.OpSync:
+		return w.SyncAll(ctx)
 	case memmodel.OpPutSig:
 		op := shmem.SignalSet
 		if in.SigOp == memmodel.SigAdd {
 			op = shmem.SignalAdd
 		}
-		return shmem.PutSignal(p.data, di, []int64{in.Val}, p.sig, p.l.sig[in.Sig.Var], uint64(in.New), op, in.Loc.PE)
+		return shmem.PutSignal(p.data, di, []int64{in.Val}, p.sig, p.si(p.l.sig[in.Sig.Var]), uint64(in.New), op, in.Loc.PE)
+	}
+	if in.Op == memmodel.OpSigFetch {
+		if !isSig { // a word no put-with-signal signals: an atomic fetch of the own copy
+			v, err := shmem.AtomicFetch(p.data, di, w.MyPE())
+			p.regs[in.Reg] = v
+			return err
+		}
+		v, err := shmem.SignalFetch(p.sig, si)
+		p.regs[in.Reg] = int64(v)
+		return err
 	}
 	if isSig {
 		return execOn(ctx, p, in, p.sig, si, func(v int64) uint64 { return uint64(v) }, func(v uint64) int64 { return int64(v) }, p.nbiSig)
@@ -390,6 +489,22 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 		v, err = shmem.AtomicCompareSwap(s, i, to(in.Val), to(in.New), q)
 	case memmodel.OpFetch:
 		v, err = shmem.AtomicFetch(s, i, q)
+	case memmodel.OpFInc:
+		v, err = shmem.AtomicFetchInc(s, i, q)
+	case memmodel.OpFAnd:
+		v, err = shmem.AtomicFetchAnd(s, i, to(in.Val), q)
+	case memmodel.OpFOr:
+		v, err = shmem.AtomicFetchOr(s, i, to(in.Val), q)
+	case memmodel.OpFXor:
+		v, err = shmem.AtomicFetchXor(s, i, to(in.Val), q)
+	case memmodel.OpInc:
+		return shmem.AtomicInc(s, i, q)
+	case memmodel.OpAnd:
+		return shmem.AtomicAnd(s, i, to(in.Val), q)
+	case memmodel.OpOr:
+		return shmem.AtomicOr(s, i, to(in.Val), q)
+	case memmodel.OpXor:
+		return shmem.AtomicXor(s, i, to(in.Val), q)
 	case memmodel.OpAdd:
 		return shmem.AtomicAdd(s, i, to(in.Val), q)
 	case memmodel.OpSet:
@@ -409,11 +524,20 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 }
 
 // RunSuite runs every test in turn (RunPE for each) and joins the failures, so that one forbidden
-// outcome does not hide the others. Every PE must call it with the same tests.
+// outcome does not hide the others; PE 0 ends with the power table. Every PE must call it with
+// the same tests.
 func RunSuite(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmodel.Mode, opt memmodel.Options, iters int, seed int64, out io.Writer) error {
+	return Run(ctx, w, tests, mode, opt, Config{Iters: iters, Seed: seed}, out)
+}
+
+// Run is RunSuite with every setting of Config.
+func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmodel.Mode, opt memmodel.Options, cfg Config, out io.Writer) error {
 	var errs []error
+	var rows []memmodel.Power
 	for i, t := range tests {
-		err := RunPE(ctx, w, t, mode, opt, iters, seed+int64(i), out)
+		c := cfg
+		c.Seed = cfg.Seed + int64(i)
+		p, err := runPE(ctx, w, t, mode, opt, c, out)
 		var fe *memmodel.ForbiddenError
 		if err != nil && !errors.As(err, &fe) {
 			return errors.Join(append(errs, err)...) // a runtime failure leaves the PEs out of step
@@ -421,8 +545,19 @@ func RunSuite(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode 
 		if err != nil {
 			errs = append(errs, err)
 		}
+		rows = append(rows, p)
+	}
+	if w.MyPE() == 0 && out != nil {
+		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, %d copies per iteration", w.Device(), mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0))), rows)
 	}
 	return errors.Join(errs...)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ModeOf returns the model mode matching the runtime's ordering.

@@ -102,7 +102,15 @@ func TestHostConformance(t *testing.T) {
 		if got != len(tests) {
 			t.Errorf("ROX_ORDERING=%s: %d histograms printed, want %d\n%s", ord, got, len(tests), out.String())
 		}
-		t.Logf("ROX_ORDERING=%s: %d tests x %d iterations in %v", ord, len(tests), iters, time.Since(start))
+		if !strings.Contains(out.String(), "Power (") || !strings.Contains(out.String(), "power: weak outcome seen on") {
+			t.Errorf("ROX_ORDERING=%s: no power table\n%s", ord, out.String())
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(l, "power:") {
+				t.Logf("ROX_ORDERING=%s: %s", ord, l)
+			}
+		}
+		t.Logf("ROX_ORDERING=%s: %d tests x %d iterations x %d copies in %v", ord, len(tests), iters, DefaultInstances, time.Since(start))
 	}
 }
 
@@ -148,8 +156,8 @@ func TestRunPESinglePE(t *testing.T) {
 	if err := RunPE(ctx, w, one, ModeOf(w), memmodel.DefaultOptions(), 10, 1, &out); err != nil {
 		t.Fatalf("RunPE: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "10      :>0:r0=1; 0:r1=2;") {
-		t.Errorf("want all 10 runs to see the store and the add:\n%s", out.String())
+	if !strings.Contains(out.String(), "160     :>0:r0=1; 0:r1=2;") { // 10 iterations of 16 copies
+		t.Errorf("want all 160 runs to see the store and the add:\n%s", out.String())
 	}
 	two, err := memmodel.Parse("t", []byte("SHMEM Two\nPE0 ;\nput x@1 1 ;\nexists (x@1=0)\n"))
 	if err != nil {

@@ -165,11 +165,30 @@ ROXA_FN uint32_t roxa_amo_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t c
 ROXA_FN uint64_t roxa_amo_acq_u64(uint32_t kind, uint64_t *p, uint64_t v, uint64_t cmp) { ROXA_AMO_BODY(uint64_t, __ATOMIC_ACQUIRE) }
 ROXA_FN uint32_t roxa_amo_acq_u32(uint32_t kind, uint32_t *p, uint32_t v, uint32_t cmp) { ROXA_AMO_BODY(uint32_t, __ATOMIC_ACQUIRE) }
 
-/* Strict fence: release and acquire at system scope; on gfx942 buffer_wbl2 sc0 sc1 + s_waitcnt +
- * buffer_inv sc0 sc1, on gfx90a buffer_wbl2 + s_waitcnt + buffer_invl2 + buffer_wbinvl1_vol. */
-ROXA_FN void roxa_fence_sc(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, ""); }
-/* System-scope release: write back L2 (buffer_wbl2 [sc0 sc1]) and wait for stores. */
-ROXA_FN void roxa_fence_release(void) { __builtin_amdgcn_fence(__ATOMIC_RELEASE, ""); }
+/* Strict fence: release and acquire at system scope. LLVM's AMDGPUUsage, "Memory Model GFX942",
+ * table "AMDHSA Memory Model Code Sequences GFX942", fence acq_rel/seq_cst at system scope:
+ * buffer_wbl2 sc0=1 sc1=1, then s_waitcnt vmcnt(0) & lgkmcnt(0) (after the write-back, before the
+ * invalidate: the invalidate must not run before the write-back has completed), then
+ * buffer_inv sc0=1 sc1=1; gfx90a ("Memory Model GFX90A") the same with buffer_wbl2, s_waitcnt,
+ * buffer_invl2 + buffer_wbinvl1_vol. clang 19 emits __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "")
+ * as the write-back and the invalidate back to back (its wait pass does not count buffer_wbl2 as
+ * outstanding), so the fence is written as release, an explicit wait the pass cannot drop, acquire.
+ * TestMapping checks the sequence. */
+ROXA_FN void roxa_fence_sc(void)
+{
+	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "");
+	asm volatile("s_waitcnt vmcnt(0) lgkmcnt(0)" ::: "memory");
+	__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "");
+}
+/* System-scope release: write back L2 (buffer_wbl2 [sc0 sc1]) and wait for it and for the
+ * stores before it (the same AMDGPUUsage tables, fence release at system scope: buffer_wbl2, then
+ * s_waitcnt vmcnt(0) & lgkmcnt(0)); the explicit wait keeps a later store from overtaking the
+ * write-back, as for roxa_fence_sc. */
+ROXA_FN void roxa_fence_release(void)
+{
+	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "");
+	asm volatile("s_waitcnt vmcnt(0) lgkmcnt(0)" ::: "memory");
+}
 /* System-scope acquire: invalidate L1 and L2 (buffer_inv sc0 sc1 / buffer_invl2 + wbinvl1_vol). */
 ROXA_FN void roxa_fence_acquire(void) { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, ""); }
 /* Bypass acquire: the heap is uncached in L2 in CacheBypass mode (the runtime allocates it so), so

@@ -1,0 +1,138 @@
+package memmodel
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand"
+)
+
+// Power is what a conformance run showed of one test in one mode: how many of the final states
+// the model allows it observed, whether it saw the weak outcome (a state satisfying the
+// condition of a test the model allows), and how many observed states the model forbids. A run
+// that never shows an allowed weak outcome cannot tell a correct fence from a missing one.
+type Power struct {
+	Test      string
+	Mode      Mode
+	Verdict   Verdict // the model's
+	Observed  int     // allowed states observed
+	Allowed   int     // allowed states in all
+	Weak      bool    // Verdict Allowed and a state satisfying the condition observed
+	Forbidden int     // distinct observed states the model forbids
+	Runs      int
+}
+
+// NewPower measures histogram h against the model's result r.
+func NewPower(h *Histogram, r *Result) Power {
+	p := Power{Test: h.Test.Name, Mode: r.Mode, Verdict: r.Verdict, Allowed: len(r.States), Runs: h.Total}
+	for k, s := range h.States {
+		if !r.allowed[k] {
+			p.Forbidden++
+			continue
+		}
+		p.Observed++
+		if r.Verdict == Allowed && h.Test.EvalState(s) {
+			p.Weak = true
+		}
+	}
+	return p
+}
+
+// PowerSummary counts the Allowed rows whose weak outcome was seen and the forbidden states.
+func PowerSummary(rows []Power) (weak, allowed, forbidden int) {
+	for _, p := range rows {
+		if p.Verdict == Allowed {
+			allowed++
+			if p.Weak {
+				weak++
+			}
+		}
+		forbidden += p.Forbidden
+	}
+	return weak, allowed, forbidden
+}
+
+// PrintPower writes the power table, one row per test and mode, and a summary line.
+func PrintPower(w io.Writer, backend string, rows []Power) {
+	width := len("test")
+	for _, p := range rows {
+		width = max(width, len(p.Test))
+	}
+	fmt.Fprintf(w, "Power (%s)\n%-*s  %-6s  %-9s  %8s  %4s  %9s  %s\n", backend, width, "test", "mode", "verdict", "states", "weak", "forbidden", "runs")
+	for _, p := range rows {
+		weak := "-"
+		if p.Verdict == Allowed {
+			weak = "no"
+			if p.Weak {
+				weak = "yes"
+			}
+		}
+		fmt.Fprintf(w, "%-*s  %-6s  %-9s  %8s  %4s  %9d  %d\n", width, p.Test, p.Mode, p.Verdict, fmt.Sprintf("%d/%d", p.Observed, p.Allowed), weak, p.Forbidden, p.Runs)
+	}
+	weak, allowed, forbidden := PowerSummary(rows)
+	pct := 100.0
+	if allowed > 0 {
+		pct = 100 * float64(weak) / float64(allowed)
+	}
+	fmt.Fprintf(w, "power: weak outcome seen on %d of %d Allowed (test, mode) rows (%.0f%%), %d forbidden states observed\n", weak, allowed, pct, forbidden)
+}
+
+// Mutate returns t as the model sees a backend with mutation m: fences dropped, quiets turned
+// into fences, put-with-signal split into a signal update and a put of the data that may pass
+// each other. The model's verdict on the mutated test says whether the mutation matters for t:
+// a test that is Forbidden and whose mutation is Allowed can catch it.
+func Mutate(t *Test, m Mutation) *Test {
+	u := *t
+	u.Name = t.Name + "~" + m.String()
+	u.Columns = nil
+	for _, c := range t.Columns {
+		nc := Column{PE: c.PE}
+		for _, in := range c.Instrs {
+			switch {
+			case m == MutDropFences && in.Op == OpFence:
+				continue
+			case m == MutQuietAsFence && in.Op == OpQuiet:
+				in = Instr{Op: OpFence}
+			case m == MutSignalFirst && in.Op == OpPutSig:
+				sig := Instr{Op: OpSet, Loc: in.Sig, Val: in.New}
+				if in.SigOp == SigAdd {
+					sig.Op = OpAdd
+				}
+				nc.Instrs = append(nc.Instrs, sig)
+				in = Instr{Op: OpPut, Loc: in.Loc, Val: in.Val}
+			}
+			nc.Instrs = append(nc.Instrs, in)
+		}
+		u.Columns = append(u.Columns, nc)
+	}
+	return &u
+}
+
+// Matters reports whether mutation m can be caught on t in mode: t is Forbidden and its
+// mutation Allowed.
+func Matters(t *Test, m Mutation, mode Mode, opt Options) (bool, error) {
+	v, err := Decide(t, mode, opt)
+	if err != nil || v != Forbidden {
+		return false, err
+	}
+	mv, err := Decide(Mutate(t, m), mode, opt)
+	return mv == Allowed, err
+}
+
+// Measure runs t iters times on runner (as Conform, without printing) and returns its power.
+func Measure(ctx context.Context, t *Test, runner Runner, mode Mode, opt Options, iters int, seed int64) (Power, *Histogram, error) {
+	r, err := Check(t, mode, opt)
+	if err != nil {
+		return Power{}, nil, err
+	}
+	rng := rand.New(rand.NewSource(seed))
+	h := NewHistogram(t)
+	for i := 0; i < iters; i++ {
+		s, err := runner.RunOnce(ctx, t, rng.Int63())
+		if err != nil {
+			return Power{}, h, fmt.Errorf("memmodel: test %s iteration %d: %w", t.Name, i, err)
+		}
+		h.Add(s)
+	}
+	return NewPower(h, r), h, nil
+}

@@ -1,0 +1,390 @@
+package memmodel
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// SimRunner is the model's reference backend (strict mode): it executes a test in memory, one
+// goroutine per column and a network goroutine that delivers puts, AMOs, put-with-signal and
+// non-blocking gets in random order — out of order as far as the API allows, keeping only the
+// order fence imposes per (source, target) pair; quiet waits until the PE's operations are
+// delivered, blocking calls until theirs is. Its fence, quiet and put-with-signal are therefore
+// what keeps forbidden outcomes away, and Mutation breaks one of them on purpose, so that a
+// conformance run can show it catches the break (see Power).
+type SimRunner struct {
+	Mutation Mutation
+}
+
+// Mutation is a deliberate bug of SimRunner.
+type Mutation int
+
+// The mutations a conformance run must catch.
+const (
+	MutNone         Mutation = iota
+	MutDropFences            // fence orders nothing
+	MutQuietAsFence          // quiet orders like a fence but completes nothing
+	MutSignalFirst           // put-with-signal may deliver the signal before the data
+)
+
+var mutationNames = [...]string{"none", "drop-fences", "quiet-as-fence", "signal-first"}
+
+func (m Mutation) String() string {
+	if m >= 0 && int(m) < len(mutationNames) {
+		return mutationNames[m]
+	}
+	return fmt.Sprintf("Mutation(%d)", int(m))
+}
+
+type simOp struct {
+	src, dst, epoch int
+	apply           func() // runs under simMem.mu
+	done            chan struct{}
+	store           bool          // a plain store waiting in the PE's store buffer
+	load            bool          // a plain load not yet performed
+	loc             Loc           // a store's location
+	val             int64         // a store's value
+	unfenced        bool          // fence neither orders nor waits for it (get_nbi)
+	amo             bool          // an AMO on loc: atomic with the other AMOs on loc
+	amoWrite        bool          // the write half of an RMW on loc, read already
+	rmw             func() func() // an RMW: reads (and sets the register), returns its write half
+}
+
+type simMem struct {
+	mu      sync.Mutex
+	mem     map[Loc]int64
+	pending []*simOp
+	epoch   map[int]int // per source PE: fences issued
+	drop    bool
+}
+
+// issue queues an operation; set, if given, fills in its other fields before the network can
+// see it.
+func (m *simMem) issue(src, dst int, apply func(), set ...func(*simOp)) *simOp {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	op := &simOp{src: src, dst: dst, epoch: m.epoch[src], apply: apply, done: make(chan struct{})}
+	for _, f := range set {
+		f(op)
+	}
+	m.pending = append(m.pending, op)
+	return op
+}
+
+// deliverOne delivers a random deliverable op; false when none is pending.
+func (m *simMem) deliverOne(rng *rand.Rand) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ok []int
+	for i, op := range m.pending {
+		blocked := false
+		for _, o := range m.pending[:i] {
+			if !m.drop && o.src == op.src && o.dst == op.dst && o.epoch < op.epoch && !o.unfenced && !op.unfenced {
+				blocked = true
+			}
+			if (o.store || o.load) && (op.store || op.load) && o.src == op.src && o.loc == op.loc { // a PE's plain accesses to one word stay in order
+				blocked = true
+			}
+		}
+		if !blocked && !(op.amo && m.amoBusy(op.loc)) {
+			ok = append(ok, i)
+		}
+	}
+	if len(ok) == 0 {
+		return false
+	}
+	i := ok[rng.Intn(len(ok))]
+	op := m.pending[i]
+	m.pending = append(m.pending[:i], m.pending[i+1:]...)
+	if op.rmw != nil { // AMOs are atomic only among AMOs: a put may land between read and write
+		w := op.rmw()
+		m.pending = append(m.pending, &simOp{src: op.src, dst: op.dst, epoch: op.epoch, apply: w, done: op.done, amoWrite: true, loc: op.loc})
+		return true
+	}
+	op.apply()
+	close(op.done)
+	return true
+}
+
+// amoBusy reports whether an RMW on loc has read and not yet written.
+func (m *simMem) amoBusy(loc Loc) bool {
+	for _, o := range m.pending {
+		if o.amoWrite && o.loc == loc {
+			return true
+		}
+	}
+	return false
+}
+
+// drainPlain waits until the PE's buffered plain stores and late plain loads are performed.
+func (m *simMem) drainPlain(ctx context.Context, src int) error {
+	for {
+		m.mu.Lock()
+		n := 0
+		for _, op := range m.pending {
+			if op.src == src && (op.store || op.load) {
+				n++
+			}
+		}
+		m.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sync on PE%d: %w", src, err)
+		}
+		runtime.Gosched()
+	}
+}
+
+func (m *simMem) quiet(ctx context.Context, src int) error {
+	for {
+		m.mu.Lock()
+		n := 0
+		for _, op := range m.pending {
+			if op.src == src {
+				n++
+			}
+		}
+		m.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("quiet on PE%d: %w", src, err)
+		}
+		runtime.Gosched()
+	}
+}
+
+func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m := &simMem{mem: map[Loc]int64{}, epoch: map[int]int{}, drop: s.Mutation == MutDropFences}
+	for _, iv := range t.Init {
+		m.mem[iv.Loc] = iv.Val
+	}
+	regs := map[string]int64{}
+	var regMu sync.Mutex
+	setReg := func(pe int, r string, v int64) {
+		regMu.Lock()
+		regs[regKey(pe, r)] = v
+		regMu.Unlock()
+	}
+	// barrier k releases when every column has arrived.
+	var barMu sync.Mutex
+	barCount := map[int]int{}
+	barDone := map[int]chan struct{}{}
+	barrier := func(k int) chan struct{} {
+		barMu.Lock()
+		defer barMu.Unlock()
+		if barDone[k] == nil {
+			barDone[k] = make(chan struct{})
+		}
+		barCount[k]++
+		if barCount[k] == len(t.Columns) {
+			close(barDone[k])
+		}
+		return barDone[k]
+	}
+	netDone := make(chan struct{})
+	stopNet := make(chan struct{})
+	go func() {
+		defer close(netDone)
+		rng := rand.New(rand.NewSource(seed))
+		for {
+			if !m.deliverOne(rng) {
+				select {
+				case <-stopNet:
+					return
+				default:
+				}
+			}
+			if rng.Intn(2) == 0 { // linger, so that readers see the memory between two deliveries
+				time.Sleep(time.Duration(rng.Intn(50)) * time.Microsecond)
+			}
+			runtime.Gosched()
+		}
+	}()
+	errs := make(chan error, len(t.Columns))
+	var wg sync.WaitGroup
+	for ci, col := range t.Columns {
+		wg.Add(1)
+		go func(col Column, rng *rand.Rand) {
+			defer wg.Done()
+			errs <- s.column(ctx, m, col, rng, setReg, barrier)
+		}(col, rand.New(rand.NewSource(seed+int64(ci)+1)))
+	}
+	wg.Wait()
+	close(stopNet)
+	<-netDone
+	for len(m.pending) > 0 {
+		m.deliverOne(rand.New(rand.NewSource(seed)))
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	st := State{}
+	for k, v := range regs {
+		st[k] = v
+	}
+	for _, l := range condLocs(t) {
+		st[l.String()] = m.mem[l]
+	}
+	return st, nil
+}
+
+func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.Rand, setReg func(int, string, int64), barrier func(int) chan struct{}) error {
+	pe := col.PE
+	nbar, nsync := 0, 0
+	time.Sleep(time.Duration(rng.Intn(10)) * time.Microsecond)
+	for _, in := range col.Instrs {
+		if rng.Intn(3) == 0 {
+			runtime.Gosched()
+		}
+		in := in
+		switch in.Op {
+		case OpSt: // into the store buffer: delivered to memory later, ordered by fence and quiet
+			m.issue(pe, pe, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+				o.store, o.loc, o.val = true, in.Loc, in.Val
+			})
+		case OpLd:
+			m.mu.Lock()
+			forwarded := false
+			for _, o := range m.pending { // a PE sees its own buffered stores
+				if o.store && o.src == pe && o.loc == in.Loc {
+					setReg(pe, in.Reg, o.val)
+					forwarded = true
+				}
+			}
+			m.mu.Unlock()
+			if forwarded {
+				break
+			}
+			// else performed later, by the network: only quiet, barrier and the PE's later plain
+			// accesses to the word order a plain load, so a later put may overtake it
+			m.issue(pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+				o.load, o.loc, o.unfenced = true, in.Loc, true
+			})
+		case OpGet:
+			m.mu.Lock()
+			v := m.mem[in.Loc]
+			m.mu.Unlock()
+			setReg(pe, in.Reg, v)
+		case OpPut, OpPutNBI:
+			m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+		case OpSet:
+			m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+				o.amo, o.loc = true, in.Loc
+			})
+		case OpSigFetch: // a relaxed read of the own signal word: performed late, as a plain load
+			m.issue(pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+				o.load, o.loc, o.unfenced = true, in.Loc, true
+			})
+		case OpAdd, OpFAdd, OpSwap, OpCSwap, OpFetch, OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor: // fetching ones block: delivered in fence order, then waited for
+			op := m.issue(pe, in.Loc.PE, nil, func(o *simOp) {
+				o.amo, o.loc = true, in.Loc
+				o.rmw = func() func() {
+					old := m.mem[in.Loc]
+					if in.Reg != "" {
+						setReg(pe, in.Reg, old)
+					}
+					switch {
+					case in.Op == OpFetch:
+					case in.Op == OpCSwap && old == in.Val:
+						return func() { m.mem[in.Loc] = in.New }
+					case in.Op != OpCSwap:
+						return func() { m.mem[in.Loc] = rmwValue(in.Op, old, in.Val) }
+					}
+					return func() {} // fetch, failed cswap: nothing to write
+				}
+			})
+			if e := (Event{Op: in.Op}); !e.blockingFetch() {
+				break // add, inc, and, or, xor do not wait
+			}
+			select {
+			case <-op.done:
+			case <-ctx.Done():
+				return fmt.Errorf("PE%d %s: %w", pe, in.Op, ctx.Err())
+			}
+		case OpGetNBI: // fence does not order gets
+			m.issue(pe, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+				o.unfenced = true
+			})
+		case OpPutSig:
+			signal := func() {
+				if in.SigOp == SigAdd {
+					m.mem[in.Sig] += in.New
+				} else {
+					m.mem[in.Sig] = in.New
+				}
+			}
+			if s.Mutation == MutSignalFirst { // two deliveries the network may reorder
+				m.issue(pe, in.Loc.PE, signal)
+				m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+				break
+			}
+			m.issue(pe, in.Loc.PE, func() {
+				m.mem[in.Loc] = in.Val
+				signal()
+			}, func(o *simOp) {
+				o.amo, o.loc = true, in.Sig
+			})
+		case OpWait:
+			for {
+				m.mu.Lock()
+				v := m.mem[in.Loc]
+				m.mu.Unlock()
+				if in.Cmp.Holds(v, in.Val) {
+					break
+				}
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("PE%d wait %s %s %d: %w", pe, in.Loc, in.Cmp, in.Val, err)
+				}
+				runtime.Gosched()
+			}
+		case OpFence:
+			m.mu.Lock()
+			m.epoch[pe]++
+			m.mu.Unlock()
+		case OpQuiet:
+			if s.Mutation == MutQuietAsFence {
+				m.mu.Lock()
+				m.epoch[pe]++
+				m.mu.Unlock()
+				break
+			}
+			if err := m.quiet(ctx, pe); err != nil {
+				return err
+			}
+		case OpBarrier:
+			if err := m.quiet(ctx, pe); err != nil {
+				return err
+			}
+			select {
+			case <-barrier(nbar):
+			case <-ctx.Done():
+				return fmt.Errorf("PE%d barrier %d: %w", pe, nbar, ctx.Err())
+			}
+			nbar++
+		case OpSync: // completes only the PE's plain accesses, then waits for every PE
+			if err := m.drainPlain(ctx, pe); err != nil {
+				return err
+			}
+			select {
+			case <-barrier(-1 - nsync): // sync k uses barrier slot -1-k
+			case <-ctx.Done():
+				return fmt.Errorf("PE%d sync %d: %w", pe, nsync, ctx.Err())
+			}
+			nsync++
+		}
+	}
+	return nil
+}
