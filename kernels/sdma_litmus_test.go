@@ -161,7 +161,7 @@ func (nd *sdmaNode) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (
 	var bar sync.WaitGroup
 	nbar := 0
 	for _, in := range t.Columns[0].Instrs {
-		if in.Op == memmodel.OpBarrier {
+		if in.Op == memmodel.OpBarrier || in.Op == memmodel.OpSync {
 			nbar++
 		}
 	}
@@ -236,11 +236,39 @@ func (nd *sdmaNode) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (
 					pe.fence()
 				case memmodel.OpQuiet:
 					pe.quiet()
-				case memmodel.OpBarrier:
-					pe.quiet()
+				case memmodel.OpBarrier, memmodel.OpSync:
+					if in.Op == memmodel.OpBarrier {
+						pe.quiet() // sync_all arrives without completing anything
+					}
 					barriers[nb].Done()
 					barriers[nb].Wait()
 					nb++
+				case memmodel.OpSigFetch:
+					setReg(atomic.LoadInt64(nd.word(me, in.Loc.Var)))
+				case memmodel.OpInc:
+					atomic.AddInt64(target, 1)
+				case memmodel.OpFInc:
+					setReg(atomic.AddInt64(target, 1) - 1)
+				case memmodel.OpAnd, memmodel.OpOr, memmodel.OpXor, memmodel.OpFAnd, memmodel.OpFOr, memmodel.OpFXor:
+					for {
+						old := atomic.LoadInt64(target)
+						v := old & in.Val
+						switch in.Op {
+						case memmodel.OpOr, memmodel.OpFOr:
+							v = old | in.Val
+						case memmodel.OpXor, memmodel.OpFXor:
+							v = old ^ in.Val
+						}
+						if atomic.CompareAndSwapInt64(target, old, v) {
+							if in.Reg != "" {
+								setReg(old)
+							}
+							break
+						}
+					}
+				default:
+					errc <- fmt.Errorf("PE %d: instruction %s: the SDMA runner does not implement it", me, in.Op)
+					return
 				}
 			}
 			pe.quiet()

@@ -85,7 +85,7 @@ func TestEveryFlagDocumented(t *testing.T) {
 // Flags that contradict each other, or mean nothing without another, are errors that name them;
 // nothing runs.
 func TestConflictingFlags(t *testing.T) {
-	lit := "../../memmodel/testdata/MP_fence_wait.litmus"
+	lit := "../../memmodel/testdata/MP+fence+wait.litmus"
 	cases := []struct {
 		args []string
 		want []string
@@ -212,7 +212,7 @@ func TestProgressAndSummary(t *testing.T) {
 	}
 	bin := buildRoxrun(t)
 	bench := []string{"bench", "--tests", "p_pingpong,barrier_all_latency", "--rounds", "2", "--iters", "200"}
-	lit := []string{"litmus", "--run", "5", "../../memmodel/testdata/MP_fence_wait.litmus", "../../memmodel/testdata/SB_fences.litmus"}
+	lit := []string{"litmus", "--run", "5", "../../memmodel/testdata/MP+fence+wait.litmus", "../../memmodel/testdata/SB+fences.litmus"}
 
 	t.Run("bench/terminal", func(t *testing.T) {
 		out, term := runOnTerminal(t, bin, bench...)
