@@ -90,6 +90,7 @@ type World struct {
 
 	barrier barrierState
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
+	coll    *collState  // teams and collectives (shmem/coll.go)
 
 	closed atomic.Bool
 	done   chan struct{} // closed by teardown: stops watch
@@ -216,6 +217,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	infos := make([]peerInfo, w.npes)
 	nodes := map[string]bool{}
+	nodeNames := make([]string, w.npes)
 	for pe, b := range all {
 		node, size, h, err := decodePeer(b)
 		if err != nil {
@@ -225,6 +227,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			return initErr(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, cfg.heapSize)
 		}
 		infos[pe] = peerInfo{node, h}
+		nodeNames[pe] = node
 		nodes[node] = true
 	}
 	// Every PE takes the same decision from the same facts, so they all make the same
@@ -273,6 +276,9 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	if err := w.initBarrier(); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving barrier space")
+	}
+	if err := w.initColl(nodeNames); err != nil {
+		return initErr(ErrOutOfMemory, err, "reserving collective space")
 	}
 	go w.watch()
 	// Everyone has mapped everyone before anyone communicates.

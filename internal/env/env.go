@@ -52,6 +52,7 @@ var (
 	CEThreshold = register("ROX_CE_THRESHOLD", "1M", "device puts of at least this many bytes take the copy engine", isSize)
 	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
 	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed", isDur)
+	CollAlgo    = register("ROX_COLL_ALGO", "auto", "host collectives' algorithm: auto|oneshot|twoshot|ring|hier (auto picks per call from size, team shape and topology)", oneOf("auto", "oneshot", "twoshot", "ring", "hier"))
 	// Set by roxrun for its children (and read by internal/bootstrap).
 	PE        = register("ROX_PE", "", "this PE's rank (set by roxrun)", anything)
 	NPEs      = register("ROX_NPES", "", "number of PEs (set by roxrun)", anything)
