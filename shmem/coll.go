@@ -399,7 +399,7 @@ func (op *collOp) waitFor(kind, j int, v uint64, what string) error {
 	sp := w.spin(op.ctx, op.call)
 	for w.loadWord(off, 8) < v {
 		if err := sp.next(func() string {
-			return fmt.Sprintf("PE %d (team PE %d of %s) to %s (call %d on the team)", t.members[j], j, t.name, what, op.e)
+			return fmt.Sprintf("PE %d (team PE %d of %s) to %s (call %d on the team; last signal %#x)", t.members[j], j, t.name, what, op.e, w.loadWord(off, 8))
 		}); err != nil {
 			return err
 		}

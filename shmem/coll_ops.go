@@ -203,6 +203,11 @@ func overlapErr[T Elem](t *Team, call string, dst, src Sym[T], allowed string) e
 
 // ---- data access ----
 
+// src and dst are team PE j's source and destination offsets (from its header: a PE's buffers
+// need not be at the same offset as this PE's, as for in-place calls).
+func (op *collOp) src(j int) uint64 { return op.peers[j].word }
+func (op *collOp) dst(j int) uint64 { return op.peers[j].word2 }
+
 // read returns n bytes at off in team PE j's heap: a view where the heap is mapped here, else a
 // copy (through the NIC path) into buf, which must hold n bytes.
 func (op *collOp) read(j int, off uint64, n int, buf []byte) ([]byte, error) {
@@ -309,7 +314,7 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	algo := t.pickMove(size)
-	h := header{call: callBroadcast, kind: kindOf[T](), count: int64(src.n), root: int64(root), algo: algo}
+	h := header{call: callBroadcast, kind: kindOf[T](), count: int64(src.n), root: int64(root), algo: algo, word: s0, word2: d0}
 	var payload func(int) []byte
 	if algo == algoOneShot && t.me == root && size <= t.payloadCap() {
 		mine, err := (&collOp{t: t, call: call}).self(s0, size)
@@ -342,7 +347,7 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 	if eager {
 		b, err = op.payload(root, size)
 	} else {
-		b, err = op.read(root, s0, size, make([]byte, size))
+		b, err = op.read(root, op.src(root), size, make([]byte, size))
 	}
 	if err != nil {
 		return err
@@ -383,7 +388,7 @@ func FCollect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	algo := t.pickMove(size)
 	eager := algo == algoOneShot && size <= t.payloadCap()
 	counts := func(int) int { return size }
-	return gather(ctx, t, call, header{call: callFCollect, kind: kindOf[T](), count: int64(src.n), algo: algo}, eager, d0, s0, counts, nil)
+	return gather(ctx, t, call, header{call: callFCollect, kind: kindOf[T](), count: int64(src.n), algo: algo, word: s0, word2: d0}, eager, d0, s0, counts, nil)
 }
 
 // Collect concatenates every team PE's src, in team PE order, into dst on every PE; the sources
@@ -403,7 +408,7 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	defer t.mu.Unlock()
 	algo := t.pickMove(size)
 	eager := algo == algoOneShot && size <= t.payloadCap()
-	h := header{call: callCollect, kind: kindOf[T](), count: int64(src.n), extra: int64(dst.n), extra2: int64(btoi(eager))}
+	h := header{call: callCollect, kind: kindOf[T](), count: int64(src.n), extra: int64(dst.n), extra2: int64(btoi(eager)), word: s0, word2: d0}
 	if t.knob() != algoAuto {
 		h.algo = t.knob() // an explicit choice must agree; auto may differ per source
 	}
@@ -493,8 +498,7 @@ func gatherData(op *collOp, d0, s0 uint64, counts func(int) int, eager func(int)
 			if len(buf) < size {
 				buf = make([]byte, size)
 			}
-			// PE j's source is at the same offset as this PE's: buffers are symmetric.
-			b, err = op.read(j, s0, size, buf)
+			b, err = op.read(j, op.src(j), size, buf)
 		}
 		if err != nil {
 			return err
@@ -562,13 +566,16 @@ func allToAll[T Elem](ctx context.Context, t *Team, call string, dst, src Sym[T]
 	if strided {
 		id = callAllToAlls
 	}
-	h := header{call: id, kind: kindOf[T](), count: int64(nelems), algo: algo, root: int64(dstStride), extra: int64(srcStride)}
+	h := header{call: id, kind: kindOf[T](), count: int64(nelems), algo: algo, root: int64(dstStride), extra: int64(srcStride), word: s0, word2: d0}
 	if !strided {
 		h.count = int64(src.n)
 	}
 	sel := &collOp{t: t, call: call}
 	// block j of this PE's source, packed
 	srcBlock := func(op *collOp, j int) ([]byte, error) {
+		if block == 0 {
+			return nil, nil
+		}
 		if !strided {
 			return op.self(s0+uint64(j*block), block)
 		}
@@ -608,13 +615,13 @@ func allToAll[T Elem](ctx context.Context, t *Team, call string, dst, src Sym[T]
 			if len(buf) < block {
 				buf = make([]byte, block)
 			}
-			b, err = op.read(j, s0+uint64(t.me*block), block, buf)
+			b, err = op.read(j, op.src(j)+uint64(t.me*block), block, buf)
 		default:
 			span := ((nelems-1)*srcStride + 1) * es
 			if len(buf) < span {
 				buf = make([]byte, span)
 			}
-			b, err = op.read(j, s0+uint64(t.me*nelems*srcStride*es), span, buf)
+			b, err = op.read(j, op.src(j)+uint64(t.me*nelems*srcStride*es), span, buf)
 			if err == nil {
 				b = pack(b, es, srcStride, nelems)
 			}
@@ -693,7 +700,7 @@ func AllReduce[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op) err
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	algo := t.pickReduce(size, size)
-	h := header{call: callAllReduce, kind: kind, op: op, count: int64(src.n), algo: algo}
+	h := header{call: callAllReduce, kind: kind, op: op, count: int64(src.n), algo: algo, word: s0, word2: d0}
 	switch algo {
 	case algoRing, algoHier:
 		return t.chainReduce(ctx, call, h, r, d0, s0, src.n, algo == algoHier)
@@ -741,7 +748,7 @@ func (op *collOp) inputs(s0 uint64, es, lo, hi int, eager bool) func(j, b, e int
 			case eager && j != op.t.me:
 				cache[j], err = op.payload(j, (hi-lo)*es)
 			default:
-				cache[j], err = op.read(j, s0+uint64(lo*es), (hi-lo)*es, make([]byte, (hi-lo)*es*btoi(op.t.w.peers[op.t.members[j]] == nil)))
+				cache[j], err = op.read(j, op.src(j)+uint64(lo*es), (hi-lo)*es, make([]byte, (hi-lo)*es*btoi(op.t.w.peers[op.t.members[j]] == nil)))
 			}
 			if err != nil {
 				return nil, err
@@ -819,7 +826,7 @@ func (t *Team) twoShot(ctx context.Context, call string, h header, r reducer, d0
 		if len(buf) < size {
 			buf = make([]byte, size)
 		}
-		b, err := op.read(c, d0+uint64(clo*r.es), size, buf)
+		b, err := op.read(c, op.dst(c)+uint64(clo*r.es), size, buf)
 		if err != nil {
 			return err
 		}
@@ -858,7 +865,7 @@ func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op)
 	defer t.mu.Unlock()
 	algo := t.pickMove(block)
 	eager := algo == algoOneShot && block <= t.payloadCap()
-	h := header{call: callReduceScatter, kind: kind, op: op, count: int64(dst.n), algo: algo}
+	h := header{call: callReduceScatter, kind: kind, op: op, count: int64(dst.n), algo: algo, word: s0, word2: d0}
 	var payload func(int) []byte
 	if eager {
 		mine, err := (&collOp{t: t, call: call}).self(s0, n*block)

@@ -186,12 +186,12 @@ func (op *collOp) rail(r reducer, d0, s0 uint64, count, rails, local, g, G int, 
 		if len(buf) < size {
 			buf = make([]byte, size)
 		}
-		return op.read(j, s0+uint64(b*r.es), size, buf)
+		return op.read(j, op.src(j)+uint64(b*r.es), size, buf)
 	}
 	// store writes a final segment into every group PE's destination.
 	store := func(b int, data []byte) error {
-		off := d0 + uint64(b*r.es)
 		for _, j := range mine {
+			off := op.dst(j) + uint64(b*r.es)
 			if j == op.t.me {
 				if err := op.write(off, data); err != nil {
 					return err
