@@ -42,7 +42,7 @@ func nodeJob(t *testing.T, n, perNode int, heap int64, body func(w *World) error
 				"ROX_BOOTSTRAP": "test-token@" + srv.Addr(),
 			}
 			getenv := func(k string) string { return vars[k] }
-			w, err := Init(context.Background(), WithHeapSize(heap), WithTimeout(20*time.Second), withGetenv(getenv))
+			w, err := Init(context.Background(), WithHeapSize(heap), WithTimeout(jobTimeout), withGetenv(getenv))
 			if err != nil {
 				errs[pe] = err
 				return
@@ -62,6 +62,9 @@ func nodeJob(t *testing.T, n, perNode int, heap int64, body func(w *World) error
 		}
 	}
 }
+
+// jobTimeout is ROX_TIMEOUT for nodeJob's PEs.
+var jobTimeout = 20 * time.Second
 
 func TestTeams(t *testing.T) {
 	nodeJob(t, 6, 0, 8<<20, func(w *World) error {

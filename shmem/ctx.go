@@ -262,5 +262,3 @@ func (c *Ctx) pendingPEs() []int {
 	}
 	return out
 }
-
-
