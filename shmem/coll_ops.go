@@ -774,7 +774,12 @@ func (t *Team) oneShot(ctx context.Context, call string, h header, r reducer, d0
 	if err != nil {
 		return err
 	}
-	out := make([]byte, size)
+	// Block by block, each block's inputs are read before its result is written, so an eager call
+	// (nobody else reads this PE's source) folds straight into the destination, in place or not.
+	out := op.local(d0, size)
+	if out == nil || !eager {
+		out = make([]byte, size)
+	}
 	if err := foldAll(r, len(t.members), 0, count, op.inputs(s0, r.es, 0, count, eager), out); err != nil {
 		return err
 	}
@@ -801,11 +806,15 @@ func (t *Team) twoShot(ctx context.Context, call string, h header, r reducer, d0
 	}
 	n := len(t.members)
 	lo, hi := chunk(count, n, t.me)
-	out := make([]byte, (hi-lo)*r.es)
+	// In place, chunk me of this PE's source is read by this PE alone, block by block before each
+	// block's result is written: the fold may go straight into the destination.
+	out := op.local(d0+uint64(lo*r.es), (hi-lo)*r.es)
+	if out == nil {
+		out = make([]byte, (hi-lo)*r.es)
+	}
 	if err := foldAll(r, n, lo, hi, op.inputs(s0, r.es, lo, hi, false), out); err != nil {
 		return err
 	}
-	// In place, chunk me of this PE's source is read by this PE alone.
 	if err := op.write(d0+uint64(lo*r.es), out); err != nil {
 		return err
 	}
@@ -878,7 +887,11 @@ func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op)
 	if err != nil {
 		return err
 	}
-	out := make([]byte, block)
+	// Nobody else reads block me of this PE's source: the fold goes straight into the destination.
+	out := o.local(d0, block)
+	if out == nil {
+		out = make([]byte, block)
+	}
 	lo := t.me * dst.n
 	var in func(j, b, e int) ([]byte, error)
 	if eager {

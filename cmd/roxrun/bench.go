@@ -49,6 +49,9 @@ func benchIters(size int) int {
 }
 
 func benchMain(args []string, stdout, stderr io.Writer) int {
+	if code, ok := collBenchMain(args, stdout, stderr); ok { // bench_coll.go
+		return code
+	}
 	pe := args[0] == benchPECommand
 	fs := flag.NewFlagSet("roxrun bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
