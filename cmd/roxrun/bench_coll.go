@@ -375,11 +375,8 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 			p := plot.New()
 			p.Title.Text = fmt.Sprintf("%s, %d PEs: %s", test, pes, metric)
 			p.X.Label.Text = "bytes per PE"
-			p.X.Scale = plot.LogScale{}
-			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 			p.Legend.Top = true
+			drawn := false
 			for si, s := range series {
 				var xy plotter.XYs
 				for _, r := range data[s] {
@@ -405,6 +402,13 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 				l.Color, pts.Color = colors[si%len(colors)], colors[si%len(colors)]
 				p.Add(l, pts)
 				p.Legend.Add(s, l, pts)
+				drawn = true
+			}
+			if drawn { // log axes need data above zero; an empty panel keeps linear ones
+				p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+				p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+			} else {
+				p.Title.Text += " (no rows)"
 			}
 			line = append(line, p)
 		}
