@@ -109,7 +109,8 @@ func (w *World) initColl(nodes []string) error {
 	var shared []int
 	for pe := range all {
 		all[pe] = pe
-		if pe == w.pe || w.peers[pe] != nil {
+		// load/store reach: a mapped host heap, or a device heap of this node (not the NIC path)
+		if _, nic := w.paths[pe].(remote); pe == w.pe || w.peers[pe] != nil || (nodes[pe] == nodes[w.pe] && !nic) {
 			shared = append(shared, pe)
 		}
 	}

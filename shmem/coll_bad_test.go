@@ -248,6 +248,9 @@ func TestCtx(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		if sh := w.TeamShared(); sh.NPEs() != 2 || sh.MyPE() != me%2 || sh.WorldPE(1-me%2) != me^1 {
+			return fmt.Errorf("TeamShared of a 2-PE node: PE %d of %d", sh.MyPE(), sh.NPEs())
+		}
 		far := (me + 2) % 4 // on the other node
 		near := me ^ 1      // on this node: load/store
 		if err := CtxPut(a, x, far, me, []int64{int64(100 + me)}); err != nil {
