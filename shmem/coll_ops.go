@@ -94,8 +94,9 @@ func (t *Team) spansNIC() bool {
 			return true
 		}
 	}
-	// This PE maps every member; others may not (ROX_TRANSPORT forces the NIC on every PE alike).
-	return t.nodes[len(t.nodes)-1] != 0 || t.nodes[0] != 0
+	// This PE maps every member: they are all on its node, and (ROX_TRANSPORT being the same
+	// everywhere) map each other.
+	return false
 }
 
 // hierOK: more than one node, more than one PE on some node, every node's PEs consecutive.
