@@ -191,24 +191,20 @@ func (c *checker) preservedOrder() {
 	epoch := make([]int, len(c.evs))
 	syncEpoch, doneAt := make([]int, len(c.evs)), make([]int, len(c.evs))
 	for _, col := range c.t.Columns {
-		// ids of this column's events and, per instruction index, how many fences/quiets/barriers precede it.
+		// ids of this column's events and, per instruction index, how many barriers precede it.
 		var ids []int
 		for i := range c.evs {
 			if c.evs[i].PE == col.PE {
 				ids = append(ids, i)
 			}
 		}
-		fences, quiets, barriers := make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1)
-		syncs := make([]int, len(col.Instrs)+1)
+		// fences and quiets are per context (ctxFence, ctxQuiet); barriers and syncs counted here
+		barriers, syncs := make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1)
 		for k, in := range col.Instrs {
-			fences[k+1], quiets[k+1], barriers[k+1], syncs[k+1] = fences[k], quiets[k], barriers[k], syncs[k]
+			barriers[k+1], syncs[k+1] = barriers[k], syncs[k]
 			switch in.Op {
 			case OpSync:
 				syncs[k+1]++
-			case OpFence:
-				fences[k+1]++
-			case OpQuiet:
-				quiets[k+1]++
 			case OpBarrier:
 				barriers[k+1]++
 			}
@@ -252,10 +248,10 @@ func (c *checker) preservedOrder() {
 						edge(i, j, c.out[i], c.early[j])
 					}
 				}
-				if between(fences) && a.delivery(c.opt) && b.delivery(c.opt) && a.Loc.PE == b.Loc.PE {
+				if c.ctxFence(col, a, b) && a.delivery(c.opt) && b.delivery(c.opt) && a.Loc.PE == b.Loc.PE {
 					edge(i, j, c.out[i], c.in[j])
 				}
-				if between(quiets) || between(barriers) { // quiet releases: everything before is complete
+				if c.ctxQuiet(col, a, b) || (between(barriers) && (a.Plain || a.Ctx == "")) { // quiet releases: everything before is complete
 					edge(i, j, c.late[i], c.in[j])
 				}
 				if a.blockingFetch() && c.opt.BlockingFetchOrders {
@@ -270,7 +266,9 @@ func (c *checker) preservedOrder() {
 	// barrier_all: everything before the k-th barrier anywhere precedes everything after it anywhere,
 	// with release (plain stores reach memory) and acquire (plain loads read memory afresh).
 	for i := range c.evs {
-		if !c.evs[i].memory() {
+		// barrier_all completes the default context's operations (and plain stores); another
+		// context's only when a quiet on that context comes between
+		if !c.evs[i].memory() || !c.quietedByBarrier(&c.evs[i]) {
 			continue
 		}
 		for j := range c.evs {
@@ -695,4 +693,60 @@ func (c *checker) execution(s State) *Execution {
 		}
 	}
 	return x
+}
+
+// ctxFence reports whether a fence between a and b (a before b in column col) orders them: a
+// fence on a context orders that context's deliveries; plain stores count as the default
+// context's (FenceOrdersStores).
+func (c *checker) ctxFence(col Column, a, b *Event) bool {
+	ctxOf := func(e *Event) string {
+		if e.Plain {
+			return ""
+		}
+		return e.Ctx
+	}
+	if ctxOf(a) != ctxOf(b) {
+		return false
+	}
+	return c.between(col, a, b, func(in Instr) bool { return in.Op == OpFence && in.Ctx == ctxOf(a) })
+}
+
+// ctxQuiet reports whether a quiet between a and b completes a: a quiet on a context completes
+// that context's operations and the PE's plain stores (shmem_ctx_quiet), and orders them before
+// everything after it.
+func (c *checker) ctxQuiet(col Column, a, b *Event) bool {
+	return c.between(col, a, b, func(in Instr) bool { return in.Op == OpQuiet && (a.Plain || in.Ctx == a.Ctx) })
+}
+
+// between reports whether an instruction satisfying match lies strictly between a and b in col
+// (a put-with-signal's two events are one instruction: nothing lies between them).
+func (c *checker) between(col Column, a, b *Event, match func(Instr) bool) bool {
+	for k := a.Index + 1; k < b.Index; k++ {
+		if match(col.Instrs[k]) {
+			return true
+		}
+	}
+	return false
+}
+
+// quietedByBarrier reports whether the next barrier of e's column completes e: e is plain or on
+// the default context, or a quiet on e's context lies between e and that barrier.
+func (c *checker) quietedByBarrier(e *Event) bool {
+	if e.Plain || e.Ctx == "" {
+		return true
+	}
+	for _, col := range c.t.Columns {
+		if col.PE != e.PE {
+			continue
+		}
+		for k := e.Index + 1; k < len(col.Instrs); k++ {
+			switch in := col.Instrs[k]; {
+			case in.Op == OpBarrier:
+				return false
+			case in.Op == OpQuiet && in.Ctx == e.Ctx:
+				return true
+			}
+		}
+	}
+	return false
 }

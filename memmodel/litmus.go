@@ -139,6 +139,7 @@ type Instr struct {
 	Sig   Loc    // putsig's signal word
 	SigOp SigOp  // putsig's signal update
 	Cmp   Cmp    // wait's comparison
+	Ctx   string // communication context ("on NAME"); "" is the default context
 }
 
 // Column is the code one PE runs.

@@ -40,6 +40,7 @@ type Event struct {
 	Write bool   // writes Loc (a failed cswap does not)
 	AMO   bool   // an atomic memory operation (atomic among AMOs)
 	Reg   string // register receiving the value read
+	Ctx   string // communication context ("" the default one)
 }
 
 func (e *Event) memory() bool { return e.Read || e.Write || e.Op == OpCSwap }
@@ -172,7 +173,7 @@ func Events(t *Test) []Event {
 	}
 	for _, c := range t.Columns {
 		for i, in := range c.Instrs {
-			e := Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Loc, Reg: in.Reg}
+			e := Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Loc, Reg: in.Reg, Ctx: in.Ctx}
 			switch in.Op {
 			case OpSt:
 				e.Plain, e.Write = true, true
@@ -191,7 +192,7 @@ func Events(t *Test) []Event {
 			case OpPutSig:
 				e.Write = true
 				add(e)
-				e = Event{PE: c.PE, Index: i, Op: in.Op, Part: 1, Loc: in.Sig, Write: true, AMO: true}
+				e = Event{PE: c.PE, Index: i, Op: in.Op, Part: 1, Loc: in.Sig, Write: true, AMO: true, Ctx: in.Ctx}
 				e.Read = in.SigOp == SigAdd
 			}
 			add(e)

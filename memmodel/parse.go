@@ -490,6 +490,21 @@ func (p *parser) instr(own int) Instr {
 		in.Val = p.int()
 	case OpFence, OpQuiet, OpBarrier, OpSync:
 	}
+	// "on NAME": the operation is issued on (fence and quiet apply to) communication context NAME.
+	if p.err == nil && p.tok.kind == tWord && p.tok.text == "on" {
+		switch op {
+		case OpSt, OpLd, OpWait, OpBarrier:
+			p.fail("%s takes no context (plain accesses, waits and barrier_all are not on one)", name)
+			return in
+		}
+		p.next()
+		if p.tok.kind != tWord || !isIdent(p.tok.text) {
+			p.fail("want a context name after on, found %s", p.describe())
+			return in
+		}
+		in.Ctx = p.tok.text
+		p.next()
+	}
 	if p.err == nil && !p.is("|") && !p.is(";") {
 		p.fail("extra %s after %s (started at %d:%d)", p.describe(), name, line, col)
 	}

@@ -7,6 +7,11 @@ import (
 
 // Format writes one instruction in litmus syntax; own is the PE whose column holds it.
 func (in Instr) Format(own int) string {
+	if in.Ctx != "" {
+		c := in
+		c.Ctx = ""
+		return c.Format(own) + " on " + in.Ctx
+	}
 	switch in.Op {
 	case OpSt:
 		return fmt.Sprintf("st %s %d", in.Loc.Var, in.Val)

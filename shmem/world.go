@@ -104,6 +104,7 @@ type World struct {
 	barrier barrierState
 	coll    collectives // the World's collective calls, one at a time, numbered
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
+	teams   *collState  // teams and collectives (shmem/coll.go)
 
 	closed   atomic.Bool
 	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
@@ -263,6 +264,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	infos := make([]peerInfo, w.npes)
 	nodes := map[string]bool{}
+	nodeNames := make([]string, w.npes)
 	for pe, b := range all {
 		node, size, h, err := decodePeer(b)
 		if err != nil {
@@ -272,6 +274,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			return initErr(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, cfg.heapSize)
 		}
 		infos[pe] = peerInfo{node, h}
+		nodeNames[pe] = node
 		nodes[node] = true
 	}
 	// Every PE takes the same decision from the same facts, so they all make the same
@@ -320,6 +323,9 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	if err := w.initBarrier(); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving barrier space")
+	}
+	if err := w.initColl(nodeNames); err != nil {
+		return initErr(ErrOutOfMemory, err, "reserving collective space")
 	}
 	go w.watch()
 	// Everyone has mapped everyone before anyone communicates.

@@ -132,6 +132,9 @@ which row runs.`)}
 }
 
 func benchMain(args []string, stdout, stderr io.Writer) int {
+	if code, ok := collBenchMain(args, stdout, stderr); ok { // bench_coll.go
+		return code
+	}
 	pe := args[0] == benchPECommand
 	f := newBenchFlags()
 	c := f.cmd

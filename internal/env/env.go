@@ -53,6 +53,7 @@ var (
 	SDMA        = register("ROX_SDMA", "auto", "AMD: device-written SDMA queues for copy-engine puts: auto (where /dev/kfd allows)|on|off", oneOf("auto", "on", "off"))
 	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
 	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed", isDur)
+	CollAlgo    = register("ROX_COLL_ALGO", "auto", "host collectives' algorithm: auto|oneshot|twoshot|ring|hier (auto picks per call from size, team shape and topology)", oneOf("auto", "oneshot", "twoshot", "ring", "hier"))
 	// Set by roxrun for its children (and read by internal/bootstrap).
 	PE        = register("ROX_PE", "", "this PE's rank (set by roxrun)", anything)
 	NPEs      = register("ROX_NPES", "", "number of PEs (set by roxrun)", anything)

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Anchor rows parse, the table shows the ratios, and the plot is an SVG with a panel per
+// collective and a line per source.
+func TestCollBenchTableAndPlot(t *testing.T) {
+	anchor := `not a row
+{"test":"allreduce","pes":2,"size_bytes":8,"latency_us":0.27,"busbw_gbps":0.059}
+{"test":"allreduce","pes":2,"size_bytes":65536,"latency_us":48,"busbw_gbps":2.7}
+`
+	rows, err := parseCollRows(strings.NewReader(anchor))
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("parsed %v, %v", rows, err)
+	}
+	ours := []collRow{
+		{Test: "allreduce", PEs: 2, SizeBytes: 8, LatencyUS: 0.135, BusBWGBps: 0.118, Algorithm: "oneshot"},
+		{Test: "allreduce", PEs: 2, SizeBytes: 65536, LatencyUS: 16, BusBWGBps: 8.1, Algorithm: "twoshot"},
+		{Test: "broadcast", PEs: 2, SizeBytes: 65536, LatencyUS: 10, BusBWGBps: 6.5, Algorithm: "twoshot"},
+	}
+	var b bytes.Buffer
+	printCollTable(&b, ours, []string{"mpi"}, map[string][]collRow{"mpi": rows})
+	for _, want := range []string{"0.50", "3.00", "twoshot"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	file := filepath.Join(t.TempDir(), "coll.svg")
+	if err := plotColl(file, ours, []string{"mpi"}, map[string][]collRow{"mpi": rows}); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(svg)
+	for _, want := range []string{"<svg", "allreduce, 2 PEs: busbw_gbps", "broadcast, 2 PEs: latency_us", "roxamen", "mpi"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("plot lacks %q", want)
+		}
+	}
+}

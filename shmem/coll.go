@@ -1,0 +1,447 @@
+package shmem
+
+// Host collectives: the protocol under every team call (splits, Sync, Barrier, Broadcast,
+// FCollect, Collect, AllToAll, AllToAlls, AllReduce, ReduceScatter).
+//
+// Space. Init reserves, at the same heap offset on every PE, MaxTeams slots of collective space:
+// per slot a control area of signal words (one per team PE and kind) and a scratch area of two
+// halves (parities). A half is split into one region per team PE, each a 64-byte header followed
+// by a payload.
+//
+// Epochs. Every collective call on a team is numbered (its epoch, e); every signal word only grows
+// and holds the epoch of the last signal. A call starts with the header exchange: each PE writes
+// its header (the call, element type, operation, algorithm, counts, root) into its region of every
+// other member's half e%2, with the payload of a one-shot algorithm behind it, then sets its
+// header word there to e; it then waits for every member's header word to reach e and checks that
+// the headers agree (ErrMismatch names both PEs and values otherwise). The exchange is the entry
+// barrier; nothing is written to a user's destination before it. A PE can write into half e%2 of
+// another for epoch e+2 only after finishing e+1, which needed that PE's e+1 header, sent after it
+// had finished with epoch e: two halves are enough, with no other flow control.
+//
+// Every signal a PE is sent in a call is awaited by it in that call, so a team's words are settled
+// when a call returns everywhere; a team made later on the same slot starts its epochs above every
+// epoch its members have used (maxEpoch), so old values never satisfy a new wait.
+//
+// Concurrency: one call at a time per team on each PE (Team.mu); several teams may run calls at
+// once from different goroutines. [relshmem: a per-World collective sequence check, once shmem
+// core has one, belongs in Team.begin, next to the header exchange that already checks the call.]
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/env"
+)
+
+const (
+	hdrSize = 64
+	// signal word kinds, each an array of one word per team PE in a slot's control area
+	sigHeader = iota - 1
+	sigPhase
+	sigDone
+	sigPipe
+	sigCredit
+	sigKinds
+)
+
+// collState is a World's collective machinery.
+type collState struct {
+	nodes    []string // node of each PE
+	world    *Team
+	shared   *Team
+	slots    teamSlots
+	maxEpoch atomic.Uint64 // the highest epoch any team of this PE has used
+	algo     string        // ROX_COLL_ALGO
+
+	ctlBase   uint64 // control areas: slot s at ctlBase + s*ctlStride
+	ctlStride uint64
+	dataOff   [MaxTeams]uint64 // scratch of slot s
+	dataSize  [MaxTeams]int    // both halves
+}
+
+// scratch sizes: the predefined teams' slots get more room, so that their one-shot calls go further
+func scratchSizes(heap int64) (big, small int) {
+	big = int(min(max(heap/32, 64<<10), 2<<20))
+	small = int(min(max(heap/1024, 4<<10), 64<<10))
+	return big &^ 127, small &^ 127
+}
+
+// initColl reserves the collective space and makes TeamWorld and TeamShared. Called by Init on
+// every PE at the same point, before any user allocation.
+func (w *World) initColl(nodes []string) error {
+	c := &collState{nodes: nodes}
+	c.algo, _ = env.CollAlgo.String()
+	c.ctlStride = uint64(sigKinds*w.npes*8+63) &^ 63
+	big, small := scratchSizes(w.heapSize)
+	// every half must hold at least a header per PE
+	big = max(big, 2*w.npes*(hdrSize+64))
+	small = max(small, 2*w.npes*(hdrSize+64))
+	w.allocMu.Lock()
+	base, err := w.heap.Alloc(c.ctlStride*MaxTeams, 0)
+	if err != nil {
+		w.allocMu.Unlock()
+		return err
+	}
+	c.ctlBase = base
+	total := int(c.ctlStride * MaxTeams)
+	for s := range MaxTeams {
+		size := small
+		if s < 2 {
+			size = big
+		}
+		off, err := w.heap.Alloc(uint64(size), 0)
+		if err != nil {
+			w.allocMu.Unlock()
+			return err
+		}
+		c.dataOff[s], c.dataSize[s] = off, size
+		total += size
+	}
+	w.allocMu.Unlock()
+	if err := w.zero("Init", c.ctlBase, int(c.ctlStride*MaxTeams)); err != nil {
+		return err
+	}
+	w.teams = c
+	all := make([]int, w.npes)
+	var shared []int
+	for pe := range all {
+		all[pe] = pe
+		// load/store reach: a mapped host heap, or a device heap of this node (not the NIC path)
+		if _, nic := w.paths[pe].(remote); pe == w.pe || w.peers[pe] != nil || (nodes[pe] == nodes[w.pe] && !nic) {
+			shared = append(shared, pe)
+		}
+	}
+	c.world = w.newTeam(0, all, "TeamWorld", 0)
+	c.shared = w.newTeam(1, shared, "TeamShared", 0)
+	c.slots.used = 3
+	return nil
+}
+
+// collective call identifiers, carried in headers
+type collCall uint8
+
+const (
+	callSplit collCall = iota + 1
+	callDestroy
+	callSync
+	callBarrier
+	callBroadcast
+	callFCollect
+	callCollect
+	callAllToAll
+	callAllToAlls
+	callAllReduce
+	callReduceScatter
+)
+
+var callNames = map[collCall]string{
+	callSplit: "split", callDestroy: "Destroy", callSync: "Sync", callBarrier: "Barrier",
+	callBroadcast: "Broadcast", callFCollect: "FCollect", callCollect: "Collect", callAllToAll: "AllToAll",
+	callAllToAlls: "AllToAlls", callAllReduce: "AllReduce", callReduceScatter: "ReduceScatter",
+}
+
+func (c collCall) String() string {
+	if s, ok := callNames[c]; ok {
+		return s
+	}
+	return fmt.Sprintf("call(%d)", uint8(c))
+}
+
+// header is what each PE tells the others about its call.
+type header struct {
+	epoch  uint64
+	call   collCall
+	kind   elemKind
+	op     Op
+	algo   algorithm
+	count  int64 // elements per PE (bytes for untyped calls)
+	root   int64
+	extra  int64
+	extra2 int64
+	word   uint64 // free-form (splits: the free slots)
+	word2  uint64 // splits: the PE's highest epoch
+}
+
+func (h *header) encode(b []byte) {
+	_ = b[hdrSize-1]
+	binary.LittleEndian.PutUint64(b[0:], h.epoch)
+	b[8], b[9], b[10], b[11] = byte(h.call), byte(h.kind), byte(h.op), byte(h.algo)
+	binary.LittleEndian.PutUint32(b[12:], 0)
+	binary.LittleEndian.PutUint64(b[16:], uint64(h.count))
+	binary.LittleEndian.PutUint64(b[24:], uint64(h.root))
+	binary.LittleEndian.PutUint64(b[32:], uint64(h.extra))
+	binary.LittleEndian.PutUint64(b[40:], uint64(h.extra2))
+	binary.LittleEndian.PutUint64(b[48:], h.word)
+	binary.LittleEndian.PutUint64(b[56:], h.word2)
+}
+
+func decodeHeader(b []byte) header {
+	return header{
+		epoch: binary.LittleEndian.Uint64(b[0:]),
+		call:  collCall(b[8]), kind: elemKind(b[9]), op: Op(b[10]), algo: algorithm(b[11]),
+		count:  int64(binary.LittleEndian.Uint64(b[16:])),
+		root:   int64(binary.LittleEndian.Uint64(b[24:])),
+		extra:  int64(binary.LittleEndian.Uint64(b[32:])),
+		extra2: int64(binary.LittleEndian.Uint64(b[40:])),
+		word:   binary.LittleEndian.Uint64(b[48:]),
+		word2:  binary.LittleEndian.Uint64(b[56:]),
+	}
+}
+
+// describe says what a header asks for, in the words of a mismatch message.
+func (h *header) field(name string) string {
+	switch name {
+	case "call":
+		return h.call.String()
+	case "type":
+		return h.kind.String()
+	case "op":
+		return h.op.String()
+	case "algorithm":
+		return h.algo.String() + " (ROX_COLL_ALGO)"
+	}
+	return ""
+}
+
+// mismatch compares two PEs' headers for the same call and says how they differ, or "".
+func mismatch(call string, a, b *header) string {
+	if a.call != b.call {
+		return fmt.Sprintf("%s while PE %%d called %s", a.call, b.call)
+	}
+	if a.kind != b.kind {
+		return fmt.Sprintf("element type %s while PE %%d has %s", a.kind, b.kind)
+	}
+	if a.op != b.op {
+		return fmt.Sprintf("operation %s while PE %%d asks for %s", a.op, b.op)
+	}
+	var name string
+	switch a.call {
+	case callSplit:
+		if a.count != b.count || a.root != b.root || a.extra != b.extra {
+			if a.extra2 == 2 {
+				return fmt.Sprintf("xrange %d while PE %%d passes %d", a.count, b.count)
+			}
+			return fmt.Sprintf("(start %d, stride %d, size %d) while PE %%d passes (%d, %d, %d)", a.count, a.root, a.extra, b.count, b.root, b.extra)
+		}
+	case callCollect:
+		// counts differ by design; destinations are checked against the total by the caller
+	case callBroadcast:
+		if a.root != b.root {
+			return fmt.Sprintf("root %d while PE %%d has root %d", a.root, b.root)
+		}
+		name = "elements"
+	case callAllToAlls:
+		if a.count != b.count {
+			return fmt.Sprintf("%d elements per PE while PE %%d moves %d", a.count, b.count)
+		}
+	default:
+		name = "elements"
+	}
+	if name != "" && a.count != b.count {
+		return fmt.Sprintf("%d %s while PE %%d has %d", a.count, name, b.count)
+	}
+	if a.algo != b.algo {
+		return fmt.Sprintf("algorithm %s while PE %%d picks %s (ROX_COLL_ALGO must agree)", a.algo, b.algo)
+	}
+	return ""
+}
+
+// collOp is one collective call in progress on a team.
+type collOp struct {
+	t     *Team
+	ctx   context.Context
+	call  string
+	e     uint64
+	par   int
+	h     header
+	peers []header
+}
+
+// region is the heap offset of team PE src's region in the given half of the slot, and its
+// payload capacity.
+func (t *Team) region(half, src int) (off uint64, capacity int) {
+	c := t.w.teams
+	halfSize := c.dataSize[t.slot] / 2
+	stride := (halfSize / len(t.members)) &^ 63
+	return c.dataOff[t.slot] + uint64(half*halfSize+src*stride), stride - hdrSize
+}
+
+// payloadCap is how many payload bytes one PE can send another in the header exchange.
+func (t *Team) payloadCap() int { _, c := t.region(0, 0); return c }
+
+func (t *Team) sigOff(kind, src int) uint64 {
+	c := t.w.teams
+	return c.ctlBase + uint64(t.slot)*c.ctlStride + uint64((kind*t.w.npes+src)*8)
+}
+
+// begin starts a call: it numbers it, sends this PE's header (and, for each member j, payload(j)
+// behind it) to every member, and waits for every member's header. It returns an ErrMismatch
+// error when they disagree. The caller holds t.mu.
+func (t *Team) begin(ctx context.Context, call string, h header, payload func(j int) []byte) (*collOp, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	w := t.w
+	t.epoch++
+	e := t.epoch
+	for {
+		m := w.teams.maxEpoch.Load()
+		if e <= m || w.teams.maxEpoch.CompareAndSwap(m, e) {
+			break
+		}
+	}
+	h.epoch = e
+	if h.call == callSplit {
+		h.word2 = w.teams.maxEpoch.Load()
+	}
+	op := &collOp{t: t, ctx: ctx, call: call, e: e, par: int(e & 1), h: h}
+	n := len(t.members)
+	var buf []byte
+	for k := 1; k < n; k++ {
+		j := (t.me + k) % n
+		pe := t.members[j]
+		var data []byte
+		if payload != nil {
+			data = payload(j)
+		}
+		off, capacity := t.region(op.par, t.me)
+		if len(data) > capacity {
+			panic(fmt.Sprintf("shmem: %s: %d-byte payload over the %d-byte region", call, len(data), capacity))
+		}
+		if dst := w.peers[pe]; dst != nil {
+			h.encode(dst[off : off+hdrSize])
+			cachedCopy(dst[off+hdrSize:], data)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(sigHeader, t.me)])), e)
+			continue
+		}
+		buf = append(buf[:0], make([]byte, hdrSize)...)
+		h.encode(buf)
+		buf = append(buf, data...)
+		if err := w.paths[pe].putSignal(off, buf, t.sigOff(sigHeader, t.me), SignalSet, e); err != nil {
+			return nil, w.pathError(call, pe, err)
+		}
+	}
+	op.peers = make([]header, n)
+	op.peers[t.me] = h
+	var bad error
+	for k := 1; k < n; k++ {
+		j := (t.me + n - k) % n
+		if err := op.wait(sigHeader, j, "enter "+call); err != nil {
+			return nil, err
+		}
+		off, _ := t.region(op.par, j)
+		var hb [hdrSize]byte
+		if src := w.peers[w.pe]; src != nil {
+			copy(hb[:], src[off:])
+		} else if err := w.paths[w.pe].get(off, hb[:]); err != nil {
+			return nil, w.pathError(call, w.pe, err)
+		}
+		op.peers[j] = decodeHeader(hb[:])
+		if bad == nil {
+			if m := mismatch(call, &h, &op.peers[j]); m != "" {
+				bad = t.w.errorf(call, ErrMismatch, "on %s: PE %d (team PE %d) "+m, t.name, w.pe, t.me, t.members[j])
+			}
+		}
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	return op, nil
+}
+
+func (op *collOp) peerHeader(j int) *header { return &op.peers[j] }
+
+// payload returns the bytes member j sent this PE in the header exchange (n of them): a view of
+// this PE's scratch where the heap is host memory.
+func (op *collOp) payload(j, n int) ([]byte, error) {
+	t := op.t
+	off, _ := t.region(op.par, j)
+	off += hdrSize
+	if src := t.w.peers[t.w.pe]; src != nil {
+		return src[off : off+uint64(n)], nil
+	}
+	b := make([]byte, n)
+	if err := t.w.paths[t.w.pe].get(off, b); err != nil {
+		return nil, t.w.pathError(op.call, t.w.pe, err)
+	}
+	return b, nil
+}
+
+// signal sets word kind[me] of member j to this call's epoch.
+func (op *collOp) signal(kind, j int) error {
+	t := op.t
+	pe := t.members[j]
+	off := t.sigOff(kind, t.me)
+	if dst := t.w.peers[pe]; dst != nil {
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), op.e)
+		return nil
+	}
+	if err := t.w.paths[pe].putSignal(off, nil, off, SignalSet, op.e); err != nil {
+		return t.w.pathError(op.call, pe, err)
+	}
+	return nil
+}
+
+// wait waits until this PE's word kind[j] reaches the call's epoch.
+func (op *collOp) wait(kind, j int, what string) error {
+	return op.waitFor(kind, j, op.e, what)
+}
+
+func (op *collOp) waitFor(kind, j int, v uint64, what string) error {
+	t := op.t
+	w := t.w
+	off := t.sigOff(kind, j)
+	if w.loadWord(off, 8) >= v {
+		return nil
+	}
+	sp := w.spin(op.ctx, op.call)
+	for w.loadWord(off, 8) < v {
+		if err := sp.next(func() string {
+			return fmt.Sprintf("PE %d (team PE %d of %s) to %s (call %d on the team; last signal %#x)", t.members[j], j, t.name, what, op.e, w.loadWord(off, 8))
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish ends a call: nothing is left to wait for (every algorithm awaits its own signals).
+func (op *collOp) finish() {}
+
+// Sync waits until every PE of the team has reached it (shmem_team_sync), without completing
+// outstanding operations.
+func (t *Team) Sync(ctx context.Context) error {
+	return t.sync(ctx, "Sync", callSync)
+}
+
+// Barrier completes this PE's operations (as Quiet), then waits until every PE of the team has
+// reached it.
+func (t *Team) Barrier(ctx context.Context) error {
+	if err := t.check("Barrier"); err != nil {
+		return err
+	}
+	if err := t.w.Quiet(); err != nil {
+		return err
+	}
+	return t.sync(ctx, "Barrier", callBarrier)
+}
+
+func (t *Team) sync(ctx context.Context, call string, id collCall) error {
+	if err := t.check(call); err != nil {
+		return err
+	}
+	release, err := t.gate(call)
+	if err != nil {
+		return err
+	}
+	defer release()
+	op, err := t.begin(ctx, call, header{call: id}, nil)
+	if err != nil {
+		return err
+	}
+	op.finish()
+	return nil
+}

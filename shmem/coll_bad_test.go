@@ -1,0 +1,308 @@
+package shmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// errHas checks that err is of kind and its message holds every part.
+func errHas(err, kind error, parts ...string) error {
+	if !errors.Is(err, kind) {
+		return fmt.Errorf("got %v, want %v", err, kind)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			return fmt.Errorf("%q does not say %q", err, p)
+		}
+	}
+	return nil
+}
+
+// Mismatched arguments across PEs: every PE gets an error naming the call, both PEs and both
+// values, the destinations are untouched, and the team works afterwards.
+func TestCollMismatch(t *testing.T) {
+	nodeJob(t, 3, 0, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		world := w.TeamWorld()
+		src, _ := Alloc[int32](w, 100000)
+		dst, _ := Alloc[int32](w, 100000)
+		fsrc, _ := Alloc[float32](w, 4)
+		for i := range dst.Local() {
+			dst.Local()[i] = -7
+		}
+		untouched := func() error {
+			for i, v := range dst.Local() {
+				if v != -7 {
+					return fmt.Errorf("destination element %d written (%d) by a failed call", i, v)
+				}
+			}
+			return nil
+		}
+		// sizes: PE 2 reduces 100000 elements (a different algorithm), the others 4
+		n := 4
+		if me == 2 {
+			n = 100000
+		}
+		s, _ := src.Slice(0, n)
+		d, _ := dst.Slice(0, n)
+		err := AllReduce(ctx, world, d, s, OpSum)
+		want := []string{"AllReduce", fmt.Sprintf("PE %d", me)}
+		if me == 2 {
+			want = append(want, "100000 elements", "PE 1", "has 4")
+		} else {
+			want = append(want, "4 elements", "PE 2", "has 100000")
+		}
+		if e := errHas(err, ErrMismatch, want...); e != nil {
+			return fmt.Errorf("sizes: %w", e)
+		}
+		if err := untouched(); err != nil {
+			return err
+		}
+		// operations
+		s4, _ := src.Slice(0, 4)
+		d4, _ := dst.Slice(0, 4)
+		op := OpSum
+		if me == 1 {
+			op = OpMax
+		}
+		if e := errHas(AllReduce(ctx, world, d4, s4, op), ErrMismatch, "AllReduce", "operation"); e != nil {
+			return fmt.Errorf("ops: %w", e)
+		}
+		// element types: PE 0 reduces float32
+		if me == 0 {
+			err = AllReduce(ctx, world, fsrc, fsrc, OpSum)
+		} else {
+			err = AllReduce(ctx, world, d4, s4, OpSum)
+		}
+		if e := errHas(err, ErrMismatch, "element type", "float32", "int32"); e != nil {
+			return fmt.Errorf("types: %w", e)
+		}
+		// roots
+		if e := errHas(Broadcast(ctx, world, d4, s4, me%2), ErrMismatch, "Broadcast", "root"); e != nil {
+			return fmt.Errorf("roots: %w", e)
+		}
+		// calls: PE 1 calls FCollect while the others call Broadcast
+		if me == 1 {
+			d12, _ := dst.Slice(0, 12)
+			err = FCollect(ctx, world, d12, s4)
+		} else {
+			err = Broadcast(ctx, world, d4, s4, 0)
+		}
+		if e := errHas(err, ErrMismatch, "FCollect", "Broadcast"); e != nil {
+			return fmt.Errorf("calls: %w", e)
+		}
+		if err := untouched(); err != nil {
+			return err
+		}
+		// the team still works
+		for i := range s4.Local() {
+			s4.Local()[i] = int32(me + i)
+		}
+		if err := AllReduce(ctx, world, d4, s4, OpSum); err != nil {
+			return err
+		}
+		if d4.Local()[1] != 0+1+1+1+2+1 {
+			return fmt.Errorf("sum after the mismatches: %v", d4.Local())
+		}
+		return nil
+	})
+}
+
+// Bad arguments on one PE: clear errors, before anything moves.
+func TestCollBadArguments(t *testing.T) {
+	nodeJob(t, 2, 0, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		world := w.TeamWorld()
+		a, _ := Alloc[float64](w, 16)
+		b, _ := Alloc[float64](w, 16)
+		h, _ := Alloc[BFloat16](w, 4)
+		a8, _ := a.Slice(0, 8)
+		a4, _ := a.Slice(4, 8)
+		b8, _ := b.Slice(0, 8)
+		checks := []struct {
+			what string
+			err  error
+			kind error
+			says []string
+		}{
+			{"and on floats", AllReduce(ctx, world, b8, a8, OpAnd), ErrBadArgument, []string{"AllReduce", "and on float64"}},
+			{"prod on bfloat16", AllReduce(ctx, world, h, h, OpProd), ErrBadArgument, []string{"prod on bfloat16"}},
+			{"partial overlap", AllReduce(ctx, world, a4, a8, OpSum), ErrBadArgument, []string{"overlaps"}},
+			{"alltoall in place", AllToAll(ctx, world, a8, a8), ErrBadArgument, []string{"AllToAll", "disjoint"}},
+			{"fcollect size", FCollect(ctx, world, b8, a8), ErrBadArgument, []string{"FCollect", "want 16"}},
+			{"root", Broadcast(ctx, world, b8, a8, 2), ErrPERange, []string{"root 2"}},
+			{"unallocated", AllReduce(ctx, world, Sym[float64]{}, a8, OpSum), ErrNotInitialized, []string{"destination"}},
+		}
+		for _, c := range checks {
+			if e := errHas(c.err, c.kind, c.says...); e != nil {
+				return fmt.Errorf("%s: %w", c.what, e)
+			}
+		}
+		pair, err := world.SplitStrided(ctx, 0, 1, 2)
+		if err != nil {
+			return err
+		}
+		if err := pair.Destroy(ctx); err != nil {
+			return err
+		}
+		if e := errHas(AllReduce(ctx, pair, b8, a8, OpSum), ErrTeamDestroyed, "AllReduce", "destroyed"); e != nil {
+			return e
+		}
+		solo, err := world.SplitStrided(ctx, 1, 1, 1)
+		if err != nil {
+			return err
+		}
+		if w.MyPE() == 0 {
+			if e := errHas(AllReduce(ctx, solo, b8, a8, OpSum), ErrNotInTeam, "AllReduce"); e != nil {
+				return fmt.Errorf("PE outside the team: %w", e)
+			}
+		} else if err := solo.Destroy(ctx); err != nil {
+			return err
+		}
+		return nil
+	})
+}
+
+// A PE that never makes the call: the others fail within ROX_TIMEOUT naming it.
+func TestCollMissingPE(t *testing.T) {
+	old := jobTimeout
+	jobTimeout = 2 * time.Second
+	defer func() { jobTimeout = old }()
+	nodeJob(t, 3, 0, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		src, _ := Alloc[int64](w, 4)
+		dst, _ := Alloc[int64](w, 4)
+		if w.MyPE() == 1 {
+			time.Sleep(3 * time.Second)
+			return w.BarrierAll(ctx)
+		}
+		start := time.Now()
+		err := AllReduce(ctx, w.TeamWorld(), dst, src, OpSum)
+		if e := errHas(err, ErrTimeout, "AllReduce", "PE 1", "ROX_TIMEOUT"); e != nil {
+			return e
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			return fmt.Errorf("failed after %v", d)
+		}
+		return w.BarrierAll(ctx)
+	})
+}
+
+func TestHalfFloats(t *testing.T) {
+	// every float16 and bfloat16 survives a round trip through float32
+	for b := 0; b < 1<<16; b++ {
+		h := Float16(b)
+		f := h.Float32()
+		if got := Float16From(f); got != h && !(f != f && Float16From(f).Float32() != Float16From(f).Float32()) {
+			t.Fatalf("float16 %#04x -> %v -> %#04x", b, f, got)
+		}
+		bf := BFloat16(b)
+		g := bf.Float32()
+		if got := BFloat16From(g); got != bf && !(g != g && got.Float32() != got.Float32()) {
+			t.Fatalf("bfloat16 %#04x -> %v -> %#04x", b, g, got)
+		}
+	}
+	// rounding to nearest, ties to even, against float64 arithmetic
+	for _, c := range []struct {
+		f    float64
+		want uint16
+	}{
+		{1 + 1.0/2048, 0x3c00},  // a tie: to even (1.0)
+		{1 + 3.0/2048, 0x3c02},  // a tie: to even (1 + 2/1024)
+		{1 + 1.5/2048, 0x3c01},  // above the tie
+		{65520, 0x7c00},         // rounds to infinity
+		{math.Ldexp(1, -25), 0}, // half the smallest subnormal: to even (0)
+		{math.Ldexp(3, -26), 1}, // above half: the smallest subnormal
+		{-math.Ldexp(1, -14), 0x8400},
+	} {
+		if got := Float16From(float32(c.f)); uint16(got) != c.want {
+			t.Errorf("Float16From(%v) = %#04x, want %#04x", c.f, got, c.want)
+		}
+	}
+	if got := BFloat16From(1 + 1.0/256); got != 0x3f80 { // tie to even
+		t.Errorf("BFloat16From(1+2^-8) = %#04x", got)
+	}
+	if got := BFloat16From(1 + 3.0/256); got != 0x3f82 {
+		t.Errorf("BFloat16From(1+3*2^-8) = %#04x", got)
+	}
+}
+
+// Contexts: a context's Quiet flushes the PEs it wrote through the NIC path and no others, and a
+// NOSTORE context refuses writes.
+func TestCtx(t *testing.T) {
+	nodeJob(t, 4, 2, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		x, _ := Alloc[int64](w, 8)
+		a, err := w.CreateCtx(CtxPrivate)
+		if err != nil {
+			return err
+		}
+		b, err := w.CreateCtx(CtxSerialized)
+		if err != nil {
+			return err
+		}
+		if sh := w.TeamShared(); sh.NPEs() != 2 || sh.MyPE() != me%2 || sh.WorldPE(1-me%2) != me^1 {
+			return fmt.Errorf("TeamShared of a 2-PE node: PE %d of %d", sh.MyPE(), sh.NPEs())
+		}
+		far := (me + 2) % 4 // on the other node
+		near := me ^ 1      // on this node: load/store
+		if err := CtxPut(a, x, far, me, []int64{int64(100 + me)}); err != nil {
+			return err
+		}
+		if err := CtxP(a, x, near, me, int64(200+me)); err != nil {
+			return err
+		}
+		if err := CtxAtomicAdd(b, x, 7, 1, far); err != nil {
+			return err
+		}
+		if got := fmt.Sprint(a.pendingPEs(), b.pendingPEs()); got != fmt.Sprint([]int{far}, []int{far}) {
+			return fmt.Errorf("pending before quiet: %s", got)
+		}
+		if err := b.Quiet(); err != nil {
+			return err
+		}
+		if got := fmt.Sprint(a.pendingPEs(), b.pendingPEs()); got != fmt.Sprint([]int{far}, []int(nil)) {
+			return fmt.Errorf("after b.Quiet: %s (a's writes are not b's to complete)", got)
+		}
+		if err := a.Quiet(); err != nil {
+			return err
+		}
+		if len(a.pendingPEs()) != 0 {
+			return fmt.Errorf("after a.Quiet: %v", a.pendingPEs())
+		}
+		if err := w.TeamWorld().Sync(ctx); err != nil {
+			return err
+		}
+		l := x.Local()
+		if l[(me+2)%4] != int64(100+(me+2)%4) || l[me^1] != int64(200+(me^1)) || l[7] != 1 {
+			return fmt.Errorf("PE %d sees %v", me, l)
+		}
+		if v, err := CtxG(a, x, far, me); err != nil || v != int64(100+me) {
+			return fmt.Errorf("CtxG: %v, %v", v, err)
+		}
+		ro, _ := w.CreateCtx(CtxNoStore)
+		if e := errHas(CtxPut(ro, x, far, 0, []int64{1}), ErrBadArgument, "CtxPut", "NOSTORE"); e != nil {
+			return e
+		}
+		if _, err := CtxAtomicFetch(ro, x, 0, far); err != nil {
+			return fmt.Errorf("fetch on a NOSTORE context: %w", err)
+		}
+		if err := a.Destroy(); err != nil {
+			return err
+		}
+		if e := errHas(a.Quiet(), ErrBadArgument, "destroyed"); e != nil {
+			return e
+		}
+		if _, err := w.CreateCtx(8); !errors.Is(err, ErrBadArgument) {
+			return fmt.Errorf("unknown option: %v", err)
+		}
+		return w.BarrierAll(ctx)
+	})
+}

@@ -1,0 +1,406 @@
+package shmem
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"unsafe"
+)
+
+// Op is a reduction operation (the OP of shmem_TYPE_OP_reduce).
+type Op uint8
+
+const (
+	OpSum Op = iota + 1
+	OpProd
+	OpMin
+	OpMax
+	OpAnd
+	OpOr
+	OpXor
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpSum:
+		return "sum"
+	case OpProd:
+		return "prod"
+	case OpMin:
+		return "min"
+	case OpMax:
+		return "max"
+	case OpAnd:
+		return "and"
+	case OpOr:
+		return "or"
+	case OpXor:
+		return "xor"
+	case 0:
+		return "none"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// BFloat16 is a bfloat16 number (the top half of a float32), an extension type of the
+// reductions: sum, min and max, accumulated in float32 and rounded (to nearest even) once.
+type BFloat16 uint16
+
+// Float16 is an IEEE 754 binary16 number, an extension type like BFloat16.
+type Float16 uint16
+
+// BFloat16From rounds f to the nearest bfloat16 (ties to even); NaN stays NaN.
+func BFloat16From(f float32) BFloat16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return BFloat16(b>>16 | 0x40) // quiet NaN, sign kept
+	}
+	return BFloat16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
+// Float32 returns b exactly.
+func (b BFloat16) Float32() float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// Float32 returns h exactly.
+func (h Float16) Float32() float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // inf, NaN
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	case exp == 0 && man == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: value man * 2^-24
+		f := float32(man) * (1.0 / (1 << 24))
+		if sign != 0 {
+			return -f
+		}
+		return f
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+}
+
+// Float16From rounds f to the nearest binary16 (ties to even); out of range is infinity.
+func Float16From(f float32) Float16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	man := b & 0x7fffff
+	switch {
+	case exp == 0xff:
+		if man != 0 {
+			return Float16(sign | 0x7e00 | uint16(man>>13))
+		}
+		return Float16(sign | 0x7c00)
+	case exp-127 > 15:
+		return Float16(sign | 0x7c00)
+	case exp-127 >= -14: // normal
+		e := uint32(exp - 112)
+		v := e<<10 | man>>13
+		rest := man & 0x1fff
+		if rest > 0x1000 || (rest == 0x1000 && v&1 == 1) {
+			v++ // may carry into the exponent, up to infinity: correct
+		}
+		return Float16(uint32(sign) | v)
+	case exp-127 >= -25: // subnormal result
+		m := man | 0x800000
+		shift := uint32(-exp + 126 - 14 + 13 + 1) // bits to drop so the unit is 2^-24
+		v := m >> shift
+		rest := m & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rest > half || (rest == half && v&1 == 1) {
+			v++
+		}
+		return Float16(uint32(sign) | v)
+	}
+	return Float16(sign)
+}
+
+// elemKind is an element type as the collectives see it.
+type elemKind uint8
+
+const (
+	kInt8 elemKind = iota + 1
+	kInt16
+	kInt32
+	kInt64
+	kUint8
+	kUint16
+	kUint32
+	kUint64
+	kFloat32
+	kFloat64
+	kComplex64
+	kComplex128
+	kBFloat16
+	kFloat16
+)
+
+var kindNames = [...]string{"?", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "complex64", "complex128", "bfloat16", "float16"}
+
+func (k elemKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+func elemKindOf[T Elem]() elemKind {
+	rt := reflect.TypeFor[T]()
+	switch rt {
+	case reflect.TypeFor[BFloat16]():
+		return kBFloat16
+	case reflect.TypeFor[Float16]():
+		return kFloat16
+	}
+	switch rt.Kind() {
+	case reflect.Int8:
+		return kInt8
+	case reflect.Int16:
+		return kInt16
+	case reflect.Int32:
+		return kInt32
+	case reflect.Int64:
+		return kInt64
+	case reflect.Int:
+		if rt.Size() == 4 {
+			return kInt32
+		}
+		return kInt64
+	case reflect.Uint8:
+		return kUint8
+	case reflect.Uint16:
+		return kUint16
+	case reflect.Uint32:
+		return kUint32
+	case reflect.Uint64:
+		return kUint64
+	case reflect.Uint, reflect.Uintptr:
+		if rt.Size() == 4 {
+			return kUint32
+		}
+		return kUint64
+	case reflect.Float32:
+		return kFloat32
+	case reflect.Float64:
+		return kFloat64
+	case reflect.Complex64:
+		return kComplex64
+	case reflect.Complex128:
+		return kComplex128
+	}
+	return 0
+}
+
+// checkOp says why op does not apply to kind, or "".
+func checkOp(kind elemKind, op Op) string {
+	switch {
+	case op < OpSum || op > OpXor:
+		return fmt.Sprintf("unknown operation %v", op)
+	case kind == kBFloat16 || kind == kFloat16:
+		if op != OpSum && op != OpMin && op != OpMax {
+			return fmt.Sprintf("%v on %v: the 16-bit float extension types take sum, min and max", op, kind)
+		}
+	case kind == kComplex64 || kind == kComplex128:
+		if op != OpSum && op != OpProd {
+			return fmt.Sprintf("%v on %v: complex types take sum and prod", op, kind)
+		}
+	case kind == kFloat32 || kind == kFloat64:
+		if op >= OpAnd {
+			return fmt.Sprintf("%v on %v: and, or and xor take integer types", op, kind)
+		}
+	}
+	return ""
+}
+
+// reducer folds PE contributions, always in team PE order: for each element the result is
+// ((x_0 op x_1) op x_2) ... op x_{n-1}, where x_j is team PE j's value. Every algorithm keeps
+// that order (see coll_ops.go), so the result is the same bits on every PE, on every run and under
+// every ROX_COLL_ALGO. The 16-bit float types accumulate in float32 in the same order and are
+// rounded once. Floating-point min and max are Go's: NaN wins, and -0 is below +0.
+type reducer struct {
+	kind elemKind
+	op   Op
+	es   int // element bytes
+	as   int // accumulator bytes per element
+}
+
+func newReducer(kind elemKind, op Op, es int) reducer {
+	r := reducer{kind: kind, op: op, es: es, as: es}
+	if kind == kBFloat16 || kind == kFloat16 {
+		r.as = 4
+	}
+	return r
+}
+
+func view[T any](b []byte) []T {
+	var z T
+	n := len(b) / int(unsafe.Sizeof(z))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// start sets acc (accumulator bytes) to the first contribution x (element bytes).
+func (r reducer) start(acc, x []byte) {
+	switch r.kind {
+	case kBFloat16:
+		a, v := view[float32](acc), view[BFloat16](x)
+		for i := range v {
+			a[i] = v[i].Float32()
+		}
+	case kFloat16:
+		a, v := view[float32](acc), view[Float16](x)
+		for i := range v {
+			a[i] = v[i].Float32()
+		}
+	default:
+		copy(acc, x)
+	}
+}
+
+// finalize writes acc out as elements.
+func (r reducer) finalize(dst, acc []byte) {
+	switch r.kind {
+	case kBFloat16:
+		a, d := view[float32](acc), view[BFloat16](dst)
+		for i := range d {
+			d[i] = BFloat16From(a[i])
+		}
+	case kFloat16:
+		a, d := view[float32](acc), view[Float16](dst)
+		for i := range d {
+			d[i] = Float16From(a[i])
+		}
+	default:
+		copy(dst, acc)
+	}
+}
+
+// fold sets acc = acc op x, elementwise; x holds elements, or accumulators when partial is set
+// (a partial result passed between PEs).
+func (r reducer) fold(acc, x []byte, partial bool) {
+	switch r.kind {
+	case kInt8:
+		foldInt(r.op, view[int8](acc), view[int8](x))
+	case kInt16:
+		foldInt(r.op, view[int16](acc), view[int16](x))
+	case kInt32:
+		foldInt(r.op, view[int32](acc), view[int32](x))
+	case kInt64:
+		foldInt(r.op, view[int64](acc), view[int64](x))
+	case kUint8:
+		foldInt(r.op, view[uint8](acc), view[uint8](x))
+	case kUint16:
+		foldInt(r.op, view[uint16](acc), view[uint16](x))
+	case kUint32:
+		foldInt(r.op, view[uint32](acc), view[uint32](x))
+	case kUint64:
+		foldInt(r.op, view[uint64](acc), view[uint64](x))
+	case kFloat32:
+		foldFloat(r.op, view[float32](acc), view[float32](x))
+	case kFloat64:
+		foldFloat(r.op, view[float64](acc), view[float64](x))
+	case kComplex64:
+		foldComplex(r.op, view[complex64](acc), view[complex64](x))
+	case kComplex128:
+		foldComplex(r.op, view[complex128](acc), view[complex128](x))
+	case kBFloat16, kFloat16:
+		a := view[float32](acc)
+		if partial {
+			foldFloat(r.op, a, view[float32](x))
+			return
+		}
+		tmp := make([]float32, 0, 512)
+		for o := 0; o < len(a); o += 512 {
+			e := min(o+512, len(a))
+			tmp = tmp[:e-o]
+			if r.kind == kBFloat16 {
+				for i, v := range view[BFloat16](x[o*2 : e*2]) {
+					tmp[i] = v.Float32()
+				}
+			} else {
+				for i, v := range view[Float16](x[o*2 : e*2]) {
+					tmp[i] = v.Float32()
+				}
+			}
+			foldFloat(r.op, a[o:e], tmp)
+		}
+	}
+}
+
+type integer interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64
+}
+
+func foldInt[T integer](op Op, a, x []T) {
+	x = x[:len(a)]
+	switch op {
+	case OpSum:
+		for i := range a {
+			a[i] += x[i]
+		}
+	case OpProd:
+		for i := range a {
+			a[i] *= x[i]
+		}
+	case OpMin:
+		for i := range a {
+			a[i] = min(a[i], x[i])
+		}
+	case OpMax:
+		for i := range a {
+			a[i] = max(a[i], x[i])
+		}
+	case OpAnd:
+		for i := range a {
+			a[i] &= x[i]
+		}
+	case OpOr:
+		for i := range a {
+			a[i] |= x[i]
+		}
+	case OpXor:
+		for i := range a {
+			a[i] ^= x[i]
+		}
+	}
+}
+
+func foldFloat[T ~float32 | ~float64](op Op, a, x []T) {
+	x = x[:len(a)]
+	switch op {
+	case OpSum:
+		for i := range a {
+			a[i] += x[i]
+		}
+	case OpProd:
+		for i := range a {
+			a[i] *= x[i]
+		}
+	case OpMin:
+		for i := range a {
+			a[i] = min(a[i], x[i])
+		}
+	case OpMax:
+		for i := range a {
+			a[i] = max(a[i], x[i])
+		}
+	}
+}
+
+func foldComplex[T ~complex64 | ~complex128](op Op, a, x []T) {
+	x = x[:len(a)]
+	switch op {
+	case OpSum:
+		for i := range a {
+			a[i] += x[i]
+		}
+	case OpProd:
+		for i := range a {
+			a[i] *= x[i]
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package shmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roxamen/roxamen/internal/bootstrap"
+)
+
+// nodeJob is job with the PEs spread over nodes: PE pe is on node pe / perNode (perNode 0: one
+// node). PEs of different nodes reach each other through the TCP transport over loopback, as
+// they would between hosts.
+func nodeJob(t *testing.T, n, perNode int, heap int64, body func(w *World) error) {
+	t.Helper()
+	srv, err := bootstrap.NewServer("127.0.0.1:0", n, "test-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if perNode <= 0 {
+		perNode = n
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for pe := 0; pe < n; pe++ {
+		wg.Add(1)
+		go func(pe int) {
+			defer wg.Done()
+			node := pe / perNode
+			local := min(perNode, n-node*perNode)
+			vars := map[string]string{
+				"ROX_PE": fmt.Sprint(pe), "ROX_NPES": fmt.Sprint(n),
+				"ROX_LOCAL_PE": fmt.Sprint(pe % perNode), "ROX_LOCAL_NPES": fmt.Sprint(local),
+				"ROX_NODE":      fmt.Sprintf("node%d", node),
+				"ROX_BOOTSTRAP": "test-token@" + srv.Addr(),
+			}
+			getenv := func(k string) string { return vars[k] }
+			w, err := Init(context.Background(), WithHeapSize(heap), WithTimeout(jobTimeout), withGetenv(getenv))
+			if err != nil {
+				errs[pe] = err
+				return
+			}
+			if err := body(w); err != nil {
+				errs[pe] = fmt.Errorf("PE %d: %w", pe, err)
+			}
+			if err := w.Finalize(); err != nil && !errors.Is(err, ErrFinalized) && errs[pe] == nil {
+				errs[pe] = err
+			}
+		}(pe)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// jobTimeout is ROX_TIMEOUT for nodeJob's PEs.
+var jobTimeout = 20 * time.Second
+
+func TestTeams(t *testing.T) {
+	nodeJob(t, 6, 0, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		world := w.TeamWorld()
+		if world.MyPE() != me || world.NPEs() != 6 {
+			return fmt.Errorf("world team: PE %d of %d", world.MyPE(), world.NPEs())
+		}
+		if sh := w.TeamShared(); sh.NPEs() != 6 || sh.MyPE() != me {
+			return fmt.Errorf("shared team: PE %d of %d", sh.MyPE(), sh.NPEs())
+		}
+		odd, err := world.SplitStrided(ctx, 1, 2, 3)
+		if err != nil {
+			return err
+		}
+		if me%2 == 0 {
+			if odd != nil {
+				return fmt.Errorf("PE %d got a team it is not in: %v", me, odd)
+			}
+		} else {
+			if odd.MyPE() != me/2 || odd.NPEs() != 3 {
+				return fmt.Errorf("odd team: PE %d of %d", odd.MyPE(), odd.NPEs())
+			}
+			if got := odd.TranslatePE(2, world); got != 5 {
+				return fmt.Errorf("TranslatePE(2, world) = %d, want 5", got)
+			}
+			if got := world.TranslatePE(0, odd); got != -1 {
+				return fmt.Errorf("world PE 0 in the odd team: %d, want -1", got)
+			}
+		}
+		x, y, err := world.Split2D(ctx, 4)
+		if err != nil {
+			return err
+		}
+		wantX, wantY := 4, 2
+		if me >= 4 {
+			wantX = 2
+		}
+		if me%4 >= 2 {
+			wantY = 1
+		}
+		if x.NPEs() != wantX || x.MyPE() != me%4 || y.NPEs() != wantY || y.MyPE() != me/4 {
+			return fmt.Errorf("2D: x %d of %d, y %d of %d", x.MyPE(), x.NPEs(), y.MyPE(), y.NPEs())
+		}
+		// A sub-team splits further, and its PEs' collectives stay among them.
+		if odd != nil {
+			pair, err := odd.SplitStrided(ctx, 0, 2, 2) // world PEs 1 and 5
+			if err != nil {
+				return err
+			}
+			if (me == 1 || me == 5) != (pair != nil) {
+				return fmt.Errorf("PE %d: pair team %v", me, pair)
+			}
+			if pair != nil {
+				if err := pair.Barrier(ctx); err != nil {
+					return err
+				}
+				if err := pair.Destroy(ctx); err != nil {
+					return err
+				}
+				if err := pair.Sync(ctx); !errors.Is(err, ErrTeamDestroyed) {
+					return fmt.Errorf("Sync on a destroyed team: %v, want ErrTeamDestroyed", err)
+				}
+			}
+			if err := odd.Destroy(ctx); err != nil {
+				return err
+			}
+		}
+		var none *Team
+		if err := none.Sync(ctx); !errors.Is(err, ErrNotInTeam) {
+			return fmt.Errorf("Sync on a nil team: %v", err)
+		}
+		if none.MyPE() != -1 || none.NPEs() != 0 {
+			return fmt.Errorf("nil team: MyPE %d NPEs %d", none.MyPE(), none.NPEs())
+		}
+		if err := world.Destroy(ctx); !errors.Is(err, ErrBadArgument) {
+			return fmt.Errorf("destroying TeamWorld: %v", err)
+		}
+		// Bad arguments are an error on every PE, after the exchange.
+		if _, err := world.SplitStrided(ctx, 4, 2, 2); !errors.Is(err, ErrBadArgument) {
+			return fmt.Errorf("split past the team: %v", err)
+		}
+		if _, err := world.SplitStrided(ctx, 0, 1+me%2, 2); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "stride") {
+			return fmt.Errorf("mismatched split: %v", err)
+		}
+		// The limit: MaxTeams live, world and shared and the two 2D ones included.
+		var live []*Team
+		for i := 0; ; i++ {
+			nt, err := world.SplitStrided(ctx, 0, 1, 6)
+			if err != nil {
+				if !errors.Is(err, ErrTeamLimit) || !strings.Contains(err.Error(), "MaxTeams") || i != MaxTeams-4 {
+					return fmt.Errorf("split %d: %v, want ErrTeamLimit after %d", i, err, MaxTeams-4)
+				}
+				break
+			}
+			live = append(live, nt)
+		}
+		for _, nt := range live {
+			if err := nt.Destroy(ctx); err != nil {
+				return err
+			}
+		}
+		// Slots come back and a team on a reused slot works.
+		again, err := world.SplitStrided(ctx, 0, 1, 6)
+		if err != nil {
+			return err
+		}
+		src, err := Alloc[int64](w, 1)
+		if err != nil {
+			return err
+		}
+		dst, err := Alloc[int64](w, 1)
+		if err != nil {
+			return err
+		}
+		src.Local()[0] = int64(me)
+		for i := 0; i < 3; i++ {
+			if err := AllReduce(ctx, again, dst, src, OpSum); err != nil {
+				return err
+			}
+			if dst.Local()[0] != 15 {
+				return fmt.Errorf("sum on a reused slot: %d", dst.Local()[0])
+			}
+		}
+		return again.Destroy(ctx)
+	})
+}
+
+func TestCollSmoke(t *testing.T) {
+	for _, tc := range []struct {
+		algo       string
+		n, perNode int
+	}{{"auto", 4, 0}, {"oneshot", 3, 0}, {"twoshot", 3, 0}, {"ring", 3, 0}, {"ring", 4, 2}, {"hier", 4, 2}, {"hier", 6, 2}, {"auto", 6, 2}} {
+		t.Run(fmt.Sprintf("%s/%d/%d", tc.algo, tc.n, tc.perNode), func(t *testing.T) {
+			t.Setenv("ROX_COLL_ALGO", tc.algo)
+			nodeJob(t, tc.n, tc.perNode, 16<<20, func(w *World) error {
+				ctx := context.Background()
+				big := 300001
+				if raceEnabled {
+					big = 70001
+				}
+				for _, count := range []int{0, 1, 7, 4099, big} {
+					src, err := Alloc[float64](w, count)
+					if err != nil {
+						return err
+					}
+					dst, err := Alloc[float64](w, count)
+					if err != nil {
+						return err
+					}
+					for i := range src.Local() {
+						src.Local()[i] = float64(w.MyPE()*1000+i) / 3
+					}
+					if err := AllReduce(ctx, w.TeamWorld(), dst, src, OpSum); err != nil {
+						return err
+					}
+					for i, v := range dst.Local() {
+						var ref float64
+						for pe := 0; pe < w.NPEs(); pe++ {
+							ref += float64(pe*1000+i) / 3
+						}
+						if math.Float64bits(v) != math.Float64bits(ref) {
+							return fmt.Errorf("count %d: dst[%d] = %v, want %v", count, i, v, ref)
+						}
+					}
+					w.Free(src.Mem())
+					w.Free(dst.Mem())
+				}
+				return nil
+			})
+		})
+	}
+}
+
+var _ = bits.Len

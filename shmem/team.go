@@ -1,0 +1,308 @@
+package shmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
+
+// MaxTeams is how many teams a PE may have live at once, TeamWorld and TeamShared included
+// (SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED are two of them). Each live team owns one of the slots
+// of collective space reserved in every PE's symmetric heap at Init; splitting past the limit is
+// an error (ErrTeamLimit) naming it. Destroy returns a team's slot.
+const MaxTeams = 64
+
+// Team error kinds, matched with errors.Is.
+var (
+	ErrTeamLimit     = fmt.Errorf("more than %d teams live at once (MaxTeams)", MaxTeams)
+	ErrTeamDestroyed = errors.New("team destroyed")
+	ErrNotInTeam     = errors.New("PE not in the team")
+)
+
+// Team is an ordered set of PEs that make collective calls together (shmem_team_t). Member i of a
+// team is its PE i; MyPE and NPEs are this PE's number in the team and the team's size. A PE
+// outside a team that a split made gets a nil *Team; every method of a nil team returns an error
+// (or -1 / 0), never a fault.
+//
+// A Team's collective calls (splits, Destroy, barriers, reductions...) must be made by every
+// member in the same order; goroutines of one PE that share a team are serialized (see coll.go).
+type Team struct {
+	w       *World
+	slot    int   // index of the collective space this team uses (the same on every member)
+	members []int // world PE of each team PE
+	me      int
+	name    string
+	nodes   []int // node index (dense, in order of first appearance) of each member
+
+	mu        sync.Mutex // serializes this PE's collective calls on the team
+	epoch     uint64     // collective calls made on the team so far (guarded by mu)
+	destroyed atomic.Bool
+}
+
+// teamSlots tracks which slots this PE's live teams hold.
+type teamSlots struct {
+	mu   sync.Mutex
+	used uint64 // bit s: slot s belongs to a live team
+}
+
+func (w *World) newTeam(slot int, members []int, name string, epoch uint64) *Team {
+	t := &Team{w: w, slot: slot, members: members, me: -1, name: name, epoch: epoch}
+	ids := map[string]int{}
+	for i, pe := range members {
+		if pe == w.pe {
+			t.me = i
+		}
+		node := w.teams.nodes[pe]
+		id, ok := ids[node]
+		if !ok {
+			id = len(ids)
+			ids[node] = id
+		}
+		t.nodes = append(t.nodes, id)
+	}
+	return t
+}
+
+// TeamWorld returns the team of every PE in the job (SHMEM_TEAM_WORLD); its PE numbers are the
+// World's.
+func (w *World) TeamWorld() *Team {
+	if w == nil || w.teams == nil {
+		return nil
+	}
+	return w.teams.world
+}
+
+// TeamShared returns the team of the PEs whose heaps this PE can load from and store to
+// (SHMEM_TEAM_SHARED): the PEs of its node, in PE order. Where the NIC path is forced between PEs
+// of one node (ROX_TRANSPORT=tcp|ucx) it is this PE alone, as Ptr returns nil for the others.
+func (w *World) TeamShared() *Team {
+	if w == nil || w.teams == nil {
+		return nil
+	}
+	return w.teams.shared
+}
+
+func (t *Team) check(call string) error {
+	if t == nil {
+		return &Error{Call: call, PE: -1, Kind: ErrNotInTeam, Detail: "nil team (this PE is outside the team the split made)"}
+	}
+	if err := t.w.check(call); err != nil {
+		return err
+	}
+	if t.destroyed.Load() {
+		return t.w.errorf(call, ErrTeamDestroyed, "team %s was destroyed", t.name)
+	}
+	return nil
+}
+
+// MyPE returns this PE's number in the team (shmem_team_my_pe), -1 for a nil or destroyed team.
+func (t *Team) MyPE() int {
+	if t == nil || t.destroyed.Load() {
+		return -1
+	}
+	return t.me
+}
+
+// NPEs returns the team's size (shmem_team_n_pes), 0 for a nil or destroyed team.
+func (t *Team) NPEs() int {
+	if t == nil || t.destroyed.Load() {
+		return 0
+	}
+	return len(t.members)
+}
+
+// WorldPE returns the World PE number of team PE pe, or -1 when pe is not a team PE number.
+func (t *Team) WorldPE(pe int) int {
+	if t == nil || pe < 0 || pe >= len(t.members) {
+		return -1
+	}
+	return t.members[pe]
+}
+
+// String names the team and its members, for messages.
+func (t *Team) String() string {
+	if t == nil {
+		return "<nil team>"
+	}
+	return t.name
+}
+
+// TranslatePE returns the number in team other of this team's PE pe (shmem_team_translate_pe),
+// or -1 when that PE is not in other, pe is not in t, or either team is nil or destroyed.
+func (t *Team) TranslatePE(pe int, other *Team) int {
+	if t == nil || other == nil || t.destroyed.Load() || other.destroyed.Load() || pe < 0 || pe >= len(t.members) {
+		return -1
+	}
+	wpe := t.members[pe]
+	for i, m := range other.members {
+		if m == wpe {
+			return i
+		}
+	}
+	return -1
+}
+
+// SplitStrided makes a team of the parent's PEs start, start+stride, ... (size of them)
+// (shmem_team_split_strided). It is collective over the parent: every parent PE calls it with the
+// same arguments (a mismatch is an ErrMismatch error naming both PEs and values); a parent PE that
+// is not in the new team gets a nil team and a nil error.
+func (t *Team) SplitStrided(ctx context.Context, start, stride, size int) (*Team, error) {
+	const call = "SplitStrided"
+	if err := t.check(call); err != nil {
+		return nil, err
+	}
+	// The exchange comes first, so that a PE with other arguments is an error on every PE.
+	slots, epoch, err := t.agreeSlots(ctx, call, 1, [3]int64{int64(start), int64(stride), int64(size)})
+	if err != nil {
+		return nil, err
+	}
+	n := len(t.members)
+	if size < 1 || start < 0 || start >= n || (size > 1 && stride < 1) || start+(size-1)*stride >= n {
+		t.w.teams.slots.release(slots[0])
+		return nil, t.w.errorf(call, ErrBadArgument, "start %d, stride %d, size %d does not fit the %d PEs of %s (want size >= 1, stride >= 1, start+(size-1)*stride < %d)", start, stride, size, n, t.name, n)
+	}
+	k := t.me - start
+	if k < 0 || (stride > 0 && k%stride != 0) || (stride == 0 && k != 0) || (stride > 0 && k/stride >= size) {
+		t.w.teams.slots.release(slots[0])
+		return nil, nil
+	}
+	members := make([]int, size)
+	for i := range members {
+		members[i] = t.members[start+i*stride]
+	}
+	return t.w.newTeam(slots[0], members, fmt.Sprintf("%s.strided(%d,%d,%d)", t.name, start, stride, size), epoch), nil
+}
+
+// Split2D splits the parent into a grid xrange PEs wide (shmem_team_split_2d): the x team of a PE
+// is its row (parent PEs with the same pe / xrange), the y team its column (the same pe % xrange).
+// The last row is short when xrange does not divide the parent's size. Collective over the parent;
+// every parent PE is in one x team and one y team.
+func (t *Team) Split2D(ctx context.Context, xrange int) (x, y *Team, err error) {
+	const call = "Split2D"
+	if err := t.check(call); err != nil {
+		return nil, nil, err
+	}
+	slots, epoch, err := t.agreeSlots(ctx, call, 2, [3]int64{int64(xrange)})
+	if err != nil {
+		return nil, nil, err
+	}
+	n := len(t.members)
+	if xrange < 1 {
+		t.w.teams.slots.release(slots[0])
+		t.w.teams.slots.release(slots[1])
+		return nil, nil, t.w.errorf(call, ErrBadArgument, "xrange %d, want >= 1", xrange)
+	}
+	xrange = min(xrange, n)
+	row, col := t.me/xrange, t.me%xrange
+	var xs, ys []int
+	for i := row * xrange; i < min((row+1)*xrange, n); i++ {
+		xs = append(xs, t.members[i])
+	}
+	for i := col; i < n; i += xrange {
+		ys = append(ys, t.members[i])
+	}
+	x = t.w.newTeam(slots[0], xs, fmt.Sprintf("%s.x%d", t.name, row), epoch)
+	y = t.w.newTeam(slots[1], ys, fmt.Sprintf("%s.y%d", t.name, col), epoch)
+	return x, y, nil
+}
+
+// agreeSlots is the collective part of a split: every parent PE offers its free slots, and the k
+// lowest free on all of them become the new teams' (every PE reserves them; PEs outside a new
+// team release theirs). The arguments travel in the exchange, so a mismatch is caught here.
+func (t *Team) agreeSlots(ctx context.Context, call string, k int, args [3]int64) ([]int, uint64, error) {
+	s := &t.w.teams.slots
+	s.mu.Lock()
+	free := ^s.used
+	s.mu.Unlock()
+	release, err := t.gate(call)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer release()
+	h := header{call: callSplit, count: args[0], root: args[1], extra: args[2], extra2: int64(k), word: free}
+	op, err := t.begin(ctx, call, h, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The new teams' epochs start above every epoch any member has used, so that what a slot's
+	// signal words hold from an earlier team never satisfies a wait of the new one.
+	var epoch uint64
+	for j := range t.members {
+		free &= op.peerHeader(j).word
+		epoch = max(epoch, op.peerHeader(j).word2)
+	}
+	op.finish()
+	var slots []int
+	for f := free; len(slots) < k && f != 0; f &= f - 1 {
+		slots = append(slots, bits.TrailingZeros64(f))
+	}
+	if len(slots) < k {
+		return nil, 0, t.w.errorf(call, ErrTeamLimit, "%d live teams on some PE of %s, no %d slot(s) free on all of them", MaxTeams-bits.OnesCount64(free), t.name, k)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sl := range slots {
+		if s.used&(1<<sl) != 0 {
+			// Another goroutine of this PE took the slot meanwhile: the other members cannot know.
+			return nil, 0, t.w.errorf(call, ErrMismatch, "slot %d was taken by a concurrent split on this PE (splits must be made one at a time)", sl)
+		}
+		s.used |= 1 << sl
+	}
+	return slots, epoch, nil
+}
+
+func (s *teamSlots) release(slot int) {
+	s.mu.Lock()
+	s.used &^= 1 << slot
+	s.mu.Unlock()
+}
+
+// Destroy releases the team (shmem_team_destroy). It is collective over the team's PEs: it waits
+// for every member (as Sync) so that no member is still using the team's space. Later calls on the
+// team fail with ErrTeamDestroyed. TeamWorld and TeamShared cannot be destroyed.
+func (t *Team) Destroy(ctx context.Context) error {
+	const call = "Destroy"
+	if err := t.check(call); err != nil {
+		return err
+	}
+	if t == t.w.teams.world || t == t.w.teams.shared {
+		return t.w.errorf(call, ErrBadArgument, "%s is predefined and cannot be destroyed", t.name)
+	}
+	release, err := t.gate(call)
+	if err != nil {
+		return err
+	}
+	defer release()
+	op, err := t.begin(ctx, call, header{call: callDestroy}, nil)
+	if err != nil {
+		return err
+	}
+	op.finish()
+	if t.destroyed.Swap(true) {
+		return t.w.errorf(call, ErrTeamDestroyed, "team %s was destroyed", t.name)
+	}
+	t.w.teams.slots.release(t.slot)
+	return nil
+}
+
+// gate admits one collective call on t at a time. A call made while another goroutine's is in
+// progress is refused with ErrConcurrent: the PEs could pair the two in different orders. On the
+// world team the World's own collective calls (allocation, BarrierAll, SyncAll, Finalize) share
+// the gate, so they are ordered with the team's collectives the same way on every PE.
+func (t *Team) gate(call string) (release func(), err error) {
+	if t == t.w.teams.world {
+		c, err := t.w.coll.begin(t.w, call)
+		if err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		return func() { t.mu.Unlock(); c.end() }, nil
+	}
+	if !t.mu.TryLock() {
+		return nil, t.w.errorf(call, ErrConcurrent, "another collective call on this team is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE")
+	}
+	return t.mu.Unlock, nil
+}
