@@ -173,6 +173,9 @@ type Recv struct {
 	Weights []float32 // the top-k weight of each row
 	Src     []Source  // where each row came from
 	Experts []int     // the global expert of each row
+	// Transfers counts the tokens that travelled from each PE: one per token with any expert
+	// here, however many of them are here.
+	Transfers []int
 }
 
 // Handle remembers a Dispatch's routing for the Combine that returns its tokens.
@@ -491,7 +494,7 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 
 	// Group the received rows by local expert.
 	land := b.recv.Local()
-	r := &Recv{Counts: make([]int, b.local), Offsets: make([]int, b.local+1)}
+	r := &Recv{Counts: make([]int, b.local), Offsets: make([]int, b.local+1), Transfers: counts}
 	for s := 0; s < P; s++ {
 		for i := 0; i < counts[s]; i++ {
 			meta := land[(start[s]+i)*b.rowBytes+b.payload:]

@@ -153,6 +153,20 @@ func CheckDispatch(cfg ep.Config, ins []Input, me int, r *ep.Recv) error {
 			return fmt.Errorf("Dispatch: local expert %d count %d, want %d", l, r.Counts[l], row-r.Offsets[l])
 		}
 	}
+	for s := 0; s < npes; s++ {
+		want := 0
+		for t := 0; t < ins[s].N; t++ {
+			for k := 0; k < cfg.TopK; k++ {
+				if e := ins[s].Idx[t*cfg.TopK+k]; e >= 0 && int(e)/local == me {
+					want++
+					break
+				}
+			}
+		}
+		if r.Transfers[s] != want {
+			return fmt.Errorf("Dispatch: %d tokens travelled from PE %d, want %d (one per token with an expert here)", r.Transfers[s], s, want)
+		}
+	}
 	if r.Rows != row {
 		return fmt.Errorf("Dispatch: %d rows, want %d", r.Rows, row)
 	}
