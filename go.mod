@@ -7,3 +7,5 @@ require (
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/sys v0.50.0
 )
+
+require gonum.org/v1/gonum v0.17.0
