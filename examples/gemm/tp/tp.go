@@ -74,8 +74,8 @@ type GEMM struct {
 	// Reduce-scatter: element p is the last step whose partials PE p has reduced; a PE pushes
 	// the next step's partials to p only after that (an all-reduce needs no such signal: every PE
 	// has received every sum of a step before it starts the next).
-	ack shmem.Sym[uint64]
-	stage   []float32          // this PE's partial tiles, [tiles] slots
+	ack   shmem.Sym[uint64]
+	stage []float32 // this PE's partial tiles, [tiles] slots
 
 	// Times of the last Unfused step: the GEMM and the exchange after it.
 	lastGEMM, lastComm time.Duration
