@@ -27,12 +27,13 @@
 //
 // # Arithmetic and summation order
 //
-// Weights are float32; Combine accumulates in float32 and rounds to the buffer's DType once, at
-// the end. The order is fixed, so results are the same bit for bit from run to run, in both
-// ROX_ORDERING modes and on any transport: on the expert PE p, the partial sum of token t is
-// sum over k = 0..TopK-1 (ascending) of the experts of t on p of weight[k] * y[k] (each product
-// and sum rounded to float32, starting from +0); on t's PE the output is the sum over p = 0..NPEs-1
-// (ascending) of those partials, starting from +0. A token with no expert (every index -1)
+// Weights are float32 and Combine accumulates in float32. The order is fixed, so results are the
+// same bit for bit from run to run, in both ROX_ORDERING modes and on any transport: on the
+// expert PE p, the partial sum of token t is the sum over k = 0..TopK-1 (ascending) of t's
+// experts on p of weight[k] * y[k] (each product and sum rounded to float32, starting from +0),
+// which travels back in the buffer's DType (bf16: rounded to nearest even, as DeepEP's combine
+// sends bf16); on t's PE the output is the float32 sum over p = 0..NPEs-1 (ascending) of those
+// partials, starting from +0, rounded to the DType once. A token with no expert (every index -1)
 // combines to zeros.
 //
 // # Reuse and failure
@@ -212,12 +213,12 @@ type Buffer struct {
 	rowBytes int // payload + routing metadata, 8-aligned
 
 	recv   shmem.Sym[byte]    // dispatch landing: npes*MaxTokens rows
-	comb   shmem.Sym[float32] // combine landing: [npes][MaxTokens][Hidden] partial sums
+	comb   shmem.Sym[byte]    // combine landing: [npes][MaxTokens] partial sums in the DType
 	layout shmem.Sym[uint64]  // Normal: [npes][npes+Experts] counts
 	sig    shmem.Sym[uint64]  // signals, nSigs blocks of npes
 
 	stage  []byte    // local: the rows this PE sends, [npes][MaxTokens] rows
-	cstage []float32 // local: the partial sums this PE sends back
+	cstage []byte    // local: the partial sums this PE sends back
 	rowTmp []byte
 
 	dispEpoch, combEpoch uint64
@@ -250,7 +251,7 @@ func rowLayout(cfg Config) (payload, row int) {
 func HeapBytes(cfg Config, npes int) int64 {
 	_, row := rowLayout(cfg)
 	n := int64(npes) * int64(cfg.MaxTokens)
-	return n*int64(row) + n*int64(cfg.Hidden)*4 + int64(npes)*int64(npes+cfg.Experts)*8 + int64(nSigs*npes)*8
+	return n*int64(row) + n*int64(cfg.Hidden*cfg.DType.size()) + int64(npes)*int64(npes+cfg.Experts)*8 + int64(nSigs*npes)*8
 }
 
 func (b *Buffer) errorf(call string, kind error, format string, args ...any) error {
@@ -289,7 +290,7 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 	if b.recv, err = shmem.Alloc[byte](w, slots*row); err != nil {
 		return nil, err
 	}
-	if b.comb, err = shmem.Alloc[float32](w, slots*cfg.Hidden); err != nil {
+	if b.comb, err = shmem.Alloc[byte](w, slots*cfg.Hidden*cfg.DType.size()); err != nil {
 		return nil, errors.Join(err, w.Free(b.recv.Mem()))
 	}
 	if b.layout, err = shmem.Alloc[uint64](w, npes*(npes+cfg.Experts)); err != nil {
@@ -299,7 +300,7 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 		return nil, errors.Join(err, w.Free(b.layout.Mem()), w.Free(b.comb.Mem()), w.Free(b.recv.Mem()))
 	}
 	b.stage = make([]byte, slots*row)
-	b.cstage = make([]float32, slots*cfg.Hidden)
+	b.cstage = make([]byte, slots*cfg.Hidden*cfg.DType.size())
 	return b, nil
 }
 
@@ -610,19 +611,24 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 			return tmp
 		}
 	}
-	// Partial sums per (token, this PE), in k order, pushed back as they are computed.
+	// Partial sums per (token, this PE), in k order, in float32, rounded to the DType for the
+	// way back, pushed as they are computed.
+	es := cfg.DType.size()
+	pay := H * es
+	part := make([]float32, H)
 	for s := 0; s < P; s++ {
 		n := len(h.from[s]) - 1
 		for i := 0; i < n; i++ {
-			acc := b.cstage[(s*M+i)*H : (s*M+i+1)*H]
-			clear(acc)
+			clear(part)
 			for _, en := range h.entries[h.from[s][i]:h.from[s][i+1]] {
 				for j, v := range row(en.row) {
-					acc[j] += float32(en.w * v) // the conversion keeps the product rounded: no fused multiply-add
+					part[j] += float32(en.w * v) // the conversion keeps the product rounded: no fused multiply-add
 				}
 			}
+			out := b.cstage[(s*M+i)*pay : (s*M+i+1)*pay]
+			encode(cfg.DType, part, out)
 			if cfg.Mode == LowLatency {
-				if err := shmem.PutSignalNBI(b.comb, (b.me*M+i)*H, acc, b.sig, b.sigAt(sigComb, b.me), 1, shmem.SignalAdd, s); err != nil {
+				if err := shmem.PutSignalNBI(b.comb, (b.me*M+i)*pay, out, b.sig, b.sigAt(sigComb, b.me), 1, shmem.SignalAdd, s); err != nil {
 					return Tokens{}, fmt.Errorf("%s: %w", call, err)
 				}
 			}
@@ -632,14 +638,14 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 			if n == 0 {
 				err = shmem.AtomicSet(b.sig, b.sigAt(sigComb, b.me), e, s)
 			} else {
-				err = shmem.PutSignalNBI(b.comb, b.me*M*H, b.cstage[s*M*H:(s*M+n)*H], b.sig, b.sigAt(sigComb, b.me), e, shmem.SignalSet, s)
+				err = shmem.PutSignalNBI(b.comb, b.me*M*pay, b.cstage[s*M*pay:(s*M+n)*pay], b.sig, b.sigAt(sigComb, b.me), e, shmem.SignalSet, s)
 			}
 			if err != nil {
 				return Tokens{}, fmt.Errorf("%s: %w", call, err)
 			}
 		}
 	}
-	// Sum what came back, PE by PE in ascending order.
+	// Sum what came back in float32, PE by PE in ascending order.
 	acc := make([]float32, h.tokens*H)
 	land := b.comb.Local()
 	for d := 0; d < P; d++ {
@@ -652,10 +658,7 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 			return Tokens{}, err
 		}
 		for i, t := range h.sent[d] {
-			dst := acc[int(t)*H : int(t+1)*H]
-			for j, v := range land[(d*M+i)*H : (d*M+i+1)*H] {
-				dst[j] += v
-			}
+			addDecoded(cfg.DType, land[(d*M+i)*pay:(d*M+i+1)*pay], acc[int(t)*H:int(t+1)*H])
 		}
 	}
 	if err := b.w.Quiet(); err != nil {
@@ -670,6 +673,33 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 		return Tokens{F32: acc}, nil
 	}
 	return Tokens{BF16: BF16sFromFloat32(acc)}, nil
+}
+
+// encode writes f in dt (bf16: rounded to nearest even) into out, little-endian.
+func encode(dt DType, f []float32, out []byte) {
+	if dt == DTypeF32 {
+		for j, v := range f {
+			putU32(out[4*j:], math.Float32bits(v))
+		}
+		return
+	}
+	for j, v := range f {
+		h := BF16FromFloat32(v)
+		out[2*j], out[2*j+1] = byte(h), byte(h>>8)
+	}
+}
+
+// addDecoded adds the dt values of in to acc, in float32.
+func addDecoded(dt DType, in []byte, acc []float32) {
+	if dt == DTypeF32 {
+		for j := range acc {
+			acc[j] += math.Float32frombits(getU32(in[4*j:]))
+		}
+		return
+	}
+	for j := range acc {
+		acc[j] += BF16(uint16(in[2*j]) | uint16(in[2*j+1])<<8).Float32()
+	}
 }
 
 func putU32(b []byte, v uint32) {

@@ -199,7 +199,11 @@ func Combined(cfg ep.Config, npes int, in Input) ep.Tokens {
 			}
 			if any {
 				for j := 0; j < h; j++ {
-					acc[t*h+j] += part[j]
+					v := part[j]
+					if cfg.DType == ep.DTypeBF16 { // a partial travels back in the payload type
+						v = ep.BF16FromFloat32(v).Float32()
+					}
+					acc[t*h+j] += v
 				}
 			}
 		}
