@@ -212,13 +212,13 @@ type Buffer struct {
 	payload  int // bytes of one token's activations
 	rowBytes int // payload + routing metadata, 8-aligned
 
-	recv   shmem.Sym[byte]    // dispatch landing: npes*MaxTokens rows
-	comb   shmem.Sym[byte]    // combine landing: [npes][MaxTokens] partial sums in the DType
-	layout shmem.Sym[uint64]  // Normal: [npes][npes+Experts] counts
-	sig    shmem.Sym[uint64]  // signals, nSigs blocks of npes
+	recv   shmem.Sym[byte]   // dispatch landing: npes*MaxTokens rows
+	comb   shmem.Sym[byte]   // combine landing: [npes][MaxTokens] partial sums in the DType
+	layout shmem.Sym[uint64] // Normal: [npes][npes+Experts] counts
+	sig    shmem.Sym[uint64] // signals, nSigs blocks of npes
 
-	stage  []byte    // local: the rows this PE sends, [npes][MaxTokens] rows
-	cstage []byte    // local: the partial sums this PE sends back
+	stage  []byte // local: the rows this PE sends, [npes][MaxTokens] rows
+	cstage []byte // local: the partial sums this PE sends back
 	rowTmp []byte
 
 	dispEpoch, combEpoch uint64
