@@ -219,7 +219,6 @@ type Buffer struct {
 
 	stage  []byte // local: the rows this PE sends, [npes][MaxTokens] rows
 	cstage []byte // local: the partial sums this PE sends back
-	rowTmp []byte
 
 	dispEpoch, combEpoch uint64
 	arrived, combArrived []uint64 // LowLatency: arrivals counted so far, per source
@@ -595,22 +594,6 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 			return Tokens{}, err
 		}
 	}
-	var row func(r int32) []float32
-	if cfg.DType == DTypeF32 {
-		row = func(r int32) []float32 { return y.F32[int(r)*H : int(r+1)*H] }
-	} else {
-		if len(b.rowTmp) < 4*H {
-			b.rowTmp = make([]byte, 4*H)
-		}
-		tmp := unsafe.Slice((*float32)(unsafe.Pointer(&b.rowTmp[0])), H)
-		row = func(r int32) []float32 {
-			src := y.BF16[int(r)*H : int(r+1)*H]
-			for j, v := range src {
-				tmp[j] = v.Float32()
-			}
-			return tmp
-		}
-	}
 	// Partial sums per (token, this PE), in k order, in float32, rounded to the DType for the
 	// way back, pushed as they are computed.
 	es := cfg.DType.size()
@@ -621,8 +604,16 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 		for i := 0; i < n; i++ {
 			clear(part)
 			for _, en := range h.entries[h.from[s][i]:h.from[s][i+1]] {
-				for j, v := range row(en.row) {
-					part[j] += float32(en.w * v) // the conversion keeps the product rounded: no fused multiply-add
+				w := en.w
+				// The float32 conversions keep each product rounded: no fused multiply-add.
+				if cfg.DType == DTypeF32 {
+					for j, v := range y.F32[int(en.row)*H : int(en.row+1)*H] {
+						part[j] += float32(w * v)
+					}
+				} else {
+					for j, v := range y.BF16[int(en.row)*H : int(en.row+1)*H] {
+						part[j] += float32(w * math.Float32frombits(uint32(v)<<16))
+					}
 				}
 			}
 			out := b.cstage[(s*M+i)*pay : (s*M+i+1)*pay]
@@ -675,30 +666,29 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 	return Tokens{BF16: BF16sFromFloat32(acc)}, nil
 }
 
-// encode writes f in dt (bf16: rounded to nearest even) into out, little-endian.
+// encode writes f in dt (bf16: rounded to nearest even) into out (len(f) elements of dt; the
+// heap and the stage are 8-aligned, and so is every row).
 func encode(dt DType, f []float32, out []byte) {
 	if dt == DTypeF32 {
-		for j, v := range f {
-			putU32(out[4*j:], math.Float32bits(v))
-		}
+		copy(unsafe.Slice((*float32)(unsafe.Pointer(&out[0])), len(f)), f)
 		return
 	}
+	o := unsafe.Slice((*BF16)(unsafe.Pointer(&out[0])), len(f))
 	for j, v := range f {
-		h := BF16FromFloat32(v)
-		out[2*j], out[2*j+1] = byte(h), byte(h>>8)
+		o[j] = BF16FromFloat32(v)
 	}
 }
 
-// addDecoded adds the dt values of in to acc, in float32.
+// addDecoded adds the len(acc) dt values of in to acc, in float32.
 func addDecoded(dt DType, in []byte, acc []float32) {
 	if dt == DTypeF32 {
-		for j := range acc {
-			acc[j] += math.Float32frombits(getU32(in[4*j:]))
+		for j, v := range unsafe.Slice((*float32)(unsafe.Pointer(&in[0])), len(acc)) {
+			acc[j] += v
 		}
 		return
 	}
-	for j := range acc {
-		acc[j] += BF16(uint16(in[2*j]) | uint16(in[2*j+1])<<8).Float32()
+	for j, v := range unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc)) {
+		acc[j] += math.Float32frombits(uint32(v) << 16)
 	}
 }
 
