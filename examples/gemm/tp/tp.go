@@ -79,6 +79,8 @@ type GEMM struct {
 
 	// Times of the last Unfused step: the GEMM and the exchange after it.
 	lastGEMM, lastComm time.Duration
+	// Time from the start of the last step until its last tile was computed.
+	lastCompute time.Duration
 }
 
 // New allocates the buffers (collective).
@@ -162,6 +164,10 @@ func (g *GEMM) extent(t int) (i0, j0, m, n int) {
 // LastTimes returns how long the last Unfused step's GEMM and exchange took.
 func (g *GEMM) LastTimes() (gemm, comm time.Duration) { return g.lastGEMM, g.lastComm }
 
+// LastCompute returns how long after its start the last step (fused or not) had computed its
+// last tile.
+func (g *GEMM) LastCompute() time.Duration { return g.lastCompute }
+
 func (g *GEMM) check(call string, a, b []float32) error {
 	c := g.cfg
 	if len(a) != c.M*c.K || len(b) != c.K*c.N {
@@ -198,26 +204,121 @@ func (g *GEMM) send(ctx context.Context, t int, tile []float32) error {
 	return shmem.PutSignalNBI(g.part, (g.me*g.tiles+t)*g.slot, tile, g.partSig, t, 1, shmem.SignalAdd, o)
 }
 
-// gemm computes every tile on the workers, in tile order; push (fused) sends each as it is done.
-func (g *GEMM) gemm(ctx context.Context, a, b []float32, push bool) error {
-	var next atomic.Int64
+// reduce sums the PEs' partials of tile t (this PE owns it; they have all arrived) in PE order
+// and, for an all-reduce, pushes the sum to every other PE.
+func (g *GEMM) reduce(t int) error {
+	_, _, m, n := g.extent(t)
+	resLocal, partLocal := g.res.Local(), g.part.Local()
+	sum := resLocal[t*g.slot : t*g.slot+m*n]
+	for p := 0; p < g.npes; p++ {
+		src := partLocal[(p*g.tiles+t)*g.slot:]
+		if p == g.me {
+			src = g.stage[t*g.slot:]
+		}
+		if p == 0 {
+			copy(sum, src[:m*n])
+			continue
+		}
+		for i := range sum {
+			sum[i] += src[i]
+		}
+	}
+	if g.cfg.Op == AllReduce {
+		for p := 0; p < g.npes; p++ {
+			if p != g.me {
+				if err := shmem.PutSignalNBI(g.res, t*g.slot, sum, g.resSig, t, g.step, shmem.SignalSet, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// owned returns the tiles this PE reduces, in order.
+func (g *GEMM) owned() []int {
+	var o []int
+	for t := 0; t < g.tiles; t++ {
+		if g.owner(t) == g.me {
+			o = append(o, t)
+		}
+	}
+	return o
+}
+
+// run computes every tile on the workers, in tile order. Fused (push), a worker sends each tile
+// as soon as it is computed, and before taking the next tile reduces the next owned tile whose
+// partials have all arrived; once no tile is left to compute, the workers wait for and reduce
+// the rest. No goroutine waits while there is a tile to compute: a spinning wait would take a
+// core from the GEMM. Unfused, the workers only compute.
+func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
+	var next, red atomic.Int64
+	owned := g.owned()
+	want := g.step * uint64(g.npes)
+	tryReduce := func() error {
+		i := red.Load()
+		if i >= int64(len(owned)) {
+			return nil
+		}
+		ok, err := shmem.Test(g.partSig, owned[i], shmem.CmpGE, want)
+		if err != nil || !ok || !red.CompareAndSwap(i, i+1) {
+			return err
+		}
+		return g.reduce(owned[i])
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, g.cfg.Workers)
+	computed := make([]time.Time, g.cfg.Workers)
+	start := time.Now()
+	defer func() {
+		var last time.Time
+		for _, c := range computed {
+			if c.After(last) {
+				last = c
+			}
+		}
+		g.lastCompute = last.Sub(start)
+	}()
 	for wk := 0; wk < g.cfg.Workers; wk++ {
 		wg.Add(1)
 		go func(wk int) {
 			defer wg.Done()
+			fail := func(err error) { errs[wk] = err }
 			for {
+				if push {
+					if err := tryReduce(); err != nil {
+						fail(err)
+						return
+					}
+				}
 				t := int(next.Add(1) - 1)
 				if t >= g.tiles {
-					return
+					computed[wk] = time.Now()
+					break
 				}
 				tile := g.computeTile(t, a, b)
 				if push {
 					if err := g.send(ctx, t, tile); err != nil {
-						errs[wk] = err
+						fail(err)
 						return
 					}
+				}
+				// Let the transport's goroutines (a NIC path's receiver, applying the peers'
+				// tiles) run now rather than at the next preemption, up to 10 ms away.
+				runtime.Gosched()
+			}
+			for push {
+				i := red.Add(1) - 1
+				if i >= int64(len(owned)) {
+					return
+				}
+				if _, err := shmem.SignalWaitUntil(ctx, g.partSig, owned[i], shmem.CmpGE, want); err != nil {
+					fail(fmt.Errorf("tile %d: %w", owned[i], err))
+					return
+				}
+				if err := g.reduce(owned[i]); err != nil {
+					fail(err)
+					return
 				}
 			}
 		}(wk)
@@ -231,51 +332,18 @@ func (g *GEMM) gemm(ctx context.Context, a, b []float32, push bool) error {
 	return nil
 }
 
-// exchange reduces this PE's tiles as their partials arrive and, for an all-reduce, pushes each
-// sum to every PE and gathers the others' sums; it returns this PE's result, row-major.
-func (g *GEMM) exchange(ctx context.Context, call string) ([]float32, error) {
+// gather waits for the sums of this PE's rows that other PEs own and returns its result,
+// row-major; the reduce-scatter tells every PE that its partials of this step are consumed.
+func (g *GEMM) gather(ctx context.Context, call string) ([]float32, error) {
 	c := g.cfg
-	step := g.step
-	resLocal, partLocal := g.res.Local(), g.part.Local()
-	for t := 0; t < g.tiles; t++ {
-		if g.owner(t) != g.me {
-			continue
-		}
-		if _, err := shmem.SignalWaitUntil(ctx, g.partSig, t, shmem.CmpGE, step*uint64(g.npes)); err != nil {
-			return nil, fmt.Errorf("%s: tile %d: %w", call, t, err)
-		}
-		_, _, m, n := g.extent(t)
-		sum := resLocal[t*g.slot : t*g.slot+m*n]
-		for p := 0; p < g.npes; p++ {
-			src := partLocal[(p*g.tiles+t)*g.slot:]
-			if p == g.me {
-				src = g.stage[t*g.slot:]
-			}
-			if p == 0 {
-				copy(sum, src[:m*n])
-				continue
-			}
-			for i := range sum {
-				sum[i] += src[i]
-			}
-		}
-		if c.Op == AllReduce {
-			for p := 0; p < g.npes; p++ {
-				if p != g.me {
-					if err := shmem.PutSignalNBI(g.res, t*g.slot, sum, g.resSig, t, step, shmem.SignalSet, p); err != nil {
-						return nil, fmt.Errorf("%s: %w", call, err)
-					}
-				}
-			}
-		}
-	}
 	if c.Op == ReduceScatter {
 		for p := 0; p < g.npes; p++ {
-			if err := shmem.AtomicSet(g.ack, g.me, step, p); err != nil {
+			if err := shmem.AtomicSet(g.ack, g.me, g.step, p); err != nil {
 				return nil, fmt.Errorf("%s: %w", call, err)
 			}
 		}
 	}
+	resLocal := g.res.Local()
 	r0, r1 := g.Rows()
 	out := make([]float32, (r1-r0)*c.N)
 	for t := 0; t < g.tiles; t++ {
@@ -284,7 +352,7 @@ func (g *GEMM) exchange(ctx context.Context, call string) ([]float32, error) {
 			continue
 		}
 		if g.owner(t) != g.me {
-			if _, err := shmem.SignalWaitUntil(ctx, g.resSig, t, shmem.CmpGE, step); err != nil {
+			if _, err := shmem.SignalWaitUntil(ctx, g.resSig, t, shmem.CmpGE, g.step); err != nil {
 				return nil, fmt.Errorf("%s: tile %d from PE %d: %w", call, t, g.owner(t), err)
 			}
 		}
@@ -308,35 +376,41 @@ func (g *GEMM) Fused(ctx context.Context, a, b []float32) ([]float32, error) {
 		return nil, err
 	}
 	g.step++
-	done := make(chan error, 1)
-	go func() { done <- g.gemm(ctx, a, b, true) }()
-	out, err := g.exchange(ctx, "tp.Fused")
-	if gerr := <-done; gerr != nil {
-		return nil, fmt.Errorf("tp.Fused: %w", gerr)
+	if err := g.run(ctx, a, b, true); err != nil {
+		return nil, fmt.Errorf("tp.Fused: %w", err)
 	}
-	return out, err
+	return g.gather(ctx, "tp.Fused")
 }
 
-// Unfused computes the same result as Fused, the whole GEMM first and then the exchange.
+// Unfused computes the same result as Fused, the whole GEMM first and then the exchange: every
+// partial tile to its owner, each owned tile reduced once its partials are in (and, all-reduce,
+// pushed to every PE), then the gather.
 func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
 	if err := g.check("tp.Unfused", a, b); err != nil {
 		return nil, err
 	}
 	g.step++
 	t0 := time.Now()
-	if err := g.gemm(ctx, a, b, false); err != nil {
+	if err := g.run(ctx, a, b, false); err != nil {
 		return nil, fmt.Errorf("tp.Unfused: %w", err)
 	}
 	t1 := time.Now()
-	// The all-reduce as a step of its own: every partial tile to its owner, then reduce and
-	// gather.
 	for t := 0; t < g.tiles; t++ {
 		_, _, m, n := g.extent(t)
 		if err := g.send(ctx, t, g.stage[t*g.slot:t*g.slot+m*n]); err != nil {
 			return nil, fmt.Errorf("tp.Unfused: %w", err)
 		}
 	}
-	out, err := g.exchange(ctx, "tp.Unfused")
+	want := g.step * uint64(g.npes)
+	for _, t := range g.owned() {
+		if _, err := shmem.SignalWaitUntil(ctx, g.partSig, t, shmem.CmpGE, want); err != nil {
+			return nil, fmt.Errorf("tp.Unfused: tile %d: %w", t, err)
+		}
+		if err := g.reduce(t); err != nil {
+			return nil, fmt.Errorf("tp.Unfused: %w", err)
+		}
+	}
+	out, err := g.gather(ctx, "tp.Unfused")
 	g.lastGEMM, g.lastComm = t1.Sub(t0), time.Since(t1)
 	return out, err
 }
