@@ -6,6 +6,7 @@ package main
 // (test/compare/c/mpi_ep_bench.c) over the same routings.
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/roxamen/roxamen/examples/gemm/tp"
@@ -42,7 +43,7 @@ const (
 	epExpertsPerPE  = 16
 	gemmM, gemmN    = 512, 512
 	gemmK           = 256 // per PE
-	gemmTile        = 64
+	gemmTile        = 128
 	gemmStepsARound = 3
 )
 
@@ -203,7 +204,11 @@ func benchGEMM(b *benchEnv) error {
 	if !b.want("gemm_allreduce_fused") && !b.want("gemm_allreduce_unfused") {
 		return nil
 	}
-	g, err := tp.New(b.w, tp.Config{M: gemmM, N: gemmN, K: gemmK, TileM: gemmTile, TileN: gemmTile})
+	// As examples/gemm: one more P than workers, so that the network poller runs while tiles are
+	// computed (see there).
+	workers := runtime.NumCPU()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(workers + 1))
+	g, err := tp.New(b.w, tp.Config{M: gemmM, N: gemmN, K: gemmK, TileM: gemmTile, TileN: gemmTile, Workers: workers})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@
 // fusion.
 //
 // Tiles are TileM x TileN (the last row and column of tiles are smaller when M or N is not a
-// multiple). All-reduce: tile t is owned by PE t mod NPEs. Reduce-scatter: tile rows are split
+// multiple). All-reduce: tile t is owned by PE t mod NPEs (on 2 PEs, both PEs reduce every tile:
+// see direct). Reduce-scatter: tile rows are split
 // into NPEs contiguous blocks, PE p owning block p, so that each PE's result is a contiguous range
 // of rows (Rows).
 //
@@ -144,6 +145,9 @@ func (g *GEMM) Rows() (r0, r1 int) {
 func (g *GEMM) rowBlock(p int) (int, int) { return p * g.tm / g.npes, (p + 1) * g.tm / g.npes }
 
 func (g *GEMM) owner(t int) int {
+	if g.direct() {
+		return g.me
+	}
 	if g.cfg.Op == AllReduce {
 		return t % g.npes
 	}
@@ -192,17 +196,34 @@ func (g *GEMM) computeTile(t int, a, b []float32) []float32 {
 // send pushes this PE's partial of tile t to its owner; when that is this PE, the partial stays
 // in the stage and only the tile's signal counts it.
 func (g *GEMM) send(ctx context.Context, t int, tile []float32) error {
+	if g.direct() {
+		if err := g.push(ctx, t, tile, 1-g.me); err != nil {
+			return err
+		}
+		return shmem.AtomicAdd(g.partSig, t, 1, g.me)
+	}
 	o := g.owner(t)
 	if o == g.me {
 		return shmem.AtomicAdd(g.partSig, t, 1, g.me)
 	}
-	if g.cfg.Op == ReduceScatter {
+	return g.push(ctx, t, tile, o)
+}
+
+// push puts this PE's partial of tile t into o's landing slot for it.
+func (g *GEMM) push(ctx context.Context, t int, tile []float32, o int) error {
+	if g.cfg.Op == ReduceScatter || g.direct() {
 		if _, err := shmem.SignalWaitUntil(ctx, g.ack, o, shmem.CmpGE, g.step-1); err != nil {
 			return err
 		}
 	}
 	return shmem.PutSignalNBI(g.part, (g.me*g.tiles+t)*g.slot, tile, g.partSig, t, 1, shmem.SignalAdd, o)
 }
+
+// direct reports whether the all-reduce is the 2-PE direct exchange: each PE pushes every partial
+// tile to the other and both reduce every tile (in PE order, so both get the same bits). That
+// moves the same bytes as reduce-scatter + all-gather with no reduction between a tile's two
+// transfers, so the last tile's sum is ready one transfer after it is computed, not two.
+func (g *GEMM) direct() bool { return g.cfg.Op == AllReduce && g.npes == 2 }
 
 // reduce sums the PEs' partials of tile t (this PE owns it; they have all arrived) in PE order
 // and, for an all-reduce, pushes the sum to every other PE.
@@ -223,7 +244,7 @@ func (g *GEMM) reduce(t int) error {
 			sum[i] += src[i]
 		}
 	}
-	if g.cfg.Op == AllReduce {
+	if g.cfg.Op == AllReduce && !g.direct() {
 		for p := 0; p < g.npes; p++ {
 			if p != g.me {
 				if err := shmem.PutSignalNBI(g.res, t*g.slot, sum, g.resSig, t, g.step, shmem.SignalSet, p); err != nil {
@@ -246,11 +267,12 @@ func (g *GEMM) owned() []int {
 	return o
 }
 
-// run computes every tile on the workers, in tile order. Fused (push), a worker sends each tile
-// as soon as it is computed, and before taking the next tile reduces the next owned tile whose
-// partials have all arrived; once no tile is left to compute, the workers wait for and reduce
-// the rest. No goroutine waits while there is a tile to compute: a spinning wait would take a
-// core from the GEMM. Unfused, the workers only compute.
+// run computes every tile on the workers, in tile order. Fused (push), each computed tile goes
+// to a sender goroutine that pushes it (a put on a NIC path may block until the link takes it,
+// and a worker must not wait for the link), and a worker, before taking the next tile, reduces
+// the next owned tile whose partials have all arrived; once no tile is left to compute, the
+// workers wait for and reduce the rest. No goroutine spins while there is a tile to compute: a
+// spinning wait would take a core from the GEMM. Unfused, the workers only compute.
 func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 	var next, red atomic.Int64
 	owned := g.owned()
@@ -266,8 +288,8 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 		}
 		return g.reduce(owned[i])
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, g.cfg.Workers)
+	var wg, computing sync.WaitGroup
+	errs := make([]error, g.cfg.Workers+1)
 	computed := make([]time.Time, g.cfg.Workers)
 	start := time.Now()
 	defer func() {
@@ -279,45 +301,67 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 		}
 		g.lastCompute = last.Sub(start)
 	}()
+	var sendq chan int
+	if push {
+		sendq = make(chan int, g.tiles)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range sendq {
+				if errs[g.cfg.Workers] != nil {
+					continue // drain: the workers must not block on a full queue
+				}
+				_, _, m, n := g.extent(t)
+				errs[g.cfg.Workers] = g.send(ctx, t, g.stage[t*g.slot:t*g.slot+m*n])
+			}
+		}()
+		go func() { computing.Wait(); close(sendq) }()
+	}
 	for wk := 0; wk < g.cfg.Workers; wk++ {
 		wg.Add(1)
+		computing.Add(1)
 		go func(wk int) {
 			defer wg.Done()
-			fail := func(err error) { errs[wk] = err }
+			done := false
+			finish := func() {
+				if !done {
+					done = true
+					computed[wk] = time.Now()
+					computing.Done()
+				}
+			}
+			defer finish()
 			for {
 				if push {
 					if err := tryReduce(); err != nil {
-						fail(err)
+						errs[wk] = err
 						return
 					}
 				}
 				t := int(next.Add(1) - 1)
 				if t >= g.tiles {
-					computed[wk] = time.Now()
 					break
 				}
-				tile := g.computeTile(t, a, b)
+				g.computeTile(t, a, b)
 				if push {
-					if err := g.send(ctx, t, tile); err != nil {
-						fail(err)
-						return
-					}
+					sendq <- t
+					// Let the sender and the transport's goroutines (a NIC path's receiver,
+					// applying the peers' tiles) run now rather than at the next preemption.
+					runtime.Gosched()
 				}
-				// Let the transport's goroutines (a NIC path's receiver, applying the peers'
-				// tiles) run now rather than at the next preemption, up to 10 ms away.
-				runtime.Gosched()
 			}
+			finish()
 			for push {
 				i := red.Add(1) - 1
 				if i >= int64(len(owned)) {
 					return
 				}
 				if _, err := shmem.SignalWaitUntil(ctx, g.partSig, owned[i], shmem.CmpGE, want); err != nil {
-					fail(fmt.Errorf("tile %d: %w", owned[i], err))
+					errs[wk] = fmt.Errorf("tile %d: %w", owned[i], err)
 					return
 				}
 				if err := g.reduce(owned[i]); err != nil {
-					fail(err)
+					errs[wk] = err
 					return
 				}
 			}
@@ -336,7 +380,7 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 // row-major; the reduce-scatter tells every PE that its partials of this step are consumed.
 func (g *GEMM) gather(ctx context.Context, call string) ([]float32, error) {
 	c := g.cfg
-	if c.Op == ReduceScatter {
+	if c.Op == ReduceScatter || g.direct() {
 		for p := 0; p < g.npes; p++ {
 			if err := shmem.AtomicSet(g.ack, g.me, g.step, p); err != nil {
 				return nil, fmt.Errorf("%s: %w", call, err)
