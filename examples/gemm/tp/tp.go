@@ -301,6 +301,7 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 		}
 		g.lastCompute = last.Sub(start)
 	}()
+	computing.Add(g.cfg.Workers) // before the closer below can wait on it
 	var sendq chan int
 	if push {
 		sendq = make(chan int, g.tiles)
@@ -319,7 +320,6 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 	}
 	for wk := 0; wk < g.cfg.Workers; wk++ {
 		wg.Add(1)
-		computing.Add(1)
 		go func(wk int) {
 			defer wg.Done()
 			done := false
