@@ -77,6 +77,10 @@ type GEMM struct {
 	// has received every sum of a step before it starts the next).
 	ack   shmem.Sym[uint64]
 	stage []float32 // this PE's partial tiles, [tiles] slots
+	// computed[t] is the step whose partial of tile t is in the stage. The tile's signal says
+	// so too, but it is an atomic in the symmetric heap, outside the Go memory model's view;
+	// this one orders the computing worker's stores before the reducing goroutine's loads.
+	computed []atomic.Uint64
 
 	// Times of the last Unfused step: the GEMM and the exchange after it.
 	lastGEMM, lastComm time.Duration
@@ -119,6 +123,7 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 		return nil, err
 	}
 	g.stage = make([]float32, g.tiles*g.slot)
+	g.computed = make([]atomic.Uint64, g.tiles)
 	return g, nil
 }
 
@@ -190,6 +195,7 @@ func (g *GEMM) computeTile(t int, a, b []float32) []float32 {
 		blas32.General{Rows: m, Cols: c.K, Stride: c.K, Data: a[i0*c.K:]},
 		blas32.General{Rows: c.K, Cols: n, Stride: c.N, Data: b[j0:]},
 		0, blas32.General{Rows: m, Cols: n, Stride: n, Data: out})
+	g.computed[t].Store(g.step)
 	return out
 }
 
@@ -228,6 +234,9 @@ func (g *GEMM) direct() bool { return g.cfg.Op == AllReduce && g.npes == 2 }
 // reduce sums the PEs' partials of tile t (this PE owns it; they have all arrived) in PE order
 // and, for an all-reduce, pushes the sum to every other PE.
 func (g *GEMM) reduce(t int) error {
+	for g.computed[t].Load() != g.step {
+		runtime.Gosched() // in practice never waits: the tile's signal counted this PE's partial after the store
+	}
 	_, _, m, n := g.extent(t)
 	resLocal, partLocal := g.res.Local(), g.part.Local()
 	sum := resLocal[t*g.slot : t*g.slot+m*n]
