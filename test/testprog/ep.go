@@ -85,6 +85,30 @@ func epScenario(ctx context.Context, w *shmem.World) error {
 			}
 			total += r.Rows
 		}
+		// Two dispatches in flight: the second overwrites the landing zone, and the first's
+		// Combine, which needs only its handle and its expert outputs, still comes out right.
+		var ins [2][]eptest.Input
+		var recv [2]*ep.Recv
+		var hs [2]*ep.Handle
+		for j := range ins {
+			ins[j] = make([]eptest.Input, npes)
+			for pe := range ins[j] {
+				ins[j][pe] = eptest.Gen(c.cfg, npes, pe, uint64(1000*ci+100+j), eptest.Random)
+			}
+			in := ins[j][me]
+			if recv[j], hs[j], err = buf.Dispatch(ctx, in.X, in.Idx, in.Weights); err != nil {
+				return err
+			}
+		}
+		for _, j := range []int{1, 0} {
+			out, err := buf.Combine(ctx, eptest.Apply(c.cfg, recv[j]), hs[j])
+			if err != nil {
+				return err
+			}
+			if err := eptest.CheckCombine(c.cfg, npes, ins[j][me], out); err != nil {
+				return fmt.Errorf("%v %v: dispatch %d of two in flight: %w", c.cfg.Mode, c.cfg.DType, j, err)
+			}
+		}
 		if err := buf.Free(); err != nil {
 			return err
 		}
