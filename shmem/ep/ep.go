@@ -50,6 +50,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -595,30 +597,39 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 		}
 	}
 	// Partial sums per (token, this PE), in k order, in float32, rounded to the DType for the
-	// way back, pushed as they are computed.
+	// way back, pushed as they are computed. The rows of one source are split over up to
+	// GOMAXPROCS goroutines: with uneven splits the PE that received most is the one every other
+	// PE waits for. Each slot's sum is computed by one goroutine in the same order, so the split
+	// changes no bit.
 	es := cfg.DType.size()
 	pay := H * es
-	part := make([]float32, H)
-	for s := 0; s < P; s++ {
-		n := len(h.from[s]) - 1
-		for i := 0; i < n; i++ {
+	partial := func(s, i0, i1 int, part []float32) error {
+		for i := i0; i < i1; i++ {
 			clear(part)
 			for _, en := range h.entries[h.from[s][i]:h.from[s][i+1]] {
-				w := en.w
 				// The float32 conversions keep each product rounded: no fused multiply-add.
 				if cfg.DType == DTypeF32 {
-					axpyF32(w, y.F32[int(en.row)*H:int(en.row+1)*H], part)
+					axpyF32(en.w, y.F32[int(en.row)*H:int(en.row+1)*H], part)
 				} else {
-					axpyBF16(w, y.BF16[int(en.row)*H:int(en.row+1)*H], part)
+					axpyBF16(en.w, y.BF16[int(en.row)*H:int(en.row+1)*H], part)
 				}
 			}
 			out := b.cstage[(s*M+i)*pay : (s*M+i+1)*pay]
 			encode(cfg.DType, part, out)
 			if cfg.Mode == LowLatency {
 				if err := shmem.PutSignalNBI(b.comb, (b.me*M+i)*pay, out, b.sig, b.sigAt(sigComb, b.me), 1, shmem.SignalAdd, s); err != nil {
-					return Tokens{}, fmt.Errorf("%s: %w", call, err)
+					return fmt.Errorf("%s: %w", call, err)
 				}
 			}
+		}
+		return nil
+	}
+	for s := 0; s < P; s++ {
+		n := len(h.from[s]) - 1
+		if err := parallel(n, len(h.entries[h.from[s][0]:h.from[s][n]])*H, H, func(i0, i1 int, part []float32) error {
+			return partial(s, i0, i1, part)
+		}); err != nil {
+			return Tokens{}, err
 		}
 		if cfg.Mode == Normal {
 			var err error
@@ -660,6 +671,29 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 		return Tokens{F32: acc}, nil
 	}
 	return Tokens{BF16: BF16sFromFloat32(acc)}, nil
+}
+
+// parallelMin is the work (multiply-adds) below which parallel runs on the calling goroutine.
+const parallelMin = 1 << 18
+
+// parallel calls f on [0, n) split into contiguous ranges, one per goroutine (up to GOMAXPROCS,
+// only when work is at least parallelMin), each with its own scratch row of h floats.
+func parallel(n, work, h int, f func(i0, i1 int, part []float32) error) error {
+	g := min(runtime.GOMAXPROCS(0), n)
+	if g <= 1 || work < parallelMin {
+		return f(0, n, make([]float32, h))
+	}
+	errs := make([]error, g)
+	var wg sync.WaitGroup
+	for k := 0; k < g; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			errs[k] = f(k*n/g, (k+1)*n/g, make([]float32, h))
+		}(k)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // axpyF32 adds w*x to acc, each product rounded to float32 (the conversions forbid a fused

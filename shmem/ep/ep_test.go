@@ -48,30 +48,34 @@ func TestOnePE(t *testing.T) {
 	defer w.Finalize()
 	for _, mode := range []ep.Mode{ep.Normal, ep.LowLatency} {
 		for _, dt := range []ep.DType{ep.DTypeBF16, ep.DTypeF32} {
-			cfg := ep.Config{Hidden: 129, TopK: 4, Experts: 6, MaxTokens: 100, DType: dt, Mode: mode}
-			buf, err := ep.New(w, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for seed, kind := range []eptest.Kind{eptest.Random, eptest.Skewed, eptest.Full, eptest.Random} {
-				in := eptest.Gen(cfg, 1, 0, uint64(seed), kind)
-				r, h, err := buf.Dispatch(ctx, in.X, in.Idx, in.Weights)
+			for _, cfg := range []ep.Config{
+				{Hidden: 129, TopK: 4, Experts: 6, MaxTokens: 100, DType: dt, Mode: mode},
+				{Hidden: 7168, TopK: 8, Experts: 8, MaxTokens: 16, DType: dt, Mode: mode}, // combine splits over goroutines
+			} {
+				buf, err := ep.New(w, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := eptest.CheckDispatch(cfg, []eptest.Input{in}, 0, r); err != nil {
-					t.Fatalf("%v %v %s: %v", mode, dt, kind, err)
+				for seed, kind := range []eptest.Kind{eptest.Random, eptest.Skewed, eptest.Full, eptest.Random} {
+					in := eptest.Gen(cfg, 1, 0, uint64(seed), kind)
+					r, h, err := buf.Dispatch(ctx, in.X, in.Idx, in.Weights)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := eptest.CheckDispatch(cfg, []eptest.Input{in}, 0, r); err != nil {
+						t.Fatalf("%v %v %s: %v", mode, dt, kind, err)
+					}
+					out, err := buf.Combine(ctx, eptest.Apply(cfg, r), h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := eptest.CheckCombine(cfg, 1, in, out); err != nil {
+						t.Fatalf("%v %v %s: %v", mode, dt, kind, err)
+					}
 				}
-				out, err := buf.Combine(ctx, eptest.Apply(cfg, r), h)
-				if err != nil {
+				if err := buf.Free(); err != nil {
 					t.Fatal(err)
 				}
-				if err := eptest.CheckCombine(cfg, 1, in, out); err != nil {
-					t.Fatalf("%v %v %s: %v", mode, dt, kind, err)
-				}
-			}
-			if err := buf.Free(); err != nil {
-				t.Fatal(err)
 			}
 		}
 	}
