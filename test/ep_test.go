@@ -30,6 +30,9 @@ func TestEP(t *testing.T) {
 func TestEPBadInput(t *testing.T) {
 	r := roxrun(t, time.Minute, nil, "-n", "3", filepath.Join(bin, "testprog"), "ep-badinput")
 	mustPass(t, r, "ep-badinput: ok on 3 PEs")
+	// Only PE 0's input is bad: it is refused there, and the others' calls end instead of hanging.
+	r = roxrun(t, time.Minute, nil, "-n", "3", filepath.Join(bin, "testprog"), "ep-onebad")
+	mustPass(t, r, "ep-onebad: ok on 3 PEs")
 }
 
 // TestEPHosts: 2 PEs in each of 2 namespaces, so that half of every exchange crosses the TCP

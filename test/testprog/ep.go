@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
@@ -19,6 +20,39 @@ import (
 func init() {
 	scenarios["ep"] = epScenario
 	scenarios["ep-badinput"] = epBadInput
+	scenarios["ep-onebad"] = epOneBad
+}
+
+// epOneBad: PE 0 alone passes an expert out of range. It gets the error at once and writes
+// nothing; the other PEs' Dispatch cannot complete without PE 0 and must fail with ErrTimeout
+// when their context's deadline passes (as it would after ROX_TIMEOUT), naming the call and the
+// PE they waited for, instead of hanging.
+func epOneBad(ctx context.Context, w *shmem.World) error {
+	npes, me := w.NPEs(), w.MyPE()
+	cfg := ep.Config{Hidden: 16, TopK: 2, Experts: 2 * npes, MaxTokens: 8, DType: ep.DTypeBF16, Mode: ep.Normal}
+	buf, err := ep.New(w, cfg)
+	if err != nil {
+		return err
+	}
+	in := eptest.Gen(cfg, npes, me, 3, eptest.Full)
+	if me == 0 {
+		in.Idx[1] = -2
+	}
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, _, err = buf.Dispatch(dctx, in.X, in.Idx, in.Weights)
+	switch {
+	case me == 0 && !errors.Is(err, ep.ErrExpertRange):
+		return fmt.Errorf("PE 0's bad Dispatch: got %v, want ErrExpertRange", err)
+	case me != 0 && !errors.Is(err, shmem.ErrTimeout):
+		return fmt.Errorf("Dispatch beside PE 0's bad one: got %v, want ErrTimeout", err)
+	case me != 0 && !strings.Contains(err.Error(), "ep.Dispatch on PE "+fmt.Sprint(me)+": waiting for PE 0"):
+		return fmt.Errorf("the timeout does not name the call and the PE waited for: %v", err)
+	}
+	fmt.Printf("ep-onebad: PE %d: %v\n", me, err)
+	// The buffer is out of step now (PE 0 never joined that call) and is not used again; the
+	// job itself is intact.
+	return w.BarrierAll(ctx)
 }
 
 // epCase is one buffer shape and the routings run through it, back to back.
