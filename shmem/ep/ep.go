@@ -287,18 +287,28 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 		payload: payload, rowBytes: row,
 		arrived: make([]uint64, npes), combArrived: make([]uint64, npes)}
 	slots := npes * cfg.MaxTokens
+	// A heap too small for the buffers is the usual failure: say how much they need.
+	heap := func(err error, free ...shmem.Mem) error {
+		for _, m := range free {
+			err = errors.Join(err, w.Free(m))
+		}
+		if errors.Is(err, shmem.ErrOutOfMemory) {
+			return fmt.Errorf("ep.New on PE %d: the buffers of %+v take %d bytes of symmetric heap on %d PEs (ep.HeapBytes; set ROX_HEAP_SIZE): %w", me, cfg, HeapBytes(cfg, npes), npes, err)
+		}
+		return err
+	}
 	var err error
 	if b.recv, err = shmem.Alloc[byte](w, slots*row); err != nil {
-		return nil, err
+		return nil, heap(err)
 	}
 	if b.comb, err = shmem.Alloc[byte](w, slots*cfg.Hidden*cfg.DType.size()); err != nil {
-		return nil, errors.Join(err, w.Free(b.recv.Mem()))
+		return nil, heap(err, b.recv.Mem())
 	}
 	if b.layout, err = shmem.Alloc[uint64](w, npes*(npes+cfg.Experts)); err != nil {
-		return nil, errors.Join(err, w.Free(b.comb.Mem()), w.Free(b.recv.Mem()))
+		return nil, heap(err, b.comb.Mem(), b.recv.Mem())
 	}
 	if b.sig, err = shmem.Alloc[uint64](w, nSigs*npes); err != nil {
-		return nil, errors.Join(err, w.Free(b.layout.Mem()), w.Free(b.comb.Mem()), w.Free(b.recv.Mem()))
+		return nil, heap(err, b.layout.Mem(), b.comb.Mem(), b.recv.Mem())
 	}
 	b.stage = make([]byte, slots*row)
 	b.cstage = make([]byte, slots*cfg.Hidden*cfg.DType.size())

@@ -3,6 +3,7 @@ package ep_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -137,4 +138,16 @@ func TestBadInput(t *testing.T) {
 	}
 	_, err = ep.New(w, ep.Config{Hidden: 8, TopK: 2, Experts: 4, MaxTokens: 129, Mode: ep.LowLatency})
 	expect(err, shmem.ErrBadArgument, "ep.New", "MaxTokens 129")
+	// The landing zone for the rows (9.9 MB) fits the 16 MiB heap, the one for the sums does not.
+	huge := ep.Config{Hidden: 4096, TopK: 8, Experts: 8, MaxTokens: 1200, DType: ep.DTypeBF16}
+	_, err = ep.New(w, huge)
+	expect(err, shmem.ErrOutOfMemory, "ep.New on PE 0", fmt.Sprint(ep.HeapBytes(huge, 1)), "ROX_HEAP_SIZE")
+	// Nothing leaked: the failed New freed the rows' zone, so 8 MiB more still fit.
+	m, err := shmem.Alloc[byte](w, 8<<20)
+	if err != nil {
+		t.Fatalf("after the failed New: %v", err)
+	}
+	if err := errors.Join(w.Free(m.Mem()), a.Free(), b.Free()); err != nil {
+		t.Fatal(err)
+	}
 }
