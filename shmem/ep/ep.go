@@ -1,6 +1,7 @@
 // Package ep is expert-parallel dispatch and combine for mixture-of-experts layers on Roxamen's
 // symmetric heap: what DeepEP gives NVSHMEM users, built on shmem's point-to-point calls (put,
-// put-with-signal, atomics, signal waits), which is also the path DeepEP's kernels take.
+// put-with-signal, atomics, signal waits), which is also the path DeepEP's kernels take. It runs
+// on the host backend (the CPU); the device side is not written yet, and New says so on a GPU.
 //
 // A Buffer (New) holds the symmetric landing zones, allocated once. Dispatch sends each token
 // to the PEs that own its top-k experts (experts are split evenly over the PEs: PE p owns experts
@@ -55,6 +56,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -265,6 +267,12 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 	me, npes := w.MyPE(), w.NPEs()
 	bad := func(format string, args ...any) error {
 		return &shmem.Error{Call: "ep.New", PE: me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf(format, args...)}
+	}
+	if d := w.Device().Driver; d != "host" {
+		// The transfers and the grouping read this PE's heap from the CPU; the device side
+		// (kernels over roxamen/roxshmem.h) is not written yet.
+		return nil, &shmem.Error{Call: "ep.New", PE: me, Kind: device.ErrNotSupported,
+			Detail: fmt.Sprintf("the %s backend: ep runs on the host backend only so far (ROX_DEVICE=host)", d)}
 	}
 	switch {
 	case cfg.Hidden < 1:

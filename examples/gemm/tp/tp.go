@@ -32,6 +32,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -100,6 +101,12 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	me := w.MyPE()
+	if d := w.Device().Driver; d != "host" {
+		// The tiles are computed by gonum on the CPU, into and out of this PE's heap as the CPU
+		// sees it; the GPU variant (a tiled kernel) is not written yet.
+		return nil, &shmem.Error{Call: "tp.New", PE: me, Kind: device.ErrNotSupported,
+			Detail: fmt.Sprintf("the %s backend: tp runs on the host backend only so far (ROX_DEVICE=host)", d)}
+	}
 	if cfg.M < 1 || cfg.N < 1 || cfg.K < 1 || cfg.TileM < 1 || cfg.TileN < 1 || cfg.Workers < 1 || (cfg.Op != AllReduce && cfg.Op != ReduceScatter) {
 		return nil, &shmem.Error{Call: "tp.New", PE: me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf("config %+v: want positive sizes and a known Op", cfg)}
 	}
