@@ -38,7 +38,7 @@ static void row(const char *test, size_t size, double *per_op, int rounds, doubl
   double med = rounds % 2 ? per_op[rounds / 2] : (per_op[rounds / 2 - 1] + per_op[rounds / 2]) / 2;
   printf("{\"test\":\"%s\",\"backend\":\"mpi\",\"pes\":%d,\"size_bytes\":%zu,\"blocks\":1,"
          "\"latency_us\":%.4f,\"latency_min_us\":%.4f,\"latency_max_us\":%.4f,\"rounds\":%d,"
-         "\"bandwidth_gbps\":%.3f}\n",
+         "\"bandwidth_gbps\":%.6f}\n",
          test, np, size, med * 1e6, per_op[0] * 1e6, per_op[rounds - 1] * 1e6, rounds, bytes / med / 1e9);
   fflush(stdout);
 }
