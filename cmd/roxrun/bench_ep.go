@@ -1,0 +1,274 @@
+package main
+
+// The workload rows of the host suite: expert-parallel dispatch and combine (shmem/ep) in both
+// modes, and the tensor-parallel GEMM with its all-reduce fused in or after it (examples/gemm/tp).
+// `--compare mpi-ep` runs the same exchange with MPI_Alltoall + MPI_Alltoallv
+// (test/compare/c/mpi_ep_bench.c) over the same routings.
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/roxamen/roxamen/examples/gemm/tp"
+	"github.com/roxamen/roxamen/shmem/ep"
+	"github.com/roxamen/roxamen/test/compare"
+)
+
+func init() {
+	hostBench = append(hostBench,
+		benchSection{rows: epRows, run: benchEP},
+		benchSection{rows: gemmRows, run: benchGEMM})
+	comparisons["mpi-ep"] = comparison{name: "mpi-ep", source: compare.MPIEP, compiler: "mpicc",
+		launcher: []string{"mpirun", "--oversubscribe", "--bind-to", "none"}, packages: "openmpi-bin and libopenmpi-dev"}
+}
+
+// epShape is one benchmarked dispatch/combine: DeepSeek-V3's decode shape for low latency
+// (128 tokens of 7168 bf16, top-8) and a prefill-like one for normal mode that fits the host
+// backend's default 64 MiB heap at 8 PEs beside the suite's own buffers (1024 tokens of 1024).
+// 16 experts per PE. calls is the number of dispatch+combine pairs per round.
+type epShape struct {
+	dispatch, combine string
+	mode              ep.Mode
+	tokens, hidden    int
+	calls             int
+}
+
+var epShapes = []epShape{
+	{"ep_dispatch_ll", "ep_combine_ll", ep.LowLatency, 128, 7168, 20},
+	{"ep_dispatch", "ep_combine", ep.Normal, 1024, 1024, 5},
+}
+
+const (
+	epTopK          = 8
+	epExpertsPerPE  = 16
+	gemmM, gemmN    = 512, 512
+	gemmK           = 256 // per PE
+	gemmTile        = 128
+	gemmStepsARound = 3
+)
+
+func epRows(int) []benchKey {
+	var k []benchKey
+	for _, s := range epShapes {
+		k = append(k, benchKey{s.dispatch, s.tokens * s.hidden * 2}, benchKey{s.combine, s.tokens * s.hidden * 2})
+	}
+	return k
+}
+
+func gemmRows(int) []benchKey {
+	return []benchKey{{"gemm_allreduce_fused", gemmM * gemmN * 4}, {"gemm_allreduce_unfused", gemmM * gemmN * 4}}
+}
+
+// epRNG is splitmix64, the generator mpi_ep_bench.c uses too, so that both sides route alike.
+type epRNG uint64
+
+func (s *epRNG) next() uint64 {
+	*s += 0x9e3779b97f4a7c15
+	z := uint64(*s)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// epInput is PE me's routing: uneven token counts (PE p has tokens - p*tokens/(2*npes)) and
+// experts drawn half the time from the first half of the experts (whose PEs then receive more),
+// top-k distinct.
+func epInput(s epShape, me, npes int) (ep.Tokens, []int64, []float32) {
+	E := epExpertsPerPE * npes
+	n := s.tokens - me*s.tokens/(2*npes)
+	rng := epRNG(0x5eed0000 + uint64(me)*0x10001)
+	x := make([]ep.BF16, n*s.hidden)
+	for i := range x {
+		x[i] = ep.BF16(rng.next() >> 48)
+	}
+	idx := make([]int64, n*epTopK)
+	w := make([]float32, n*epTopK)
+	for t := 0; t < n; t++ {
+		for k := 0; k < epTopK; k++ {
+			var e int64
+			for {
+				r := rng.next()
+				if r&1 == 1 {
+					e = int64((r >> 1) % uint64(E/2))
+				} else {
+					e = int64((r >> 1) % uint64(E))
+				}
+				dup := false
+				for j := 0; j < k; j++ {
+					dup = dup || idx[t*epTopK+j] == e
+				}
+				if !dup {
+					break
+				}
+			}
+			idx[t*epTopK+k] = e
+			w[t*epTopK+k] = float32(rng.next()>>40) / float32(1<<24)
+		}
+	}
+	return ep.Tokens{BF16: x}, idx, w
+}
+
+// benchEP: per shape, rounds of calls dispatch+combine pairs back to back (the experts' output
+// is the received rows themselves); a row's latency is the mean time of one call in a round
+// (median over rounds, PE 0's clock), its bandwidth PE 0's payload bytes sent per call (tokens
+// times the PEs they go to, or the partial sums going back) over that time.
+func benchEP(b *benchEnv) error {
+	for _, s := range epShapes {
+		if !b.want(s.dispatch) && !b.want(s.combine) {
+			continue
+		}
+		cfg := ep.Config{Hidden: s.hidden, TopK: epTopK, Experts: epExpertsPerPE * b.npes, MaxTokens: s.tokens, DType: ep.DTypeBF16, Mode: s.mode}
+		buf, err := ep.New(b.w, cfg)
+		if err != nil {
+			return err
+		}
+		x, idx, w := epInput(s, b.me, b.npes)
+		if err := b.running(s.dispatch, s.tokens*s.hidden*2); err != nil {
+			return err
+		}
+		if err := b.settle(); err != nil {
+			return err
+		}
+		var dper, cper []float64
+		var sent, back int
+		for r := -1; r < b.rounds; r++ {
+			calls := s.calls
+			if r < 0 {
+				calls = 1
+			}
+			var td, tc time.Duration
+			for c := 0; c < calls; c++ {
+				t0 := time.Now()
+				recv, h, err := buf.Dispatch(b.ctx, x, idx, w)
+				if err != nil {
+					return err
+				}
+				t1 := time.Now()
+				if _, err := buf.Combine(b.ctx, recv.X, h); err != nil {
+					return err
+				}
+				td, tc = td+t1.Sub(t0), tc+time.Since(t1)
+				if r < 0 {
+					sent, back = 0, 0
+					for d := 0; d < b.npes; d++ {
+						sent += sentTo(idx, d, epExpertsPerPE)
+					}
+					for _, n := range recv.Transfers {
+						back += n
+					}
+				}
+			}
+			if r >= 0 {
+				dper = append(dper, us(td)/float64(calls))
+				cper = append(cper, us(tc)/float64(calls))
+			}
+		}
+		pay := s.hidden * 2
+		if b.want(s.dispatch) {
+			if err := b.emit(s.dispatch, s.tokens*pay, dper, sent*pay); err != nil {
+				return err
+			}
+		}
+		if b.want(s.combine) {
+			if err := b.running(s.combine, s.tokens*pay); err != nil {
+				return err
+			}
+			if err := b.emit(s.combine, s.tokens*pay, cper, back*pay); err != nil {
+				return err
+			}
+		}
+		if err := buf.Free(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sentTo counts the tokens of idx with an expert on PE d (experts per PE local).
+func sentTo(idx []int64, d, local int) int {
+	n := 0
+	for t := 0; t < len(idx)/epTopK; t++ {
+		for _, e := range idx[t*epTopK : (t+1)*epTopK] {
+			if e >= 0 && int(e)/local == d {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// benchGEMM: rounds of gemmStepsARound steps of each variant, alternating, each step from one
+// barrier to the next (every PE has its result); time per step, PE 0's clock.
+func benchGEMM(b *benchEnv) error {
+	if !b.want("gemm_allreduce_fused") && !b.want("gemm_allreduce_unfused") {
+		return nil
+	}
+	// As examples/gemm: one more P than workers, so that the network poller runs while tiles are
+	// computed (see there).
+	workers := runtime.NumCPU()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(workers + 1))
+	g, err := tp.New(b.w, tp.Config{M: gemmM, N: gemmN, K: gemmK, TileM: gemmTile, TileN: gemmTile, Workers: workers})
+	if err != nil {
+		return err
+	}
+	rng := epRNG(0x6e33 + uint64(b.me))
+	a, bm := make([]float32, gemmM*gemmK), make([]float32, gemmK*gemmN)
+	for i := range a {
+		a[i] = float32(rng.next()>>40)/float32(1<<24) - 0.5
+	}
+	for i := range bm {
+		bm[i] = float32(rng.next()>>40)/float32(1<<24) - 0.5
+	}
+	if err := b.running("gemm_allreduce_fused", gemmM*gemmN*4); err != nil {
+		return err
+	}
+	if err := b.settle(); err != nil {
+		return err
+	}
+	var fper, uper []float64
+	for r := -1; r < b.rounds; r++ {
+		for _, fused := range []bool{true, false} {
+			run := g.Unfused
+			if fused {
+				run = g.Fused
+			}
+			var total time.Duration
+			for s := 0; s < gemmStepsARound; s++ {
+				if err := b.w.BarrierAll(b.ctx); err != nil {
+					return err
+				}
+				t0 := time.Now()
+				if _, err := run(b.ctx, a, bm); err != nil {
+					return err
+				}
+				if err := b.w.BarrierAll(b.ctx); err != nil {
+					return err
+				}
+				total += time.Since(t0)
+			}
+			if r < 0 {
+				continue
+			}
+			if fused {
+				fper = append(fper, us(total)/gemmStepsARound)
+			} else {
+				uper = append(uper, us(total)/gemmStepsARound)
+			}
+		}
+	}
+	if b.want("gemm_allreduce_fused") {
+		if err := b.emit("gemm_allreduce_fused", gemmM*gemmN*4, fper, 0); err != nil {
+			return err
+		}
+	}
+	if b.want("gemm_allreduce_unfused") {
+		if err := b.running("gemm_allreduce_unfused", gemmM*gemmN*4); err != nil {
+			return err
+		}
+		if err := b.emit("gemm_allreduce_unfused", gemmM*gemmN*4, uper, 0); err != nil {
+			return err
+		}
+	}
+	return g.Free()
+}

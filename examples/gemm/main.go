@@ -1,0 +1,180 @@
+// Gemm is a tensor-parallel GEMM with its all-reduce (or reduce-scatter) fused in (package tp):
+// every PE multiplies its slice of the reduction dimension, tile by tile, and pushes each tile
+// with put-with-signal as soon as it is computed; the tile's owner reduces the PEs' partials.
+// It checks the fused result against the unfused one (the same GEMM, then the exchange as a
+// separate step) bit for bit, and both against a float64 reference of the whole product, then
+// times both:
+//
+//	roxrun -n 4 ./examples/gemm -m 509 -n 381 -k 203 -tile 64 -op allreduce -steps 10
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/roxamen/roxamen/examples/gemm/tp"
+	"github.com/roxamen/roxamen/shmem"
+)
+
+func main() {
+	m := flag.Int("m", 509, "rows of C")
+	n := flag.Int("n", 381, "columns of C")
+	k := flag.Int("k", 203, "each PE's share of the reduction dimension")
+	tile := flag.Int("tile", 128, "tile edge")
+	op := flag.String("op", "allreduce", "allreduce or reducescatter")
+	steps := flag.Int("steps", 5, "timed steps of each variant (0: only check)")
+	workers := flag.Int("workers", 0, "goroutines computing tiles (default: the CPUs)")
+	seed := flag.Uint64("seed", 1, "seed of the matrices")
+	flag.Parse()
+	// One more P than workers: the goroutine that reads a NIC path's socket is woken by the
+	// network poller, which the scheduler consults only when a P runs out of work (or every
+	// 10 ms); with every P computing tiles, the peers' tiles would land in 10 ms bursts.
+	if *workers == 0 {
+		*workers = runtime.NumCPU()
+	}
+	runtime.GOMAXPROCS(*workers + 1)
+	ctx := context.Background()
+	w, err := shmem.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := tp.Config{M: *m, N: *n, K: *k, TileM: *tile, TileN: *tile, Workers: *workers}
+	switch *op {
+	case "allreduce":
+	case "reducescatter":
+		cfg.Op = tp.ReduceScatter
+	default:
+		log.Fatalf("gemm: -op %q, want allreduce or reducescatter", *op)
+	}
+	me, npes := w.MyPE(), w.NPEs()
+	g, err := tp.New(w, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	as, bs := make([][]float32, npes), make([][]float32, npes)
+	for p := range as {
+		as[p], bs[p] = matrices(cfg, *seed, p)
+	}
+	fused, err := g.Fused(ctx, as[me], bs[me])
+	if err != nil {
+		log.Fatal(err)
+	}
+	unfused, err := g.Unfused(ctx, as[me], bs[me])
+	if err != nil {
+		log.Fatal(err)
+	}
+	r0, r1 := g.Rows()
+	if err := check(cfg, as, bs, r0, r1, fused, unfused); err != nil {
+		fmt.Fprintf(os.Stderr, "gemm: PE %d: %v\n", me, err)
+		os.Exit(1)
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if me == 0 {
+		fmt.Printf("gemm: %s of %dx%d, K %d per PE, tile %d, %d PEs: fused = unfused bit for bit, both as the float64 reference: ok\n",
+			cfg.Op, cfg.M, cfg.N, cfg.K, *tile, npes)
+	}
+	if *steps > 0 {
+		var tf, tu, gemm, comm, fc []float64
+		for s := 0; s < *steps; s++ {
+			for _, f := range []bool{true, false} {
+				if err := w.BarrierAll(ctx); err != nil {
+					log.Fatal(err)
+				}
+				t0 := time.Now()
+				run := g.Unfused
+				if f {
+					run = g.Fused
+				}
+				if _, err := run(ctx, as[me], bs[me]); err != nil {
+					log.Fatal(err)
+				}
+				// A step ends when every PE has its result.
+				if err := w.BarrierAll(ctx); err != nil {
+					log.Fatal(err)
+				}
+				d := time.Since(t0).Seconds() * 1e3
+				if f {
+					tf = append(tf, d)
+					fc = append(fc, g.LastCompute().Seconds()*1e3)
+				} else {
+					tu = append(tu, d)
+					a, b := g.LastTimes()
+					gemm, comm = append(gemm, a.Seconds()*1e3), append(comm, b.Seconds()*1e3)
+				}
+			}
+		}
+		if me == 0 {
+			mf, mu := median(tf), median(tu)
+			fmt.Printf("gemm: per step (median of %d): fused %.2f ms (its tiles computed after %.2f ms), unfused %.2f ms (its GEMM %.2f ms, exchange %.2f ms), on PE 0: fused is %.2fx faster\n",
+				*steps, mf, median(fc), mu, median(gemm), median(comm), mu/mf)
+		}
+	}
+	if err := g.Free(); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Finalize(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// matrices returns PE p's A (M x K) and B (K x N) for seed.
+func matrices(cfg tp.Config, seed uint64, p int) (a, b []float32) {
+	rng := rand.New(rand.NewPCG(seed, uint64(p)))
+	a, b = make([]float32, cfg.M*cfg.K), make([]float32, cfg.K*cfg.N)
+	for i := range a {
+		a[i] = float32(rng.Float64()*2 - 1)
+	}
+	for i := range b {
+		b[i] = float32(rng.Float64()*2 - 1)
+	}
+	return a, b
+}
+
+// check compares the fused result with the unfused one bit for bit, and with the float64 product
+// of every PE's matrices within float32 rounding.
+func check(cfg tp.Config, as, bs [][]float32, r0, r1 int, fused, unfused []float32) error {
+	if len(fused) != (r1-r0)*cfg.N || len(unfused) != len(fused) {
+		return fmt.Errorf("results of %d and %d elements, want rows [%d, %d) of %d columns", len(fused), len(unfused), r0, r1, cfg.N)
+	}
+	for i := range fused {
+		if math.Float32bits(fused[i]) != math.Float32bits(unfused[i]) {
+			return fmt.Errorf("C[%d][%d]: fused %v, unfused %v", r0+i/cfg.N, i%cfg.N, fused[i], unfused[i])
+		}
+	}
+	for i := r0; i < r1; i++ {
+		for j := 0; j < cfg.N; j++ {
+			var sum, mag float64
+			for p := range as {
+				for k := 0; k < cfg.K; k++ {
+					v := float64(as[p][i*cfg.K+k]) * float64(bs[p][k*cfg.N+j])
+					sum += v
+					mag += math.Abs(v)
+				}
+			}
+			got := float64(fused[(i-r0)*cfg.N+j])
+			if math.Abs(got-sum) > 1e-5*mag+1e-30 {
+				return fmt.Errorf("C[%d][%d] = %v, the float64 reference is %v", i, j, got, sum)
+			}
+		}
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}

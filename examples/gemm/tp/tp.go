@@ -1,0 +1,476 @@
+// Package tp is a tensor-parallel GEMM with its communication fused in: each PE holds a slice of
+// the reduction dimension (A_p is M x K, B_p is K x N, C = sum over PEs of A_p B_p), computes its
+// partial C_p tile by tile on worker goroutines with gonum's BLAS, and pushes every tile to the PE
+// that owns it with put-with-signal the moment the tile is done. The owner waits on the tile's
+// signal, reduces the PEs' partials, and (all-reduce) pushes the sum to every PE, or
+// (reduce-scatter) keeps it.
+//
+// Unfused runs the same GEMM code to the end first and then the same exchange as a separate step
+// (a reduce-scatter + all-gather all-reduce over put-with-signal, chunked by tile, written here
+// because the runtime has no all-reduce collective yet), so that the two differ only in the
+// fusion.
+//
+// Tiles are TileM x TileN (the last row and column of tiles are smaller when M or N is not a
+// multiple). All-reduce: tile t is owned by PE t mod NPEs (on 2 PEs, both PEs reduce every tile:
+// see direct). Reduce-scatter: tile rows are split
+// into NPEs contiguous blocks, PE p owning block p, so that each PE's result is a contiguous range
+// of rows (Rows).
+//
+// Arithmetic: each tile is one blas32.Gemm call on the same sub-matrices in both variants, and a
+// reduced tile is ((C_0 + C_1) + C_2) + ... in PE order, so Fused and Unfused agree bit for bit,
+// in both ROX_ORDERING modes.
+package tp
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/shmem"
+)
+
+// Op is the collective that follows the GEMM.
+type Op int
+
+const (
+	AllReduce     Op = iota // every PE gets C
+	ReduceScatter           // PE p gets its block of C's rows
+)
+
+func (o Op) String() string {
+	if o == ReduceScatter {
+		return "reduce-scatter"
+	}
+	return "all-reduce"
+}
+
+// Config is the GEMM's shape; every PE passes the same.
+type Config struct {
+	M, N, K      int // C is M x N; K is this PE's share of the reduction dimension
+	TileM, TileN int // default 64 x 64
+	Workers      int // goroutines computing tiles (default GOMAXPROCS)
+	Op           Op
+}
+
+// GEMM holds the symmetric landing zones of one shape, allocated once.
+type GEMM struct {
+	w        *shmem.World
+	cfg      Config
+	me, npes int
+	tm, tn   int // tiles down and across
+	tiles    int
+	slot     int // floats per tile slot (TileM*TileN)
+	step     uint64
+
+	part    shmem.Sym[float32] // [npes][tiles] slots: partial tiles pushed to their owner
+	res     shmem.Sym[float32] // [tiles] slots: reduced tiles (all-reduce: pushed by their owner)
+	partSig shmem.Sym[uint64]  // per tile: partials arrived (cumulative count)
+	resSig  shmem.Sym[uint64]  // per tile: the step whose sum has arrived
+	// Reduce-scatter: element p is the last step whose partials PE p has reduced; a PE pushes
+	// the next step's partials to p only after that (an all-reduce needs no such signal: every PE
+	// has received every sum of a step before it starts the next).
+	ack   shmem.Sym[uint64]
+	stage []float32 // this PE's partial tiles, [tiles] slots
+	// computed[t] is the step whose partial of tile t is in the stage. The tile's signal says
+	// so too, but it is an atomic in the symmetric heap, outside the Go memory model's view;
+	// this one orders the computing worker's stores before the reducing goroutine's loads.
+	computed []atomic.Uint64
+
+	// Times of the last Unfused step: the GEMM and the exchange after it.
+	lastGEMM, lastComm time.Duration
+	// Time from the start of the last step until its last tile was computed.
+	lastCompute time.Duration
+}
+
+// New allocates the buffers (collective).
+func New(w *shmem.World, cfg Config) (*GEMM, error) {
+	if cfg.TileM == 0 {
+		cfg.TileM = 64
+	}
+	if cfg.TileN == 0 {
+		cfg.TileN = 64
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	me := w.MyPE()
+	if d := w.Device().Driver; d != "host" {
+		// The tiles are computed by gonum on the CPU, into and out of this PE's heap as the CPU
+		// sees it; the GPU variant (a tiled kernel) is not written yet.
+		return nil, &shmem.Error{Call: "tp.New", PE: me, Kind: device.ErrNotSupported,
+			Detail: fmt.Sprintf("the %s backend: tp runs on the host backend only so far (ROX_DEVICE=host)", d)}
+	}
+	if cfg.M < 1 || cfg.N < 1 || cfg.K < 1 || cfg.TileM < 1 || cfg.TileN < 1 || cfg.Workers < 1 || (cfg.Op != AllReduce && cfg.Op != ReduceScatter) {
+		return nil, &shmem.Error{Call: "tp.New", PE: me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf("config %+v: want positive sizes and a known Op", cfg)}
+	}
+	g := &GEMM{w: w, cfg: cfg, me: me, npes: w.NPEs(),
+		tm: (cfg.M + cfg.TileM - 1) / cfg.TileM, tn: (cfg.N + cfg.TileN - 1) / cfg.TileN, slot: cfg.TileM * cfg.TileN}
+	g.tiles = g.tm * g.tn
+	var err error
+	if g.part, err = shmem.Alloc[float32](w, g.npes*g.tiles*g.slot); err != nil {
+		return nil, err
+	}
+	if g.res, err = shmem.Alloc[float32](w, g.tiles*g.slot); err != nil {
+		return nil, err
+	}
+	if g.partSig, err = shmem.Alloc[uint64](w, g.tiles); err != nil {
+		return nil, err
+	}
+	if g.resSig, err = shmem.Alloc[uint64](w, g.tiles); err != nil {
+		return nil, err
+	}
+	if g.ack, err = shmem.Alloc[uint64](w, g.npes); err != nil {
+		return nil, err
+	}
+	g.stage = make([]float32, g.tiles*g.slot)
+	g.computed = make([]atomic.Uint64, g.tiles)
+	return g, nil
+}
+
+// Free releases the buffers (collective).
+func (g *GEMM) Free() error {
+	for _, m := range []shmem.Mem{g.ack.Mem(), g.resSig.Mem(), g.partSig.Mem(), g.res.Mem(), g.part.Mem()} {
+		if err := g.w.Free(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rows returns the rows [r0, r1) of C that this PE's result holds.
+func (g *GEMM) Rows() (r0, r1 int) {
+	if g.cfg.Op == AllReduce {
+		return 0, g.cfg.M
+	}
+	b0, b1 := g.rowBlock(g.me)
+	return min(b0*g.cfg.TileM, g.cfg.M), min(b1*g.cfg.TileM, g.cfg.M)
+}
+
+// rowBlock returns the tile rows [b0, b1) that PE p owns in a reduce-scatter.
+func (g *GEMM) rowBlock(p int) (int, int) { return p * g.tm / g.npes, (p + 1) * g.tm / g.npes }
+
+func (g *GEMM) owner(t int) int {
+	if g.direct() {
+		return g.me
+	}
+	if g.cfg.Op == AllReduce {
+		return t % g.npes
+	}
+	r := t / g.tn
+	for p := 0; ; p++ {
+		if _, b1 := g.rowBlock(p); r < b1 {
+			return p
+		}
+	}
+}
+
+// extent returns tile t's first row and column and its size.
+func (g *GEMM) extent(t int) (i0, j0, m, n int) {
+	i0, j0 = t/g.tn*g.cfg.TileM, t%g.tn*g.cfg.TileN
+	return i0, j0, min(g.cfg.TileM, g.cfg.M-i0), min(g.cfg.TileN, g.cfg.N-j0)
+}
+
+// LastTimes returns how long the last Unfused step's GEMM and exchange took.
+func (g *GEMM) LastTimes() (gemm, comm time.Duration) { return g.lastGEMM, g.lastComm }
+
+// LastCompute returns how long after its start the last step (fused or not) had computed its
+// last tile.
+func (g *GEMM) LastCompute() time.Duration { return g.lastCompute }
+
+func (g *GEMM) check(call string, a, b []float32) error {
+	c := g.cfg
+	if len(a) != c.M*c.K || len(b) != c.K*c.N {
+		return &shmem.Error{Call: call, PE: g.me, Kind: shmem.ErrBadArgument,
+			Detail: fmt.Sprintf("a has %d elements and b %d, want M*K = %d*%d and K*N = %d*%d", len(a), len(b), c.M, c.K, c.K, c.N)}
+	}
+	return nil
+}
+
+// computeTile writes this PE's partial of tile t (a row-major m x n block) into its stage slot.
+func (g *GEMM) computeTile(t int, a, b []float32) []float32 {
+	c := g.cfg
+	i0, j0, m, n := g.extent(t)
+	out := g.stage[t*g.slot : t*g.slot+m*n]
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
+		blas32.General{Rows: m, Cols: c.K, Stride: c.K, Data: a[i0*c.K:]},
+		blas32.General{Rows: c.K, Cols: n, Stride: c.N, Data: b[j0:]},
+		0, blas32.General{Rows: m, Cols: n, Stride: n, Data: out})
+	g.computed[t].Store(g.step)
+	return out
+}
+
+// send pushes this PE's partial of tile t to its owner; when that is this PE, the partial stays
+// in the stage and only the tile's signal counts it.
+func (g *GEMM) send(ctx context.Context, t int, tile []float32) error {
+	if g.direct() {
+		if err := g.push(ctx, t, tile, 1-g.me); err != nil {
+			return err
+		}
+		return shmem.AtomicAdd(g.partSig, t, 1, g.me)
+	}
+	o := g.owner(t)
+	if o == g.me {
+		return shmem.AtomicAdd(g.partSig, t, 1, g.me)
+	}
+	return g.push(ctx, t, tile, o)
+}
+
+// push puts this PE's partial of tile t into o's landing slot for it.
+func (g *GEMM) push(ctx context.Context, t int, tile []float32, o int) error {
+	if g.cfg.Op == ReduceScatter || g.direct() {
+		if _, err := shmem.SignalWaitUntil(ctx, g.ack, o, shmem.CmpGE, g.step-1); err != nil {
+			return err
+		}
+	}
+	return shmem.PutSignalNBI(g.part, (g.me*g.tiles+t)*g.slot, tile, g.partSig, t, 1, shmem.SignalAdd, o)
+}
+
+// direct reports whether the all-reduce is the 2-PE direct exchange: each PE pushes every partial
+// tile to the other and both reduce every tile (in PE order, so both get the same bits). That
+// moves the same bytes as reduce-scatter + all-gather with no reduction between a tile's two
+// transfers, so the last tile's sum is ready one transfer after it is computed, not two.
+func (g *GEMM) direct() bool { return g.cfg.Op == AllReduce && g.npes == 2 }
+
+// reduce sums the PEs' partials of tile t (this PE owns it; they have all arrived) in PE order
+// and, for an all-reduce, pushes the sum to every other PE.
+func (g *GEMM) reduce(t int) error {
+	for g.computed[t].Load() != g.step {
+		runtime.Gosched() // in practice never waits: the tile's signal counted this PE's partial after the store
+	}
+	_, _, m, n := g.extent(t)
+	resLocal, partLocal := g.res.Local(), g.part.Local()
+	sum := resLocal[t*g.slot : t*g.slot+m*n]
+	for p := 0; p < g.npes; p++ {
+		src := partLocal[(p*g.tiles+t)*g.slot:]
+		if p == g.me {
+			src = g.stage[t*g.slot:]
+		}
+		if p == 0 {
+			copy(sum, src[:m*n])
+			continue
+		}
+		for i := range sum {
+			sum[i] += src[i]
+		}
+	}
+	if g.cfg.Op == AllReduce && !g.direct() {
+		for p := 0; p < g.npes; p++ {
+			if p != g.me {
+				if err := shmem.PutSignalNBI(g.res, t*g.slot, sum, g.resSig, t, g.step, shmem.SignalSet, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// owned returns the tiles this PE reduces, in order.
+func (g *GEMM) owned() []int {
+	var o []int
+	for t := 0; t < g.tiles; t++ {
+		if g.owner(t) == g.me {
+			o = append(o, t)
+		}
+	}
+	return o
+}
+
+// run computes every tile on the workers, in tile order. Fused (push), each computed tile goes
+// to a sender goroutine that pushes it (a put on a NIC path may block until the link takes it,
+// and a worker must not wait for the link), and a worker, before taking the next tile, reduces
+// the next owned tile whose partials have all arrived; once no tile is left to compute, the
+// workers wait for and reduce the rest. No goroutine spins while there is a tile to compute: a
+// spinning wait would take a core from the GEMM. Unfused, the workers only compute.
+func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
+	var next, red atomic.Int64
+	owned := g.owned()
+	want := g.step * uint64(g.npes)
+	tryReduce := func() error {
+		i := red.Load()
+		if i >= int64(len(owned)) {
+			return nil
+		}
+		ok, err := shmem.Test(g.partSig, owned[i], shmem.CmpGE, want)
+		if err != nil || !ok || !red.CompareAndSwap(i, i+1) {
+			return err
+		}
+		return g.reduce(owned[i])
+	}
+	var wg, computing sync.WaitGroup
+	errs := make([]error, g.cfg.Workers+1)
+	computed := make([]time.Time, g.cfg.Workers)
+	start := time.Now()
+	defer func() {
+		var last time.Time
+		for _, c := range computed {
+			if c.After(last) {
+				last = c
+			}
+		}
+		g.lastCompute = last.Sub(start)
+	}()
+	computing.Add(g.cfg.Workers) // before the closer below can wait on it
+	var sendq chan int
+	if push {
+		sendq = make(chan int, g.tiles)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range sendq {
+				if errs[g.cfg.Workers] != nil {
+					continue // drain: the workers must not block on a full queue
+				}
+				_, _, m, n := g.extent(t)
+				errs[g.cfg.Workers] = g.send(ctx, t, g.stage[t*g.slot:t*g.slot+m*n])
+			}
+		}()
+		go func() { computing.Wait(); close(sendq) }()
+	}
+	for wk := 0; wk < g.cfg.Workers; wk++ {
+		wg.Add(1)
+		go func(wk int) {
+			defer wg.Done()
+			done := false
+			finish := func() {
+				if !done {
+					done = true
+					computed[wk] = time.Now()
+					computing.Done()
+				}
+			}
+			defer finish()
+			for {
+				if push {
+					if err := tryReduce(); err != nil {
+						errs[wk] = err
+						return
+					}
+				}
+				t := int(next.Add(1) - 1)
+				if t >= g.tiles {
+					break
+				}
+				g.computeTile(t, a, b)
+				if push {
+					sendq <- t
+					// Let the sender and the transport's goroutines (a NIC path's receiver,
+					// applying the peers' tiles) run now rather than at the next preemption.
+					runtime.Gosched()
+				}
+			}
+			finish()
+			for push {
+				i := red.Add(1) - 1
+				if i >= int64(len(owned)) {
+					return
+				}
+				if _, err := shmem.SignalWaitUntil(ctx, g.partSig, owned[i], shmem.CmpGE, want); err != nil {
+					errs[wk] = fmt.Errorf("tile %d: %w", owned[i], err)
+					return
+				}
+				if err := g.reduce(owned[i]); err != nil {
+					errs[wk] = err
+					return
+				}
+			}
+		}(wk)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gather waits for the sums of this PE's rows that other PEs own and returns its result,
+// row-major; the reduce-scatter tells every PE that its partials of this step are consumed.
+func (g *GEMM) gather(ctx context.Context, call string) ([]float32, error) {
+	c := g.cfg
+	if c.Op == ReduceScatter || g.direct() {
+		for p := 0; p < g.npes; p++ {
+			if err := shmem.AtomicSet(g.ack, g.me, g.step, p); err != nil {
+				return nil, fmt.Errorf("%s: %w", call, err)
+			}
+		}
+	}
+	resLocal := g.res.Local()
+	r0, r1 := g.Rows()
+	out := make([]float32, (r1-r0)*c.N)
+	for t := 0; t < g.tiles; t++ {
+		i0, j0, m, n := g.extent(t)
+		if i0 < r0 || i0 >= r1 {
+			continue
+		}
+		if g.owner(t) != g.me {
+			if _, err := shmem.SignalWaitUntil(ctx, g.resSig, t, shmem.CmpGE, g.step); err != nil {
+				return nil, fmt.Errorf("%s: tile %d from PE %d: %w", call, t, g.owner(t), err)
+			}
+		}
+		tile := resLocal[t*g.slot:]
+		for i := 0; i < m; i++ {
+			copy(out[(i0-r0+i)*c.N+j0:(i0-r0+i)*c.N+j0+n], tile[i*n:(i+1)*n])
+		}
+	}
+	// The partial slots and sums this PE pushed must not change before they have landed.
+	if err := g.w.Quiet(); err != nil {
+		return nil, fmt.Errorf("%s: %w", call, err)
+	}
+	return out, nil
+}
+
+// Fused computes C = sum over PEs of a b (a: M x K, b: K x N, row-major, this PE's slices) and
+// returns this PE's result (Rows of C, row-major), pushing each tile as soon as it is computed.
+// Collective.
+func (g *GEMM) Fused(ctx context.Context, a, b []float32) ([]float32, error) {
+	if err := g.check("tp.Fused", a, b); err != nil {
+		return nil, err
+	}
+	g.step++
+	if err := g.run(ctx, a, b, true); err != nil {
+		return nil, fmt.Errorf("tp.Fused: %w", err)
+	}
+	return g.gather(ctx, "tp.Fused")
+}
+
+// Unfused computes the same result as Fused, the whole GEMM first and then the exchange: every
+// partial tile to its owner, each owned tile reduced once its partials are in (and, all-reduce,
+// pushed to every PE), then the gather.
+func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
+	if err := g.check("tp.Unfused", a, b); err != nil {
+		return nil, err
+	}
+	g.step++
+	t0 := time.Now()
+	if err := g.run(ctx, a, b, false); err != nil {
+		return nil, fmt.Errorf("tp.Unfused: %w", err)
+	}
+	t1 := time.Now()
+	for t := 0; t < g.tiles; t++ {
+		_, _, m, n := g.extent(t)
+		if err := g.send(ctx, t, g.stage[t*g.slot:t*g.slot+m*n]); err != nil {
+			return nil, fmt.Errorf("tp.Unfused: %w", err)
+		}
+	}
+	want := g.step * uint64(g.npes)
+	for _, t := range g.owned() {
+		if _, err := shmem.SignalWaitUntil(ctx, g.partSig, t, shmem.CmpGE, want); err != nil {
+			return nil, fmt.Errorf("tp.Unfused: tile %d: %w", t, err)
+		}
+		if err := g.reduce(t); err != nil {
+			return nil, fmt.Errorf("tp.Unfused: %w", err)
+		}
+	}
+	out, err := g.gather(ctx, "tp.Unfused")
+	g.lastGEMM, g.lastComm = t1.Sub(t0), time.Since(t1)
+	return out, err
+}

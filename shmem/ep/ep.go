@@ -1,0 +1,782 @@
+// Package ep is expert-parallel dispatch and combine for mixture-of-experts layers on Roxamen's
+// symmetric heap: what DeepEP gives NVSHMEM users, built on shmem's point-to-point calls (put,
+// put-with-signal, atomics, signal waits), which is also the path DeepEP's kernels take. It runs
+// on the host backend (the CPU); the device side is not written yet, and New says so on a GPU.
+//
+// A Buffer (New) holds the symmetric landing zones, allocated once. Dispatch sends each token
+// to the PEs that own its top-k experts (experts are split evenly over the PEs: PE p owns experts
+// [p*L, (p+1)*L), L = Experts/NPEs) and returns, on every PE, the tokens it received grouped by
+// local expert; Combine sends each expert output back to its token's PE and sums the outputs with
+// the top-k weights. Both are collective: every PE calls them, in the same order, with its own
+// tokens (any number up to MaxTokens, zero included).
+//
+// A token routed to several experts of one PE travels to that PE once; the receiver copies it
+// into each of those experts' groups, and on the way back it sums that PE's expert outputs first,
+// so that one partial sum per (token, PE) travels back.
+//
+// # Modes
+//
+// Normal (training, prefill: thousands of tokens): layout first. Every PE puts its counts (tokens
+// per PE, tokens per expert) to every PE with put-with-signal; once all counts are in, each PE
+// knows where its rows go in each receiver's compact landing zone and moves them with one bulk
+// put-with-signal per destination.
+//
+// LowLatency (decode, at most 128 tokens per PE): no layout step. Each token is pushed into a
+// fixed slot of its destination (slot i of the sender's region) with a put-with-signal that adds
+// one to the sender's arrival counter there; after its last token the sender sets its count signal
+// on every PE. A receiver waits for each count and then for that many arrivals.
+//
+// # Arithmetic and summation order
+//
+// Weights are float32 and Combine accumulates in float32. The order is fixed, so results are the
+// same bit for bit from run to run, in both ROX_ORDERING modes and on any transport: on the
+// expert PE p, the partial sum of token t is the sum over k = 0..TopK-1 (ascending) of t's
+// experts on p of weight[k] * y[k] (each product and sum rounded to float32, starting from +0),
+// which travels back in the buffer's DType (bf16: rounded to nearest even, as DeepEP's combine
+// sends bf16); on t's PE the output is the float32 sum over p = 0..NPEs-1 (ascending) of those
+// partials, starting from +0, rounded to the DType once. A token with no expert (every index -1)
+// combines to zeros.
+//
+// # Reuse and failure
+//
+// Every call waits until each peer has consumed the previous call's data before writing over it
+// (an acknowledgement signal per peer), so calls may follow each other without barriers. A call
+// with bad input returns the error before it writes anything; the other PEs' calls then fail with
+// shmem.ErrTimeout after ROX_TIMEOUT (or ErrPEFailed when the job stops), as any collective a PE
+// leaves does.
+package ep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/shmem"
+)
+
+// DType is the payload type of the token activations.
+type DType int
+
+const (
+	DTypeBF16 DType = iota // bfloat16 (BF16)
+	DTypeF32               // float32
+)
+
+func (d DType) String() string {
+	switch d {
+	case DTypeBF16:
+		return "bf16"
+	case DTypeF32:
+		return "f32"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+func (d DType) size() int {
+	if d == DTypeBF16 {
+		return 2
+	}
+	return 4
+}
+
+// Mode is how tokens travel.
+type Mode int
+
+const (
+	Normal     Mode = iota // layout (counts) first, then bulk transfers
+	LowLatency             // each token straight into a fixed slot with put-with-signal
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Normal:
+		return "normal"
+	case LowLatency:
+		return "low-latency"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// MaxLowLatencyTokens is the most tokens a PE may dispatch at once in LowLatency mode.
+const MaxLowLatencyTokens = 128
+
+// Config is a Buffer's shape; every PE passes the same.
+type Config struct {
+	Hidden    int   // elements per token (DeepSeek-V3: 7168)
+	TopK      int   // experts per token (DeepSeek-V3: 8)
+	Experts   int   // experts in the job, a multiple of the number of PEs
+	MaxTokens int   // most tokens one PE dispatches in a call (LowLatency: at most 128)
+	DType     DType // payload type
+	Mode      Mode
+}
+
+// Error kinds of this package, matched with errors.Is; the errors are *shmem.Error values naming
+// the call ("ep.Dispatch"...), the PE and the value.
+var (
+	ErrExpertRange   = errors.New("expert index out of range")
+	ErrTooManyTokens = errors.New("more tokens than MaxTokens")
+	ErrForeignHandle = errors.New("handle from another buffer")
+	ErrShape         = errors.New("bad shape")
+	ErrClosed        = errors.New("buffer freed")
+)
+
+// Tokens is a row-major [rows][Hidden] matrix of activations: BF16 holds it when the DType is
+// DTypeBF16, F32 when it is DTypeF32 (the other is nil).
+type Tokens struct {
+	BF16 []BF16
+	F32  []float32
+}
+
+// len returns the number of elements of the matrix held for dt.
+func (t Tokens) len(dt DType) int {
+	if dt == DTypeBF16 {
+		return len(t.BF16)
+	}
+	return len(t.F32)
+}
+
+func (t Tokens) bytes(dt DType) []byte {
+	if dt == DTypeBF16 {
+		if len(t.BF16) == 0 {
+			return nil
+		}
+		return unsafe.Slice((*byte)(unsafe.Pointer(&t.BF16[0])), 2*len(t.BF16))
+	}
+	if len(t.F32) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&t.F32[0])), 4*len(t.F32))
+}
+
+func makeTokens(dt DType, n int) Tokens {
+	if dt == DTypeBF16 {
+		return Tokens{BF16: make([]BF16, n)}
+	}
+	return Tokens{F32: make([]float32, n)}
+}
+
+// Source names where a received row came from.
+type Source struct {
+	PE    int // the token's PE
+	Token int // its index in that PE's Dispatch input
+	K     int // which of its top-k choices this row is
+}
+
+// Recv is what Dispatch delivered to this PE: rows grouped by local expert (all of local expert
+// 0's rows, then expert 1's...), within an expert ordered by source PE and then by token index.
+type Recv struct {
+	X       Tokens    // [Rows][Hidden]
+	Rows    int       // rows in X
+	Counts  []int     // rows per local expert (len Experts/NPEs)
+	Offsets []int     // first row of each local expert in X (len Experts/NPEs + 1)
+	Weights []float32 // the top-k weight of each row
+	Src     []Source  // where each row came from
+	Experts []int     // the global expert of each row
+	// Transfers counts the tokens that travelled from each PE: one per token with any expert
+	// here, however many of them are here.
+	Transfers []int
+}
+
+// Handle remembers a Dispatch's routing for the Combine that returns its tokens.
+type Handle struct {
+	buf    *Buffer
+	epoch  uint64
+	tokens int       // this PE's tokens
+	sent   [][]int32 // per destination PE: slot -> token index
+	// From source PE s, slot i: the received rows of that token and their weights, in k order:
+	// entries[from[s][i]:from[s][i+1]].
+	from    [][]int32
+	entries []entry
+	rows    int // rows dispatched to this PE
+}
+
+type entry struct {
+	row int32
+	w   float32
+}
+
+// Rows returns the number of rows Combine expects in y (Recv.Rows).
+func (h *Handle) Rows() int { return h.rows }
+
+var bufferIDs atomic.Uint64
+
+// Buffer is one PE's handle on the symmetric buffers of a dispatch/combine layer.
+type Buffer struct {
+	w        *shmem.World
+	cfg      Config
+	id       uint64
+	me, npes int
+	local    int // experts per PE
+	payload  int // bytes of one token's activations
+	rowBytes int // payload + routing metadata, 8-aligned
+
+	recv   shmem.Sym[byte]   // dispatch landing: npes*MaxTokens rows
+	comb   shmem.Sym[byte]   // combine landing: [npes][MaxTokens] partial sums in the DType
+	layout shmem.Sym[uint64] // Normal: [npes][npes+Experts] counts
+	sig    shmem.Sym[uint64] // signals, nSigs blocks of npes
+
+	stage  []byte // local: the rows this PE sends, [npes][MaxTokens] rows
+	cstage []byte // local: the partial sums this PE sends back
+
+	dispEpoch, combEpoch uint64
+	arrived, combArrived []uint64 // LowLatency: arrivals counted so far, per source
+	freed                bool
+}
+
+// Signal blocks (each npes elements, element s about PE s).
+const (
+	sigLayout  = iota // Normal: s's layout row is in (value: epoch)
+	sigData           // Normal: s's rows are in (epoch); LowLatency: s's rows arrived (count)
+	sigCount          // LowLatency: s's count (epoch<<32 | count)
+	sigDispAck        // s has consumed this PE's dispatch data of epoch (value)
+	sigComb           // Normal: s's partial sums are in (epoch); LowLatency: arrivals
+	sigCombAck        // s has consumed this PE's combine data of epoch (value)
+	nSigs
+)
+
+func align8(n int) int { return (n + 7) &^ 7 }
+
+// rowLayout returns the bytes of a dispatch row: the payload, then TopK int32 local expert
+// indices (-1: not on this PE), TopK float32 weights, the int32 source token index, padded to 8.
+func rowLayout(cfg Config) (payload, row int) {
+	payload = align8(cfg.Hidden * cfg.DType.size())
+	return payload, align8(payload + 8*cfg.TopK + 4)
+}
+
+// HeapBytes returns the symmetric heap bytes New allocates per PE for cfg in a job of npes PEs,
+// for sizing ROX_HEAP_SIZE (the heap also needs room for the caller's own allocations).
+func HeapBytes(cfg Config, npes int) int64 {
+	_, row := rowLayout(cfg)
+	n := int64(npes) * int64(cfg.MaxTokens)
+	return n*int64(row) + n*int64(cfg.Hidden*cfg.DType.size()) + int64(npes)*int64(npes+cfg.Experts)*8 + int64(nSigs*npes)*8
+}
+
+func (b *Buffer) errorf(call string, kind error, format string, args ...any) error {
+	return &shmem.Error{Call: call, PE: b.me, Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}
+
+// New allocates the symmetric buffers of cfg on every PE (collective: every PE passes the same
+// cfg).
+func New(w *shmem.World, cfg Config) (*Buffer, error) {
+	me, npes := w.MyPE(), w.NPEs()
+	bad := func(format string, args ...any) error {
+		return &shmem.Error{Call: "ep.New", PE: me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf(format, args...)}
+	}
+	if d := w.Device().Driver; d != "host" {
+		// The transfers and the grouping read this PE's heap from the CPU; the device side
+		// (kernels over roxamen/roxshmem.h) is not written yet.
+		return nil, &shmem.Error{Call: "ep.New", PE: me, Kind: device.ErrNotSupported,
+			Detail: fmt.Sprintf("the %s backend: ep runs on the host backend only so far (ROX_DEVICE=host)", d)}
+	}
+	switch {
+	case cfg.Hidden < 1:
+		return nil, bad("Hidden %d, want at least 1", cfg.Hidden)
+	case cfg.Experts < 1 || cfg.Experts%npes != 0:
+		return nil, bad("Experts %d, want a positive multiple of the %d PEs", cfg.Experts, npes)
+	case cfg.TopK < 1 || cfg.TopK > cfg.Experts:
+		return nil, bad("TopK %d, want 1 to Experts (%d)", cfg.TopK, cfg.Experts)
+	case cfg.MaxTokens < 1 || cfg.MaxTokens >= 1<<31:
+		return nil, bad("MaxTokens %d, want at least 1", cfg.MaxTokens)
+	case cfg.DType != DTypeBF16 && cfg.DType != DTypeF32:
+		return nil, bad("DType %v, want DTypeBF16 or DTypeF32", cfg.DType)
+	case cfg.Mode != Normal && cfg.Mode != LowLatency:
+		return nil, bad("Mode %v, want Normal or LowLatency", cfg.Mode)
+	case cfg.Mode == LowLatency && cfg.MaxTokens > MaxLowLatencyTokens:
+		return nil, bad("MaxTokens %d in LowLatency mode, want at most %d", cfg.MaxTokens, MaxLowLatencyTokens)
+	}
+	payload, row := rowLayout(cfg)
+	b := &Buffer{w: w, cfg: cfg, id: bufferIDs.Add(1), me: me, npes: npes, local: cfg.Experts / npes,
+		payload: payload, rowBytes: row,
+		arrived: make([]uint64, npes), combArrived: make([]uint64, npes)}
+	slots := npes * cfg.MaxTokens
+	// A heap too small for the buffers is the usual failure: say how much they need.
+	heap := func(err error, free ...shmem.Mem) error {
+		for _, m := range free {
+			err = errors.Join(err, w.Free(m))
+		}
+		if errors.Is(err, shmem.ErrOutOfMemory) {
+			return fmt.Errorf("ep.New on PE %d: the buffers of %+v take %d bytes of symmetric heap on %d PEs (ep.HeapBytes; set ROX_HEAP_SIZE): %w", me, cfg, HeapBytes(cfg, npes), npes, err)
+		}
+		return err
+	}
+	var err error
+	if b.recv, err = shmem.Alloc[byte](w, slots*row); err != nil {
+		return nil, heap(err)
+	}
+	if b.comb, err = shmem.Alloc[byte](w, slots*cfg.Hidden*cfg.DType.size()); err != nil {
+		return nil, heap(err, b.recv.Mem())
+	}
+	if b.layout, err = shmem.Alloc[uint64](w, npes*(npes+cfg.Experts)); err != nil {
+		return nil, heap(err, b.comb.Mem(), b.recv.Mem())
+	}
+	if b.sig, err = shmem.Alloc[uint64](w, nSigs*npes); err != nil {
+		return nil, heap(err, b.layout.Mem(), b.comb.Mem(), b.recv.Mem())
+	}
+	b.stage = make([]byte, slots*row)
+	b.cstage = make([]byte, slots*cfg.Hidden*cfg.DType.size())
+	return b, nil
+}
+
+// Config returns the buffer's shape.
+func (b *Buffer) Config() Config { return b.cfg }
+
+// Free releases the symmetric buffers (collective).
+func (b *Buffer) Free() error {
+	if b.freed {
+		return b.errorf("ep.Free", ErrClosed, "buffer already freed")
+	}
+	b.freed = true
+	return errors.Join(b.w.Free(b.sig.Mem()), b.w.Free(b.layout.Mem()), b.w.Free(b.comb.Mem()), b.w.Free(b.recv.Mem()))
+}
+
+func (b *Buffer) sigAt(block, pe int) int { return block*b.npes + pe }
+
+// wait waits until this PE's signal (block, pe) satisfies >= v and returns its value.
+func (b *Buffer) wait(ctx context.Context, call string, block, pe int, v uint64) (uint64, error) {
+	got, err := shmem.SignalWaitUntil(ctx, b.sig, b.sigAt(block, pe), shmem.CmpGE, v)
+	if err != nil {
+		return 0, fmt.Errorf("%s on PE %d: waiting for PE %d: %w", call, b.me, pe, err)
+	}
+	return got, nil
+}
+
+// check validates the input of Dispatch; nothing has been written when it fails.
+func (b *Buffer) checkDispatch(x Tokens, idx []int64, weights []float32) (int, error) {
+	const call = "ep.Dispatch"
+	cfg := b.cfg
+	if b.freed {
+		return 0, b.errorf(call, ErrClosed, "the buffer was freed")
+	}
+	if other := map[DType]int{DTypeBF16: len(x.BF16), DTypeF32: len(x.F32)}; other[1-cfg.DType] != 0 {
+		return 0, b.errorf(call, ErrShape, "x holds %d %v elements; this buffer's DType is %v", other[1-cfg.DType], 1-cfg.DType, cfg.DType)
+	}
+	el := x.len(cfg.DType)
+	if el%cfg.Hidden != 0 {
+		return 0, b.errorf(call, ErrShape, "x has %d elements, not a multiple of Hidden (%d)", el, cfg.Hidden)
+	}
+	n := el / cfg.Hidden
+	if n > cfg.MaxTokens {
+		return 0, b.errorf(call, ErrTooManyTokens, "%d tokens, MaxTokens is %d", n, cfg.MaxTokens)
+	}
+	if len(idx) != n*cfg.TopK {
+		return 0, b.errorf(call, ErrShape, "topkIdx has %d entries, want tokens*TopK = %d*%d", len(idx), n, cfg.TopK)
+	}
+	if len(weights) != n*cfg.TopK {
+		return 0, b.errorf(call, ErrShape, "topkWeights has %d entries, want tokens*TopK = %d*%d", len(weights), n, cfg.TopK)
+	}
+	for i, e := range idx {
+		if e < -1 || e >= int64(cfg.Experts) {
+			return 0, b.errorf(call, ErrExpertRange, "topkIdx[%d][%d] = %d, want -1 (none) or 0 <= expert < %d", i/cfg.TopK, i%cfg.TopK, e, cfg.Experts)
+		}
+	}
+	return n, nil
+}
+
+// Dispatch sends this PE's tokens x ([tokens][Hidden]) to the PEs owning their experts:
+// topkIdx[t*TopK+k] is token t's k-th expert (-1 for none) and topkWeights the matching weight.
+// It returns the rows this PE received, grouped by local expert, and the handle Combine needs.
+func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWeights []float32) (*Recv, *Handle, error) {
+	const call = "ep.Dispatch"
+	n, err := b.checkDispatch(x, topkIdx, topkWeights)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, P, M, K := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.TopK
+	b.dispEpoch++
+	e := b.dispEpoch
+	h := &Handle{buf: b, epoch: e, tokens: n, sent: make([][]int32, P), from: make([][]int32, P)}
+
+	// Route: the slots of each destination, one per token that has an expert there.
+	xb := x.bytes(cfg.DType)
+	pay := cfg.Hidden * cfg.DType.size()
+	perExpert := make([]uint64, cfg.Experts)
+	for t := 0; t < n; t++ {
+		ks := topkIdx[t*K : (t+1)*K]
+		for k, ex := range ks {
+			if ex < 0 {
+				continue
+			}
+			perExpert[ex]++
+			d := int(ex) / b.local
+			first := true
+			for _, prev := range ks[:k] {
+				if prev >= 0 && int(prev)/b.local == d {
+					first = false
+					break
+				}
+			}
+			if !first {
+				continue
+			}
+			i := len(h.sent[d])
+			h.sent[d] = append(h.sent[d], int32(t))
+			row := b.stage[(d*M+i)*b.rowBytes : (d*M+i+1)*b.rowBytes]
+			copy(row, xb[t*pay:(t+1)*pay])
+			meta := row[b.payload:]
+			for kk, ex2 := range ks {
+				li := int32(-1)
+				if ex2 >= 0 && int(ex2)/b.local == d {
+					li = int32(int(ex2) - d*b.local)
+				}
+				putU32(meta[4*kk:], uint32(li))
+				putU32(meta[4*(K+kk):], math.Float32bits(topkWeights[t*K+kk]))
+			}
+			putU32(meta[8*K:], uint32(t))
+		}
+	}
+	// Each destination must have consumed the previous call's rows before they are overwritten.
+	for d := 0; d < P; d++ {
+		if _, err := b.wait(ctx, call, sigDispAck, d, e-1); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	start := make([]int, P) // first row of source s in this PE's landing zone
+	counts := make([]int, P)
+	if cfg.Mode == Normal {
+		// Layout: this PE's tokens per PE and per expert, to every PE.
+		lw := P + cfg.Experts
+		lay := make([]uint64, lw)
+		for d := 0; d < P; d++ {
+			lay[d] = uint64(len(h.sent[d]))
+		}
+		copy(lay[P:], perExpert)
+		for d := 0; d < P; d++ {
+			if err := shmem.PutSignalNBI(b.layout, b.me*lw, lay, b.sig, b.sigAt(sigLayout, b.me), e, shmem.SignalSet, d); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", call, err)
+			}
+		}
+		for s := 0; s < P; s++ {
+			if _, err := b.wait(ctx, call, sigLayout, s, e); err != nil {
+				return nil, nil, err
+			}
+		}
+		all := b.layout.Local()
+		// Rows land compactly, by source: source s's rows for PE d start after those of PEs < s.
+		for s := 0; s < P; s++ {
+			counts[s] = int(all[s*lw+b.me])
+			if s > 0 {
+				start[s] = start[s-1] + counts[s-1]
+			}
+		}
+		for d := 0; d < P; d++ {
+			off := 0
+			for s := 0; s < b.me; s++ {
+				off += int(all[s*lw+d])
+			}
+			rows := b.stage[d*M*b.rowBytes : (d*M+len(h.sent[d]))*b.rowBytes]
+			if err := b.signalled(rows, b.recv, off*b.rowBytes, sigData, e, d); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", call, err)
+			}
+		}
+		for s := 0; s < P; s++ {
+			if _, err := b.wait(ctx, call, sigData, s, e); err != nil {
+				return nil, nil, err
+			}
+		}
+	} else {
+		// Low latency: every row straight into its slot, then the counts.
+		for d := 0; d < P; d++ {
+			for i := range h.sent[d] {
+				row := b.stage[(d*M+i)*b.rowBytes : (d*M+i+1)*b.rowBytes]
+				if err := shmem.PutSignalNBI(b.recv, (b.me*M+i)*b.rowBytes, row, b.sig, b.sigAt(sigData, b.me), 1, shmem.SignalAdd, d); err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", call, err)
+				}
+			}
+		}
+		for d := 0; d < P; d++ {
+			if err := shmem.AtomicSet(b.sig, b.sigAt(sigCount, b.me), e<<32|uint64(len(h.sent[d])), d); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", call, err)
+			}
+		}
+		for s := 0; s < P; s++ {
+			v, err := b.wait(ctx, call, sigCount, s, e<<32)
+			if err != nil {
+				return nil, nil, err
+			}
+			if v>>32 != e {
+				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled the count of call %d, this PE is in call %d", s, v>>32, e)
+			}
+			counts[s] = int(v & 0xffffffff)
+			start[s] = s * M
+			b.arrived[s] += uint64(counts[s])
+			if _, err := b.wait(ctx, call, sigData, s, b.arrived[s]); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+
+	// Group the received rows by local expert.
+	land := b.recv.Local()
+	r := &Recv{Counts: make([]int, b.local), Offsets: make([]int, b.local+1), Transfers: counts}
+	for s := 0; s < P; s++ {
+		for i := 0; i < counts[s]; i++ {
+			meta := land[(start[s]+i)*b.rowBytes+b.payload:]
+			for k := 0; k < K; k++ {
+				li := int32(getU32(meta[4*k:]))
+				if li < -1 || int(li) >= b.local {
+					return nil, nil, b.errorf(call, shmem.ErrMismatch, "a row from PE %d names local expert %d of %d: the PEs' Configs differ", s, li, b.local)
+				}
+				if li >= 0 {
+					r.Counts[li]++
+				}
+			}
+		}
+	}
+	for l := 0; l < b.local; l++ {
+		r.Offsets[l+1] = r.Offsets[l] + r.Counts[l]
+	}
+	r.Rows = r.Offsets[b.local]
+	r.X = makeTokens(cfg.DType, r.Rows*cfg.Hidden)
+	r.Weights = make([]float32, r.Rows)
+	r.Src = make([]Source, r.Rows)
+	r.Experts = make([]int, r.Rows)
+	xo := r.X.bytes(cfg.DType)
+	next := append([]int(nil), r.Offsets[:b.local]...)
+	for s := 0; s < P; s++ {
+		h.from[s] = make([]int32, counts[s]+1)
+		for i := 0; i < counts[s]; i++ {
+			base := (start[s] + i) * b.rowBytes
+			meta := land[base+b.payload:]
+			tok := int(getU32(meta[8*K:]))
+			h.from[s][i] = int32(len(h.entries))
+			for k := 0; k < K; k++ {
+				li := int32(getU32(meta[4*k:]))
+				if li < 0 {
+					continue
+				}
+				row := next[li]
+				next[li]++
+				copy(xo[row*pay:(row+1)*pay], land[base:base+pay])
+				w := math.Float32frombits(getU32(meta[4*(K+k):]))
+				r.Weights[row] = w
+				r.Src[row] = Source{PE: s, Token: tok, K: k}
+				r.Experts[row] = b.me*b.local + int(li)
+				h.entries = append(h.entries, entry{row: int32(row), w: w})
+			}
+		}
+		h.from[s][counts[s]] = int32(len(h.entries))
+	}
+	h.rows = r.Rows
+	// This PE's landing zone is free again: tell each source, and complete this PE's puts so
+	// that the staging rows may be rewritten by the next call.
+	if err := b.w.Quiet(); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", call, err)
+	}
+	for s := 0; s < P; s++ {
+		if err := shmem.AtomicSet(b.sig, b.sigAt(sigDispAck, b.me), e, s); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", call, err)
+		}
+	}
+	return r, h, nil
+}
+
+// signalled puts src (which may be empty) into dst on pe at element at and sets this PE's signal
+// of block to v there, the data first.
+func (b *Buffer) signalled(src []byte, dst shmem.Sym[byte], at, block int, v uint64, pe int) error {
+	if len(src) == 0 {
+		return shmem.AtomicSet(b.sig, b.sigAt(block, b.me), v, pe)
+	}
+	return shmem.PutSignalNBI(dst, at, src, b.sig, b.sigAt(block, b.me), v, shmem.SignalSet, pe)
+}
+
+// Combine sends each expert output y (one row per Recv row, in Recv's order, [Rows][Hidden] in
+// the buffer's DType) back to its token's PE and returns, for this PE's tokens of the Dispatch
+// that gave h, the top-k weighted sums ([tokens][Hidden]), in the order documented in the
+// package comment.
+func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, error) {
+	const call = "ep.Combine"
+	cfg, P, M, H := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.Hidden
+	switch {
+	case b.freed:
+		return Tokens{}, b.errorf(call, ErrClosed, "the buffer was freed")
+	case h == nil:
+		return Tokens{}, b.errorf(call, ErrForeignHandle, "nil handle")
+	case h.buf != b:
+		return Tokens{}, b.errorf(call, ErrForeignHandle, "the handle is from buffer %d (Dispatch call %d), this is buffer %d", h.buf.id, h.epoch, b.id)
+	}
+	if other := map[DType]int{DTypeBF16: len(y.BF16), DTypeF32: len(y.F32)}; other[1-cfg.DType] != 0 {
+		return Tokens{}, b.errorf(call, ErrShape, "y holds %d %v elements; this buffer's DType is %v", other[1-cfg.DType], 1-cfg.DType, cfg.DType)
+	}
+	if got := y.len(cfg.DType); got != h.rows*H {
+		return Tokens{}, b.errorf(call, ErrShape, "y has %d elements, want the dispatched rows times Hidden = %d*%d", got, h.rows, H)
+	}
+	b.combEpoch++
+	e := b.combEpoch
+	for d := 0; d < P; d++ {
+		if _, err := b.wait(ctx, call, sigCombAck, d, e-1); err != nil {
+			return Tokens{}, err
+		}
+	}
+	// Partial sums per (token, this PE), in k order, in float32, rounded to the DType for the
+	// way back, pushed as they are computed. The rows of one source are split over up to
+	// GOMAXPROCS goroutines: with uneven splits the PE that received most is the one every other
+	// PE waits for. Each slot's sum is computed by one goroutine in the same order, so the split
+	// changes no bit.
+	es := cfg.DType.size()
+	pay := H * es
+	partial := func(s, i0, i1 int, part []float32) error {
+		for i := i0; i < i1; i++ {
+			clear(part)
+			for _, en := range h.entries[h.from[s][i]:h.from[s][i+1]] {
+				// The float32 conversions keep each product rounded: no fused multiply-add.
+				if cfg.DType == DTypeF32 {
+					axpyF32(en.w, y.F32[int(en.row)*H:int(en.row+1)*H], part)
+				} else {
+					axpyBF16(en.w, y.BF16[int(en.row)*H:int(en.row+1)*H], part)
+				}
+			}
+			out := b.cstage[(s*M+i)*pay : (s*M+i+1)*pay]
+			encode(cfg.DType, part, out)
+			if cfg.Mode == LowLatency {
+				if err := shmem.PutSignalNBI(b.comb, (b.me*M+i)*pay, out, b.sig, b.sigAt(sigComb, b.me), 1, shmem.SignalAdd, s); err != nil {
+					return fmt.Errorf("%s: %w", call, err)
+				}
+			}
+		}
+		return nil
+	}
+	for s := 0; s < P; s++ {
+		n := len(h.from[s]) - 1
+		if err := parallel(n, len(h.entries[h.from[s][0]:h.from[s][n]])*H, H, func(i0, i1 int, part []float32) error {
+			return partial(s, i0, i1, part)
+		}); err != nil {
+			return Tokens{}, err
+		}
+		if cfg.Mode == Normal {
+			var err error
+			if n == 0 {
+				err = shmem.AtomicSet(b.sig, b.sigAt(sigComb, b.me), e, s)
+			} else {
+				err = shmem.PutSignalNBI(b.comb, b.me*M*pay, b.cstage[s*M*pay:(s*M+n)*pay], b.sig, b.sigAt(sigComb, b.me), e, shmem.SignalSet, s)
+			}
+			if err != nil {
+				return Tokens{}, fmt.Errorf("%s: %w", call, err)
+			}
+		}
+	}
+	// Sum what came back in float32, PE by PE in ascending order.
+	acc := make([]float32, h.tokens*H)
+	land := b.comb.Local()
+	for d := 0; d < P; d++ {
+		want := e
+		if cfg.Mode == LowLatency {
+			b.combArrived[d] += uint64(len(h.sent[d]))
+			want = b.combArrived[d]
+		}
+		if _, err := b.wait(ctx, call, sigComb, d, want); err != nil {
+			return Tokens{}, err
+		}
+		for i, t := range h.sent[d] {
+			addDecoded(cfg.DType, land[(d*M+i)*pay:(d*M+i+1)*pay], acc[int(t)*H:int(t+1)*H])
+		}
+	}
+	if err := b.w.Quiet(); err != nil {
+		return Tokens{}, fmt.Errorf("%s: %w", call, err)
+	}
+	for d := 0; d < P; d++ {
+		if err := shmem.AtomicSet(b.sig, b.sigAt(sigCombAck, b.me), e, d); err != nil {
+			return Tokens{}, fmt.Errorf("%s: %w", call, err)
+		}
+	}
+	if cfg.DType == DTypeF32 {
+		return Tokens{F32: acc}, nil
+	}
+	return Tokens{BF16: BF16sFromFloat32(acc)}, nil
+}
+
+// parallelMin is the work (multiply-adds) below which parallel runs on the calling goroutine.
+const parallelMin = 1 << 18
+
+// parallel calls f on [0, n) split into contiguous ranges, one per goroutine (up to GOMAXPROCS,
+// only when work is at least parallelMin), each with its own scratch row of h floats.
+func parallel(n, work, h int, f func(i0, i1 int, part []float32) error) error {
+	g := min(runtime.GOMAXPROCS(0), n)
+	if g <= 1 || work < parallelMin {
+		return f(0, n, make([]float32, h))
+	}
+	errs := make([]error, g)
+	var wg sync.WaitGroup
+	for k := 0; k < g; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			errs[k] = f(k*n/g, (k+1)*n/g, make([]float32, h))
+		}(k)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// axpyF32 adds w*x to acc, each product rounded to float32 (the conversions forbid a fused
+// multiply-add); unrolled by four, which the compiler does not do itself.
+func axpyF32(w float32, x, acc []float32) {
+	acc = acc[:len(x)]
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
+		b[0] += float32(w * a[0])
+		b[1] += float32(w * a[1])
+		b[2] += float32(w * a[2])
+		b[3] += float32(w * a[3])
+	}
+	for ; j < len(x); j++ {
+		acc[j] += float32(w * x[j])
+	}
+}
+
+// axpyBF16 is axpyF32 for bf16 x.
+func axpyBF16(w float32, x []BF16, acc []float32) {
+	acc = acc[:len(x)]
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
+		b[0] += float32(w * math.Float32frombits(uint32(a[0])<<16))
+		b[1] += float32(w * math.Float32frombits(uint32(a[1])<<16))
+		b[2] += float32(w * math.Float32frombits(uint32(a[2])<<16))
+		b[3] += float32(w * math.Float32frombits(uint32(a[3])<<16))
+	}
+	for ; j < len(x); j++ {
+		acc[j] += float32(w * math.Float32frombits(uint32(x[j])<<16))
+	}
+}
+
+// encode writes f in dt (bf16: rounded to nearest even) into out (len(f) elements of dt; the
+// heap and the stage are 8-aligned, and so is every row).
+func encode(dt DType, f []float32, out []byte) {
+	if dt == DTypeF32 {
+		copy(unsafe.Slice((*float32)(unsafe.Pointer(&out[0])), len(f)), f)
+		return
+	}
+	o := unsafe.Slice((*BF16)(unsafe.Pointer(&out[0])), len(f))
+	for j, v := range f {
+		o[j] = BF16FromFloat32(v)
+	}
+}
+
+// addDecoded adds the len(acc) dt values of in to acc, in float32.
+func addDecoded(dt DType, in []byte, acc []float32) {
+	if dt == DTypeF32 {
+		for j, v := range unsafe.Slice((*float32)(unsafe.Pointer(&in[0])), len(acc)) {
+			acc[j] += v
+		}
+		return
+	}
+	for j, v := range unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc)) {
+		acc[j] += math.Float32frombits(uint32(v) << 16)
+	}
+}
+
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+func getU32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
