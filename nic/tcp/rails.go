@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,11 +102,12 @@ type railState struct {
 
 // remote is everything this PE keeps about one peer across its rails.
 type remote struct {
-	t     *Transport
-	pe    int
-	n     atomic.Int32           // rails to this peer (min of both sides'); 0 until known
-	rails []atomic.Pointer[peer] // rails[r]: the connection on rail r
-	addrs []string               // the peer's rail addresses (set by the dialing side)
+	t       *Transport
+	pe      int
+	n       atomic.Int32           // rails to this peer (min of both sides'); 0 until known
+	rails   []atomic.Pointer[peer] // rails[r]: the connection on rail r
+	addrs   []string               // the peer's rail addresses (set by the dialing side)
+	lastAns atomic.Int64           // unix ns: the latest answer on any rail (or rail joined)
 
 	mu          sync.Mutex
 	st          []railState
@@ -171,6 +173,7 @@ func (r *remote) railUp(p *peer) {
 		return
 	}
 	st.p, st.backlog, st.minRTT, st.rate, st.lastAck = p, 0, 0, 0, time.Time{}
+	r.lastAns.Store(max(r.lastAns.Load(), time.Now().UnixNano()))
 	r.kick()
 	r.mu.Unlock()
 	r.t.wg.Add(1)
@@ -460,14 +463,19 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 // waitLocked waits (mu held, and held again on return) until cond holds, the peer is lost or
 // the transport closed, ctx ends, or nothing has progressed for Config.Timeout.
 func (r *remote) waitLocked(ctx context.Context, op string, cond func() bool) error {
-	timer := time.NewTimer(r.t.cfg.Timeout)
+	// A little past Config.Timeout: the watchdog, which names the cause, speaks first.
+	limit := r.t.cfg.Timeout + r.t.railLimit()
+	timer := time.NewTimer(limit)
 	defer timer.Stop()
-	for !cond() {
+	for {
 		if r.dead != nil {
-			return r.dead
+			return r.dead // what was sent may not all have landed
 		}
 		if r.closed {
 			return ErrClosed
+		}
+		if cond() {
+			return nil
 		}
 		ch := r.progress
 		r.mu.Unlock()
@@ -476,17 +484,16 @@ func (r *remote) waitLocked(ctx context.Context, op string, cond func() bool) er
 			if !timer.Stop() {
 				<-timer.C
 			}
-			timer.Reset(r.t.cfg.Timeout)
+			timer.Reset(limit)
 		case <-timer.C:
 			r.mu.Lock()
-			return fmt.Errorf("%w: PE %d: %s made no progress for %v", ErrTimeout, r.pe, op, r.t.cfg.Timeout)
+			return fmt.Errorf("%w: PE %d: %s made no progress for %v", ErrTimeout, r.pe, op, limit)
 		case <-ctx.Done():
 			r.mu.Lock()
 			return fmt.Errorf("%w: PE %d: %s abandoned: %v", ErrTimeout, r.pe, op, ctx.Err())
 		}
 		r.mu.Lock()
 	}
-	return nil
 }
 
 // nextSeqLocked numbers an operation, once the numbers are not too far ahead of the oldest
@@ -679,27 +686,40 @@ func (r *remote) amo(req *request) (uint64, error) {
 	return pd.value, nil
 }
 
-// check retires a rail whose answers stopped while another rail still works (after railLimit),
-// or the last one (after Config.Timeout).
+// check retires a rail that has owed an answer for railLimit while another rail owes none or
+// still answers. When every rail owes one, the PE itself may be slow rather than the rails
+// broken: they are all kept until no rail has answered for Config.Timeout, and then the peer
+// is lost.
 func (r *remote) check(now time.Time) {
 	if !r.multi() {
 		return
 	}
-	r.mu.Lock()
-	alive := r.aliveLocked()
-	r.mu.Unlock()
-	limit := r.t.cfg.Timeout
-	if alive > 1 {
-		limit = r.t.railLimit()
-	}
+	limit := r.t.railLimit()
+	var stuck []*peer
+	fine := false
 	for i := range r.rails {
 		p := r.rails[i].Load()
-		if p == nil {
+		if p == nil || p.failure("check") != nil {
 			continue
 		}
 		if p.stuck(now, limit) || p.clock.stalled(now, limit) {
-			p.fail(fmt.Errorf("%w: %w: PE %d: rail %d answered nothing for %v", ErrPeerLost, ErrTimeout, r.pe, i, limit))
+			stuck = append(stuck, p)
+		} else {
+			fine = true
 		}
+	}
+	if len(stuck) == 0 {
+		return
+	}
+	if !fine {
+		silent := time.Duration(now.UnixNano() - r.lastAns.Load())
+		if silent <= r.t.cfg.Timeout {
+			return
+		}
+		limit = silent
+	}
+	for _, p := range stuck {
+		p.fail(fmt.Errorf("%w: %w: PE %d: rail %d answered nothing for %v", ErrPeerLost, ErrTimeout, r.pe, p.rail, limit.Round(time.Millisecond)))
 	}
 }
 
@@ -748,54 +768,101 @@ func (t *Transport) eachRail(f func(p *peer)) {
 	}
 }
 
-// dedup records what a source PE's numbered operations did at this PE.
+// RailsFromNICs makes one Rail per NIC, each named by an interface ("eth1": its first IPv4
+// address, else its first address) or by a local address ("10.0.1.5"). Each rail listens on
+// that address with a free port and dials from it.
+func RailsFromNICs(nics []string) ([]Rail, error) {
+	var rails []Rail
+	for _, n := range nics {
+		ip := net.ParseIP(n)
+		if ip == nil {
+			ifc, err := net.InterfaceByName(n)
+			if err != nil {
+				return nil, fmt.Errorf("NIC %q: neither an address nor an interface of this host: %w", n, err)
+			}
+			addrs, err := ifc.Addrs()
+			if err != nil {
+				return nil, fmt.Errorf("NIC %q: %w", n, err)
+			}
+			for _, a := range addrs {
+				if in, ok := a.(*net.IPNet); ok && (ip == nil || (ip.To4() == nil && in.IP.To4() != nil)) && !in.IP.IsLinkLocalUnicast() {
+					ip = in.IP
+				}
+			}
+			if ip == nil {
+				return nil, fmt.Errorf("NIC %q has no address", n)
+			}
+		}
+		s := ip.String()
+		rails = append(rails, Rail{Listen: net.JoinHostPort(s, "0"), Advertise: s})
+	}
+	return rails, nil
+}
+
+// dedup records what a source PE's numbered operations did at this PE, so that one sent again
+// (after its rail was lost before its answer came) is not applied twice, and is never written by
+// two connections at once.
 type dedup struct {
-	mu  sync.Mutex
-	ent []dedupEntry
+	mu   sync.Mutex
+	cond sync.Cond
+	ent  []dedupEntry
 }
 
 type dedupEntry struct {
-	seq uint32
-	old uint64
-	msg string
+	seq     uint32
+	owner   *peer // the connection applying it now
+	applied bool
+	old     uint64
+	msg     string
 }
 
-// lookup returns the record of seq; the caller holds mu.
-func (d *dedup) lookupLocked(seq uint32) (*dedupEntry, bool) {
+func (d *dedup) slotLocked(seq uint32) *dedupEntry {
 	if d.ent == nil {
 		d.ent = make([]dedupEntry, dedupWindow)
+		d.cond.L = &d.mu
 	}
-	e := &d.ent[seq%dedupWindow]
-	return e, e.seq == seq
+	return &d.ent[seq%dedupWindow]
 }
 
-// seen reports whether seq was applied already.
-func (d *dedup) seen(seq uint32) bool {
+// begin claims seq for p, which then applies it and calls end; or reports that it was applied
+// already (dup), with what it answered then. When another connection is still reading it, that
+// connection is one the sender has given up on: it is closed, and begin waits until its reader
+// lets go.
+func (d *dedup) begin(seq uint32, p *peer) (dup bool, old uint64, msg string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.lookupLocked(seq)
-	return ok
+	for {
+		e := d.slotLocked(seq)
+		switch {
+		case e.seq != seq || (!e.applied && e.owner == nil):
+			*e = dedupEntry{seq: seq, owner: p}
+			return false, 0, ""
+		case e.applied:
+			return true, e.old, e.msg
+		}
+		q := e.owner
+		d.mu.Unlock()
+		q.fail(fmt.Errorf("%w: PE %d: rail %d: its request was sent again on rail %d", ErrPeerLost, q.pe, q.rail, p.rail))
+		d.mu.Lock()
+		for e.seq == seq && e.owner == q {
+			d.cond.Wait()
+		}
+	}
 }
 
-// record notes that seq was applied.
-func (d *dedup) record(seq uint32, old uint64, msg string) {
+// end releases seq: applied (with its answer), or not (a resend may apply it).
+func (d *dedup) end(seq uint32, p *peer, applied bool, old uint64, msg string) {
 	d.mu.Lock()
-	e, _ := d.lookupLocked(seq)
-	*e = dedupEntry{seq, old, msg}
+	e := d.slotLocked(seq)
+	if e.seq == seq && e.owner == p {
+		if applied {
+			*e = dedupEntry{seq: seq, applied: true, old: old, msg: msg}
+		} else {
+			*e = dedupEntry{}
+		}
+	}
+	d.cond.Broadcast()
 	d.mu.Unlock()
-}
-
-// do applies f once per seq, and answers a repeat from the record.
-func (d *dedup) do(seq uint32, f func() (uint64, string)) (uint64, string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	e, ok := d.lookupLocked(seq)
-	if ok {
-		return e.old, e.msg
-	}
-	old, msg := f()
-	*e = dedupEntry{seq, old, msg}
-	return old, msg
 }
 
 // discard skips n payload bytes.

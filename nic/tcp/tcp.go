@@ -1200,38 +1200,36 @@ func (p *peer) read() error {
 				}
 				continue
 			}
-			if dd != nil && r.typ == reqPut && dd.seen(r.seq) {
-				// Sent again after its answer was lost: written already, and perhaps since
-				// overwritten by a later put that the answer let through.
-				if err := discard(br, r.size); err != nil {
-					return err
+			if dd != nil {
+				if dup, _, msg := dd.begin(r.seq, p); dup {
+					// Sent again after its answer was lost: applied already (and perhaps since
+					// overwritten by a later put that the answer let through), signal included.
+					if err := discard(br, r.size); err != nil {
+						return err
+					}
+					p.queue(answer{hdr: encodeResp(nil, r.typ|respFlag, 0, msg)})
+					continue
 				}
-				p.queue(answer{hdr: encodeResp(nil, r.typ|respFlag, 0, "")})
-				continue
 			}
 			if err := p.readPayload(br, b); err != nil {
+				if dd != nil {
+					dd.end(r.seq, p, false, 0, "") // not applied: a resend may apply it
+				}
 				return err
 			}
 			changed = true
 			msg := ""
 			if r.typ == reqPutSignal {
-				signal := func() (uint64, string) {
-					sb, err := p.heap("put_signal (signal)", r.aux, 8)
-					if err == nil {
-						err = nic.ApplySignal(sb, nic.SignalOp(r.kind), r.value)
-					}
-					if err != nil {
-						return 0, fmt.Sprintf("put_signal from PE %d: signal at %#x: %v", p.pe, r.aux, err)
-					}
-					return 0, ""
+				sb, err := p.heap("put_signal (signal)", r.aux, 8)
+				if err == nil {
+					err = nic.ApplySignal(sb, nic.SignalOp(r.kind), r.value)
 				}
-				if dd != nil {
-					_, msg = dd.do(r.seq, signal) // a resent signal is not applied twice
-				} else {
-					_, msg = signal()
+				if err != nil {
+					msg = fmt.Sprintf("put_signal from PE %d: signal at %#x: %v", p.pe, r.aux, err)
 				}
-			} else if dd != nil {
-				dd.record(r.seq, 0, "")
+			}
+			if dd != nil {
+				dd.end(r.seq, p, true, 0, msg)
 			}
 			if ack {
 				p.queue(answer{hdr: encodeResp(nil, r.typ|respFlag, 0, msg)})
@@ -1261,7 +1259,13 @@ func (p *peer) read() error {
 			var old uint64
 			var msg string
 			if r.seq != 0 && t.dedup != nil {
-				old, msg = t.dedup[p.pe].do(r.seq, apply) // a resent AMO gets the first one's answer
+				// A resent AMO gets the first one's answer.
+				dd := &t.dedup[p.pe]
+				dup := false
+				if dup, old, msg = dd.begin(r.seq, p); !dup {
+					old, msg = apply()
+					dd.end(r.seq, p, true, old, msg)
+				}
 			} else {
 				old, msg = apply()
 			}
@@ -1307,7 +1311,11 @@ func (p *peer) readAnswer(br *bufio.Reader, h []byte) error {
 	if pd == nil {
 		return fmt.Errorf("protocol error: unexpected answer of type %d", typ)
 	}
-	p.lastAns.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	p.lastAns.Store(now)
+	if p.rem.multi() {
+		p.rem.lastAns.Store(now)
+	}
 	if pd.c != nil {
 		p.rem.acked(p, pd.c, remoteErr)
 		return nil
@@ -1396,7 +1404,7 @@ func (t *Transport) watchdog() {
 			return
 		case now := <-tk.C:
 			for i := range t.peers {
-				if p := t.peers[i].Load(); p != nil && p.clock.stalled(now, t.cfg.Timeout) {
+				if p := t.peers[i].Load(); p != nil && !p.rem.multi() && p.clock.stalled(now, t.cfg.Timeout) {
 					p.fail(fmt.Errorf("%w: %w: PE %d accepted no data for %v", ErrPeerLost, ErrTimeout, p.pe, t.cfg.Timeout))
 				}
 			}
