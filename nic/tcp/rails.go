@@ -63,6 +63,7 @@ const (
 	windowPerRail          = 4 << 20 // bytes a PE may have unanswered to one peer, per rail alive
 	dedupWindow            = 1 << 14 // numbered operations the target remembers per source PE
 	maxSeqGap              = dedupWindow / 2
+	rateWindow             = 20 * time.Millisecond
 	retryDelay             = 500 * time.Millisecond
 	maxRetryDelay          = 10 * time.Second
 )
@@ -95,6 +96,13 @@ type railState struct {
 	minRTT  float64 // seconds, least write-to-answer time seen
 	rate    float64 // bytes per second, smoothed delivery rate while busy
 	lastAck time.Time
+	// The delivery rate is sampled over windows of at least rateWindow while the rail is busy
+	// (answers come in bursts: the target gathers them into one write), restarted when the
+	// rail goes from idle to busy.
+	winStart time.Time
+	winBytes int64
+	winIdle  bool // the rail ran out of work during the window: its rate says less than it can
+	//                do (an app-limited sample), so it may only raise the estimate
 	acked   int64 // bytes answered, for RailStats
 	chunks  int64
 	retired int
@@ -383,6 +391,9 @@ func (r *remote) placeLocked(c *chunk) {
 		}
 	}
 	st := &r.st[i]
+	if st.backlog == 0 && st.winBytes == 0 {
+		st.winStart, st.winIdle = time.Now(), false // busy from now: a fresh rate window
+	}
 	st.queue = append(st.queue, c)
 	st.backlog += int64(len(c.data))
 	select {
@@ -437,18 +448,18 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 		if rtt := now.Sub(sent).Seconds(); rtt > 0 && (st.minRTT == 0 || rtt < st.minRTT) {
 			st.minRTT = rtt
 		}
-		// Delivery rate: bytes over the time since the rail last delivered (or since this chunk
-		// went out, if the rail was idle). Small chunks say little about the rate: skip them.
-		start := sent
-		if st.lastAck.After(start) {
-			start = st.lastAck
-		}
-		if d := now.Sub(start).Seconds(); d > 0 && n >= minChunk {
-			if s := float64(n) / d; st.rate == 0 {
+		st.winBytes += n
+		if d := now.Sub(st.winStart); d >= max(rateWindow, time.Duration(2*st.minRTT*float64(time.Second))) {
+			switch s := float64(st.winBytes) / d.Seconds(); {
+			case st.rate == 0:
 				st.rate = s
-			} else {
-				st.rate = 0.75*st.rate + 0.25*s
+			case !st.winIdle || s > st.rate:
+				st.rate = 0.5*st.rate + 0.5*s
 			}
+			st.winStart, st.winBytes, st.winIdle = now, 0, false
+		}
+		if st.backlog == 0 {
+			st.winIdle = true
 		}
 		st.lastAck = now
 	}
@@ -514,11 +525,11 @@ func (r *remote) opErr(op string, err error) error {
 }
 
 // put cuts src into chunks and queues them (sig, when set, is sent once they are all answered).
+// Each chunk's copy is made before the lock is taken, so that answers keep flowing meanwhile.
 func (r *remote) put(op string, dst uint64, src []byte, sig *chunk) error {
 	size := len(src)
 	chunkSize := size
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if size >= r.t.cfg.StripeThreshold {
 		alive := max(r.aliveLocked(), 1)
 		chunkSize = min(max((size+2*alive-1)/(2*alive), minChunk), maxChunk)
@@ -528,24 +539,28 @@ func (r *remote) put(op string, dst uint64, src []byte, sig *chunk) error {
 		if size < r.t.cfg.StripeThreshold {
 			// One request: data, then signal, applied in that order at the target.
 			sig.off, sig.data = dst, append([]byte(nil), src...)
-			return r.queueLocked(op, sig)
+			err := r.queueLocked(op, sig)
+			r.mu.Unlock()
+			return err
 		}
 		st = &stripe{left: (size + chunkSize - 1) / chunkSize, sig: sig}
 		seq, err := r.nextSeqLocked(context.Background(), op)
 		if err != nil {
+			r.mu.Unlock()
 			return r.opErr(op, err)
 		}
 		sig.seq = seq
 		r.outstanding++
 	}
+	r.mu.Unlock()
 	for o := 0; o < size || (size == 0 && o == 0); o += chunkSize {
 		e := min(o+chunkSize, size)
 		c := &chunk{typ: reqPut, off: dst + uint64(o), data: append([]byte(nil), src[o:e]...), parent: st, striped: size >= r.t.cfg.StripeThreshold}
-		if err := r.queueLocked(op, c); err != nil {
+		r.mu.Lock()
+		err := r.queueLocked(op, c)
+		r.mu.Unlock()
+		if err != nil || size == 0 {
 			return err
-		}
-		if size == 0 {
-			break
 		}
 	}
 	return nil

@@ -40,12 +40,22 @@ func railJob(t testing.TB, rn *netns.RailNet, nrails int, spray string, heapSize
 	if nrails <= 0 {
 		nrails = rn.Rails
 	}
+	var use []int
+	for r := 0; r < nrails; r++ {
+		use = append(use, r)
+	}
+	return railJobOn(t, rn, use, spray, heapSize, timeout)
+}
+
+// railJobOn is railJob on the rails listed.
+func railJobOn(t testing.TB, rn *netns.RailNet, use []int, spray string, heapSize int, timeout time.Duration) ([]*tcp.Transport, []*heap, []*logs) {
+	t.Helper()
 	var ts []*tcp.Transport
 	var hs []*heap
 	var ls []*logs
 	for i, h := range rn.Hosts {
 		var rails []tcp.Rail
-		for r := 0; r < nrails; r++ {
+		for _, r := range use {
 			ln, err := h.Listen(net.JoinHostPort(rn.RailIP(i, r), "0"))
 			if err != nil {
 				t.Fatal(err)
