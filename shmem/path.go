@@ -130,6 +130,11 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 	if cfg.Spray, err = env.Spray.String(); err != nil {
 		return nil, err
 	}
+	stripe, err := env.Stripe.Size()
+	if err != nil {
+		return nil, err
+	}
+	cfg.StripeThreshold = int(max(1, min(stripe, 1<<40)))
 	t, err := tcp.New(cfg)
 	if err != nil {
 		return nil, err
