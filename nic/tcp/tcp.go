@@ -10,6 +10,9 @@
 // job token (HMAC challenge-response in both directions); a connection that fails it is refused
 // and logged. A lost or timed-out connection fails every pending and later operation to its PE
 // with an error that names the PE; no call waits longer than Config.Timeout.
+//
+// With several NICs (Config.Rails) two PEs share one connection per rail, and puts are striped
+// and sprayed over them with failover; rails.go describes that path and its ordering.
 package tcp
 
 import (
