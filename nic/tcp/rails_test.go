@@ -225,3 +225,35 @@ func TestRailsResetMidTransfer(t *testing.T) {
 		t.Fatalf("no retirement logged:\n%s", j.logs[0])
 	}
 }
+
+// The target applies a numbered request once, whichever rails it comes on: an AMO sent again
+// (as after a rail lost before its answer) gets the first one's old value, and a signal sent
+// again is not added twice.
+func TestRailsResentAppliedOnce(t *testing.T) {
+	j := startRails(t, 2, 2, 1<<16, 10*time.Second, SprayCAS)
+	rem := j.ts[0].rems[1]
+	send := func(rail int, r request, typ uint8) *pending {
+		t.Helper()
+		p := rem.rails[rail].Load()
+		pd := &pending{typ: typ, done: make(chan struct{})}
+		if err := p.send("test", &r, nil, pd, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.wait(context.Background(), "test", pd); err != nil {
+			t.Fatal(err)
+		}
+		return pd
+	}
+	amo := request{typ: reqAMO, kind: uint8(nic.AMOFetchAdd), width: 8, off: 64, value: 5, seq: 77}
+	a := send(0, amo, reqAMO)
+	b := send(1, amo, reqAMO)
+	if v := atomic.LoadUint64(j.heaps[1].word(64)); v != 5 || a.value != 0 || b.value != 0 {
+		t.Fatalf("fetch-add of 5 sent twice: counter %d, old values %d and %d (want 5, 0, 0)", v, a.value, b.value)
+	}
+	sig := request{typ: reqPutSignal, flags: flagAck, kind: uint8(nic.SignalAdd), off: 128, value: 3, aux: 8, seq: 78}
+	send(1, sig, reqPutSignal)
+	send(0, sig, reqPutSignal)
+	if v := atomic.LoadUint64(j.heaps[1].word(8)); v != 3 {
+		t.Fatalf("signal add of 3 sent twice: signal %d", v)
+	}
+}
