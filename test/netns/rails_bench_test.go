@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 // rail's own rate is measured too (a one-rail transport on it, 16 MiB puts, same congestion),
 // for the target: cas >= 0.85 x the sum, and >= 1.5 x rr. It prints the table; it asserts
 // nothing about the figures (they depend on the machine), only that every transfer completes.
-// Each measurement follows an 8 MiB warm-up put (TCP windows, the spray's estimates), the same
+// Each figure is the median of 3 runs, after an 8 MiB warm-up put (TCP windows, the spray's estimates), the same
 // for every policy; the transports of each policy are fresh.
 func TestRailsBandwidth(t *testing.T) {
 	if os.Getenv("ROX_BENCH") != "1" {
@@ -32,7 +33,7 @@ func TestRailsBandwidth(t *testing.T) {
 	// measure puts size-byte buffers, at least minBytes in all (and 3 puts), then quiets.
 	measure := func(ts []*tcp.Transport, size int) float64 {
 		src := make([]byte, size)
-		minBytes := int64(48 << 20)
+		minBytes := int64(32 << 20)
 		if testing.Short() {
 			minBytes = 16 << 20
 		}
@@ -45,16 +46,22 @@ func TestRailsBandwidth(t *testing.T) {
 		if err := ts[0].Quiet(context.Background(), 1); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		for i := 0; i < n; i++ {
-			if err := ts[0].Put(1, 0, src); err != nil {
+		// The median of 3 runs: the machine is shared, and one run can lose its CPU.
+		var runs []float64
+		for k := 0; k < 3; k++ {
+			start := time.Now()
+			for i := 0; i < n; i++ {
+				if err := ts[0].Put(1, 0, src); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ts[0].Quiet(context.Background(), 1); err != nil {
 				t.Fatal(err)
 			}
+			runs = append(runs, mbps(int64(n)*int64(size), time.Since(start)))
 		}
-		if err := ts[0].Quiet(context.Background(), 1); err != nil {
-			t.Fatal(err)
-		}
-		return mbps(int64(n)*int64(size), time.Since(start))
+		slices.Sort(runs)
+		return runs[1]
 	}
 	sprays := []string{tcp.SpraySingle, tcp.SprayRR, tcp.SprayCAS}
 	table := func(phase string) map[string][]float64 {
