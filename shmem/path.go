@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/nic/tcp"
 	"github.com/roxamen/roxamen/nic/ucx"
@@ -110,11 +111,31 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 			c.Close()
 		}
 	}
-	t, err := tcp.New(tcp.Config{
+	cfg := tcp.Config{
 		PE: w.pe, NPEs: w.npes, Token: w.rank.Token,
 		Listen: net.JoinHostPort(advertise, "0"), Advertise: advertise,
 		Heap: heapMemory(w.local), Timeout: w.timeout,
-	})
+	}
+	// ROX_NICS: one rail per NIC named, each with its own address in what the allgather
+	// publishes (tcp.Transport.Addr: "addr1,addr2,...").
+	nics, err := env.NICs.List()
+	if err != nil {
+		return nil, err
+	}
+	if len(nics) > 0 {
+		if cfg.Rails, err = tcp.RailsFromNICs(nics); err != nil {
+			return nil, fmt.Errorf("ROX_NICS: %w", err)
+		}
+	}
+	if cfg.Spray, err = env.Spray.String(); err != nil {
+		return nil, err
+	}
+	stripe, err := env.Stripe.Size()
+	if err != nil {
+		return nil, err
+	}
+	cfg.StripeThreshold = int(max(1, min(stripe, 1<<40)))
+	t, err := tcp.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,30 @@ func isDur(s string) error    { _, err := time.ParseDuration(s); return err }
 func isBool(s string) error   { _, err := strconv.ParseBool(s); return err }
 func anything(s string) error { return nil }
 
+func isList(s string) error {
+	for _, f := range strings.Split(s, ",") {
+		if strings.TrimSpace(f) == "" {
+			return fmt.Errorf("an empty entry in a comma-separated list")
+		}
+	}
+	return nil
+}
+
+// List returns the value split at commas, each entry trimmed (nil when unset).
+func (k *Knob) List() ([]string, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	if k.Raw() == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, f := range strings.Split(k.Raw(), ",") {
+		out = append(out, strings.TrimSpace(f))
+	}
+	return out, nil
+}
+
 // The knobs. README.md lists them; `roxrun info` prints them.
 var (
 	Device      = register("ROX_DEVICE", "auto", "backend: auto|cuda|hip|host", oneOf("auto", "cuda", "hip", "host"))
@@ -54,6 +78,9 @@ var (
 	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
 	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed", isDur)
 	CollAlgo    = register("ROX_COLL_ALGO", "auto", "host collectives' algorithm: auto|oneshot|twoshot|ring|hier (auto picks per call from size, team shape and topology)", oneOf("auto", "oneshot", "twoshot", "ring", "hier"))
+	NICs        = register("ROX_NICS", "", "tcp transport: the NICs (rails) this host's PEs reach other nodes through, comma-separated interface names or addresses (e.g. eth1,eth2); default: the one interface that routes to the rendezvous", isList)
+	Stripe      = register("ROX_STRIPE_THRESHOLD", "64K", "tcp transport over several rails: puts of at least this many bytes are cut into chunks sprayed over the rails; smaller ones keep to one rail", isSize)
+	Spray       = register("ROX_SPRAY", "cas", "tcp transport over several rails: how chunks of a striped put pick their rail: cas (congestion-aware)|rr (round robin)|single", oneOf("cas", "rr", "single"))
 	// Set by roxrun for its children (and read by internal/bootstrap).
 	PE        = register("ROX_PE", "", "this PE's rank (set by roxrun)", anything)
 	NPEs      = register("ROX_NPES", "", "number of PEs (set by roxrun)", anything)

@@ -10,6 +10,9 @@
 // job token (HMAC challenge-response in both directions); a connection that fails it is refused
 // and logged. A lost or timed-out connection fails every pending and later operation to its PE
 // with an error that names the PE; no call waits longer than Config.Timeout.
+//
+// With several NICs (Config.Rails) two PEs share one connection per rail, and puts are striped
+// and sprayed over them with failover; rails.go describes that path and its ordering.
 package tcp
 
 import (
@@ -23,6 +26,7 @@ import (
 	"log"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +60,28 @@ type Config struct {
 	// signals, AMOs), once per burst, before the transport waits for more: a PE waiting for a
 	// heap word can sleep until then rather than spin. It must not block.
 	Notify func()
+	// Rails, when set, replaces Listen, Advertise, Listener and Dial: one entry per NIC this PE
+	// reaches its peers through. A peer that publishes as many rails is reached over one
+	// connection per rail (rail i to its rail i); with two or more, puts are striped and sprayed
+	// across them and a lost rail's work moves to the others (see rails.go).
+	Rails []Rail
+	// Spray picks the rail of each chunk when there are several: SprayCAS (default), SprayRR or
+	// SpraySingle.
+	Spray string
+	// StripeThreshold: puts of at least this many bytes are cut into chunks over several rails;
+	// default 64 KiB.
+	StripeThreshold int
+}
+
+// Rail is one NIC: where this PE listens on it, and how it dials from it.
+type Rail struct {
+	// Listen is the local address on the NIC ("ip:port"; port 0 picks one).
+	Listen string
+	// Advertise is the host other PEs reach this rail at, when Listen is unspecified.
+	Advertise string
+	// Listener and Dial, when set, replace net.Listen and a net.Dialer bound to Listen's IP.
+	Listener net.Listener
+	Dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Errors matched with errors.Is.
@@ -76,11 +102,14 @@ const (
 
 // Transport is a nic.Transport over TCP. Its methods are safe for concurrent use.
 type Transport struct {
-	cfg  Config
-	ln   net.Listener
-	addr string
+	cfg   Config
+	lns   []net.Listener // lns[rail]
+	addrs []string       // addrs[rail]: where other PEs dial it
+	addr  string         // addrs, comma-separated: what Addr publishes
 
-	peers  []atomic.Pointer[peer] // peers[pe]: the connection to pe, once made; nil for itself
+	peers  []atomic.Pointer[peer] // peers[pe]: the connection to pe on rail 0, once made; nil for itself
+	rems   []*remote              // rems[pe]: every rail to pe; nil for itself
+	dedup  []dedup                // dedup[pe]: what pe's numbered operations did here
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // every open connection, for Close
 	joined chan struct{}         // signalled when a peer is added
@@ -113,46 +142,94 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
-	ln := cfg.Listener
+	if len(cfg.Rails) == 0 {
+		cfg.Rails = []Rail{{Listen: cfg.Listen, Advertise: cfg.Advertise, Listener: cfg.Listener, Dial: cfg.Dial}}
+	}
+	if len(cfg.Rails) > maxRails {
+		return nil, fmt.Errorf("tcp: New: PE %d: %d rails (at most %d)", cfg.PE, len(cfg.Rails), maxRails)
+	}
+	switch cfg.Spray {
+	case "":
+		cfg.Spray = SprayCAS
+	case SprayCAS, SprayRR, SpraySingle:
+	default:
+		return nil, fmt.Errorf("tcp: New: PE %d: spray policy %q (want %s|%s|%s)", cfg.PE, cfg.Spray, SprayCAS, SprayRR, SpraySingle)
+	}
+	if cfg.StripeThreshold <= 0 {
+		cfg.StripeThreshold = defaultStripeThreshold
+	}
+	t := &Transport{
+		cfg:    cfg,
+		peers:  make([]atomic.Pointer[peer], cfg.NPEs),
+		rems:   make([]*remote, cfg.NPEs),
+		conns:  map[net.Conn]struct{}{},
+		joined: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	if len(cfg.Rails) > 1 {
+		t.dedup = make([]dedup, cfg.NPEs)
+	}
+	for pe := range t.rems {
+		if pe != cfg.PE {
+			t.rems[pe] = newRemote(t, pe)
+		}
+	}
+	for i, rl := range cfg.Rails {
+		addr, ln, err := listenRail(rl)
+		if err != nil {
+			for _, l := range t.lns {
+				l.Close()
+			}
+			if len(cfg.Rails) > 1 {
+				return nil, fmt.Errorf("tcp: New: PE %d: rail %d: %w", cfg.PE, i, err)
+			}
+			return nil, fmt.Errorf("tcp: New: PE %d: %w", cfg.PE, err)
+		}
+		t.lns, t.addrs = append(t.lns, ln), append(t.addrs, addr)
+	}
+	t.addr = strings.Join(t.addrs, ",")
+	t.wg.Add(1 + len(t.lns))
+	for i := range t.lns {
+		go t.acceptLoop(i)
+	}
+	go t.watchdog()
+	return t, nil
+}
+
+// listenRail listens on one rail and returns the address other PEs dial it at.
+func listenRail(rl Rail) (string, net.Listener, error) {
+	ln := rl.Listener
 	if ln == nil {
-		l := cfg.Listen
+		l := rl.Listen
 		if l == "" {
 			l = ":0"
 		}
 		var err error
 		if ln, err = net.Listen("tcp", l); err != nil {
-			return nil, fmt.Errorf("tcp: New: PE %d: %w", cfg.PE, err)
+			return "", nil, err
 		}
 	}
 	host, port, err := net.SplitHostPort(ln.Addr().String())
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("tcp: New: PE %d: listen address %q: %w", cfg.PE, ln.Addr(), err)
+		return "", nil, fmt.Errorf("listen address %q: %w", ln.Addr(), err)
 	}
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		if cfg.Advertise == "" {
+		if rl.Advertise == "" {
 			ln.Close()
-			return nil, fmt.Errorf("tcp: New: PE %d: listening on %s: an unspecified address needs Config.Advertise", cfg.PE, ln.Addr())
+			return "", nil, fmt.Errorf("listening on %s: an unspecified address needs Config.Advertise", ln.Addr())
 		}
-		host = cfg.Advertise
+		host = rl.Advertise
 	}
-	t := &Transport{
-		cfg:    cfg,
-		ln:     ln,
-		addr:   net.JoinHostPort(host, port),
-		peers:  make([]atomic.Pointer[peer], cfg.NPEs),
-		conns:  map[net.Conn]struct{}{},
-		joined: make(chan struct{}, 1),
-		done:   make(chan struct{}),
-	}
-	t.wg.Add(2)
-	go t.acceptLoop()
-	go t.watchdog()
-	return t, nil
+	return net.JoinHostPort(host, port), ln, nil
 }
 
-// Addr returns the address other PEs dial to reach this one.
+// Addr returns the address other PEs dial to reach this one: one host:port per rail,
+// comma-separated.
 func (t *Transport) Addr() string { return t.addr }
+
+// Rails returns how many rails this transport listens on.
+func (t *Transport) Rails() int { return len(t.addrs) }
 
 // PE returns this transport's PE.
 func (t *Transport) PE() int { return t.cfg.PE }
@@ -193,17 +270,25 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 		ctx, cancel = context.WithTimeout(ctx, t.cfg.Timeout)
 		defer cancel()
 	}
-	errs := make([]error, t.cfg.NPEs)
+	errs := make([]error, t.cfg.NPEs*len(t.addrs))
 	var wg sync.WaitGroup
 	for pe := t.cfg.PE + 1; pe < t.cfg.NPEs; pe++ {
-		if t.peers[pe].Load() != nil {
-			continue
+		theirs := strings.Split(addrs[pe], ",")
+		n := min(len(theirs), len(t.addrs))
+		t.rems[pe].addrs = theirs
+		if err := t.rems[pe].setRails(n); err != nil {
+			return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addrs[pe], err)
 		}
-		wg.Add(1)
-		go func(pe int) {
-			defer wg.Done()
-			errs[pe] = t.dial(ctx, pe, addrs[pe])
-		}(pe)
+		for r := 0; r < n; r++ {
+			if t.rems[pe].rails[r].Load() != nil {
+				continue
+			}
+			wg.Add(1)
+			go func(pe, r int) {
+				defer wg.Done()
+				errs[pe*len(t.addrs)+r] = t.dial(ctx, pe, r, theirs[r])
+			}(pe, r)
+		}
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -212,7 +297,7 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 	for {
 		var missing []int
 		for pe := 0; pe < t.cfg.PE; pe++ {
-			if t.peers[pe].Load() == nil {
+			if !t.rems[pe].complete() {
 				missing = append(missing, pe)
 			}
 		}
@@ -229,10 +314,19 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 	}
 }
 
-func (t *Transport) dial(ctx context.Context, pe int, addr string) error {
-	dial := t.cfg.Dial
+func (t *Transport) dial(ctx context.Context, pe, rail int, addr string) error {
+	t.rems[pe].n.CompareAndSwap(0, 1) // dialed outside Connect: one rail
+	dial := t.cfg.Rails[rail].Dial
 	if dial == nil {
 		var d net.Dialer
+		if len(t.addrs) > 1 {
+			// Leave from this rail's own address, so that the connection uses its NIC.
+			if h, _, err := net.SplitHostPort(t.addrs[rail]); err == nil {
+				if ip := net.ParseIP(h); ip != nil {
+					d.LocalAddr = &net.TCPAddr{IP: ip}
+				}
+			}
+		}
 		dial = d.DialContext
 	}
 	var conn net.Conn
@@ -252,14 +346,14 @@ func (t *Transport) dial(ctx context.Context, pe int, addr string) error {
 		conn.Close()
 		return fmt.Errorf("tcp: Connect: PE %d: %w", t.cfg.PE, ErrClosed)
 	}
-	if err := t.dialHandshake(ctx, conn, pe); err != nil {
+	if err := t.dialHandshake(ctx, conn, pe, rail); err != nil {
 		t.untrack(conn)
 		if errors.Is(err, ErrAuth) {
 			t.logf("tcp: PE %d: refused PE %d at %s: %v", t.cfg.PE, pe, addr, err)
 		}
 		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
 	}
-	if _, err := t.join(pe, conn, nil); err != nil {
+	if _, err := t.join(pe, rail, conn, nil); err != nil {
 		t.untrack(conn)
 		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
 	}
@@ -268,15 +362,29 @@ func (t *Transport) dial(ctx context.Context, pe int, addr string) error {
 
 // join makes conn the connection to pe and starts serving it. The acceptor passes its last
 // handshake byte in ack: it is written before anything this PE sends can be.
-func (t *Transport) join(pe int, conn net.Conn, ack []byte) (*peer, error) {
+func (t *Transport) join(pe, rail int, conn net.Conn, ack []byte) (*peer, error) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	p := &peer{t: t, pe: pe, conn: conn, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	rem := t.rems[pe]
+	p := &peer{t: t, pe: pe, rail: rail, rem: rem, conn: conn, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	p.wmu.Lock()
-	if !t.peers[pe].CompareAndSwap(nil, p) {
+	old := rem.rails[rail].Load()
+	if old != nil && !rem.multi() {
 		p.wmu.Unlock()
 		return nil, fmt.Errorf("PE %d is already connected", pe)
+	}
+	if old != nil {
+		// Several rails: the peer dialed a rail again, so the connection it replaces is gone
+		// for it, whether or not this end has noticed.
+		old.fail(fmt.Errorf("%w: PE %d: rail %d dialed again", ErrPeerLost, pe, rail))
+	}
+	if !rem.rails[rail].CompareAndSwap(old, p) {
+		p.wmu.Unlock()
+		return nil, fmt.Errorf("PE %d is already connected on rail %d", pe, rail)
+	}
+	if rail == 0 {
+		t.peers[pe].Store(p)
 	}
 	if ack != nil {
 		conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
@@ -289,6 +397,9 @@ func (t *Transport) join(pe int, conn net.Conn, ack []byte) (*peer, error) {
 	t.wg.Add(2)
 	go p.serve()
 	go p.answer()
+	if rem.multi() {
+		rem.railUp(p)
+	}
 	select {
 	case t.joined <- struct{}{}:
 	default:
@@ -298,7 +409,7 @@ func (t *Transport) join(pe int, conn net.Conn, ack []byte) (*peer, error) {
 
 const accepted = 1 // the acceptor's last handshake byte
 
-func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe int) error {
+func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail int) error {
 	deadline := time.Now().Add(t.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -309,7 +420,7 @@ func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe int) er
 	if err != nil {
 		return err
 	}
-	h := hello{pe: t.cfg.PE, npes: t.cfg.NPEs, nonce: nd}
+	h := hello{pe: t.cfg.PE, npes: t.cfg.NPEs, rail: rail, rails: int(t.rems[pe].n.Load()), nonce: nd}
 	if _, err := conn.Write(h.encode()); err != nil {
 		return err
 	}
@@ -342,10 +453,10 @@ func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe int) er
 	return nil
 }
 
-func (t *Transport) acceptLoop() {
+func (t *Transport) acceptLoop(rail int) {
 	defer t.wg.Done()
 	for {
-		conn, err := t.ln.Accept()
+		conn, err := t.lns[rail].Accept()
 		if err != nil {
 			if t.closed.Load() {
 				return
@@ -363,16 +474,16 @@ func (t *Transport) acceptLoop() {
 			return
 		}
 		t.wg.Add(1)
-		go t.accept(conn)
+		go t.accept(conn, rail)
 	}
 }
 
 // accept authenticates an inbound connection and joins it.
-func (t *Transport) accept(conn net.Conn) {
+func (t *Transport) accept(conn net.Conn, rail int) {
 	defer t.wg.Done()
-	pe, err := t.acceptHandshake(conn)
+	pe, err := t.acceptHandshake(conn, rail)
 	if err == nil {
-		if _, err = t.join(pe, conn, []byte{accepted}); err == nil {
+		if _, err = t.join(pe, rail, conn, []byte{accepted}); err == nil {
 			return
 		}
 	}
@@ -380,7 +491,7 @@ func (t *Transport) accept(conn net.Conn) {
 	t.untrack(conn)
 }
 
-func (t *Transport) acceptHandshake(conn net.Conn) (int, error) {
+func (t *Transport) acceptHandshake(conn net.Conn, rail int) (int, error) {
 	conn.SetDeadline(time.Now().Add(t.cfg.Timeout))
 	defer conn.SetDeadline(time.Time{})
 	var hb [helloSize]byte
@@ -394,6 +505,9 @@ func (t *Transport) acceptHandshake(conn net.Conn) (int, error) {
 	if h.npes != t.cfg.NPEs || h.pe < 0 || h.pe >= t.cfg.PE {
 		// Only lower PEs dial this one.
 		return -1, fmt.Errorf("claims PE %d of %d PEs (this is PE %d of %d)", h.pe, h.npes, t.cfg.PE, t.cfg.NPEs)
+	}
+	if h.rail != rail || h.rails < 1 || h.rails > len(t.addrs) {
+		return -1, fmt.Errorf("claims PE %d on rail %d of %d: reached rail %d of %d", h.pe, h.rail, h.rails, rail, len(t.addrs))
 	}
 	na, err := nonce()
 	if err != nil {
@@ -415,6 +529,9 @@ func (t *Transport) acceptHandshake(conn net.Conn) (int, error) {
 	if !hmac.Equal(resp, mac(t.cfg.Token, "dialer", na, h.nonce, h.pe, t.cfg.PE)) {
 		return -1, fmt.Errorf("claims PE %d: %w: wrong job token", h.pe, ErrAuth)
 	}
+	if err := t.rems[h.pe].setRails(h.rails); err != nil {
+		return -1, fmt.Errorf("PE %d: %w", h.pe, err)
+	}
 	return h.pe, nil
 }
 
@@ -430,18 +547,19 @@ func (t *Transport) Close() error {
 			conns = append(conns, c)
 		}
 		t.mu.Unlock()
-		t.ln.Close()
-		var byes sync.WaitGroup
-		for i := range t.peers {
-			if p := t.peers[i].Load(); p != nil {
-				byes.Add(1)
-				go func() { defer byes.Done(); p.bye() }()
-			}
+		for _, ln := range t.lns {
+			ln.Close()
 		}
+		var byes sync.WaitGroup
+		t.eachRail(func(p *peer) {
+			byes.Add(1)
+			go func() { defer byes.Done(); p.bye() }()
+		})
 		byes.Wait()
-		for i := range t.peers {
-			if p := t.peers[i].Load(); p != nil {
-				p.fail(fmt.Errorf("PE %d: %w", t.cfg.PE, ErrClosed))
+		t.eachRail(func(p *peer) { p.fail(fmt.Errorf("PE %d: %w", t.cfg.PE, ErrClosed)) })
+		for _, r := range t.rems {
+			if r != nil {
+				r.close()
 			}
 		}
 		for _, c := range conns {
@@ -492,6 +610,9 @@ func (t *Transport) Put(pe int, dst uint64, src []byte) error {
 	if err != nil {
 		return err
 	}
+	if p.rem.multi() {
+		return p.rem.put("put", dst, src, nil)
+	}
 	r := request{typ: reqPut, off: dst, size: uint64(len(src))}
 	return p.send("put", &r, src, nil, false)
 }
@@ -518,6 +639,9 @@ func (t *Transport) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp 
 	if err != nil {
 		return err
 	}
+	if p.rem.multi() {
+		return p.rem.put("put_signal", dst, src, &chunk{typ: reqPutSignal, sigOp: uint8(sigOp), sigVal: sigValue, sigOff: sig})
+	}
 	r := request{typ: reqPutSignal, kind: uint8(sigOp), off: dst, size: uint64(len(src)), value: sigValue, aux: sig}
 	return p.send("put_signal", &r, src, nil, false)
 }
@@ -536,8 +660,15 @@ func (t *Transport) Get(pe int, src uint64, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	pd := &pending{typ: reqGet, dst: dst, done: make(chan struct{})}
 	r := request{typ: reqGet, off: src, size: uint64(len(dst))}
+	if p.rem.multi() {
+		_, err := p.rem.call("get", &r, func() *pending { return &pending{typ: reqGet, dst: dst, done: make(chan struct{})} })
+		if err != nil {
+			return fmt.Errorf("tcp: get: PE %d: from PE %d heap [%#x, %#x): %w", t.cfg.PE, pe, src, src+uint64(len(dst)), err)
+		}
+		return nil
+	}
+	pd := &pending{typ: reqGet, dst: dst, done: make(chan struct{})}
 	if err := p.send("get", &r, nil, pd, true); err != nil {
 		return err
 	}
@@ -563,8 +694,15 @@ func (t *Transport) AMO(pe int, op nic.AMOOp, width int, dst uint64, value, comp
 	if err != nil {
 		return 0, err
 	}
-	pd := &pending{typ: reqAMO, done: make(chan struct{})}
 	r := request{typ: reqAMO, kind: uint8(op), width: uint8(width), off: dst, value: value, aux: compare}
+	if p.rem.multi() {
+		old, err := p.rem.amo(&r)
+		if err != nil {
+			return 0, fmt.Errorf("tcp: amo %v: PE %d: on PE %d heap offset %#x: %w", op, t.cfg.PE, pe, dst, err)
+		}
+		return old, nil
+	}
+	pd := &pending{typ: reqAMO, done: make(chan struct{})}
 	if err := p.send("amo", &r, nil, pd, true); err != nil {
 		return 0, err
 	}
@@ -575,7 +713,8 @@ func (t *Transport) AMO(pe int, op nic.AMOOp, width int, dst uint64, value, comp
 }
 
 // Fence orders delivery to pe: one connection per ordered pair of PEs, applied in arrival order,
-// already does. It reports a peer that is lost.
+// already does; over several rails it waits until every put before it has landed. It reports a
+// peer that is lost.
 func (t *Transport) Fence(pe int) error {
 	if pe < 0 || pe >= t.cfg.NPEs {
 		return fmt.Errorf("tcp: fence: PE %d: PE %d of %d PEs: PE out of range", t.cfg.PE, pe, t.cfg.NPEs)
@@ -586,6 +725,9 @@ func (t *Transport) Fence(pe int) error {
 	p, err := t.peer("fence", pe)
 	if err != nil {
 		return err
+	}
+	if p.rem.multi() {
+		return p.rem.fence(context.Background(), "fence")
 	}
 	return p.failure("fence")
 }
@@ -613,8 +755,9 @@ func (t *Transport) QuietAsync(pe int) <-chan error {
 }
 
 type flush struct {
-	p  *peer
-	pd *pending
+	p   *peer
+	pd  *pending
+	rem *remote // several rails: wait for its chunks instead
 }
 
 // startQuiet sends a Flush to every PE (or pe) written since its last one.
@@ -629,6 +772,10 @@ func (t *Transport) startQuiet(pe int) ([]flush, error) {
 		if p == nil || (pe >= 0 && q != pe) {
 			continue
 		}
+		if p.rem.multi() {
+			fl = append(fl, flush{rem: p.rem})
+			continue
+		}
 		if !p.dirty.Load() {
 			continue
 		}
@@ -637,7 +784,7 @@ func (t *Transport) startQuiet(pe int) ([]flush, error) {
 			errs = append(errs, err)
 			continue
 		}
-		fl = append(fl, flush{p, pd})
+		fl = append(fl, flush{p: p, pd: pd})
 	}
 	if len(errs) > 0 {
 		// Still wait for the others, so that what the error leaves behind is settled.
@@ -650,6 +797,12 @@ func (t *Transport) startQuiet(pe int) ([]flush, error) {
 func (t *Transport) finishQuiet(ctx context.Context, fl []flush) error {
 	var errs []error
 	for _, f := range fl {
+		if f.rem != nil {
+			if err := f.rem.quiet(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("tcp: quiet: PE %d: puts to PE %d: %w", t.cfg.PE, f.rem.pe, err))
+			}
+			continue
+		}
 		if err := f.p.wait(ctx, "quiet", f.pd); err != nil {
 			errs = append(errs, fmt.Errorf("tcp: quiet: PE %d: puts to PE %d: %w", t.cfg.PE, f.p.pe, err))
 		}
@@ -666,19 +819,18 @@ func (t *Transport) EndBatch() error {
 		return nil
 	}
 	var errs []error
-	for i := range t.peers {
-		if p := t.peers[i].Load(); p != nil {
-			if err := p.flushBuffered(); err != nil {
-				errs = append(errs, err)
-			}
+	t.eachRail(func(p *peer) {
+		if err := p.flushBuffered(); err != nil {
+			errs = append(errs, err)
 		}
-	}
+	})
 	return errors.Join(errs...)
 }
 
 // pending is an operation waiting for its answer.
 type pending struct {
 	typ   uint8
+	c     *chunk // a chunk waiting for its answer (several rails): no one waits on done
 	dst   []byte // a get's destination
 	value uint64
 	err   error
@@ -695,6 +847,8 @@ type answer struct {
 type peer struct {
 	t    *Transport
 	pe   int
+	rail int
+	rem  *remote
 	conn net.Conn
 
 	wmu   sync.Mutex // serializes writes; guards wbuf
@@ -702,8 +856,10 @@ type peer struct {
 	dirty atomic.Bool // puts sent since the last flush
 	clock stallClock  // when the write in progress began
 
-	pmu      sync.Mutex // guards pend and err
+	pmu      sync.Mutex // guards pend, since and err
 	pend     []*pending // FIFO: answers come back in request order
+	since    int64      // unix ns: when pend last became non-empty
+	lastAns  atomic.Int64
 	err      error
 	failed   chan struct{}
 	failOnce sync.Once
@@ -731,11 +887,27 @@ func (p *peer) fail(err error) {
 		p.pend = nil
 		p.pmu.Unlock()
 		close(p.failed)
-		for _, pd := range pend {
-			pd.err = err
-			close(pd.done)
-		}
 		p.conn.Close()
+		if p.rem.multi() {
+			// Chunks first: they are queued on the other rails before the waiters below retry
+			// their requests there.
+			var lost []*chunk
+			for _, pd := range pend {
+				if pd.c != nil {
+					lost = append(lost, pd.c)
+				}
+			}
+			p.rem.railDown(p, err, lost)
+		}
+		for _, pd := range pend {
+			if pd.c == nil {
+				pd.err = err
+				close(pd.done)
+			}
+		}
+		if p.rem.multi() {
+			return
+		}
 		if !errors.Is(err, ErrClosed) && !errors.Is(err, errBye) {
 			p.t.logf("tcp: PE %d: %v", p.t.cfg.PE, err)
 		}
@@ -773,6 +945,9 @@ func (p *peer) send(op string, r *request, payload []byte, pd *pending, flush bo
 			p.pmu.Unlock()
 			return fmt.Errorf("tcp: %s: PE %d: to PE %d: %w", op, p.t.cfg.PE, p.pe, err)
 		}
+		if len(p.pend) == 0 {
+			p.since = time.Now().UnixNano()
+		}
 		p.pend = append(p.pend, pd)
 		p.pmu.Unlock()
 	} else if err := p.failure(op); err != nil {
@@ -801,6 +976,59 @@ func (p *peer) send(op string, r *request, payload []byte, pd *pending, flush bo
 		return fmt.Errorf("tcp: %s: PE %d: to PE %d: %w", op, p.t.cfg.PE, p.pe, err)
 	}
 	return nil
+}
+
+// sendChunks writes chunks, each to be answered; sent reports whether they were handed to p
+// (after which p's answers or p's failure account for them).
+func (p *peer) sendChunks(cs []*chunk) (sent bool, err error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	now := time.Now()
+	p.pmu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.pmu.Unlock()
+		return false, err
+	}
+	if len(p.pend) == 0 {
+		p.since = now.UnixNano()
+	}
+	for _, c := range cs {
+		p.pend = append(p.pend, &pending{typ: c.typ, c: c})
+	}
+	p.pmu.Unlock()
+	for _, c := range cs {
+		c.sentAt.Store(now.UnixNano())
+		r := request{typ: c.typ, flags: flagAck, seq: c.seq, off: c.off, size: uint64(len(c.data))}
+		if c.typ == reqPutSignal {
+			r.kind, r.value, r.aux = c.sigOp, c.sigVal, c.sigOff
+		}
+		p.wbuf = r.encode(p.wbuf)
+		if len(c.data) >= directThreshold {
+			if err := p.write(net.Buffers{p.wbuf, c.data}); err != nil {
+				return true, err
+			}
+			p.wbuf = p.wbuf[:0]
+		} else {
+			p.wbuf = append(p.wbuf, c.data...)
+		}
+	}
+	if len(p.wbuf) > 0 {
+		err = p.write(net.Buffers{p.wbuf})
+		p.wbuf = p.wbuf[:0]
+	}
+	return true, err
+}
+
+// stuck reports whether p has waited for an answer for longer than limit.
+func (p *peer) stuck(now time.Time, limit time.Duration) bool {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	if len(p.pend) == 0 || p.err != nil {
+		return false
+	}
+	last := max(p.since, p.lastAns.Load())
+	return now.UnixNano()-last > int64(limit)
 }
 
 // bye tells the peer that this transport is closing (so that it does not report a lost PE),
@@ -957,29 +1185,59 @@ func (p *peer) read() error {
 			if r.typ == reqPutSignal {
 				op = "put_signal"
 			}
+			ack := r.flags&flagAck != 0
+			var dd *dedup
+			if r.seq != 0 && t.dedup != nil {
+				dd = &t.dedup[p.pe]
+			}
 			b, err := p.heap(op, r.off, r.size)
 			if err != nil {
-				if firstErr == "" {
-					firstErr = err.Error()
-				}
 				// Stay in step with the stream; write nothing.
-				if _, err := io.CopyN(io.Discard, br, int64(r.size)); err != nil {
+				if err := discard(br, r.size); err != nil {
 					return err
+				}
+				if ack {
+					p.queue(answer{hdr: encodeResp(nil, r.typ|respFlag, 0, err.Error())})
+				} else if firstErr == "" {
+					firstErr = err.Error()
 				}
 				continue
 			}
+			if dd != nil {
+				if dup, _, msg := dd.begin(r.seq, p); dup {
+					// Sent again after its answer was lost: applied already (and perhaps since
+					// overwritten by a later put that the answer let through), signal included.
+					if err := discard(br, r.size); err != nil {
+						return err
+					}
+					p.queue(answer{hdr: encodeResp(nil, r.typ|respFlag, 0, msg)})
+					continue
+				}
+			}
 			if err := p.readPayload(br, b); err != nil {
+				if dd != nil {
+					dd.end(r.seq, p, false, 0, "") // not applied: a resend may apply it
+				}
 				return err
 			}
 			changed = true
+			msg := ""
 			if r.typ == reqPutSignal {
 				sb, err := p.heap("put_signal (signal)", r.aux, 8)
 				if err == nil {
 					err = nic.ApplySignal(sb, nic.SignalOp(r.kind), r.value)
 				}
-				if err != nil && firstErr == "" {
-					firstErr = fmt.Sprintf("put_signal from PE %d: signal at %#x: %v", p.pe, r.aux, err)
+				if err != nil {
+					msg = fmt.Sprintf("put_signal from PE %d: signal at %#x: %v", p.pe, r.aux, err)
 				}
+			}
+			if dd != nil {
+				dd.end(r.seq, p, true, 0, msg)
+			}
+			if ack {
+				p.queue(answer{hdr: encodeResp(nil, r.typ|respFlag, 0, msg)})
+			} else if msg != "" && firstErr == "" {
+				firstErr = msg
 			}
 		case reqGet:
 			b, err := p.heap("get", r.off, r.size)
@@ -989,15 +1247,30 @@ func (p *peer) read() error {
 			}
 			p.queue(answer{hdr: encodeResp(nil, reqGet|respFlag, uint64(len(b)), ""), data: b})
 		case reqAMO:
-			var old uint64
-			b, err := p.heap("amo", r.off, uint64(r.width))
-			if err == nil {
-				old, err = nic.ApplyAMO(b, nic.AMOOp(r.kind), int(r.width), r.value, r.aux)
-				changed = true
+			apply := func() (uint64, string) {
+				var old uint64
+				b, err := p.heap("amo", r.off, uint64(r.width))
+				if err == nil {
+					old, err = nic.ApplyAMO(b, nic.AMOOp(r.kind), int(r.width), r.value, r.aux)
+					changed = true
+				}
+				if err != nil {
+					return 0, fmt.Sprintf("amo from PE %d at heap offset %#x: %v", p.pe, r.off, err)
+				}
+				return old, ""
 			}
-			msg := ""
-			if err != nil {
-				msg = fmt.Sprintf("amo from PE %d at heap offset %#x: %v", p.pe, r.off, err)
+			var old uint64
+			var msg string
+			if r.seq != 0 && t.dedup != nil {
+				// A resent AMO gets the first one's answer.
+				dd := &t.dedup[p.pe]
+				dup := false
+				if dup, old, msg = dd.begin(r.seq, p); !dup {
+					old, msg = apply()
+					dd.end(r.seq, p, true, old, msg)
+				}
+			} else {
+				old, msg = apply()
 			}
 			p.queue(answer{hdr: encodeResp(nil, reqAMO|respFlag, old, msg)})
 		case reqFlush:
@@ -1040,6 +1313,15 @@ func (p *peer) readAnswer(br *bufio.Reader, h []byte) error {
 	p.pmu.Unlock()
 	if pd == nil {
 		return fmt.Errorf("protocol error: unexpected answer of type %d", typ)
+	}
+	now := time.Now().UnixNano()
+	p.lastAns.Store(now)
+	if p.rem.multi() {
+		p.rem.lastAns.Store(now)
+	}
+	if pd.c != nil {
+		p.rem.acked(p, pd.c, remoteErr)
+		return nil
 	}
 	if typ == reqGet && remoteErr == nil {
 		if value != uint64(len(pd.dst)) {
@@ -1114,6 +1396,9 @@ func (c *stallClock) stalled(now time.Time, limit time.Duration) bool {
 func (t *Transport) watchdog() {
 	defer t.wg.Done()
 	tick := min(max(t.cfg.Timeout/4, 5*time.Millisecond), time.Second)
+	if len(t.cfg.Rails) > 1 {
+		tick = min(tick, t.railLimit()/4)
+	}
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
 	for {
@@ -1122,8 +1407,13 @@ func (t *Transport) watchdog() {
 			return
 		case now := <-tk.C:
 			for i := range t.peers {
-				if p := t.peers[i].Load(); p != nil && p.clock.stalled(now, t.cfg.Timeout) {
+				if p := t.peers[i].Load(); p != nil && !p.rem.multi() && p.clock.stalled(now, t.cfg.Timeout) {
 					p.fail(fmt.Errorf("%w: %w: PE %d accepted no data for %v", ErrPeerLost, ErrTimeout, p.pe, t.cfg.Timeout))
+				}
+			}
+			for _, r := range t.rems {
+				if r != nil {
+					r.check(now)
 				}
 			}
 		}

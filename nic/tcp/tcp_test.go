@@ -520,7 +520,7 @@ func TestSilentPeerTimesOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Dial PE 1 from PE 0 only; PE 1's session stalls on its first request.
-	if err := tr.dial(ctx, 1, fake.Addr()); err != nil {
+	if err := tr.dial(ctx, 1, 0, fake.Addr()); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.Get(1, 0, make([]byte, 8)); !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "PE 1") {

@@ -9,14 +9,19 @@ import (
 	"io"
 )
 
-// Wire format. Each pair of PEs has one connection, which carries both PEs' requests and the
-// answers to them. A PE applies the other's requests to its heap in order and answers Get, AMO
-// and Flush. Puts have no answer; a Flush answer reports the first error among the puts before it.
+// Wire format. Each pair of PEs has one connection per rail (NIC), each of which carries both
+// PEs' requests and the answers to them. A PE applies the other's requests to its heap in order
+// per connection and answers Get, AMO and Flush. Puts have no answer unless flagAck is set (the
+// multi-rail path, which resends unacknowledged puts on another rail); a Flush answer reports the
+// first error among the unacknowledged puts before it.
 //
 // request header, 40 bytes, little endian:
 //
-//	[0] u8 type  [1] u8 kind (AMOOp / SignalOp)  [2] u8 width  [3..7] zero
+//	[0] u8 type  [1] u8 kind (AMOOp / SignalOp)  [2] u8 width  [3] u8 flags  [4] u32 seq
 //	[8] u64 heap offset  [16] u64 size  [24] u64 value  [32] u64 aux (compare / signal offset)
+//
+// seq, when not 0, numbers an operation that must not be applied twice (an AMO, a signal): the
+// target remembers the recent ones per source PE and answers a resent one from its record.
 //
 // followed by size payload bytes for a put. Answer header, 16 bytes:
 //
@@ -32,6 +37,7 @@ const (
 	reqBye       = 6 // the sender closes its transport: nothing follows
 
 	respFlag = 0x80 // set in the type of an answer
+	flagAck  = 1    // request flags: answer this put (with its own error text)
 
 	reqHeaderSize  = 40
 	respHeaderSize = 16
@@ -40,13 +46,16 @@ const (
 
 type request struct {
 	typ, kind, width uint8
+	flags            uint8
+	seq              uint32
 	off, size        uint64
 	value, aux       uint64
 }
 
 func (r *request) encode(b []byte) []byte {
 	var h [reqHeaderSize]byte
-	h[0], h[1], h[2] = r.typ, r.kind, r.width
+	h[0], h[1], h[2], h[3] = r.typ, r.kind, r.width, r.flags
+	binary.LittleEndian.PutUint32(h[4:], r.seq)
 	binary.LittleEndian.PutUint64(h[8:], r.off)
 	binary.LittleEndian.PutUint64(h[16:], r.size)
 	binary.LittleEndian.PutUint64(h[24:], r.value)
@@ -55,7 +64,8 @@ func (r *request) encode(b []byte) []byte {
 }
 
 func (r *request) decode(h []byte) {
-	r.typ, r.kind, r.width = h[0], h[1], h[2]
+	r.typ, r.kind, r.width, r.flags = h[0], h[1], h[2], h[3]
+	r.seq = binary.LittleEndian.Uint32(h[4:])
 	r.off = binary.LittleEndian.Uint64(h[8:])
 	r.size = binary.LittleEndian.Uint64(h[16:])
 	r.value = binary.LittleEndian.Uint64(h[24:])
@@ -74,15 +84,17 @@ func encodeResp(b []byte, typ uint8, value uint64, errText string) []byte {
 }
 
 // Handshake. The dialer proves it holds the job token and says which PE it is; the acceptor
-// proves the same and which PE it is, so neither side talks to a stray process.
+// proves the same and which PE it is, so neither side talks to a stray process. rail is the
+// index of the NIC the connection runs on (the listener it reached), rails how many the dialer
+// uses to reach the acceptor.
 //
-//	dialer   -> magic[8] version u32 pe u32 npes u32 nonceD[32]
+//	dialer   -> magic[8] version u32 pe u32 npes u32 rail u16 rails u16 nonceD[32]
 //	acceptor <- magic[8] pe u32 nonceA[32] HMAC(token, "acceptor"|nonceD|nonceA|accPE|dialPE)
 //	dialer   -> HMAC(token, "dialer"|nonceA|nonceD|dialPE|accPE)
 //	acceptor <- one byte: 1 accepted (anything else, or a closed connection: refused)
 const (
-	protoVersion  = 1
-	helloSize     = 8 + 4 + 4 + 4 + 32
+	protoVersion  = 2
+	helloSize     = 8 + 4 + 4 + 4 + 4 + 32
 	challengeSize = 8 + 4 + 32 + sha256.Size
 )
 
@@ -107,8 +119,9 @@ func mac(token, role string, n1, n2 [32]byte, pe1, pe2 int) []byte {
 }
 
 type hello struct {
-	pe, npes int
-	nonce    [32]byte
+	pe, npes    int
+	rail, rails int
+	nonce       [32]byte
 }
 
 func (h *hello) encode() []byte {
@@ -117,7 +130,9 @@ func (h *hello) encode() []byte {
 	binary.LittleEndian.PutUint32(b[8:], protoVersion)
 	binary.LittleEndian.PutUint32(b[12:], uint32(h.pe))
 	binary.LittleEndian.PutUint32(b[16:], uint32(h.npes))
-	copy(b[20:], h.nonce[:])
+	binary.LittleEndian.PutUint16(b[20:], uint16(h.rail))
+	binary.LittleEndian.PutUint16(b[22:], uint16(h.rails))
+	copy(b[24:], h.nonce[:])
 	return b
 }
 
@@ -131,6 +146,8 @@ func decodeHello(b []byte) (hello, error) {
 	}
 	h.pe = int(binary.LittleEndian.Uint32(b[12:]))
 	h.npes = int(binary.LittleEndian.Uint32(b[16:]))
-	copy(h.nonce[:], b[20:])
+	h.rail = int(binary.LittleEndian.Uint16(b[20:]))
+	h.rails = int(binary.LittleEndian.Uint16(b[22:]))
+	copy(h.nonce[:], b[24:])
 	return h, nil
 }

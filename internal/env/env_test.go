@@ -1,0 +1,26 @@
+package env
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestListKnob(t *testing.T) {
+	t.Setenv("ROX_NICS", " eth1, 10.0.0.2 ,eth3")
+	got, err := NICs.List()
+	if err != nil || !slices.Equal(got, []string{"eth1", "10.0.0.2", "eth3"}) {
+		t.Fatalf("ROX_NICS list: %q, %v", got, err)
+	}
+	t.Setenv("ROX_NICS", "eth1,,eth3")
+	if _, err := NICs.List(); err == nil {
+		t.Fatal("ROX_NICS=eth1,,eth3: no error for the empty entry")
+	}
+	t.Setenv("ROX_NICS", "")
+	if got, err := NICs.List(); err != nil || got != nil {
+		t.Fatalf("ROX_NICS unset: %q, %v", got, err)
+	}
+	t.Setenv("ROX_SPRAY", "fastest")
+	if _, err := Spray.String(); err == nil {
+		t.Fatal("ROX_SPRAY=fastest: no error")
+	}
+}
