@@ -162,6 +162,9 @@ func (m *simMem) quiet(ctx context.Context, src int) error {
 }
 
 func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, error) {
+	if t.UsesContexts() {
+		return nil, fmt.Errorf("memmodel: SimRunner %s: %w", t.Name, ErrContexts)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m := &simMem{mem: map[Loc]int64{}, epoch: map[int]int{}, drop: s.Mutation == MutDropFences}

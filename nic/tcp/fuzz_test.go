@@ -49,7 +49,8 @@ func FuzzFrames(f *testing.F) {
 		}
 		heap := &memHeap{guard[heapSize : 2*heapSize : 2*heapSize]}
 		tr := &Transport{cfg: Config{PE: 0, NPEs: 2, Heap: heap, Timeout: time.Second}, done: make(chan struct{})}
-		p := &peer{t: tr, pe: 1, conn: streamConn{bytes.NewReader(data)}, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
+		rem := newRemote(tr, 1) // one rail: the frames take the single-connection path
+		p := &peer{t: tr, pe: 1, rem: rem, conn: streamConn{bytes.NewReader(data)}, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
 		pend := []*pending{
 			{typ: reqGet, dst: make([]byte, 16), done: make(chan struct{})},
 			{typ: reqAMO, done: make(chan struct{})},
