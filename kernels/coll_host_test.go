@@ -45,6 +45,7 @@ type collPE struct {
 	setState   func(s *State)
 	setThreads func(n uint32)
 	call       func(tid uint32, coll, typ, op, level, team int32, dest, src uintptr, n uint64, root int32) int32
+	batch      func(tid uint32, calls *roxCall, n int32)
 	myPE       func(team int32) int32
 	nPEs       func(team int32) int32
 	translate  func(a, pe, b int32) int32
@@ -121,7 +122,7 @@ func newCollNode(t *testing.T) *collNode {
 			t.Fatal(err)
 		}
 		pe := &collPE{}
-		for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call,
+		for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call, "rox_batch": &pe.batch,
 			"rox_team_my_pe": &pe.myPE, "rox_team_n_pes": &pe.nPEs, "rox_team_translate_pe": &pe.translate,
 			"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName} {
 			purego.RegisterLibFunc(fn, h, name)
@@ -219,6 +220,40 @@ func (nd *collNode) run(t *testing.T, pes []int, args func(pe int) collCall) map
 		t.Fatalf("a collective did not finish in 30 s (abort word set to end it)")
 	}
 	return res
+}
+
+// roxCall is struct rox_call of coll_pe.cc: one call of a batch.
+type roxCall struct {
+	Coll, Type, Op, Level, Team, Root int32
+	Dest, Src, N                      uint64
+	Ret, Pad                          int32
+}
+
+// runBatch runs calls[pe] (in order) on every PE of pes, each PE's whole group at once; the
+// results land in Ret.
+func (nd *collNode) runBatch(t *testing.T, pes []int, calls map[int][]roxCall) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, p := range pes {
+		for tid := 0; tid < chThreads; tid++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				nd.pes[p].batch(uint32(tid), &calls[p][0], int32(len(calls[p])))
+			}()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		for _, pe := range nd.pes {
+			atomic.StoreUint64(&pe.abort.Word, 0xdead)
+		}
+		<-done
+		t.Fatalf("a batch of collectives did not finish in 30 s (abort word set to end it)")
+	}
 }
 
 func (nd *collNode) clearAborts() {
@@ -720,7 +755,8 @@ func idxOf(m []int, p int) int {
 }
 
 // collReduce: every type x op x size x team, both algorithms (reduce) or the one (reduce_scatter),
-// the level and in-place-ness varying with the combination.
+// the level and in-place-ness varying with the combination. One batch per type, op, team and
+// algorithm runs the sizes, each in its own part of the heaps.
 func collReduce(t *testing.T, nd *collNode, coll int32) {
 	defer nd.setAlgo(CollAuto)
 	rng := rand.New(rand.NewPCG(3, uint64(coll)))
@@ -729,83 +765,96 @@ func collReduce(t *testing.T, nd *collNode, coll int32) {
 		algos = []uint32{CollAuto}
 	}
 	combo := 0
+	type part struct {
+		n, nb, srcOff, dstOff, srcLen, dstLen int
+		level                                 int32
+		inplace                               bool
+		ins                                   map[int][]byte
+	}
 	for ti, ty := range collTypes {
 		for _, op := range ty.ops() {
 			for slot := range chTeams {
+				if chTeams[slot].name == "shared" {
+					continue // the same PEs as world here (the data collectives run it)
+				}
 				m := nd.members(slot)
 				size := len(m)
-				for _, n := range chSizes {
-					for _, algo := range algos {
+				for _, algo := range algos {
+					nd.setAlgo(algo)
+					var parts []part
+					calls := map[int][]roxCall{}
+					srcAt, dstAt := chSrc, chDst
+					for _, n := range chSizes {
 						combo++
-						nd.setAlgo(algo)
-						level := int32(combo % 3)
-						inplace := combo%4 == 1
-						nb := n * ty.size
-						srcLen, dstLen := nb, nb
+						pt := part{n: n, nb: n * ty.size, level: int32(combo % 3), inplace: combo%4 == 1, ins: map[int][]byte{}}
+						pt.srcLen, pt.dstLen = pt.nb, pt.nb
 						if coll == cReduceScatter {
-							srcLen = nb * size
+							pt.srcLen = pt.nb * size
 						}
-						nd.poison(chDst, max(dstLen, srcLen))
-						ins := map[int][]byte{}
+						pt.srcOff, pt.dstOff = srcAt, dstAt
+						srcAt += (pt.srcLen + 64 + 63) &^ 63
+						dstAt += (max(pt.srcLen, pt.dstLen) + 128 + 63) &^ 63
+						nd.poison(pt.dstOff, max(pt.dstLen, pt.srcLen))
 						for i, p := range m {
-							s := make([]byte, srcLen)
+							s := make([]byte, pt.srcLen)
 							fill(rng, ty, s)
-							ins[p] = s
-							off := chSrc
-							if inplace {
-								off = chDst
+							pt.ins[p] = s
+							off, dest := pt.srcOff, pt.dstOff
+							if pt.inplace {
+								off = pt.dstOff
 								if coll == cReduceScatter {
-									off = chDst - i*nb
+									dest = pt.dstOff + i*pt.nb
 								}
 							}
 							copy(nd.heaps[p][off:], s)
+							calls[p] = append(calls[p], roxCall{Coll: coll, Type: int32(ti), Op: int32(op), Level: pt.level,
+								Team: int32(slot), Dest: uint64(nd.at(p, dest)), Src: uint64(nd.at(p, off)), N: uint64(n), Ret: 99})
 						}
-						name := fmt.Sprintf("%s_%s/%s/n%d/algo%d/level%d/inplace%v", ty.name, opNames[op], chTeams[slot].name, n, algo, level, inplace)
-						res := nd.run(t, m, func(p int) collCall {
-							c := collCall{coll: coll, typ: int32(ti), op: int32(op), level: level, team: int32(slot),
-								dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: uint64(n)}
-							if inplace {
-								c.src = c.dest
-								if coll == cReduceScatter {
-									c.src = nd.at(p, chDst-idxOf(m, p)*nb)
-								}
-							}
-							return c
-						})
+						parts = append(parts, pt)
+					}
+					nd.runBatch(t, m, calls)
+					for k, pt := range parts {
+						nb := pt.nb
+						name := fmt.Sprintf("%s_%s/%s/n%d/algo%d/level%d/inplace%v", ty.name, opNames[op], chTeams[slot].name, pt.n, algo,
+							pt.level, pt.inplace)
 						for i, p := range m {
-							if res[p] != 0 {
-								t.Fatalf("%s: PE %d returned %d", name, p, res[p])
+							if r := calls[p][k].Ret; r != 0 {
+								t.Fatalf("%s: PE %d returned %d", name, p, r)
 							}
 							var in [][]byte
 							for _, q := range m {
 								if coll == cReduceScatter {
-									in = append(in, ins[q][i*nb:(i+1)*nb])
+									in = append(in, pt.ins[q][i*nb:(i+1)*nb])
 								} else {
-									in = append(in, ins[q])
+									in = append(in, pt.ins[q])
 								}
 							}
-							want := refReduce(ty, op, in, n)
-							if at, ok := sameElems(ty, nd.heaps[p][chDst:chDst+nb], want); !ok {
-								t.Errorf("%s: PE %d element %d is %#x, want %#x", name, p, at,
-									getU(nd.heaps[p][chDst+at*ty.size:], ty.size), getU(want[at*ty.size:], ty.size))
+							want := refReduce(ty, op, in, pt.n)
+							dest := pt.dstOff
+							if pt.inplace && coll == cReduceScatter {
+								dest += i * nb
 							}
-							if inplace && coll == cReduceScatter {
+							if at, ok := sameElems(ty, nd.heaps[p][dest:dest+nb], want); !ok {
+								t.Errorf("%s: PE %d element %d is %#x, want %#x", name, p, at,
+									getU(nd.heaps[p][dest+at*ty.size:], ty.size), getU(want[at*ty.size:], ty.size))
+							}
+							if pt.inplace && coll == cReduceScatter {
 								// the other segments of the in-place source are untouched
-								base := chDst - i*nb
-								for k := 0; k < size; k++ {
-									if k != i && !bytes.Equal(nd.heaps[p][base+k*nb:base+(k+1)*nb], ins[p][k*nb:(k+1)*nb]) {
-										t.Errorf("%s: PE %d's source segment %d changed", name, p, k)
+								for s := 0; s < size; s++ {
+									if s != i && !bytes.Equal(nd.heaps[p][pt.dstOff+s*nb:pt.dstOff+(s+1)*nb], pt.ins[p][s*nb:(s+1)*nb]) {
+										t.Errorf("%s: PE %d's source segment %d changed", name, p, s)
 									}
 								}
+								nd.checkGuard(t, name, p, pt.dstOff, pt.srcLen)
 								continue
 							}
-							nd.checkGuard(t, name, p, chDst, dstLen)
-							if !inplace && !bytes.Equal(nd.heaps[p][chSrc:chSrc+srcLen], ins[p]) {
+							nd.checkGuard(t, name, p, pt.dstOff, pt.dstLen)
+							if !pt.inplace && !bytes.Equal(nd.heaps[p][pt.srcOff:pt.srcOff+pt.srcLen], pt.ins[p]) {
 								t.Errorf("%s: PE %d's source changed", name, p)
 							}
 						}
-						nd.checkClean(t, name)
 					}
+					nd.checkClean(t, fmt.Sprintf("%s_%s/%s/algo%d", ty.name, opNames[op], chTeams[slot].name, algo))
 				}
 			}
 		}

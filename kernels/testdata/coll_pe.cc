@@ -12,10 +12,18 @@
 #include "roxamen/roxshmem.h"
 
 extern "C" int sched_yield(void);
+extern "C" long syscall(long, ...);
 struct timespec {
 	long tv_sec, tv_nsec;
 };
 extern "C" int nanosleep(const struct timespec *, struct timespec *);
+#if defined(__x86_64__)
+#define FUTEX_SYSCALL 202
+#elif defined(__aarch64__)
+#define FUTEX_SYSCALL 98
+#endif
+#define FUTEX_WAIT_PRIVATE 128
+#define FUTEX_WAKE_PRIVATE 129
 // waiting threads sleep a little: the harness runs 8 PEs x 4 threads on a few cores, where
 // spinning (even with sched_yield) starves the threads that would end the wait
 static void nap(void)
@@ -39,9 +47,21 @@ void roxa_host_sync(void)
 	if (__atomic_add_fetch(&bar_count, 1, __ATOMIC_ACQ_REL) == g_nthreads) {
 		__atomic_store_n(&bar_count, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&bar_gen, gen + 1, __ATOMIC_RELEASE);
+#ifdef FUTEX_SYSCALL
+		syscall(FUTEX_SYSCALL, &bar_gen, FUTEX_WAKE_PRIVATE, 1 << 30, 0, 0, 0);
+#endif
 	} else {
-		for (int spins = 0; __atomic_load_n(&bar_gen, __ATOMIC_ACQUIRE) == gen; spins++)
+		for (int spins = 0; __atomic_load_n(&bar_gen, __ATOMIC_ACQUIRE) == gen; spins++) {
+#ifdef FUTEX_SYSCALL
+			struct timespec ts = {0, 1000000};
+			if (spins >= 16)
+				syscall(FUTEX_SYSCALL, &bar_gen, FUTEX_WAIT_PRIVATE, gen, &ts, 0, 0);
+			else
+				sched_yield();
+#else
 			spins < 64 ? (void)sched_yield() : nap();
+#endif
+		}
 	}
 }
 
@@ -156,6 +176,25 @@ int rox_coll(uint32_t tid, int coll, int type, int op, int level, int team, void
 	case C_REDUCE:
 	case C_REDUCE_SCATTER: return reduce(coll, type, op, level, team, dest, src, n);
 	default: return data(coll, level, team, dest, src, n, root);
+	}
+}
+
+// a batch of calls, run in order by every thread of the group (thread-level calls by thread 0
+// alone); thread 0 stores each call's result in ret
+struct rox_call {
+	int32_t coll, type, op, level, team, root;
+	uint64_t dest, src, n;
+	int32_t ret, pad;
+};
+void rox_batch(uint32_t tid, struct rox_call *c, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if ((c[i].level == 0 || c[i].level == 3) && tid != 0)
+			continue;
+		int r = rox_coll(tid, c[i].coll, c[i].type, c[i].op, c[i].level, c[i].team, (void *)(uintptr_t)c[i].dest,
+				 (const void *)(uintptr_t)c[i].src, c[i].n, c[i].root);
+		if (tid == 0)
+			c[i].ret = r;
 	}
 }
 

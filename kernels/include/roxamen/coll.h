@@ -244,6 +244,7 @@ ROXI_COLD int roxi_team_barrier(roxshmem_team_t team, int g, int quiet_first)
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
 	uint32_t call = quiet_first ? ROXSHMEM_CALL_BARRIER : ROXSHMEM_CALL_SYNC;
 	uint64_t r = roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, roxi_sig(quiet_first ? ROXI_COLL_BARRIER : ROXI_COLL_SYNC, 0, 0, 0),
 				0, ROXI_CHECK_SIG, quiet_first, call);
@@ -256,6 +257,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_BCAST, type, 0, (uint32_t)root);
 	int lead = roxi_gidx(g) == 0;
 	if (root < 0 || root >= tm.size) {
@@ -293,6 +295,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_FCOLLECT, type, 0, 0);
 	uint8_t *d = (uint8_t *)dest;
 	if (source != d + (uint64_t)tm.me * n && roxi_overlap(dest, n * (uint64_t)tm.size, source, n)) {
@@ -323,6 +326,7 @@ ROXI_COLD int roxi_collect(roxshmem_team_t team, void *dest, const void *source,
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_COLLECT, type, 0, 0);
 	if (dest != source && roxi_overlap(dest, n, source, n)) {
 		if (roxi_gidx(g) == 0)
@@ -359,6 +363,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_ALLTOALL, type, 0, 0), all = n * (uint64_t)tm.size;
 	uint64_t cb = (tm.half / (uint64_t)tm.size) & ~15ull; /* per-block chunk */
 	uint32_t bad = cb == 0 ? ROXSHMEM_BAD_ARG_WORKSPACE : dest != source && roxi_overlap(dest, all, source, all) ? ROXSHMEM_BAD_ARG_OVERLAP : 0;
@@ -609,6 +614,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
 	const uint64_t sz = sizeof(T), bytes = n * sz;
 	int algo = roxi_reduce_algo(bytes, tm.size);
 	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE, type, OP, (uint32_t)algo);
@@ -664,6 +670,7 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
 	const uint64_t sz = sizeof(T), all = n * sz * (uint64_t)tm.size;
 	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, 0);
 	uint64_t src_off = roxi_heap_off(source, all);
