@@ -167,8 +167,10 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 		if (word == ROXSHMEM_TEAM_WS_ARRIVE) {
 			r++;
 			ws[ROXSHMEM_TEAM_WS_ROUND / 8] = r;
-			ws[ROXSHMEM_TEAM_WS_SIG / 8 + (r & 1)] = sig;
-			ws[ROXSHMEM_TEAM_WS_COUNT / 8 + (r & 1)] = count;
+			/* members load these at system scope: stores of the same scope (in CacheBypass a plain
+			 * store could sit where their loads do not look) */
+			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_SIG / 8 + (r & 1), sig);
+			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_COUNT / 8 + (r & 1), count);
 		}
 		/* the staged data, the signature and count are visible before the announcement */
 		if (roxi_bypass()) {
