@@ -920,6 +920,23 @@ func collErrors(t *testing.T, nd *collNode) {
 		}
 		nd.clearAborts()
 	}
+	// a member this PE cannot load and store, and a workspace below the minimum: refused at once
+	nd.pes[0].state.PeerBase[5] = 0
+	nd.pes[0].setState(&nd.pes[0].state)
+	res = nd.run(t, []int{0}, func(p int) collCall { return collCall{coll: cSync, team: TeamWorld} })
+	if r := record(0); res[0] != -1 || r.Call != CallBadArg || r.Detail != BadArgNotMapped {
+		t.Errorf("unmapped member: PE 0 returned %d, recorded %s detail %d", res[0], r.CallName(), r.Detail)
+	}
+	nd.pes[0].state.PeerBase[5] = addr(nd.heaps[5])
+	nd.pes[0].setState(&nd.pes[0].state)
+	nd.clearAborts()
+	nd.pes[7].table.Team[4].WSBytes = TeamWSMin - 1
+	res = nd.run(t, []int{7}, func(p int) collCall { return collCall{coll: cBarrier, team: 4} })
+	if r := record(7); res[7] != -1 || r.Call != CallBadArg || r.Detail != BadArgWorkspace {
+		t.Errorf("small workspace: PE 7 returned %d, recorded %s detail %d", res[7], r.CallName(), r.Detail)
+	}
+	nd.pes[7].table.Team[4].WSBytes = chWS
+	nd.clearAborts()
 	// overlapping buffers (dest one byte into source)
 	res = nd.run(t, world, func(p int) collCall {
 		return collCall{coll: cAlltoall, level: 0, team: TeamWorld, dest: nd.at(p, chDst+1), src: nd.at(p, chDst), n: 16}
