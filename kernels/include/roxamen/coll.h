@@ -695,7 +695,8 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 /* a type's code in the call signature: size, float, signed, 16-bit float kind */
 template <typename T> ROXA_FN uint32_t roxi_type_code(const T *)
 {
-	return (uint32_t)sizeof(T) | ((T)0.5 != (T)0 ? 0x10u : 0u) | ((T)-1 < (T)0 ? 0x20u : 0u);
+	/* written so that no front end warns about a comparison of an unsigned value with zero */
+	return (uint32_t)sizeof(T) | ((T)1 / (T)2 != (T)0 ? 0x10u : 0u) | ((T)-1 < (T)1 ? 0x20u : 0u);
 }
 ROXA_FN uint32_t roxi_type_code(const roxshmem_half_t *) { return 2 | 0x10 | 0x40; }
 ROXA_FN uint32_t roxi_type_code(const roxshmem_bfloat16_t *) { return 2 | 0x10 | 0x80; }
