@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -252,8 +253,31 @@ func (nd *collNode) runBatch(t *testing.T, pes []int, calls map[int][]roxCall) {
 			atomic.StoreUint64(&pe.abort.Word, 0xdead)
 		}
 		<-done
-		t.Fatalf("a batch of collectives did not finish in 30 s (abort word set to end it)")
+		t.Fatalf("a batch of collectives did not finish in 30 s (abort word set to end it): %s", nd.describe(pes, calls))
 	}
+}
+
+// describe says where every PE of a stuck batch was: its results, abort record, and each team's
+// round counter.
+func (nd *collNode) describe(pes []int, calls map[int][]roxCall) string {
+	var b bytes.Buffer
+	for _, p := range pes {
+		var rets []int32
+		for _, c := range calls[p] {
+			rets = append(rets, c.Ret)
+		}
+		r := DecodeAbortRecord(nd.pes[p].abort.First)
+		fmt.Fprintf(&b, "\nPE %d: results %v, record %s PE %d detail %#x, rounds", p, rets, r.CallName(), r.PE, r.Detail)
+		for slot := range chTeams {
+			ws := nd.heaps[p][chWSBase+slot*chWS:]
+			fmt.Fprintf(&b, " %d", binary.LittleEndian.Uint64(ws[TeamWSRound:]))
+		}
+	}
+	if len(pes) > 0 && len(calls[pes[0]]) > 0 {
+		c := calls[pes[0]][0]
+		fmt.Fprintf(&b, "\nfirst call: coll %d type %d op %d level %d team %d", c.Coll, c.Type, c.Op, c.Level, c.Team)
+	}
+	return b.String()
 }
 
 func (nd *collNode) clearAborts() {
@@ -784,7 +808,13 @@ func collReduce(t *testing.T, nd *collNode, coll int32) {
 					var parts []part
 					calls := map[int][]roxCall{}
 					srcAt, dstAt := chSrc, chDst
-					for _, n := range chSizes {
+					sizes := chSizes
+					if coll == cReduce && (ty.name == "int" || ty.name == "double" || ty.name == "bfloat16") {
+						// more than a round of either algorithm holds on every team (a scratch half
+						// is 16 KiB): the chunk loops
+						sizes = append(sizes[:len(sizes):len(sizes)], 40000+1)
+					}
+					for _, n := range sizes {
 						combo++
 						pt := part{n: n, nb: n * ty.size, level: int32(combo % 3), inplace: combo%4 == 1, ins: map[int][]byte{}}
 						pt.srcLen, pt.dstLen = pt.nb, pt.nb
