@@ -13,7 +13,10 @@
 // memory (nic.NewRing), a device buffer of RingCapacity*RingResultSlotSize bytes for RingResults,
 // optionally a device-local ticket counter (RingHead) and completion mirror (Completion). In
 // CacheBypass mode (FlagBypass) the heap must be memory the GPU's L2 does not cache (see
-// MAPPING.md). The proxy's side of the contract (per-PE order, completion in ticket order, a
+// MAPPING.md). For the device team API (include/roxamen/coll.h) the runtime also provides a
+// TeamTable in device-visible memory (State.Teams): slot TeamWorld, slot TeamShared, then the
+// teams it creates, each with a zeroed workspace of at least TeamWSMin bytes at the same heap
+// offset on every member (TeamDesc.WSOff); a destroyed team's slot gets Size 0. The proxy's side of the contract (per-PE order, completion in ticket order, a
 // fetched value or get written to Src before completion, no result written when Src is 0) is in
 // MAPPING.md, "Command ring".
 package kernels

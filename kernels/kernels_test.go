@@ -104,17 +104,19 @@ func TestRegenerate(t *testing.T) {
 			}
 		}
 		sm90, _ := build.Lookup("sm_90")
-		check := filepath.Join(out, "check.ptx")
-		if err := build.Compile(dir, sm90, build.CheckSource, check); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(check)
-		want, err := os.ReadFile(build.CheckOutput)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from a rebuild in %s: run go generate ./kernels and commit", build.CheckOutput, dir)
+		for _, c := range build.Checks {
+			check := filepath.Join(out, filepath.Base(c[1]))
+			if err := build.Compile(dir, sm90, c[0], check); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(check)
+			want, err := os.ReadFile(c[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from a rebuild in %s: run go generate ./kernels and commit", c[1], dir)
+			}
 		}
 	}
 }

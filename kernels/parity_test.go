@@ -77,7 +77,7 @@ func runC(t *testing.T, includes []string, body string) map[string]uint64 {
 // NPEs -> n_pes, CEThreshold -> ce_threshold.
 func snake(s string) string {
 	special := map[string]string{"MyPE": "my_pe", "NPEs": "n_pes", "CEThreshold": "ce_threshold", "PE": "pe",
-		"SDMA": "sdma", "NQueues": "n_queues"}
+		"SDMA": "sdma", "NQueues": "n_queues", "WSOff": "ws_off", "WSBytes": "ws_bytes"}
 	if v, ok := special[s]; ok {
 		return v
 	}
@@ -158,6 +158,37 @@ P("daw", ROXSHMEM_DETAIL_ABORT_WORD); P("dre", ROXSHMEM_DETAIL_RING_ERROR);
 	}
 	if got := len(StateBytes(&State{})); got != int(unsafe.Sizeof(State{})) {
 		t.Errorf("StateBytes has %d bytes", got)
+	}
+}
+
+// TestTeamParity compares the team table and the team workspace layout with state.h.
+func TestTeamParity(t *testing.T) {
+	checkStruct(t, []string{"state.h"}, "roxshmem_team_desc_t", TeamDesc{})
+	checkStruct(t, []string{"state.h"}, "roxshmem_team_table_t", TeamTable{})
+	got := runC(t, []string{"state.h"}, `
+P("magic", ROXSHMEM_TEAM_MAGIC); P("max", ROXSHMEM_MAX_TEAMS); P("world", ROXSHMEM_TEAM_WORLD);
+P("shared", ROXSHMEM_TEAM_SHARED); P("invalid", ROXSHMEM_TEAM_INVALID + 100);
+P("auto", ROXSHMEM_COLL_AUTO); P("oneshot", ROXSHMEM_COLL_ONESHOT); P("twoshot", ROXSHMEM_COLL_TWOSHOT);
+P("oneshotmax", ROXSHMEM_COLL_ONESHOT_MAX);
+P("round", ROXSHMEM_TEAM_WS_ROUND); P("status", ROXSHMEM_TEAM_WS_STATUS); P("aux", ROXSHMEM_TEAM_WS_AUX);
+P("sig", ROXSHMEM_TEAM_WS_SIG); P("count", ROXSHMEM_TEAM_WS_COUNT); P("arrive", ROXSHMEM_TEAM_WS_ARRIVE);
+P("ready", ROXSHMEM_TEAM_WS_READY); P("data", ROXSHMEM_TEAM_WS_DATA); P("min", ROXSHMEM_TEAM_WS_MIN);
+P("c9", ROXSHMEM_CALL_COLL); P("c83", ROXSHMEM_CALL_BAD_TEAM); P("c84", ROXSHMEM_CALL_COLL_MISMATCH);
+P("c85", ROXSHMEM_CALL_BAD_ARG); P("ba1", ROXSHMEM_BAD_ARG_ROOT); P("ba2", ROXSHMEM_BAD_ARG_OVERLAP);
+P("ba3", ROXSHMEM_BAD_ARG_WORKSPACE); P("ba4", ROXSHMEM_BAD_ARG_NOT_MAPPED);
+`)
+	want := map[string]uint64{
+		"magic": TeamMagic, "max": MaxTeams, "world": TeamWorld, "shared": TeamShared, "invalid": TeamInvalid + 100,
+		"auto": CollAuto, "oneshot": CollOneshot, "twoshot": CollTwoshot, "oneshotmax": CollOneshotMax,
+		"round": TeamWSRound, "status": TeamWSStatus, "aux": TeamWSAux, "sig": TeamWSSig, "count": TeamWSCount,
+		"arrive": TeamWSArrive, "ready": TeamWSReady, "data": TeamWSData, "min": TeamWSMin,
+		"c9": CallColl, "c83": CallBadTeam, "c84": CallCollMismatch, "c85": CallBadArg,
+		"ba1": BadArgRoot, "ba2": BadArgOverlap, "ba3": BadArgWorkspace, "ba4": BadArgNotMapped,
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("C %s = %#x (present %v), Go %#x", k, g, ok, w)
+		}
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 
 const (
 	StateMagic   = 0x314d454d53584f52 // "ROXSMEM1" little-endian
-	StateVersion = 1
+	StateVersion = 2                  // 2: the team table (State.Teams)
 	MaxPEs       = 64
 
 	// State.Flags
@@ -43,15 +43,62 @@ type State struct {
 	Ring          uint64 // device address of the command ring (header + descriptors); 0: none
 	RingCapacity  uint32 // a power of two
 	Pad0          uint32
-	RingHead      uint64 // device address of the ticket counter; 0: the ring header's head
-	RingResults   uint64 // device address of uint64[RingCapacity]: gets/fetching AMOs via the ring land in slot t&(cap-1)
-	Completion    uint64 // device address of a device-local mirror of the ring's completed; 0: poll the ring header
-	Abort         uint64 // device address of an Abort block; 0: device waits cannot be aborted
-	BarrierOff    uint64 // heap offset of the barrier workspace (BarrierBytes, zeroed)
-	RingTailCache uint64 // unused, kept for the layout (the cache is the __device__ global roxshmem_ring_tail_cache); the host writes 0
-	SDMA          uint64 // device address of the SDMA queue table (SDMATable); 0: none
-	Reserved      [1]uint64
+	RingHead      uint64         // device address of the ticket counter; 0: the ring header's head
+	RingResults   uint64         // device address of uint64[RingCapacity]: gets/fetching AMOs via the ring land in slot t&(cap-1)
+	Completion    uint64         // device address of a device-local mirror of the ring's completed; 0: poll the ring header
+	Abort         uint64         // device address of an Abort block; 0: device waits cannot be aborted
+	BarrierOff    uint64         // heap offset of the barrier workspace (BarrierBytes, zeroed)
+	RingTailCache uint64         // unused, kept for the layout (the cache is the __device__ global roxshmem_ring_tail_cache); the host writes 0
+	SDMA          uint64         // device address of the SDMA queue table (SDMATable); 0: none
+	Teams         uint64         // device address of the TeamTable; 0: none (team collectives record CallBadTeam)
 	PeerBase      [MaxPEs]uint64 // device address of PE i's heap as this GPU loads/stores it; 0: NIC path
+}
+
+// Teams: the Go mirror of roxshmem_team_table (state.h); TestTeamParity checks the layout.
+const (
+	TeamMagic       = 0x314d414554584f52 // "ROXTEAM1" little-endian
+	MaxTeams        = 64                 // live teams per job, world and shared included
+	TeamWorld       = 0                  // handle (slot) of the world team
+	TeamShared      = 1                  // handle of the PEs of this node
+	TeamInvalid     = -1
+	CollAuto        = 0 // TeamTable.CollAlgo: one-shot up to OneshotMax bytes, two-shot above
+	CollOneshot     = 1
+	CollTwoshot     = 2
+	CollOneshotMax  = 65536 // TeamTable.OneshotMax when left 0
+	TeamWSRound     = 0
+	TeamWSStatus    = 8
+	TeamWSAux       = 16
+	TeamWSSig       = 64
+	TeamWSCount     = 80
+	TeamWSArrive    = 128
+	TeamWSReady     = 128 + 8*MaxPEs
+	TeamWSData      = 2048
+	TeamWSMin       = TeamWSData + 2*4096 // the least workspace a team may have
+	BadArgRoot      = 1                   // CallBadArg details
+	BadArgOverlap   = 2
+	BadArgWorkspace = 3
+	BadArgNotMapped = 4 // a member's heap is not load/store reachable (the device collectives need it)
+)
+
+// TeamDesc is struct roxshmem_team_desc: one strided team as this PE sees it.
+type TeamDesc struct {
+	Start   int32 // world PE of team index 0
+	Stride  int32 // >= 1
+	Size    int32 // members; 0: free slot
+	MyIndex int32 // this PE's index, -1 when not a member
+	WSOff   uint64
+	WSBytes uint64 // at least TeamWSMin
+	Pad     [4]uint64
+}
+
+// TeamTable is struct roxshmem_team_table: the teams every kernel of this PE can name by handle.
+type TeamTable struct {
+	Magic      uint64
+	NTeams     uint32
+	CollAlgo   uint32 // Coll*
+	OneshotMax uint64
+	Pad        [5]uint64
+	Team       [MaxTeams]TeamDesc
 }
 
 // Abort is struct roxshmem_abort (64 bytes): the host sets Word to stop every device wait; the
@@ -73,9 +120,13 @@ const (
 	CallFence           = 6
 	CallSync            = 7
 	CallSDMA            = 8    // waiting for SDMA ring space, an earlier producer's commit, or completion
+	CallColl            = 9    // a team collective waiting for a member
 	CallBadPE           = 0x80 // not a wait: a call named a PE out of range (and was skipped)
 	CallBadAddr         = 0x81 // not a wait: an address outside the symmetric heap (or misaligned AMO)
 	CallNoRoute         = 0x82 // not a wait: the target needs the ring and the state has none
+	CallBadTeam         = 0x83 // not a wait: a team handle naming no live team of this PE (Detail: the handle)
+	CallCollMismatch    = 0x84 // a member called another collective/type/size/op/root in the same round (PE: that member)
+	CallBadArg          = 0x85 // not a wait: an invalid collective argument (Detail: BadArg*)
 
 	DetailAbortWord = 0x10000000 // | low 16 bits of Abort.Word
 	DetailRingError = 0x20000000 // | the ring's error code
@@ -97,6 +148,7 @@ func DecodeAbortRecord(r uint64) AbortRecord {
 var callNames = map[uint8]string{
 	CallWaitUntil: "wait_until", CallSignalWaitUntil: "signal_wait_until", CallQuiet: "quiet",
 	CallBarrier: "barrier", CallRing: "ring operation", CallFence: "fence", CallSync: "sync", CallSDMA: "sdma",
+	CallColl: "team collective", CallBadTeam: "bad team", CallCollMismatch: "collective mismatch", CallBadArg: "bad collective argument",
 	CallBadPE: "bad PE", CallBadAddr: "bad address", CallNoRoute: "no route",
 }
 

@@ -8,7 +8,7 @@
 #
 # It checks that ptxas accepts every PTX file clang-19 produced (obj/ and gpucheck/), that the
 # header compiles under nvcc with all warnings as errors (the check kernel and the full-API
-# kernel, sm_80 and sm_90), then runs TestGPU/TestGPURing on the clang-19 and the nvcc builds.
+# kernel, sm_80 and sm_90), then runs TestGPU/TestGPURing (clang-19 and nvcc builds) and TestGPUColl.
 set -u
 fail=0
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,9 +27,10 @@ for arch in sm_80 sm_90; do
 	step "ptxas $arch runtime-$arch.ptx" ptxas -arch="$arch" -o /dev/null "$root/kernels/obj/runtime-$arch.ptx"
 done
 step "ptxas sm_90 check-clang-sm_90.ptx" ptxas -arch=sm_90 -o /dev/null "$root/kernels/gpucheck/check-clang-sm_90.ptx"
+step "ptxas sm_90 coll-clang-sm_90.ptx" ptxas -arch=sm_90 -o /dev/null "$root/kernels/gpucheck/coll-clang-sm_90.ptx"
 
 for arch in sm_80 sm_90; do
-	for src in gpucheck/check.hip testdata/api.hip; do
+	for src in gpucheck/check.hip gpucheck/coll.hip testdata/api.hip; do
 		base=$(basename "$src" .hip)
 		step "nvcc -Werror $arch $src" nvcc -x cu -arch="$arch" -ptx -Werror all-warnings \
 			-Xcompiler -Wall,-Werror -I"$inc" -o "$out/$base-nvcc-$arch.ptx" "$root/kernels/$src"
@@ -40,6 +41,6 @@ for arch in sm_80 sm_90; do
 done
 
 cd "$root/kernels"
-step "TestGPU/TestGPURing" env ROX_TEST_GPU=1 ROX_GPUCHECK_NVCC_PTX="$out/check-nvcc-sm_90.ptx" \
+step "TestGPU/TestGPURing/TestGPUColl" env ROX_TEST_GPU=1 ROX_GPUCHECK_NVCC_PTX="$out/check-nvcc-sm_90.ptx" \
 	"$root/.gpu/kernels.test" -test.run 'GPU' -test.v -test.timeout 9m
 exit $fail

@@ -103,7 +103,24 @@ ROXA_FN uint64_t roxa_clock_ns(void)
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return t;
 }
-#else /* host pass: parsed, never run */
+#elif defined(ROXA_HOST_GROUP)
+/* A CPU harness that runs a group of threads per PE (testdata/coll_pe.cc: the team collectives'
+ * test) defines ROXA_HOST_GROUP and these: the calling thread's index and the group's size (a
+ * power of two; the group is both the "warp" and the "block"), a barrier of the group, a yield. */
+uint32_t roxa_host_tid(void);
+uint32_t roxa_host_nthreads(void);
+void roxa_host_sync(void);
+void roxa_host_yield(void);
+ROXA_FN uint32_t roxa_tid(void) { return roxa_host_tid(); }
+ROXA_FN uint32_t roxa_nthreads(void) { return roxa_host_nthreads(); }
+ROXA_FN uint32_t roxa_block(void) { return 0; }
+ROXA_FN uint32_t roxa_nblocks(void) { return 1; }
+ROXA_FN uint32_t roxa_warpsize(void) { return roxa_host_nthreads(); }
+ROXA_FN void roxa_sync_block(void) { roxa_host_sync(); }
+ROXA_FN void roxa_sync_warp(void) { roxa_host_sync(); }
+ROXA_FN void roxa_pause(void) { roxa_host_yield(); }
+ROXA_FN uint64_t roxa_clock_ns(void) { return 0; }
+#else /* host pass: parsed, and run by the single-threaded CPU harnesses */
 ROXA_FN uint32_t roxa_tid(void) { return 0; }
 ROXA_FN uint32_t roxa_nthreads(void) { return 1; }
 ROXA_FN uint32_t roxa_block(void) { return 0; }

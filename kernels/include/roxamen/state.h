@@ -13,7 +13,7 @@
 #include "types.h"
 
 #define ROXSHMEM_STATE_MAGIC 0x314d454d53584f52ull /* "ROXSMEM1" little-endian */
-#define ROXSHMEM_STATE_VERSION 1u
+#define ROXSHMEM_STATE_VERSION 2u /* 2: teams (the team table) */
 #define ROXSHMEM_MAX_PES 64
 
 /* flags */
@@ -55,12 +55,70 @@ typedef struct roxshmem_state {
 	uint64_t ring_tail_cache; /* unused (kept for the layout): see roxshmem_ring_tail_cache */
 	uint64_t sdma;            /* device address of the roxshmem_sdma table (sdma.h): the device-written
 	                             SDMA queues of the AMD copy engines; 0: none */
-	uint64_t reserved[1];
+	uint64_t teams;           /* device address of the roxshmem_team_table (below) the host fills; 0: no
+	                             table (team queries on ROXSHMEM_TEAM_WORLD still work from this state,
+	                             team collectives record ROXSHMEM_CALL_BAD_TEAM) */
 	uint64_t peer_base[ROXSHMEM_MAX_PES]; /* device address of PE i's heap as this GPU can load and
 	                                         store it; 0: not load/store reachable (NIC path) */
 } roxshmem_state_t;
 
 ROXA_STATIC_ASSERT(sizeof(roxshmem_state_t) == 128 + 8 * ROXSHMEM_MAX_PES, state_size);
+
+/* ---- teams --------------------------------------------------------------------------------------
+ * A team is a strided set of world PEs (start, stride, size), as shmem_team_split_strided makes.
+ * Kernels name a team by its handle, an index into this table (roxshmem_team_t); the host writes
+ * the table (device-visible memory: device memory or host-mapped) before kernels use a team, and
+ * clears a slot's size when the team is destroyed. Slot 0 is the world team, slot 1 the PEs of
+ * this node (ROXSHMEM_TEAM_SHARED). Mirrored in Go by kernels.TeamTable (TestTeamParity). */
+#define ROXSHMEM_TEAM_MAGIC 0x314d414554584f52ull /* "ROXTEAM1" little-endian */
+#define ROXSHMEM_MAX_TEAMS 64 /* live teams per job, world and shared included */
+#define ROXSHMEM_TEAM_WORLD 0
+#define ROXSHMEM_TEAM_SHARED 1
+#define ROXSHMEM_TEAM_INVALID (-1)
+
+/* roxshmem_team_table.coll_algo: which algorithm the reductions take (ROX_COLL_ALGO) */
+#define ROXSHMEM_COLL_AUTO 0    /* one-shot up to oneshot_max bytes, two-shot above */
+#define ROXSHMEM_COLL_ONESHOT 1
+#define ROXSHMEM_COLL_TWOSHOT 2
+#define ROXSHMEM_COLL_ONESHOT_MAX 65536 /* oneshot_max when the host leaves it 0 */
+
+/* A team's collective workspace, at heap offset ws_off in every member's heap (ws_bytes, zeroed at
+ * creation, at least ROXSHMEM_TEAM_WS_MIN). Every collective step is a round: a member stages its
+ * contribution in its own scratch half (round & 1), writes its call signature, and announces the
+ * round to every member (ARRIVE, release); then it waits for every member's announcement
+ * (acquire) and reads what it needs from the members' heaps. Two halves: a member stages round
+ * r+2 only after it saw every member announce r+1, i.e. after they finished reading round r. */
+#define ROXSHMEM_TEAM_WS_ROUND 0    /* uint64: rounds this PE has entered on the team (own use) */
+#define ROXSHMEM_TEAM_WS_STATUS 8   /* uint64: the group leader's verdict for the current round (own use) */
+#define ROXSHMEM_TEAM_WS_AUX 16     /* uint64[4]: values the leader shares with its group (own use) */
+#define ROXSHMEM_TEAM_WS_SIG 64     /* uint64[2]: this PE's call signature, per half (members read it) */
+#define ROXSHMEM_TEAM_WS_COUNT 80   /* uint64[2]: this PE's contribution in bytes (collectmem), per half */
+#define ROXSHMEM_TEAM_WS_ARRIVE 128 /* uint64[MAX_PES]: round member i last announced (by team index) */
+#define ROXSHMEM_TEAM_WS_READY (128 + 8 * ROXSHMEM_MAX_PES) /* uint64[MAX_PES]: second phase (two-shot) */
+#define ROXSHMEM_TEAM_WS_DATA 2048  /* scratch: two halves of (ws_bytes - 2048) / 2, 16-byte aligned */
+#define ROXSHMEM_TEAM_WS_MIN (ROXSHMEM_TEAM_WS_DATA + 2 * 4096)
+
+typedef struct roxshmem_team_desc {
+	int32_t start;    /* world PE of team index 0 */
+	int32_t stride;   /* >= 1 */
+	int32_t size;     /* members; 0: free slot */
+	int32_t my_index; /* this PE's index in the team; -1: not a member */
+	uint64_t ws_off;  /* heap offset of the workspace (the same on every member) */
+	uint64_t ws_bytes;
+	uint64_t pad[4];
+} roxshmem_team_desc_t;
+
+typedef struct roxshmem_team_table {
+	uint64_t magic;       /* ROXSHMEM_TEAM_MAGIC once filled */
+	uint32_t n_teams;     /* slots below this may be in use */
+	uint32_t coll_algo;   /* ROXSHMEM_COLL_* */
+	uint64_t oneshot_max; /* AUTO: reductions of at most this many bytes take one-shot; 0: the default */
+	uint64_t pad[5];
+	roxshmem_team_desc_t team[ROXSHMEM_MAX_TEAMS];
+} roxshmem_team_table_t;
+
+ROXA_STATIC_ASSERT(sizeof(roxshmem_team_desc_t) == 64, team_desc_size);
+ROXA_STATIC_ASSERT(sizeof(roxshmem_team_table_t) == 64 + 64 * ROXSHMEM_MAX_TEAMS, team_table_size);
 
 /* The abort block (64 bytes, host-pinned and device-mapped, or device memory the host writes).
  * The host sets word when the job cannot proceed (a peer died, the proxy failed); every device wait
@@ -88,9 +146,21 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_abort_t) == 64, abort_size);
 #define ROXSHMEM_CALL_FENCE 6
 #define ROXSHMEM_CALL_SYNC 7
 #define ROXSHMEM_CALL_SDMA 8   /* waiting for SDMA ring space, an earlier producer's commit, or completion */
+#define ROXSHMEM_CALL_COLL 9   /* a team collective waiting for a member (the record names it) */
 #define ROXSHMEM_CALL_BAD_PE 0x80    /* not a wait: a call named a PE out of range (skipped) */
 #define ROXSHMEM_CALL_BAD_ADDR 0x81  /* not a wait: an address outside the symmetric heap */
 #define ROXSHMEM_CALL_NO_ROUTE 0x82  /* not a wait: the PE needs the ring and there is none */
+#define ROXSHMEM_CALL_BAD_TEAM 0x83  /* not a wait: a team handle that names no live team of this PE
+                                        (detail: the handle) */
+#define ROXSHMEM_CALL_COLL_MISMATCH 0x84 /* a member called a different collective, type, size, op
+                                            or root in the same round (pe: that member; detail:
+                                            low 32 bits of its signature); nothing was written */
+#define ROXSHMEM_CALL_BAD_ARG 0x85   /* not a wait: a collective's argument is invalid (root
+                                        outside the team, overlapping buffers; detail says which) */
+#define ROXSHMEM_BAD_ARG_ROOT 1       /* details of ROXSHMEM_CALL_BAD_ARG */
+#define ROXSHMEM_BAD_ARG_OVERLAP 2
+#define ROXSHMEM_BAD_ARG_WORKSPACE 3
+#define ROXSHMEM_BAD_ARG_NOT_MAPPED 4 /* a member's heap is not load/store reachable */
 
 /* Detail of a wait record: which word ended it. */
 #define ROXSHMEM_DETAIL_ABORT_WORD 0x10000000u /* | low 16 bits of the abort word */

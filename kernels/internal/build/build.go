@@ -118,7 +118,13 @@ var Sources = []string{"src/runtime.hip"}
 const (
 	CheckSource = "gpucheck/check.hip"
 	CheckOutput = "gpucheck/check-clang-sm_90.ptx"
+	// the team collectives' GPU check (gpucheck/coll.hip), built the same way
+	CollCheckSource = "gpucheck/coll.hip"
+	CollCheckOutput = "gpucheck/coll-clang-sm_90.ptx"
 )
+
+// Checks pairs every GPU check source with its committed clang-19 sm_90 output.
+var Checks = [][2]string{{CheckSource, CheckOutput}, {CollCheckSource, CollCheckOutput}}
 
 // ObjectName is the file in kernels/obj that holds the runtime kernels for t.
 func ObjectName(t Target) string { return "runtime-" + t.Arch + t.Ext() }

@@ -15,8 +15,10 @@ func main() {
 		os.Exit(1)
 	}
 	sm90, _ := build.Lookup("sm_90")
-	if err := build.Compile(".", sm90, build.CheckSource, build.CheckOutput); err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
+	for _, c := range build.Checks {
+		if err := build.Compile(".", sm90, c[0], c[1]); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
 	}
 }

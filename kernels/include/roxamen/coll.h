@@ -1,0 +1,858 @@
+/* Teams and team collectives on the device (included by roxshmem.h; HIP/CUDA C++).
+ *
+ * A team handle (roxshmem_team_t) is an index into the team table the host fills (state.h,
+ * roxshmem_team_table; roxshmem_state.teams). ROXSHMEM_TEAM_WORLD and ROXSHMEM_TEAM_SHARED are
+ * slots 0 and 1. Teams are strided: member i is world PE start + i * stride.
+ *
+ * Collectives (OpenSHMEM 1.5/1.6 names; reduce_scatter and the 16-bit float types are
+ * extensions): every member calls the same collective on the team in the same order, with the same
+ * size, type, op and root; at thread level (one thread), warp level (roxshmemx_*_warp: every lane
+ * of the warp, same arguments) or block level (roxshmemx_*_block: every thread of the block; the
+ * fast one). At most one group of a PE runs a collective on a given team at a time. Each returns 0,
+ * or -1 after recording why in the abort block (bad team, bad argument, a member's mismatching
+ * call, an abort while waiting); a failed call writes nothing outside the team's workspace.
+ *
+ * Every member's heap must be load/store reachable (the PEs of one node: ROXSHMEM_TEAM_SHARED or a
+ * team inside it); the host's collectives span nodes. Protocol: the team workspace (state.h,
+ * ROXSHMEM_TEAM_WS_*). A round = stage into the own scratch half (round & 1), publish the call
+ * signature, release, announce the round to every member; wait for every member's announcement,
+ * acquire, compare signatures, then read the members' heaps with system-coherent loads.
+ *
+ * Reductions are deterministic: element i of the result is
+ *   op(...op(op(x_0[i], x_1[i]), x_2[i])..., x_{n-1}[i])   (x_j: the input of team member j)
+ * evaluated left to right in team order, on every member and with both algorithms, so that every
+ * member gets bit-identical results run after run. 16-bit floats accumulate in fp32 in that order
+ * and round once (to nearest even) at the end. Float min/max keep the accumulator unless the next
+ * input compares less/greater (so a NaN input after the first is skipped; a NaN first input stays).
+ * Algorithms (roxshmem_team_table.coll_algo, ROX_COLL_ALGO on the host):
+ *   one-shot: every member stages its input, then reads every member's staged input and reduces
+ *             locally (one round; for small messages);
+ *   two-shot: member k reduces segment k of the inputs, read from every member's source (a
+ *             reduce-scatter), then every member gathers the reduced segments (two rounds, each
+ *             member reads 2/n of the data per peer instead of all of it).
+ * AUTO takes one-shot up to oneshot_max bytes (ROXSHMEM_COLL_ONESHOT_MAX by default). */
+#ifndef ROXAMEN_COLL_H
+#define ROXAMEN_COLL_H
+
+#ifdef ROXA_GPU_LANG
+
+typedef int32_t roxshmem_team_t;
+
+/* 16-bit floats as bits (the layout of __half / _Float16 and __nv_bfloat16 / __bf16: cast the
+ * pointers) */
+typedef struct roxshmem_half {
+	uint16_t bits;
+} roxshmem_half_t;
+typedef struct roxshmem_bfloat16 {
+	uint16_t bits;
+} roxshmem_bfloat16_t;
+
+/* ---- internals ----------------------------------------------------------------------------- */
+struct roxi_team {
+	int start, stride, size, me;
+	uint64_t ws;   /* heap offset of the workspace */
+	uint64_t half; /* bytes of one scratch half; 0: no usable workspace */
+};
+
+ROXA_FN const roxshmem_team_table_t *roxi_team_table(void)
+{
+	const roxshmem_team_table_t *tt = (const roxshmem_team_table_t *)(uintptr_t)roxshmem_state.teams;
+	return tt != 0 && tt->magic == ROXSHMEM_TEAM_MAGIC ? tt : 0;
+}
+
+/* Looks team up; member: this PE must belong to it. The world team works without a table (no
+ * workspace: queries only). */
+ROXI_FN int roxi_team_lookup(roxshmem_team_t team, struct roxi_team *tm, int member)
+{
+	const roxshmem_team_table_t *tt = roxi_team_table();
+	if (tt == 0) {
+		if (team != ROXSHMEM_TEAM_WORLD)
+			return 0;
+		tm->start = 0, tm->stride = 1, tm->size = roxshmem_state.n_pes, tm->me = roxshmem_state.my_pe;
+		tm->ws = 0, tm->half = 0;
+		return 1;
+	}
+	if (team < 0 || team >= ROXSHMEM_MAX_TEAMS || (uint32_t)team >= tt->n_teams)
+		return 0;
+	const roxshmem_team_desc_t *d = &tt->team[team];
+	if (d->size <= 0 || d->stride < 1 || (member && d->my_index < 0))
+		return 0;
+	tm->start = d->start, tm->stride = d->stride, tm->size = d->size, tm->me = d->my_index;
+	tm->ws = d->ws_off;
+	tm->half = d->ws_bytes >= ROXSHMEM_TEAM_WS_MIN ? ((d->ws_bytes - ROXSHMEM_TEAM_WS_DATA) / 2) & ~15ull : 0;
+	return 1;
+}
+
+ROXA_FN int roxi_team_pe(const struct roxi_team *tm, int i) { return tm->start + i * tm->stride; }
+ROXA_FN uint64_t *roxi_ws(const struct roxi_team *tm, uint64_t at) { return (uint64_t *)roxi_local(tm->ws + at); }
+ROXA_FN uint64_t roxi_scratch_off(const struct roxi_team *tm, uint64_t round)
+{
+	return tm->ws + ROXSHMEM_TEAM_WS_DATA + (round & 1) * tm->half;
+}
+/* member i's copy of the workspace byte at (heap offset) off, as this PE loads it */
+ROXA_FN void *roxi_member(const struct roxi_team *tm, int i, uint64_t off) { return roxi_remote(off, roxi_team_pe(tm, i)); }
+ROXA_FN int roxi_member_mode(const struct roxi_team *tm, int i) { return i == tm->me ? ROXA_MEM_PLAIN : ROXA_MEM_BYPASS; }
+
+/* call signatures: what every member must agree on in a round */
+#define ROXI_COLL_BARRIER 1
+#define ROXI_COLL_SYNC 2
+#define ROXI_COLL_BCAST 3
+#define ROXI_COLL_FCOLLECT 4
+#define ROXI_COLL_COLLECT 5
+#define ROXI_COLL_ALLTOALL 6
+#define ROXI_COLL_REDUCE 7
+#define ROXI_COLL_REDUCE_SCATTER 8
+#define ROXI_SIG_BAD (~0ull) /* this member's arguments are bad: every member fails the round */
+ROXA_FN uint64_t roxi_sig(uint32_t coll, uint32_t type, uint32_t op, uint32_t root)
+{
+	return ((uint64_t)coll << 56) | ((uint64_t)(type & 0xffff) << 32) | ((uint64_t)(op & 0xff) << 16) | (root & 0xffff);
+}
+
+/* heap offset of [p, p+n) or ~0 when it leaves the heap */
+ROXA_FN uint64_t roxi_heap_off(const void *p, uint64_t n)
+{
+	uint64_t a = (uint64_t)(uintptr_t)p, base = roxshmem_state.heap_base, size = roxshmem_state.heap_size;
+	if (a < base || a - base > size || n > size - (a - base))
+		return ~0ull;
+	return a - base;
+}
+
+ROXA_FN int roxi_overlap(const void *a, uint64_t na, const void *b, uint64_t nb)
+{
+	uint64_t x = (uint64_t)(uintptr_t)a, y = (uint64_t)(uintptr_t)b;
+	return na != 0 && nb != 0 && x < y + nb && y < x + na;
+}
+
+/* Checks the team for a collective: a live team of this PE with a workspace, every member load/store
+ * reachable. Records and returns 0 when not (no round is run: nothing is announced). */
+ROXI_FN int roxi_coll_team(roxshmem_team_t team, struct roxi_team *tm, int g)
+{
+	if (!roxi_team_lookup(team, tm, 1) || roxi_team_table() == 0) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(ROXSHMEM_CALL_BAD_TEAM, roxshmem_state.my_pe, (uint32_t)team);
+		return 0;
+	}
+	uint32_t bad = tm->half == 0 ? ROXSHMEM_BAD_ARG_WORKSPACE : 0;
+	for (int i = 0; i < tm->size && !bad; i++) {
+		int pe = roxi_team_pe(tm, i);
+		if (pe < 0 || pe >= roxshmem_state.n_pes || (pe != roxshmem_state.my_pe && roxshmem_state.peer_base[pe] == 0))
+			bad = ROXSHMEM_BAD_ARG_NOT_MAPPED;
+	}
+	if (bad) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, bad);
+		return 0;
+	}
+	return 1;
+}
+
+/* The round this PE enters next on the team (every thread of the group may read it between
+ * rounds: only the leader writes it, inside roxi_round, between two group barriers). */
+ROXA_FN uint64_t roxi_next_round(const struct roxi_team *tm) { return *roxi_ws(tm, ROXSHMEM_TEAM_WS_ROUND) + 1; }
+
+/* One round, run by the whole group once its threads have staged: the leader publishes the
+ * signature (word ARRIVE: a new round; READY: the second phase of the current one, no signature),
+ * releases, announces to every member, waits for every member, acquires and (check) compares the
+ * signatures and counts. Every thread gets the round number, or 0 when the round failed (aborted,
+ * mismatched, or this member's own arguments were bad: sig ROXI_SIG_BAD). quiet_first: complete
+ * this PE's outstanding operations first (barrier). */
+ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, uint64_t sig, uint64_t count,
+			      int check, int quiet_first, uint32_t call)
+{
+	uint64_t *ws = roxi_ws(tm, 0);
+	roxi_thread_drain();
+	roxi_gsync(g);
+	if (roxi_gidx(g) == 0) {
+		uint64_t r = ws[ROXSHMEM_TEAM_WS_ROUND / 8];
+		if (word == ROXSHMEM_TEAM_WS_ARRIVE) {
+			r++;
+			ws[ROXSHMEM_TEAM_WS_ROUND / 8] = r;
+			/* members load these at system scope: stores of the same scope (in CacheBypass a plain
+			 * store could sit where their loads do not look) */
+			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_SIG / 8 + (r & 1), sig);
+			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_COUNT / 8 + (r & 1), count);
+		}
+		/* the staged data, the signature and count are visible before the announcement */
+		if (roxi_bypass()) {
+			roxa_drain();
+			if (quiet_first)
+				roxa_fence_release();
+		} else {
+			roxa_fence_release();
+		}
+		if (quiet_first) {
+#ifdef ROXI_HAVE_SDMA
+			roxi_sdma_quiet(call);
+#endif
+			roxi_ring_quiet(call);
+		}
+		uint64_t at = tm->ws + word + 8ull * (uint64_t)tm->me;
+		for (int k = 1; k < tm->size; k++) {
+			int i = (tm->me + k) % tm->size;
+			roxa_st_relaxed_u64((uint64_t *)roxi_member(tm, i, at), r);
+		}
+		uint64_t ok = r;
+		for (int k = 1; k < tm->size && ok; k++) {
+			int i = (tm->me + k) % tm->size;
+			const uint64_t *w = ws + word / 8 + i;
+			uint32_t spins = 0;
+			while (roxa_ld_relaxed_u64(w) < r) {
+				if ((++spins & 63) == 0) {
+					if (roxi_must_abort(call, roxi_team_pe(tm, i), 1)) {
+						ok = 0;
+						break;
+					}
+					if (spins > 1024)
+						roxa_pause();
+				}
+			}
+		}
+		roxi_wait_acquire();
+		if (ok && check) {
+			if (sig == ROXI_SIG_BAD)
+				ok = 0;
+			for (int k = 1; k < tm->size && ok; k++) {
+				int i = (tm->me + k) % tm->size;
+				uint64_t s = roxa_ld_relaxed_u64((const uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_SIG + 8 * (r & 1)));
+				uint64_t c = roxa_ld_relaxed_u64((const uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_COUNT + 8 * (r & 1)));
+				if (s != sig || (check > 1 && c != count)) {
+					roxi_record(ROXSHMEM_CALL_COLL_MISMATCH, roxi_team_pe(tm, i), (uint32_t)(s != sig ? s : c));
+					ok = 0;
+				}
+			}
+		}
+		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = ok;
+	}
+	roxi_gsync(g);
+	return ws[ROXSHMEM_TEAM_WS_STATUS / 8];
+}
+#define ROXI_CHECK_SIG 1       /* compare signatures */
+#define ROXI_CHECK_SIG_COUNT 2 /* and counts */
+
+/* the staging copy of this member's bytes into its scratch (members read it) */
+ROXA_FN void roxi_stage(void *dst, const void *src, uint64_t n, int g)
+{
+	roxa_copy(dst, src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+}
+/* a copy from member i's heap (system-coherent loads from peers) */
+ROXA_FN void roxi_fetch(const struct roxi_team *tm, int i, void *dst, uint64_t off, uint64_t n, int g)
+{
+	roxa_copy(dst, roxi_member(tm, i, off), n, roxi_gidx(g), roxi_gsize(g), roxi_member_mode(tm, i), ROXA_MEM_PLAIN);
+}
+
+/* barrier (quiet first) and sync (order only) over a team */
+ROXI_COLD int roxi_team_barrier(roxshmem_team_t team, int g, int quiet_first)
+{
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, g))
+		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	uint32_t call = quiet_first ? ROXSHMEM_CALL_BARRIER : ROXSHMEM_CALL_SYNC;
+	uint64_t r = roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, roxi_sig(quiet_first ? ROXI_COLL_BARRIER : ROXI_COLL_SYNC, 0, 0, 0),
+				0, ROXI_CHECK_SIG, quiet_first, call);
+	return r ? 0 : -1;
+}
+
+/* broadcast: root stages a chunk, every member reads root's scratch */
+ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *source, uint64_t n, int root, int g, uint32_t type)
+{
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, g))
+		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	uint64_t sig = roxi_sig(ROXI_COLL_BCAST, type, 0, (uint32_t)root);
+	int lead = roxi_gidx(g) == 0;
+	if (root < 0 || root >= tm.size) {
+		if (lead)
+			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, ROXSHMEM_BAD_ARG_ROOT);
+		sig = ROXI_SIG_BAD;
+	} else if (tm.me == root && dest != source && roxi_overlap(dest, n, source, n)) {
+		if (lead)
+			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, ROXSHMEM_BAD_ARG_OVERLAP);
+		sig = ROXI_SIG_BAD;
+	}
+	uint64_t done = 0;
+	do {
+		uint64_t c = n - done < tm.half ? n - done : tm.half;
+		uint64_t r = roxi_next_round(&tm), sc = roxi_scratch_off(&tm, r);
+		if (tm.me == root && sig != ROXI_SIG_BAD)
+			roxi_stage(roxi_local(sc), (const uint8_t *)source + done, c, g);
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		if (tm.me != root)
+			roxi_fetch(&tm, root, (uint8_t *)dest + done, sc, c, g);
+		else if (dest != source)
+			roxa_copy((uint8_t *)dest + done, (const uint8_t *)source + done, c, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
+				  ROXA_MEM_PLAIN);
+		done += c;
+	} while (done < n);
+	roxi_gsync(g);
+	return 0;
+}
+
+/* fcollect (fixed all-gather): dest[i*n .. (i+1)*n) = member i's source. In place when source is
+ * dest + me*n. */
+ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source, uint64_t n, int g, uint32_t type)
+{
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, g))
+		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	uint64_t sig = roxi_sig(ROXI_COLL_FCOLLECT, type, 0, 0);
+	uint8_t *d = (uint8_t *)dest;
+	if (source != d + (uint64_t)tm.me * n && roxi_overlap(dest, n * (uint64_t)tm.size, source, n)) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, ROXSHMEM_BAD_ARG_OVERLAP);
+		sig = ROXI_SIG_BAD;
+	}
+	uint64_t done = 0;
+	do {
+		uint64_t c = n - done < tm.half ? n - done : tm.half;
+		uint64_t r = roxi_next_round(&tm), sc = roxi_scratch_off(&tm, r);
+		if (sig != ROXI_SIG_BAD)
+			roxi_stage(roxi_local(sc), (const uint8_t *)source + done, c, g);
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		for (int i = 0; i < tm.size; i++)
+			roxi_fetch(&tm, i, d + (uint64_t)i * n + done, sc, c, g);
+		done += c;
+	} while (done < n);
+	roxi_gsync(g);
+	return 0;
+}
+
+/* collect (variable all-gather): dest = the members' sources concatenated in team order; every
+ * member's size travels in the workspace (the sizes may differ; the type must not). */
+ROXI_COLD int roxi_collect(roxshmem_team_t team, void *dest, const void *source, uint64_t n, int g, uint32_t type)
+{
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, g))
+		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	uint64_t sig = roxi_sig(ROXI_COLL_COLLECT, type, 0, 0);
+	if (dest != source && roxi_overlap(dest, n, source, n)) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, ROXSHMEM_BAD_ARG_OVERLAP);
+		sig = ROXI_SIG_BAD;
+	}
+	uint64_t done = 0, most = 0;
+	do {
+		uint64_t c = done < n ? (n - done < tm.half ? n - done : tm.half) : 0;
+		uint64_t r = roxi_next_round(&tm), sc = roxi_scratch_off(&tm, r);
+		if (sig != ROXI_SIG_BAD)
+			roxi_stage(roxi_local(sc), (const uint8_t *)source + done, c, g);
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		uint64_t at = 0;
+		for (int i = 0; i < tm.size; i++) {
+			uint64_t ni = i == tm.me ? n
+						 : roxa_ld_relaxed_u64((const uint64_t *)roxi_member(&tm, i, tm.ws + ROXSHMEM_TEAM_WS_COUNT + 8 * (r & 1)));
+			if (ni > most)
+				most = ni;
+			if (done < ni)
+				roxi_fetch(&tm, i, (uint8_t *)dest + at + done, sc, ni - done < tm.half ? ni - done : tm.half, g);
+			at += ni;
+		}
+		done += tm.half;
+	} while (done < most);
+	roxi_gsync(g);
+	return 0;
+}
+
+/* alltoall: dest[i*n ..) = member i's source[me*n ..). In place when dest == source. */
+ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source, uint64_t n, int g, uint32_t type)
+{
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, g))
+		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	uint64_t sig = roxi_sig(ROXI_COLL_ALLTOALL, type, 0, 0), all = n * (uint64_t)tm.size;
+	uint64_t cb = (tm.half / (uint64_t)tm.size) & ~15ull; /* per-block chunk */
+	uint32_t bad = cb == 0 ? ROXSHMEM_BAD_ARG_WORKSPACE : dest != source && roxi_overlap(dest, all, source, all) ? ROXSHMEM_BAD_ARG_OVERLAP : 0;
+	if (bad) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, bad);
+		sig = ROXI_SIG_BAD;
+		cb = 1;
+	}
+	const uint8_t *s = (const uint8_t *)source;
+	uint8_t *d = (uint8_t *)dest;
+	uint64_t done = 0;
+	do {
+		uint64_t c = n - done < cb ? n - done : cb;
+		uint64_t r = roxi_next_round(&tm), sc = roxi_scratch_off(&tm, r);
+		if (sig != ROXI_SIG_BAD)
+			for (int k = 0; k < tm.size; k++)
+				roxi_stage((uint8_t *)roxi_local(sc) + (uint64_t)k * cb, s + (uint64_t)k * n + done, c, g);
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		for (int i = 0; i < tm.size; i++)
+			roxi_fetch(&tm, i, d + (uint64_t)i * n + done, sc + (uint64_t)tm.me * cb, c, g);
+		done += c;
+	} while (done < n);
+	roxi_gsync(g);
+	return 0;
+}
+
+/* ---- reductions ---------------------------------------------------------------------------- */
+#define ROXI_OP_SUM 0
+#define ROXI_OP_PROD 1
+#define ROXI_OP_MIN 2
+#define ROXI_OP_MAX 3
+#define ROXI_OP_AND 4
+#define ROXI_OP_OR 5
+#define ROXI_OP_XOR 6
+
+/* fp16 / bf16 <-> fp32, in integer arithmetic: the same bits on every target and on the CPU */
+ROXA_FN float roxi_bits_f32(uint32_t b)
+{
+	float f;
+	roxa_bytecopy(&f, &b, 4);
+	return f;
+}
+ROXA_FN uint32_t roxi_f32_bits(float f)
+{
+	uint32_t b;
+	roxa_bytecopy(&b, &f, 4);
+	return b;
+}
+ROXA_FN float roxi_half_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	if (e == 0x1f)
+		return roxi_bits_f32(sign | 0x7f800000u | (m << 13));
+	if (e == 0) {
+		if (m == 0)
+			return roxi_bits_f32(sign);
+		/* subnormal: m * 2^-24, exact in fp32 */
+		int sh = 0;
+		while ((m & 0x400) == 0) {
+			m <<= 1;
+			sh++;
+		}
+		return roxi_bits_f32(sign | ((uint32_t)(113 - sh) << 23) | ((m & 0x3ff) << 13));
+	}
+	return roxi_bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+ROXA_FN uint16_t roxi_f32_to_half(float f)
+{
+	uint32_t b = roxi_f32_bits(f), sign = (b >> 16) & 0x8000, e = (b >> 23) & 0xff, m = b & 0x7fffff;
+	if (e == 0xff)
+		return (uint16_t)(sign | 0x7c00 | (m ? 0x200 | (m >> 13) : 0));
+	int32_t he = (int32_t)e - 112; /* biased half exponent */
+	if (he >= 0x1f)
+		return (uint16_t)(sign | 0x7c00);
+	uint32_t mant = m | 0x800000u; /* 24 bits with the implicit one */
+	uint32_t shift = 13;
+	if (he <= 0) {
+		if (he < -10)
+			return (uint16_t)sign; /* below half the smallest subnormal */
+		shift = (uint32_t)(14 - he);
+		he = 0;
+	} else {
+		mant &= 0x7fffff;
+	}
+	uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+	if (rem > halfway || (rem == halfway && (q & 1)))
+		q++;
+	/* q carries into the exponent on overflow of the mantissa: still the right encoding */
+	return (uint16_t)(sign | (((uint32_t)he << 10) + q));
+}
+ROXA_FN float roxi_bf16_to_f32(uint16_t h) { return roxi_bits_f32((uint32_t)h << 16); }
+ROXA_FN uint16_t roxi_f32_to_bf16(float f)
+{
+	uint32_t b = roxi_f32_bits(f);
+	if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x7fffff))
+		return (uint16_t)((b >> 16) | 0x40); /* NaN stays NaN (quiet) */
+	return (uint16_t)((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+}
+
+/* accumulator type and conversions */
+template <typename T> struct roxi_acc_of {
+	typedef T type;
+	ROXA_FN T in(T v) { return v; }
+	ROXA_FN T out(T a) { return a; }
+};
+template <> struct roxi_acc_of<roxshmem_half_t> {
+	typedef float type;
+	ROXA_FN float in(roxshmem_half_t v) { return roxi_half_to_f32(v.bits); }
+	ROXA_FN roxshmem_half_t out(float a)
+	{
+		roxshmem_half_t h;
+		h.bits = roxi_f32_to_half(a);
+		return h;
+	}
+};
+template <> struct roxi_acc_of<roxshmem_bfloat16_t> {
+	typedef float type;
+	ROXA_FN float in(roxshmem_bfloat16_t v) { return roxi_bf16_to_f32(v.bits); }
+	ROXA_FN roxshmem_bfloat16_t out(float a)
+	{
+		roxshmem_bfloat16_t h;
+		h.bits = roxi_f32_to_bf16(a);
+		return h;
+	}
+};
+
+/* wrapping integer arithmetic (no signed overflow), plain arithmetic for floats */
+template <typename A> struct roxi_arith {
+	ROXA_FN A add(A a, A b) { return a + b; }
+	ROXA_FN A mul(A a, A b) { return a * b; }
+};
+#define ROXI_WRAP(T, W)                                                                                           \
+	template <> struct roxi_arith<T> {                                                                        \
+		ROXA_FN T add(T a, T b) { return (T)((W)a + (W)b); }                                        \
+		ROXA_FN T mul(T a, T b) { return (T)((W)a * (W)b); }                                        \
+	};
+ROXI_WRAP(char, unsigned int)
+ROXI_WRAP(signed char, unsigned int)
+ROXI_WRAP(unsigned char, unsigned int)
+ROXI_WRAP(short, unsigned int)
+ROXI_WRAP(unsigned short, unsigned int)
+ROXI_WRAP(int, unsigned int)
+ROXI_WRAP(unsigned int, unsigned int)
+ROXI_WRAP(long, unsigned long long)
+ROXI_WRAP(unsigned long, unsigned long long)
+ROXI_WRAP(long long, unsigned long long)
+ROXI_WRAP(unsigned long long, unsigned long long)
+
+template <int OP, typename A> ROXA_FN A roxi_combine(A a, A b)
+{
+	switch (OP) {
+	case ROXI_OP_SUM: return roxi_arith<A>::add(a, b);
+	case ROXI_OP_PROD: return roxi_arith<A>::mul(a, b);
+	case ROXI_OP_MIN: return b < a ? b : a;
+	case ROXI_OP_MAX: return b > a ? b : a;
+	default: return a; /* the bitwise ops: roxi_combine_bits */
+	}
+}
+template <int OP, typename A> struct roxi_combiner {
+	ROXA_FN A f(A a, A b) { return roxi_combine<OP, A>(a, b); }
+};
+#define ROXI_BITS_OPS(T)                                                                                          \
+	template <> struct roxi_combiner<ROXI_OP_AND, T> {                                                        \
+		ROXA_FN T f(T a, T b) { return (T)(a & b); }                                                \
+	};                                                                                                        \
+	template <> struct roxi_combiner<ROXI_OP_OR, T> {                                                         \
+		ROXA_FN T f(T a, T b) { return (T)(a | b); }                                                \
+	};                                                                                                        \
+	template <> struct roxi_combiner<ROXI_OP_XOR, T> {                                                        \
+		ROXA_FN T f(T a, T b) { return (T)(a ^ b); }                                                \
+	};
+ROXI_BITS_OPS(unsigned char)
+ROXI_BITS_OPS(unsigned short)
+ROXI_BITS_OPS(unsigned int)
+ROXI_BITS_OPS(unsigned long)
+ROXI_BITS_OPS(unsigned long long)
+ROXI_BITS_OPS(signed char)
+ROXI_BITS_OPS(short)
+ROXI_BITS_OPS(int)
+ROXI_BITS_OPS(long)
+ROXI_BITS_OPS(long long)
+
+/* dst[i] = the team-order reduction of member j's element i at heap offset in_off (i in [0, cnt)),
+ * this thread taking 16-byte packets (or, unaligned, elements) idx, idx+step, ... */
+template <typename T, int OP>
+ROXI_COLD void roxi_reduce_range(T *dst, uint64_t in_off, uint64_t cnt, const struct roxi_team *tm, uint32_t idx,
+				 uint32_t step, int st_mode)
+{
+	typedef roxi_acc_of<T> AC;
+	typedef typename AC::type A;
+	const uint64_t K = 16 / sizeof(T);
+	uint64_t npk = ((in_off | (uint64_t)(uintptr_t)dst) & 15) == 0 ? cnt / K : 0;
+	for (uint64_t p = idx; p < npk; p += step) {
+		A acc[16 / sizeof(T)];
+		for (int i = 0; i < tm->size; i++) {
+			roxa_u128 v = roxa_ld16(roxi_member(tm, i, in_off + 16 * p), roxi_member_mode(tm, i));
+			T x[16 / sizeof(T)];
+			roxa_bytecopy(x, &v, 16);
+			for (uint64_t k = 0; k < K; k++)
+				acc[k] = i == 0 ? AC::in(x[k]) : roxi_combiner<OP, A>::f(acc[k], AC::in(x[k]));
+		}
+		T out[16 / sizeof(T)];
+		for (uint64_t k = 0; k < K; k++)
+			out[k] = AC::out(acc[k]);
+		roxa_u128 o;
+		roxa_bytecopy(&o, out, 16);
+		roxa_st16(dst + K * p, &o, st_mode);
+	}
+	for (uint64_t e = npk * K + idx; e < cnt; e += step) {
+		A acc = A();
+		for (int i = 0; i < tm->size; i++) {
+			const void *src = roxi_member(tm, i, in_off + e * sizeof(T));
+			uint64_t bits = i == tm->me ? 0 : roxi_ld_width(src, sizeof(T));
+			T x;
+			if (i == tm->me)
+				x = *(const T *)src;
+			else
+				roxa_bytecopy(&x, &bits, sizeof(T));
+			acc = i == 0 ? AC::in(x) : roxi_combiner<OP, A>::f(acc, AC::in(x));
+		}
+		T o = AC::out(acc);
+		if (st_mode == ROXA_MEM_BYPASS) {
+			uint64_t bits = 0;
+			roxa_bytecopy(&bits, &o, sizeof(T));
+			roxi_st_width(dst + e, bits, sizeof(T));
+		} else {
+			dst[e] = o;
+		}
+	}
+}
+
+ROXA_FN int roxi_reduce_algo(uint64_t bytes, int size)
+{
+	const roxshmem_team_table_t *tt = roxi_team_table();
+	uint32_t a = tt ? tt->coll_algo : ROXSHMEM_COLL_AUTO;
+	if (a == ROXSHMEM_COLL_ONESHOT || a == ROXSHMEM_COLL_TWOSHOT)
+		return size == 1 ? ROXSHMEM_COLL_ONESHOT : (int)a;
+	uint64_t most = tt && tt->oneshot_max ? tt->oneshot_max : ROXSHMEM_COLL_ONESHOT_MAX;
+	return bytes <= most || size == 1 ? ROXSHMEM_COLL_ONESHOT : ROXSHMEM_COLL_TWOSHOT;
+}
+
+/* the reduction every member ends with: in place when dest == source */
+template <typename T, int OP>
+ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64_t n, int g, uint32_t type)
+{
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, g))
+		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	const uint64_t sz = sizeof(T), bytes = n * sz;
+	int algo = roxi_reduce_algo(bytes, tm.size);
+	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE, type, OP, (uint32_t)algo);
+	uint64_t src_off = roxi_heap_off(source, bytes);
+	uint32_t bad = src_off == ~0ull ? ROXSHMEM_CALL_BAD_ADDR : (dest != source && roxi_overlap(dest, bytes, source, bytes)) ? ROXSHMEM_CALL_BAD_ARG : 0;
+	if (bad) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(bad, roxshmem_state.my_pe, bad == ROXSHMEM_CALL_BAD_ADDR ? (uint32_t)(uintptr_t)source : ROXSHMEM_BAD_ARG_OVERLAP);
+		sig = ROXI_SIG_BAD;
+	}
+	const uint64_t per = tm.half / sz; /* elements a scratch half holds (a multiple of 16 bytes) */
+	uint64_t done = 0;
+	do {
+		uint64_t r = roxi_next_round(&tm), sc = roxi_scratch_off(&tm, r);
+		if (algo == ROXSHMEM_COLL_ONESHOT) {
+			uint64_t c = n - done < per ? n - done : per;
+			if (sig != ROXI_SIG_BAD)
+				roxi_stage(roxi_local(sc), source + done, c * sz, g);
+			if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+				return -1;
+			roxi_reduce_range<T, OP>(dest + done, sc, c, &tm, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN);
+			done += c;
+		} else {
+			/* this round covers [done, done + c): member k reduces segment k of s elements */
+			uint64_t c = n - done < per * (uint64_t)tm.size ? n - done : per * (uint64_t)tm.size;
+			const uint64_t K = 16 / sz;
+			uint64_t s = (c + (uint64_t)tm.size - 1) / (uint64_t)tm.size;
+			s = (s + K - 1) / K * K;
+			if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+				return -1;
+			uint64_t lo = (uint64_t)tm.me * s < c ? (uint64_t)tm.me * s : c, hi = lo + s < c ? lo + s : c;
+			roxi_reduce_range<T, OP>((T *)roxi_local(sc), src_off + (done + lo) * sz, hi - lo, &tm, roxi_gidx(g), roxi_gsize(g),
+						 roxi_store_mode());
+			if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL))
+				return -1;
+			for (int i = 0; i < tm.size; i++) {
+				uint64_t l = (uint64_t)i * s < c ? (uint64_t)i * s : c, h = l + s < c ? l + s : c;
+				roxi_fetch(&tm, i, dest + done + l, sc, (h - l) * sz, g);
+			}
+			done += c;
+		}
+	} while (done < n);
+	roxi_gsync(g);
+	return 0;
+}
+
+/* reduce-scatter: dest (n elements) = the reduction of segment me (source + me*n) over the members;
+ * in place when dest == source + me*n. Reads the members' sources directly, then one more round
+ * tells them this member is done reading. */
+template <typename T, int OP>
+ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source, uint64_t n, int g, uint32_t type)
+{
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, g))
+		return -1;
+	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	const uint64_t sz = sizeof(T), all = n * sz * (uint64_t)tm.size;
+	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, 0);
+	uint64_t src_off = roxi_heap_off(source, all);
+	uint32_t bad = src_off == ~0ull ? ROXSHMEM_CALL_BAD_ADDR
+		       : (dest != source + (uint64_t)tm.me * n && roxi_overlap(dest, n * sz, source, all)) ? ROXSHMEM_CALL_BAD_ARG
+													 : 0;
+	if (bad) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(bad, roxshmem_state.my_pe, bad == ROXSHMEM_CALL_BAD_ADDR ? (uint32_t)(uintptr_t)source : ROXSHMEM_BAD_ARG_OVERLAP);
+		sig = ROXI_SIG_BAD;
+	}
+	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		return -1;
+	roxi_reduce_range<T, OP>(dest, src_off + (uint64_t)tm.me * n * sz, n, &tm, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN);
+	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL))
+		return -1;
+	return 0;
+}
+
+/* a type's code in the call signature: size, float, signed, 16-bit float kind */
+template <typename T> ROXA_FN uint32_t roxi_type_code(const T *)
+{
+	/* written so that no front end warns about a comparison of an unsigned value with zero */
+	return (uint32_t)sizeof(T) | ((T)1 / (T)2 != (T)0 ? 0x10u : 0u) | ((T)-1 < (T)1 ? 0x20u : 0u);
+}
+ROXA_FN uint32_t roxi_type_code(const roxshmem_half_t *) { return 2 | 0x10 | 0x40; }
+ROXA_FN uint32_t roxi_type_code(const roxshmem_bfloat16_t *) { return 2 | 0x10 | 0x80; }
+
+/* ---- the API ------------------------------------------------------------------------------- */
+
+ROXA_API int roxshmem_team_my_pe(roxshmem_team_t team)
+{
+	struct roxi_team tm;
+	return roxi_team_lookup(team, &tm, 0) ? tm.me : -1;
+}
+ROXA_API int roxshmem_team_n_pes(roxshmem_team_t team)
+{
+	struct roxi_team tm;
+	return roxi_team_lookup(team, &tm, 0) ? tm.size : -1;
+}
+/* the index in dest_team of src_team's member src_pe, or -1 (not a member, or a bad team) */
+ROXA_API int roxshmem_team_translate_pe(roxshmem_team_t src_team, int src_pe, roxshmem_team_t dest_team)
+{
+	struct roxi_team a, b;
+	if (!roxi_team_lookup(src_team, &a, 0) || !roxi_team_lookup(dest_team, &b, 0) || src_pe < 0 || src_pe >= a.size)
+		return -1;
+	int pe = roxi_team_pe(&a, src_pe) - b.start;
+	if (pe < 0 || pe % b.stride != 0 || pe / b.stride >= b.size)
+		return -1;
+	return pe / b.stride;
+}
+
+/* barrier: this PE's operations are complete, then every member has arrived; sync: every member
+ * has arrived (and this PE's stores are ordered before its announcement) */
+ROXA_API int roxshmem_barrier(roxshmem_team_t team) { return roxi_team_barrier(team, ROXI_THREAD, 1); }
+ROXA_API int roxshmem_team_sync(roxshmem_team_t team) { return roxi_team_barrier(team, ROXI_THREAD, 0); }
+ROXA_API int roxshmemx_barrier_warp(roxshmem_team_t team) { return roxi_team_barrier(team, ROXI_WARP, 1); }
+ROXA_API int roxshmemx_team_sync_warp(roxshmem_team_t team) { return roxi_team_barrier(team, ROXI_WARP, 0); }
+ROXA_API int roxshmemx_barrier_block(roxshmem_team_t team) { return roxi_team_barrier(team, ROXI_BLOCK, 1); }
+ROXA_API int roxshmemx_team_sync_block(roxshmem_team_t team) { return roxi_team_barrier(team, ROXI_BLOCK, 0); }
+
+/* byte forms (nelems: bytes; PE_root: the root's index in the team) */
+#define ROXI_COLL_MEM(SUFFIX, G)                                                                                        \
+	ROXA_API int roxshmem##SUFFIX##_broadcastmem(roxshmem_team_t team, void *dest, const void *source, size_t nelems, int PE_root) \
+	{                                                                                                               \
+		return roxi_broadcast(team, dest, source, nelems, PE_root, G, 0);                                        \
+	}                                                                                                               \
+	ROXA_API int roxshmem##SUFFIX##_fcollectmem(roxshmem_team_t team, void *dest, const void *source, size_t nelems) \
+	{                                                                                                               \
+		return roxi_fcollect(team, dest, source, nelems, G, 0);                                                  \
+	}                                                                                                               \
+	ROXA_API int roxshmem##SUFFIX##_collectmem(roxshmem_team_t team, void *dest, const void *source, size_t nelems)  \
+	{                                                                                                               \
+		return roxi_collect(team, dest, source, nelems, G, 0);                                                   \
+	}                                                                                                               \
+	ROXA_API int roxshmem##SUFFIX##_alltoallmem(roxshmem_team_t team, void *dest, const void *source, size_t nelems) \
+	{                                                                                                               \
+		return roxi_alltoall(team, dest, source, nelems, G, 0);                                                  \
+	}
+ROXI_COLL_MEM(, ROXI_THREAD)
+/* the group forms: roxshmemx_broadcastmem_warp, ..._block */
+#define ROXI_COLL_MEM_G(NAME, ARGS, CALL)                                                                               \
+	ROXA_API int roxshmemx_##NAME##_warp ARGS { return CALL(ROXI_WARP); }                                            \
+	ROXA_API int roxshmemx_##NAME##_block ARGS { return CALL(ROXI_BLOCK); }
+#define ROXI_BCAST_CALL(G) roxi_broadcast(team, dest, source, nelems, PE_root, G, 0)
+#define ROXI_FCOLLECT_CALL(G) roxi_fcollect(team, dest, source, nelems, G, 0)
+#define ROXI_COLLECT_CALL(G) roxi_collect(team, dest, source, nelems, G, 0)
+#define ROXI_ALLTOALL_CALL(G) roxi_alltoall(team, dest, source, nelems, G, 0)
+ROXI_COLL_MEM_G(broadcastmem, (roxshmem_team_t team, void *dest, const void *source, size_t nelems, int PE_root), ROXI_BCAST_CALL)
+ROXI_COLL_MEM_G(fcollectmem, (roxshmem_team_t team, void *dest, const void *source, size_t nelems), ROXI_FCOLLECT_CALL)
+ROXI_COLL_MEM_G(collectmem, (roxshmem_team_t team, void *dest, const void *source, size_t nelems), ROXI_COLLECT_CALL)
+ROXI_COLL_MEM_G(alltoallmem, (roxshmem_team_t team, void *dest, const void *source, size_t nelems), ROXI_ALLTOALL_CALL)
+
+/* typed forms over the standard RMA types (nelems: elements) */
+#define ROXI_COLL_TYPED(NAME, T)                                                                                        \
+	ROXA_API int roxshmem_##NAME##_broadcast(roxshmem_team_t team, T *dest, const T *source, size_t nelems, int PE_root) \
+	{                                                                                                               \
+		return roxi_broadcast(team, dest, source, nelems * sizeof(T), PE_root, ROXI_THREAD, roxi_type_code((const T *)0)); \
+	}                                                                                                               \
+	ROXA_API int roxshmem_##NAME##_fcollect(roxshmem_team_t team, T *dest, const T *source, size_t nelems)          \
+	{                                                                                                               \
+		return roxi_fcollect(team, dest, source, nelems * sizeof(T), ROXI_THREAD, roxi_type_code((const T *)0));          \
+	}                                                                                                               \
+	ROXA_API int roxshmem_##NAME##_collect(roxshmem_team_t team, T *dest, const T *source, size_t nelems)           \
+	{                                                                                                               \
+		return roxi_collect(team, dest, source, nelems * sizeof(T), ROXI_THREAD, roxi_type_code((const T *)0));           \
+	}                                                                                                               \
+	ROXA_API int roxshmem_##NAME##_alltoall(roxshmem_team_t team, T *dest, const T *source, size_t nelems)          \
+	{                                                                                                               \
+		return roxi_alltoall(team, dest, source, nelems * sizeof(T), ROXI_THREAD, roxi_type_code((const T *)0));          \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_broadcast_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems, int PE_root) \
+	{                                                                                                               \
+		return roxi_broadcast(team, dest, source, nelems * sizeof(T), PE_root, ROXI_BLOCK, roxi_type_code((const T *)0));  \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_fcollect_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems)   \
+	{                                                                                                               \
+		return roxi_fcollect(team, dest, source, nelems * sizeof(T), ROXI_BLOCK, roxi_type_code((const T *)0));           \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_collect_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems)    \
+	{                                                                                                               \
+		return roxi_collect(team, dest, source, nelems * sizeof(T), ROXI_BLOCK, roxi_type_code((const T *)0));            \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_alltoall_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems)   \
+	{                                                                                                               \
+		return roxi_alltoall(team, dest, source, nelems * sizeof(T), ROXI_BLOCK, roxi_type_code((const T *)0));           \
+	}
+ROXI_RMA_TYPES(ROXI_COLL_TYPED)
+
+/* reductions: roxshmem_TYPE_OP_reduce (every member gets the result), roxshmemx_TYPE_OP_reduce_scatter
+ * (member i gets segment i; source holds n_pes * nelems elements), at thread, warp and block level */
+#define ROXI_REDUCE(NAME, T, OPNAME, OP)                                                                                \
+	ROXA_API int roxshmem_##NAME##_##OPNAME##_reduce(roxshmem_team_t team, T *dest, const T *source, size_t nreduce) \
+	{                                                                                                               \
+		return roxi_reduce<T, OP>(team, dest, source, nreduce, ROXI_THREAD, roxi_type_code((const T *)0));                \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_warp(roxshmem_team_t team, T *dest, const T *source, size_t nreduce) \
+	{                                                                                                               \
+		return roxi_reduce<T, OP>(team, dest, source, nreduce, ROXI_WARP, roxi_type_code((const T *)0));                  \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_block(roxshmem_team_t team, T *dest, const T *source, size_t nreduce) \
+	{                                                                                                               \
+		return roxi_reduce<T, OP>(team, dest, source, nreduce, ROXI_BLOCK, roxi_type_code((const T *)0));                 \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_scatter(roxshmem_team_t team, T *dest, const T *source, size_t nelems) \
+	{                                                                                                               \
+		return roxi_reduce_scatter<T, OP>(team, dest, source, nelems, ROXI_THREAD, roxi_type_code((const T *)0));         \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_scatter_warp(roxshmem_team_t team, T *dest, const T *source, size_t nelems) \
+	{                                                                                                               \
+		return roxi_reduce_scatter<T, OP>(team, dest, source, nelems, ROXI_WARP, roxi_type_code((const T *)0));           \
+	}                                                                                                               \
+	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_scatter_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems) \
+	{                                                                                                               \
+		return roxi_reduce_scatter<T, OP>(team, dest, source, nelems, ROXI_BLOCK, roxi_type_code((const T *)0));          \
+	}
+
+/* OpenSHMEM 1.5 "Reduction types": bitwise over the unsigned and fixed-width integers; min, max,
+ * sum and prod over the integers and real floats (long double and the complex types excluded) */
+#define ROXI_BITWISE_TYPES(X)                                                                                           \
+	X(uchar, unsigned char) X(ushort, unsigned short) X(uint, unsigned int) X(ulong, unsigned long)                    \
+	X(ulonglong, unsigned long long) X(int8, int8_t) X(int16, int16_t) X(int32, int32_t) X(int64, int64_t)           \
+	X(uint8, uint8_t) X(uint16, uint16_t) X(uint32, uint32_t) X(uint64, uint64_t) X(size, size_t)
+#define ROXI_ARITH_TYPES(X)                                                                                             \
+	X(char, char) X(schar, signed char) X(short, short) X(int, int) X(long, long) X(longlong, long long)               \
+	X(ptrdiff, ptrdiff_t) X(uchar, unsigned char) X(ushort, unsigned short) X(uint, unsigned int)                      \
+	X(ulong, unsigned long) X(ulonglong, unsigned long long) X(int8, int8_t) X(int16, int16_t) X(int32, int32_t)      \
+	X(int64, int64_t) X(uint8, uint8_t) X(uint16, uint16_t) X(uint32, uint32_t) X(uint64, uint64_t) X(size, size_t)  \
+	X(float, float) X(double, double)
+/* extensions: fp16 and bf16, accumulated in fp32 */
+#define ROXI_HALF_TYPES(X) X(half, roxshmem_half_t) X(bfloat16, roxshmem_bfloat16_t)
+
+#define ROXI_BITWISE_OPS(NAME, T) ROXI_REDUCE(NAME, T, and, ROXI_OP_AND) ROXI_REDUCE(NAME, T, or, ROXI_OP_OR) ROXI_REDUCE(NAME, T, xor, ROXI_OP_XOR)
+#define ROXI_ARITH_OPS(NAME, T)                                                                                         \
+	ROXI_REDUCE(NAME, T, sum, ROXI_OP_SUM) ROXI_REDUCE(NAME, T, prod, ROXI_OP_PROD)                                 \
+	ROXI_REDUCE(NAME, T, min, ROXI_OP_MIN) ROXI_REDUCE(NAME, T, max, ROXI_OP_MAX)
+#define ROXI_HALF_OPS(NAME, T) ROXI_REDUCE(NAME, T, sum, ROXI_OP_SUM) ROXI_REDUCE(NAME, T, min, ROXI_OP_MIN) ROXI_REDUCE(NAME, T, max, ROXI_OP_MAX)
+ROXI_BITWISE_TYPES(ROXI_BITWISE_OPS)
+ROXI_ARITH_TYPES(ROXI_ARITH_OPS)
+ROXI_HALF_TYPES(ROXI_HALF_OPS)
+
+#endif /* ROXA_GPU_LANG */
+#endif /* ROXAMEN_COLL_H */
