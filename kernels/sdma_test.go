@@ -395,8 +395,7 @@ func TestSDMAEmulatedFullRing(t *testing.T) {
 // The threshold sends large ordinary puts by SDMA and small ones by load/store.
 func TestSDMAEmulatedThreshold(t *testing.T) {
 	r := newSDMARoute(t, 4096, 64<<10, false, 4)
-	h0, h1 := uintptr(addr(r.heap0)), uintptr(addr(r.heap0))
-	_ = h1
+	h0 := uintptr(addr(r.heap0))
 	before := r.engine.Packets()
 	r.lib.putmem(h0+1<<20, h0, 4096, 1)
 	if r.engine.Packets() != before {

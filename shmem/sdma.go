@@ -21,7 +21,6 @@ type gpuSDMA struct {
 	kfd    *kfd.KFD
 	queues []*kfd.Queue
 	mem    device.Ptr // the SDMAQueue structs, their done words, then the table
-	nq     int        // queues made
 }
 
 // sdmaRingBytes is each queue's ring: 1 MiB, as ROCr and rocSHMEM size theirs.
@@ -115,14 +114,13 @@ func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 				return fail(err)
 			}
 			table.Queue[pe][j] = uint64(at)
-			sd.nq++
 		}
 	}
 	tab := sd.mem.Add(rt.w.npes * kernels.SDMAMaxQueues * (qsz + 64))
 	if err := d.CopyHtoD(tab, unsafe.Slice((*byte)(unsafe.Pointer(&table)), tsz)); err != nil {
 		return fail(err)
 	}
-	debugf("SDMA route: %d queues on node %d (%d PCIe, %d XGMI engines)", sd.nq, node.ID, node.SDMAEngines, node.SDMAXGMIEngines)
+	debugf("SDMA route: %d queues on node %d (%d PCIe, %d XGMI engines)", len(sd.queues), node.ID, node.SDMAEngines, node.SDMAXGMIEngines)
 	rt.state.SDMA = uint64(tab)
 	return sd, nil
 }

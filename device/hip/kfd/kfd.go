@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"unsafe"
 
@@ -288,7 +287,6 @@ func (k *KFD) CreateSDMAQueue(node uint32, xgmi bool, ringBytes int) (q *Queue, 
 	if err := check("hsaKmtCreateQueue", lib.hsaKmtCreateQueue(node, typ, queuePercent, priorityNormal, q.ring, q.size, nil, &res), arg); err != nil {
 		return nil, err
 	}
-	runtime.KeepAlive(q)
 	q.id, q.Doorbell, q.Wptr, q.Rptr = res.QueueID, res.Doorbell, res.WritePtr, res.ReadPtr
 	k.queues[q] = true
 	return q, nil
