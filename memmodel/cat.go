@@ -2,7 +2,6 @@ package memmodel
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -614,6 +613,14 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["loc"] = rel(func(a, b *Event) bool { return a.memory() && b.memory() && a.Loc == b.Loc })
 	env.vals["tgt"] = rel(func(a, b *Event) bool { return a.memory() && b.memory() && a.Loc.PE == b.Loc.PE })
 	env.vals["int"] = rel(func(a, b *Event) bool { return a.PE == b.PE })
+	ctxOf := func(e *Event) string {
+		if e.Plain {
+			return ""
+		}
+		return e.Ctx
+	}
+	env.vals["ctx"] = rel(func(a, b *Event) bool { return ctxOf(a) == ctxOf(b) })
+	env.vals["Dflt"] = set(func(e *Event) bool { return e.memory() && ctxOf(e) == "" })
 	env.vals["instr"] = rel(func(a, b *Event) bool { return a.PE == b.PE && a.Index == b.Index && a.ID != b.ID })
 	nth := map[int]int{} // barrier (sync) index in its column
 	count := map[[2]int]int{}
@@ -815,17 +822,10 @@ func Candidates(t *Test, opt Options, fn func(*Execution)) error {
 	return nil
 }
 
-// ErrContexts: a test names communication contexts, which model.cat's language and SimRunner do
-// not state yet (the Go axioms do).
-var ErrContexts = errors.New("communication contexts (on NAME) are not stated in the model file or the reference backend yet; the built-in checker decides them")
-
 // CheckCat decides t in mode with the axioms of model m: every candidate execution (Candidates)
 // the model accepts contributes its final state. It lists every candidate, so it is for tests of
 // the suite's size (a dozen events), not for testdata/big.
 func CheckCat(t *Test, m *Cat, mode Mode, opt Options) (*Result, error) {
-	if t.UsesContexts() {
-		return nil, fmt.Errorf("memmodel: CheckCat %s: %w", t.Name, ErrContexts)
-	}
 	r := &Result{Test: t, Mode: mode, Keys: StateKeys(t), allowed: map[string]bool{}}
 	states := map[string]State{}
 	var evalErr error

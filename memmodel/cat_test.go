@@ -47,9 +47,6 @@ func sameStates(t *testing.T, m *Cat, tt *Test, mode Mode, o Options) {
 func TestCatAgreesOnSuite(t *testing.T) {
 	m := DefaultCat()
 	for _, tt := range suite(t) {
-		if tt.UsesContexts() {
-			continue // contexts: the Go axioms only (ErrContexts)
-		}
 		n := 0
 		if err := Candidates(tt, DefaultOptions(), func(*Execution) { n++ }); err != nil {
 			t.Fatal(err)

@@ -188,38 +188,12 @@ func (c *checker) preservedOrder() {
 			c.ord = append(c.ord, [2]int{a, b})
 		}
 	}
-	epoch := make([]int, len(c.evs))
-	syncEpoch, doneAt := make([]int, len(c.evs)), make([]int, len(c.evs))
 	for _, col := range c.t.Columns {
-		// ids of this column's events and, per instruction index, how many barriers precede it.
+		// ids of this column's events
 		var ids []int
 		for i := range c.evs {
 			if c.evs[i].PE == col.PE {
 				ids = append(ids, i)
-			}
-		}
-		// fences and quiets are per context (ctxFence, ctxQuiet); barriers and syncs counted here
-		barriers, syncs := make([]int, len(col.Instrs)+1), make([]int, len(col.Instrs)+1)
-		for k, in := range col.Instrs {
-			barriers[k+1], syncs[k+1] = barriers[k], syncs[k]
-			switch in.Op {
-			case OpSync:
-				syncs[k+1]++
-			case OpBarrier:
-				barriers[k+1]++
-			}
-		}
-		for _, i := range ids {
-			epoch[i] = barriers[c.evs[i].Index]
-			syncEpoch[i] = syncs[c.evs[i].Index]
-			// the number of syncs before the first quiet or barrier after the event: a sync past
-			// it finds the event complete
-			doneAt[i] = len(col.Instrs) + 1
-			for k := c.evs[i].Index + 1; k < len(col.Instrs); k++ {
-				if op := col.Instrs[k].Op; op == OpQuiet || op == OpBarrier {
-					doneAt[i] = syncs[k]
-					break
-				}
 			}
 		}
 		for x, i := range ids {
@@ -231,9 +205,6 @@ func (c *checker) preservedOrder() {
 				b := &c.evs[j]
 				if !b.memory() {
 					continue
-				}
-				between := func(cnt []int) bool {
-					return cnt[b.Index] > cnt[a.Index+1] || (cnt[b.Index] > cnt[a.Index] && a.Index != b.Index)
 				}
 				if a.Index == b.Index { // put-with-signal: the data is delivered before the signal
 					edge(i, j, c.out[i], c.in[j])
@@ -251,7 +222,7 @@ func (c *checker) preservedOrder() {
 				if c.ctxFence(col, a, b) && a.delivery(c.opt) && b.delivery(c.opt) && a.Loc.PE == b.Loc.PE {
 					edge(i, j, c.out[i], c.in[j])
 				}
-				if c.ctxQuiet(col, a, b) || (between(barriers) && (a.Plain || a.Ctx == "")) { // quiet releases: everything before is complete
+				if c.completedAt(col, a) < b.Index { // quiet releases: everything before is complete
 					edge(i, j, c.late[i], c.in[j])
 				}
 				if a.blockingFetch() && c.opt.BlockingFetchOrders {
@@ -263,41 +234,77 @@ func (c *checker) preservedOrder() {
 			}
 		}
 	}
-	// barrier_all: everything before the k-th barrier anywhere precedes everything after it anywhere,
-	// with release (plain stores reach memory) and acquire (plain loads read memory afresh).
-	for i := range c.evs {
-		// barrier_all completes the default context's operations (and plain stores); another
-		// context's only when a quiet on that context comes between
-		if !c.evs[i].memory() || !c.quietedByBarrier(&c.evs[i]) {
-			continue
-		}
-		for j := range c.evs {
-			if c.evs[j].memory() && epoch[i] < epoch[j] {
-				edge(i, j, c.late[i], c.early[j])
-			}
-		}
-	}
-	// sync_all: every PE arrives, nothing is completed or made visible. What is complete when the
-	// PE calls it (its plain accesses, at execution; what its blocking calls returned; what a
-	// quiet or barrier since completed) precedes, at execution, whatever any PE does after it.
+	// barrier_all: what a barrier completes (plain stores, the default context's operations, a
+	// context's once quieted) precedes everything after it anywhere, with release (plain stores
+	// reach memory) and acquire (plain loads read memory afresh). sync_all completes nothing: what
+	// is complete when the PE calls it (its plain accesses, at execution; what its blocking calls
+	// returned; what a quiet or barrier since completed) precedes, at execution, whatever any PE does
+	// after it.
 	for i := range c.evs {
 		a := &c.evs[i]
 		if !a.memory() {
 			continue
 		}
+		col := c.column(a.PE)
 		done := a.Plain || a.Op == OpWait || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
-		for j := range c.evs {
-			if !c.evs[j].memory() {
+		at := c.completedAt(col, a)
+		for k := a.Index + 1; k < len(col.Instrs); k++ {
+			op := col.Instrs[k].Op
+			if op != OpBarrier && op != OpSync {
 				continue
 			}
-			if done && syncEpoch[i] < syncEpoch[j] {
-				edge(i, j, c.out[i], c.in[j])
-			}
-			if doneAt[i] < syncEpoch[j] {
-				edge(i, j, c.late[i], c.in[j])
+			for _, j := range c.after(col, k) {
+				switch {
+				case op == OpBarrier && at <= k:
+					edge(i, j, c.late[i], c.early[j])
+				case op == OpSync && at < k:
+					edge(i, j, c.late[i], c.in[j])
+				case op == OpSync && done:
+					edge(i, j, c.out[i], c.in[j])
+				}
 			}
 		}
 	}
+}
+
+// column returns PE pe's column.
+func (c *checker) column(pe int) Column {
+	for _, col := range c.t.Columns {
+		if col.PE == pe {
+			return col
+		}
+	}
+	return Column{}
+}
+
+// after lists the memory events that follow, in any column, the barrier or sync that matches
+// instruction k of col (the k-th of its kind in col matches the k-th of every column).
+func (c *checker) after(col Column, k int) []int {
+	op, nth := col.Instrs[k].Op, 0
+	for _, in := range col.Instrs[:k] {
+		if in.Op == op {
+			nth++
+		}
+	}
+	var ids []int
+	for _, other := range c.t.Columns {
+		n, from := 0, len(other.Instrs)
+		for x, in := range other.Instrs {
+			if in.Op == op {
+				if n == nth {
+					from = x
+					break
+				}
+				n++
+			}
+		}
+		for i := range c.evs {
+			if e := &c.evs[i]; e.PE == other.PE && e.Index > from && e.memory() {
+				ids = append(ids, i)
+			}
+		}
+	}
+	return ids
 }
 
 // Result is the model's answer for one test in one mode.
@@ -711,11 +718,20 @@ func (c *checker) ctxFence(col Column, a, b *Event) bool {
 	return c.between(col, a, b, func(in Instr) bool { return in.Op == OpFence && in.Ctx == ctxOf(a) })
 }
 
-// ctxQuiet reports whether a quiet between a and b completes a: a quiet on a context completes
-// that context's operations and the PE's plain stores (shmem_ctx_quiet), and orders them before
-// everything after it.
-func (c *checker) ctxQuiet(col Column, a, b *Event) bool {
-	return c.between(col, a, b, func(in Instr) bool { return in.Op == OpQuiet && (a.Plain || in.Ctx == a.Ctx) })
+// completedAt is the index of the first instruction after a in col that completes it: a quiet
+// on a's context, or any quiet for a plain access (shmem_ctx_quiet also completes the PE's memory
+// stores); a barrier for a plain access or an operation on the default context (barrier_all
+// completes the default context). len(col.Instrs) when none does.
+func (c *checker) completedAt(col Column, a *Event) int {
+	for k := a.Index + 1; k < len(col.Instrs); k++ {
+		switch in := col.Instrs[k]; {
+		case in.Op == OpQuiet && (a.Plain || in.Ctx == a.Ctx):
+			return k
+		case in.Op == OpBarrier && (a.Plain || a.Ctx == ""):
+			return k
+		}
+	}
+	return len(col.Instrs)
 }
 
 // between reports whether an instruction satisfying match lies strictly between a and b in col
@@ -724,28 +740,6 @@ func (c *checker) between(col Column, a, b *Event, match func(Instr) bool) bool 
 	for k := a.Index + 1; k < b.Index; k++ {
 		if match(col.Instrs[k]) {
 			return true
-		}
-	}
-	return false
-}
-
-// quietedByBarrier reports whether the next barrier of e's column completes e: e is plain or on
-// the default context, or a quiet on e's context lies between e and that barrier.
-func (c *checker) quietedByBarrier(e *Event) bool {
-	if e.Plain || e.Ctx == "" {
-		return true
-	}
-	for _, col := range c.t.Columns {
-		if col.PE != e.PE {
-			continue
-		}
-		for k := e.Index + 1; k < len(col.Instrs); k++ {
-			switch in := col.Instrs[k]; {
-			case in.Op == OpBarrier:
-				return false
-			case in.Op == OpQuiet && in.Ctx == e.Ctx:
-				return true
-			}
 		}
 	}
 	return false

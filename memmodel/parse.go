@@ -493,8 +493,8 @@ func (p *parser) instr(own int) Instr {
 	// "on NAME": the operation is issued on (fence and quiet apply to) communication context NAME.
 	if p.err == nil && p.tok.kind == tWord && p.tok.text == "on" {
 		switch op {
-		case OpSt, OpLd, OpWait, OpBarrier:
-			p.fail("%s takes no context (plain accesses, waits and barrier_all are not on one)", name)
+		case OpSt, OpLd, OpWait, OpBarrier, OpSync, OpSigFetch:
+			p.fail("%s takes no context (plain accesses, waits, signal_fetch, barrier_all and sync_all are not on one)", name)
 			return in
 		}
 		p.next()

@@ -13,9 +13,6 @@ func TestSimPower(t *testing.T) {
 	ctx := context.Background()
 	var rows []Power
 	for _, tt := range suite(t) {
-		if tt.UsesContexts() {
-			continue // contexts: the Go axioms only (ErrContexts)
-		}
 		r, err := Check(tt, Strict, DefaultOptions())
 		if err != nil {
 			t.Fatal(err)
@@ -58,9 +55,6 @@ func TestSimMutationsCaught(t *testing.T) {
 		matter, caught := 0, 0
 		var missed []string
 		for _, tt := range suite(t) {
-			if tt.UsesContexts() {
-				continue // contexts: the Go axioms only (ErrContexts)
-			}
 			ok, err := Matters(tt, mut, Strict, DefaultOptions())
 			if err != nil {
 				t.Fatal(err)

@@ -75,6 +75,13 @@ func genTest(data []byte) *Test {
 			default:
 				in = Instr{Op: OpWait, Loc: Loc{"s", pe}, Cmp: CmpGE, Val: 0}
 			}
+			switch in.Op { // some operations, fences and quiets on one of two contexts
+			case OpSt, OpLd, OpWait, OpSigFetch:
+			default:
+				if c := next() % 6; c < 2 {
+					in.Ctx = []string{"a", "b"}[c]
+				}
+			}
 			if in.Reg != "" {
 				nreg++
 				if next()%2 == 0 { // some registers stay out of the condition: Decide leaves their reads free
@@ -90,6 +97,13 @@ func genTest(data []byte) *Test {
 			c := &t.Columns[i]
 			at := next() % (len(c.Instrs) + 1)
 			c.Instrs = append(c.Instrs[:at], append([]Instr{{Op: OpSync}}, c.Instrs[at:]...)...)
+		}
+	}
+	if next()%4 == 0 { // one barrier_all in every column
+		for i := range t.Columns {
+			c := &t.Columns[i]
+			at := next() % (len(c.Instrs) + 1)
+			c.Instrs = append(c.Instrs[:at], append([]Instr{{Op: OpBarrier}}, c.Instrs[at:]...)...)
 		}
 	}
 	t.Cond = Prop{Kind: PropMem, Loc: Loc{"x", 0}, Val: int64(next() % 3)}

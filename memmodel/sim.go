@@ -52,13 +52,20 @@ type simOp struct {
 	amo             bool          // an AMO on loc: atomic with the other AMOs on loc
 	amoWrite        bool          // the write half of an RMW on loc, read already
 	rmw             func() func() // an RMW: reads (and sets the register), returns its write half
+	ctx             string        // the communication context it is issued on ("" the default)
+}
+
+// simCtx is one PE's communication context: fences count per context.
+type simCtx struct {
+	pe  int
+	ctx string
 }
 
 type simMem struct {
 	mu      sync.Mutex
 	mem     map[Loc]int64
 	pending []*simOp
-	epoch   map[int]int // per source PE: fences issued
+	epoch   map[simCtx]int // per source PE and context: fences issued
 	drop    bool
 }
 
@@ -67,12 +74,18 @@ type simMem struct {
 func (m *simMem) issue(src, dst int, apply func(), set ...func(*simOp)) *simOp {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	op := &simOp{src: src, dst: dst, epoch: m.epoch[src], apply: apply, done: make(chan struct{})}
+	op := &simOp{src: src, dst: dst, apply: apply, done: make(chan struct{})}
 	for _, f := range set {
 		f(op)
 	}
+	op.epoch = m.epoch[simCtx{src, op.ctx}]
 	m.pending = append(m.pending, op)
 	return op
+}
+
+// issueOn issues an operation on communication context c.
+func (m *simMem) issueOn(c string, src, dst int, apply func(), set ...func(*simOp)) *simOp {
+	return m.issue(src, dst, apply, append(set, func(o *simOp) { o.ctx = c })...)
 }
 
 // deliverOne delivers a random deliverable op; false when none is pending.
@@ -83,7 +96,7 @@ func (m *simMem) deliverOne(rng *rand.Rand) bool {
 	for i, op := range m.pending {
 		blocked := false
 		for _, o := range m.pending[:i] {
-			if !m.drop && o.src == op.src && o.dst == op.dst && o.epoch < op.epoch && !o.unfenced && !op.unfenced {
+			if !m.drop && o.src == op.src && o.dst == op.dst && o.ctx == op.ctx && o.epoch < op.epoch && !o.unfenced && !op.unfenced {
 				blocked = true
 			}
 			if (o.store || o.load) && (op.store || op.load) && o.src == op.src && o.loc == op.loc { // a PE's plain accesses to one word stay in order
@@ -102,7 +115,7 @@ func (m *simMem) deliverOne(rng *rand.Rand) bool {
 	m.pending = append(m.pending[:i], m.pending[i+1:]...)
 	if op.rmw != nil { // AMOs are atomic only among AMOs: a put may land between read and write
 		w := op.rmw()
-		m.pending = append(m.pending, &simOp{src: op.src, dst: op.dst, epoch: op.epoch, apply: w, done: op.done, amoWrite: true, loc: op.loc})
+		m.pending = append(m.pending, &simOp{src: op.src, dst: op.dst, epoch: op.epoch, apply: w, done: op.done, amoWrite: true, loc: op.loc, ctx: op.ctx})
 		return true
 	}
 	op.apply()
@@ -141,12 +154,13 @@ func (m *simMem) drainPlain(ctx context.Context, src int) error {
 	}
 }
 
-func (m *simMem) quiet(ctx context.Context, src int) error {
+// quiet waits until the PE's operations on context c and its plain accesses are performed.
+func (m *simMem) quiet(ctx context.Context, src int, c string) error {
 	for {
 		m.mu.Lock()
 		n := 0
 		for _, op := range m.pending {
-			if op.src == src {
+			if op.src == src && (op.ctx == c || op.store || op.load) {
 				n++
 			}
 		}
@@ -162,12 +176,9 @@ func (m *simMem) quiet(ctx context.Context, src int) error {
 }
 
 func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, error) {
-	if t.UsesContexts() {
-		return nil, fmt.Errorf("memmodel: SimRunner %s: %w", t.Name, ErrContexts)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m := &simMem{mem: map[Loc]int64{}, epoch: map[int]int{}, drop: s.Mutation == MutDropFences}
+	m := &simMem{mem: map[Loc]int64{}, epoch: map[simCtx]int{}, drop: s.Mutation == MutDropFences}
 	for _, iv := range t.Init {
 		m.mem[iv.Loc] = iv.Val
 	}
@@ -255,7 +266,7 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		in := in
 		switch in.Op {
 		case OpSt: // into the store buffer: delivered to memory later, ordered by fence and quiet
-			m.issue(pe, pe, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+			m.issueOn(in.Ctx, pe, pe, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
 				o.store, o.loc, o.val = true, in.Loc, in.Val
 			})
 		case OpLd:
@@ -273,7 +284,7 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			}
 			// else performed later, by the network: only quiet, barrier and the PE's later plain
 			// accesses to the word order a plain load, so a later put may overtake it
-			m.issue(pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
 				o.load, o.loc, o.unfenced = true, in.Loc, true
 			})
 		case OpGet:
@@ -282,17 +293,17 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			m.mu.Unlock()
 			setReg(pe, in.Reg, v)
 		case OpPut, OpPutNBI:
-			m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 		case OpSet:
-			m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 			})
 		case OpSigFetch: // a relaxed read of the own signal word: performed late, as a plain load
-			m.issue(pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
 				o.load, o.loc, o.unfenced = true, in.Loc, true
 			})
 		case OpAdd, OpFAdd, OpSwap, OpCSwap, OpFetch, OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor: // fetching ones block: delivered in fence order, then waited for
-			op := m.issue(pe, in.Loc.PE, nil, func(o *simOp) {
+			op := m.issueOn(in.Ctx, pe, in.Loc.PE, nil, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 				o.rmw = func() func() {
 					old := m.mem[in.Loc]
@@ -318,7 +329,7 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				return fmt.Errorf("PE%d %s: %w", pe, in.Op, ctx.Err())
 			}
 		case OpGetNBI: // fence does not order gets
-			m.issue(pe, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
 				o.unfenced = true
 			})
 		case OpPutSig:
@@ -330,11 +341,11 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				}
 			}
 			if s.Mutation == MutSignalFirst { // two deliveries the network may reorder
-				m.issue(pe, in.Loc.PE, signal)
-				m.issue(pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+				m.issueOn(in.Ctx, pe, in.Loc.PE, signal)
+				m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 				break
 			}
-			m.issue(pe, in.Loc.PE, func() {
+			m.issueOn(in.Ctx, pe, in.Loc.PE, func() {
 				m.mem[in.Loc] = in.Val
 				signal()
 			}, func(o *simOp) {
@@ -355,20 +366,20 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			}
 		case OpFence:
 			m.mu.Lock()
-			m.epoch[pe]++
+			m.epoch[simCtx{pe, in.Ctx}]++
 			m.mu.Unlock()
 		case OpQuiet:
 			if s.Mutation == MutQuietAsFence {
 				m.mu.Lock()
-				m.epoch[pe]++
+				m.epoch[simCtx{pe, in.Ctx}]++
 				m.mu.Unlock()
 				break
 			}
-			if err := m.quiet(ctx, pe); err != nil {
+			if err := m.quiet(ctx, pe, in.Ctx); err != nil {
 				return err
 			}
-		case OpBarrier:
-			if err := m.quiet(ctx, pe); err != nil {
+		case OpBarrier: // completes the default context's operations and the plain accesses
+			if err := m.quiet(ctx, pe, ""); err != nil {
 				return err
 			}
 			select {

@@ -15,9 +15,6 @@ func TestConformSimulated(t *testing.T) {
 		iters = 30
 	}
 	for _, tt := range suite(t) {
-		if tt.UsesContexts() {
-			continue // contexts: the Go axioms only (ErrContexts)
-		}
 		h, err := Conform(context.Background(), tt, SimRunner{}, Strict, DefaultOptions(), iters, 1, nil)
 		if err != nil {
 			t.Errorf("%v", err)

@@ -125,10 +125,6 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	} else {
 		start := time.Now()
 		for _, t := range tests {
-			if model != nil && t.UsesContexts() {
-				fmt.Fprintf(stdout, "Test %s skipped: %v\n\n", t.Name, memmodel.ErrContexts)
-				continue
-			}
 			for _, m := range modes {
 				r, err := memmodel.Check(t, m, f.opt)
 				if model != nil {
@@ -214,13 +210,8 @@ func loadLitmus(files []string) ([]*memmodel.Test, error) {
 // litmusCheck prints `NAME strict=... bypass=... ok|MISMATCH` per test and returns 1 on a mismatch.
 func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, model *memmodel.Cat, stdout, stderr io.Writer) int {
 	start := time.Now()
-	bad, skipped := 0, 0
+	bad := 0
 	for _, t := range tests {
-		if model != nil && t.UsesContexts() {
-			skipped++
-			fmt.Fprintf(stdout, "%s skipped: %v\n", t.Name, memmodel.ErrContexts)
-			continue
-		}
 		line, verdict := t.Name, "ok"
 		for _, m := range modes {
 			v, err := memmodel.Decide(t, m, opt)
@@ -249,11 +240,7 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 		}
 		fmt.Fprintf(stdout, "%s %s\n", line, verdict)
 	}
-	if skipped > 0 {
-		fmt.Fprintf(stdout, "litmus: %d tests, %d mismatches, %d skipped (contexts: not in the model file), decided in %v\n", len(tests)-skipped, bad, skipped, time.Since(start).Round(time.Millisecond))
-	} else {
-		fmt.Fprintf(stdout, "litmus: %d tests, %d mismatches, decided in %v\n", len(tests), bad, time.Since(start).Round(time.Millisecond))
-	}
+	fmt.Fprintf(stdout, "litmus: %d tests, %d mismatches, decided in %v\n", len(tests), bad, time.Since(start).Round(time.Millisecond))
 	if bad > 0 {
 		return 1
 	}
