@@ -604,8 +604,14 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["St"], env.vals["Ld"] = op(OpSt), op(OpLd)
 	env.vals["Put"], env.vals["Get"], env.vals["GetNBI"] = op(OpPut, OpPutNBI), op(OpGet), op(OpGetNBI)
 	env.vals["PutSig"], env.vals["Wait"] = op(OpPutSig), op(OpWait)
-	env.vals["FetchAMO"] = op(OpFAdd, OpSwap, OpCSwap, OpFetch, OpFInc, OpFAnd, OpFOr, OpFXor)
-	env.vals["SigFetch"], env.vals["Sync"] = op(OpSigFetch), op(OpSync)
+	fetch := op(OpFAdd, OpSwap, OpCSwap, OpFetch, OpFInc, OpFAnd, OpFOr, OpFXor)
+	env.vals["FetchAMO"] = set(func(e *Event) bool { return fetch.set[e.ID] && !e.NBI })
+	env.vals["FetchNBI"] = set(func(e *Event) bool { return fetch.set[e.ID] && e.NBI })
+	env.vals["Buf"] = set(func(e *Event) bool { return e.Buf })
+	env.vals["Dst"] = set(func(e *Event) bool { return e.dst() })
+	env.vals["Poll"] = set(func(e *Event) bool { return e.Op.poll() })
+	env.vals["Acq"] = set(func(e *Event) bool { return e.Op == OpWait || e.Acq })
+	env.vals["SigFetch"], env.vals["Sync"] = op(OpSigFetch), op(OpSync, OpAllReduce, OpBroadcast)
 	env.vals["FenceOrdersStores"] = flag(opt.FenceOrdersStores)
 	env.vals["BlockingFetchOrders"] = flag(opt.BlockingFetchOrders)
 	env.vals["AtomicAllWrites"] = flag(opt.AtomicAllWrites)
@@ -614,31 +620,37 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["tgt"] = rel(func(a, b *Event) bool { return a.memory() && b.memory() && a.Loc.PE == b.Loc.PE })
 	env.vals["int"] = rel(func(a, b *Event) bool { return a.PE == b.PE })
 	ctxOf := func(e *Event) string {
-		if e.Plain {
+		if e.plainAccess() {
 			return ""
 		}
 		return e.Ctx
 	}
 	env.vals["ctx"] = rel(func(a, b *Event) bool { return ctxOf(a) == ctxOf(b) })
 	env.vals["Dflt"] = set(func(e *Event) bool { return e.memory() && ctxOf(e) == "" })
-	env.vals["instr"] = rel(func(a, b *Event) bool { return a.PE == b.PE && a.Index == b.Index && a.ID != b.ID })
-	nth := map[int]int{} // barrier (sync) index in its column
-	count := map[[2]int]int{}
+	env.vals["instr"] = rel(func(a, b *Event) bool {
+		return a.PE == b.PE && a.Index == b.Index && a.ID < b.ID && (a.Op == OpPutSig || b.Flow)
+	})
+	// collectives: the k-th call of one collective on one team in one column matches the k-th of
+	// every member's
+	nth := map[int]int{}
+	key := map[int]string{}
+	count := map[string]int{}
 	for _, e := range x.Events {
-		if e.Op == OpBarrier || e.Op == OpSync {
-			k := [2]int{e.PE, int(e.Op)}
-			nth[e.ID] = count[k]
-			count[k]++
+		if in := instrAt(t, e.PE, e.Index); e.Op.collective() {
+			k := collKey(in)
+			key[e.ID] = k
+			nth[e.ID] = count[fmt.Sprint(e.PE, k)]
+			count[fmt.Sprint(e.PE, k)]++
 		}
 	}
+	match := func(a, b *Event) bool { return key[a.ID] == key[b.ID] && nth[a.ID] == nth[b.ID] }
 	env.vals["sb"] = rel(func(a, b *Event) bool {
-		return a.Op == OpBarrier && b.Op == OpBarrier && nth[a.ID] == nth[b.ID]
+		return a.Op == OpBarrier && b.Op == OpBarrier && match(a, b)
 	})
-	env.vals["ss"] = rel(func(a, b *Event) bool {
-		return a.Op == OpSync && b.Op == OpSync && nth[a.ID] == nth[b.ID]
+	env.vals["ss"] = rel(func(a, b *Event) bool { // a broadcast: from the root's call only
+		return (a.Op == OpSync || a.Op == OpAllReduce || (a.Op == OpBroadcast && a.PE == instrAt(t, a.PE, a.Index).Root)) && match(a, b)
 	})
 	env.dynBase(x)
-	_ = t
 }
 
 // dynBase defines the candidate's relations.
@@ -808,6 +820,16 @@ func kindOf(v catVal) string {
 	return "relation over events"
 }
 
+// instrAt is the instruction at index i of PE pe's column.
+func instrAt(t *Test, pe, i int) Instr {
+	for _, c := range t.Columns {
+		if c.PE == pe {
+			return c.Instrs[i]
+		}
+	}
+	return Instr{}
+}
+
 // Candidates calls fn for every candidate execution of t: every coherence order and every
 // reads-from whose values hold (a wait reads a value it accepts, a cswap writes iff it read its
 // compare value, an RMW reads a co-earlier write so that its value is defined), with no axiom
@@ -839,6 +861,9 @@ func CheckCat(t *Test, m *Cat, mode Mode, opt Options) (*Result, error) {
 			key[i] = '0'
 			if e.Write {
 				key[i] = '1'
+			}
+			if e.Acq {
+				key[i] += 2
 			}
 		}
 		cache := caches[string(key)]

@@ -36,20 +36,13 @@ func (c *checker) decide() {
 		c.keySet[k] = true
 	}
 	c.touched = make([]bool, n)
-	for _, p := range c.ord {
-		c.touched[p[0]], c.touched[p[1]] = true, true
-	}
 	c.symClasses(c.keySet)
-	var cswaps []int
-	for i := range c.evs {
-		if c.evs[i].Op == OpCSwap {
-			cswaps = append(cswaps, i)
+	c.guesses(func() {
+		for i := range c.touched {
+			c.touched[i] = false
 		}
-	}
-	for mask := 0; mask < 1<<len(cswaps); mask++ {
-		for k, i := range cswaps {
-			c.succeed[i] = mask&(1<<k) != 0
-			c.evs[i].Write = c.succeed[i]
+		for _, p := range c.ord {
+			c.touched[p[0]], c.touched[p[1]] = true, true
 		}
 		for _, l := range c.locs {
 			l.writes, l.reads = nil, nil
@@ -82,10 +75,7 @@ func (c *checker) decide() {
 		}
 		c.breakSymmetry(race)
 		c.race(0, race, reads, c.base.clone())
-		if c.done {
-			return
-		}
-	}
+	})
 }
 
 // free reports whether, when only the verdict is wanted, read r need not be given a source: its
@@ -94,7 +84,7 @@ func (c *checker) decide() {
 // it in a linearization), so leaving it out changes no verdict.
 func (c *checker) free(r int) bool {
 	e := &c.evs[r]
-	if !c.verdictOnly || e.Write || e.Op == OpWait || e.Op == OpCSwap {
+	if !c.verdictOnly || e.Write || c.tested(r) || e.Op == OpCSwap || c.flows(r) {
 		return false
 	}
 	return !c.condRegs[regKey(e.PE, e.Reg)]
@@ -149,20 +139,20 @@ func (c *checker) chooseRF(reads []int, k int, g graph) {
 		if src == r || (own >= 0 && src < 0) {
 			continue
 		}
-		if e.Op == OpWait && !c.waitMaySee(l, src, r) {
+		if c.tested(r) && !c.waitMaySee(l, src, r) {
 			continue
 		}
 		if e.Write && c.rmwTaken(reads[:k], e.Loc, src) { // two RMWs never read the same write: one would land between
 			continue
 		}
 		if v, known := c.knownValue(src, l); known { // prune on values as soon as they are fixed
-			if want, fixed := c.need[regKey(e.PE, e.Reg)]; fixed && e.Reg != "" && v != want {
+			if want, fixed := c.need[regKey(e.PE, e.Reg)]; fixed && e.Reg != "" && !e.Op.poll() && v != want {
 				continue
 			}
 			if e.Op == OpCSwap && (v == c.ins[r].Val) != c.succeed[r] {
 				continue
 			}
-			if e.Op == OpWait && !c.ins[r].Cmp.Holds(v, c.ins[r].Val) {
+			if !c.meets(r, v) {
 				continue
 			}
 		}
@@ -206,13 +196,32 @@ func (c *checker) knownValue(src int, l *locInfo) (int64, bool) {
 	if src < 0 {
 		return l.init, true
 	}
-	for w, depth := src, 0; w >= 0 && c.evs[w].Read; w, depth = c.src[w], depth+1 {
-		if !c.chosen[w] || depth > len(c.evs) {
-			return 0, false
-		}
+	if !c.known(src, 0) {
+		return 0, false
 	}
 	return c.valueOf(src, 0)
 }
+
+// known reports whether write w's value is fixed by the sources chosen so far.
+func (c *checker) known(w, depth int) bool {
+	if depth > len(c.evs) {
+		return false
+	}
+	r := -1
+	switch e := &c.evs[w]; {
+	case e.Flow:
+		r = w - 1
+	case e.Read:
+		r = w
+	default:
+		return true
+	}
+	return c.chosen[r] && (c.src[r] < 0 || c.known(c.src[r], depth+1))
+}
+
+// flows reports whether read r's value is written on by its instruction (a get into a location,
+// a put from a buffer).
+func (c *checker) flows(r int) bool { return r+1 < len(c.evs) && c.evs[r+1].Flow }
 
 // rmwTaken reports whether an RMW among done already reads src at loc.
 func (c *checker) rmwTaken(done []int, loc Loc, src int) bool {
@@ -240,6 +249,11 @@ func (c *checker) valueOf(w int, depth int) (int64, bool) {
 		return in.New, true
 	case e.Op == OpCSwap:
 		return in.New, true
+	case e.Flow: // the value its instruction read
+		if !c.chosen[w-1] {
+			return 0, false
+		}
+		return c.readValue(w-1, depth+1)
 	case e.Read && e.Write: // the other RMWs
 		v, ok := read()
 		return rmwValue(e.Op, v, in.Val), ok
@@ -264,13 +278,16 @@ func (c *checker) afterRF(g graph) {
 		if !ok {
 			return
 		}
-		if e.Op == OpWait && !c.ins[i].Cmp.Holds(v, c.ins[i].Val) {
+		if !c.meets(i, v) {
 			return
 		}
 		if e.Op == OpCSwap && (v == c.ins[i].Val) != c.succeed[i] {
 			return
 		}
 		c.val[i] = v // scratch: the value read, for the state's registers
+	}
+	for _, p := range c.polls {
+		c.val[p.first] = c.regConst[p.first]
 	}
 	for k, ev := range c.keyEvent {
 		if ev >= 0 {

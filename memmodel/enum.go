@@ -3,6 +3,7 @@ package memmodel
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 )
 
@@ -103,7 +104,10 @@ type checker struct {
 	touched          []bool          // events some preserved-order pair relates
 	keySet           map[string]bool // the state's keys, as a set
 	keyScratch       []byte
-	raw              bool // Candidates: no axiom prunes, every candidate execution is listed
+	polls            []pollSite // wait_all ... test_some calls: the outcomes each may return
+	pollCat          []int8     // per poll event, under the current guess: pollFree, pollHolds, pollFails
+	regConst         []int64    // per poll call's first event: the register's value under the current guess
+	raw              bool       // Candidates: no axiom prunes, every candidate execution is listed
 	fn               func(*Execution)
 }
 
@@ -138,13 +142,8 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 	if c.npts > maxPoints {
 		return nil, fmt.Errorf("memmodel: test %s has %d order points in %s mode, more than the %d the checker supports (see MODEL.md, Limits)", t.Name, c.npts, mode, maxPoints)
 	}
-	c.base = newGraph(c.npts)
-	for i := range c.evs {
-		if c.early[i] != c.late[i] {
-			c.base.add(c.early[i], c.late[i])
-		}
-	}
-	c.preservedOrder()
+	c.findPolls()
+	c.buildBase()
 	// Locations: every accessed one, then the ones only the condition names.
 	addLoc := func(l Loc) {
 		if _, ok := c.locOf[l]; !ok {
@@ -156,6 +155,9 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 		if e.memory() {
 			addLoc(e.Loc)
 		}
+	}
+	if err := c.orderLocs(); err != nil {
+		return nil, err
 	}
 	for _, l := range condLocs(t) {
 		addLoc(l)
@@ -169,6 +171,51 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 	return c, nil
 }
 
+// orderLocs puts the location a get or a put from a buffer reads before the one it writes, so that
+// Enumerate knows the value read when it computes the value written.
+func (c *checker) orderLocs() error {
+	after := map[int][]int{} // location -> locations written with a value read there
+	for i := range c.evs {
+		if c.evs[i].Flow {
+			r, w := c.locOf[c.evs[i-1].Loc], c.locOf[c.evs[i].Loc]
+			after[w] = append(after[w], r)
+		}
+	}
+	if len(after) == 0 {
+		return nil
+	}
+	state := make([]int, len(c.locs)) // 0 new, 1 on the path, 2 placed
+	var order []*locInfo
+	var visit func(li int) error
+	visit = func(li int) error {
+		switch state[li] {
+		case 1:
+			return fmt.Errorf("memmodel: test %s: a value moves in a cycle through %s (gets and puts from buffers)", c.t.Name, c.locs[li].loc)
+		case 2:
+			return nil
+		}
+		state[li] = 1
+		for _, r := range after[li] {
+			if err := visit(r); err != nil {
+				return err
+			}
+		}
+		state[li] = 2
+		order = append(order, c.locs[li])
+		return nil
+	}
+	for li := range c.locs {
+		if err := visit(li); err != nil {
+			return err
+		}
+	}
+	c.locs = order
+	for li, l := range c.locs {
+		c.locOf[l.loc] = li
+	}
+	return nil
+}
+
 func (c *checker) instrOf(e Event) Instr {
 	for _, col := range c.t.Columns {
 		if col.PE == e.PE {
@@ -176,6 +223,19 @@ func (c *checker) instrOf(e Event) Instr {
 		}
 	}
 	return Instr{}
+}
+
+// buildBase makes the base graph: each event's instants in order and the preserved order (which
+// depends on the current guess of the calls' outcomes: a poll that succeeds acquires).
+func (c *checker) buildBase() {
+	c.base = newGraph(c.npts)
+	for i := range c.evs {
+		if c.early[i] != c.late[i] {
+			c.base.add(c.early[i], c.late[i])
+		}
+	}
+	c.ord = nil
+	c.preservedOrder()
 }
 
 // preservedOrder adds the API-preserved order (the ord relation) to the base graph.
@@ -206,11 +266,17 @@ func (c *checker) preservedOrder() {
 				if !b.memory() {
 					continue
 				}
-				if a.Index == b.Index { // put-with-signal: the data is delivered before the signal
-					edge(i, j, c.out[i], c.in[j])
-					continue
+				if a.Index == b.Index { // put-with-signal: the data is delivered before the signal; a
+					if a.Op == OpPutSig || b.Flow { // get's or put's read before its write
+						edge(i, j, c.out[i], c.in[j])
+					}
+					continue // the words of one wait_all ... test_some are read in any order
 				}
-				if a.Plain && b.Plain && a.Loc == b.Loc { // a PE's plain accesses to one location are coherent
+				if a.Loc == b.Loc && ((a.plainAccess() && b.dst()) || (a.dst() && b.plainAccess())) {
+					edge(i, j, c.out[i], c.in[j]) // a get's destination, after and before the PE's own accesses
+				}
+				if a.Plain && b.Plain && a.Loc == b.Loc && !a.Buf { // a PE's plain accesses to one location are coherent
+					// (a put's source buffer is read any time up to the put's completion)
 					edge(i, j, c.out[i], c.in[j])
 					if a.Write && b.Write {
 						edge(i, j, c.late[i], c.late[j])
@@ -228,7 +294,7 @@ func (c *checker) preservedOrder() {
 				if a.blockingFetch() && c.opt.BlockingFetchOrders {
 					edge(i, j, c.out[i], c.in[j])
 				}
-				if a.Op == OpWait { // wait_until acquires
+				if a.Op == OpWait || a.Acq { // wait_until acquires, and so does a poll that succeeds
 					edge(i, j, c.out[i], c.early[j])
 				}
 			}
@@ -246,12 +312,16 @@ func (c *checker) preservedOrder() {
 			continue
 		}
 		col := c.column(a.PE)
-		done := a.Plain || a.Op == OpWait || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
+		done := a.plainAccess() || a.Op == OpWait || a.Op.poll() || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
 		at := c.completedAt(col, a)
 		for k := a.Index + 1; k < len(col.Instrs); k++ {
-			op := col.Instrs[k].Op
-			if op != OpBarrier && op != OpSync {
-				continue
+			in := col.Instrs[k]
+			op := in.Op
+			if !op.collective() || (op == OpBroadcast && in.Root != a.PE) {
+				continue // a broadcast orders only the root's events before it
+			}
+			if op != OpBarrier {
+				op = OpSync // sync_all, all-reduce and broadcast order what is complete at the call
 			}
 			for _, j := range c.after(col, k) {
 				switch {
@@ -277,20 +347,24 @@ func (c *checker) column(pe int) Column {
 	return Column{}
 }
 
-// after lists the memory events that follow, in any column, the barrier or sync that matches
-// instruction k of col (the k-th of its kind in col matches the k-th of every column).
+// after lists the memory events that follow, in any member's column, the collective that matches
+// instruction k of col (the k-th call of a collective on a team in col matches the k-th call of
+// every member).
 func (c *checker) after(col Column, k int) []int {
-	op, nth := col.Instrs[k].Op, 0
+	key, nth := collKey(col.Instrs[k]), 0
 	for _, in := range col.Instrs[:k] {
-		if in.Op == op {
+		if in.Op.collective() && collKey(in) == key {
 			nth++
 		}
 	}
 	var ids []int
 	for _, other := range c.t.Columns {
+		if team := col.Instrs[k].Team; team != nil && !slices.Contains(team, other.PE) {
+			continue
+		}
 		n, from := 0, len(other.Instrs)
 		for x, in := range other.Instrs {
-			if in.Op == op {
+			if in.Op.collective() && collKey(in) == key {
 				if n == nth {
 					from = x
 					break
@@ -409,17 +483,7 @@ func (c *checker) run() {
 	c.states = map[string]State{}
 	c.succeed, c.src, c.coPos, c.val = make([]bool, n), make([]int, n), make([]int, n), make([]int64, n)
 	c.co = make([][]int, len(c.locs))
-	var cswaps []int
-	for i := range c.evs {
-		if c.evs[i].Op == OpCSwap {
-			cswaps = append(cswaps, i)
-		}
-	}
-	for mask := 0; mask < 1<<len(cswaps); mask++ {
-		for k, i := range cswaps {
-			c.succeed[i] = mask&(1<<k) != 0
-			c.evs[i].Write = c.succeed[i]
-		}
+	c.guesses(func() {
 		for _, l := range c.locs {
 			l.writes, l.reads = nil, nil
 		}
@@ -437,7 +501,7 @@ func (c *checker) run() {
 			}
 		}
 		c.location(0, c.base.clone())
-	}
+	})
 }
 
 // location enumerates co, then rf, of location li, pruning on each new edge.
@@ -528,7 +592,7 @@ func (c *checker) reads(li, ri int, g graph) {
 		if !c.raw && own >= 0 && pos < c.coPos[own] {
 			continue
 		}
-		if e.Op == OpWait && !c.waitMaySee(l, src, r) {
+		if c.tested(r) && !c.waitMaySee(l, src, r) {
 			continue
 		}
 		if c.raw { // every candidate: the axioms are the caller's (CheckCat)
@@ -558,7 +622,7 @@ func (c *checker) reads(li, ri int, g graph) {
 func (c *checker) waitMaySee(l *locInfo, src, r int) bool {
 	v := l.init
 	if src >= 0 {
-		if c.evs[src].Read { // an RMW: its value depends on what it reads, known later
+		if c.evs[src].Read || c.evs[src].Flow { // its value depends on what it reads, known later
 			return true
 		}
 		v = c.ins[src].Val
@@ -566,7 +630,7 @@ func (c *checker) waitMaySee(l *locInfo, src, r int) bool {
 			v = c.ins[src].New
 		}
 	}
-	return c.ins[r].Cmp.Holds(v, c.ins[r].Val)
+	return c.meets(r, v)
 }
 
 // atomicOK: the read-modify-write r reads the write at co position pos, and no AMO (or, with
@@ -603,6 +667,8 @@ func (c *checker) values(li int) bool {
 			}
 		case e.Op == OpCSwap:
 			c.val[w] = in.New
+		case e.Flow: // the value its instruction read, at a location placed before this one
+			c.val[w] = c.regValue(w - 1)
 		case e.Read: // the other RMWs
 			c.val[w] = rmwValue(e.Op, read(w), in.Val)
 		default:
@@ -613,7 +679,7 @@ func (c *checker) values(li int) bool {
 		v := read(r)
 		e := &c.evs[r]
 		switch {
-		case e.Op == OpWait && !c.ins[r].Cmp.Holds(v, c.ins[r].Val):
+		case !c.meets(r, v):
 			return false
 		case e.Op == OpCSwap && (v == c.ins[r].Val) != c.succeed[r]:
 			return false
@@ -627,6 +693,9 @@ func (c *checker) values(li int) bool {
 }
 
 func (c *checker) regValue(r int) int64 {
+	if c.evs[r].Op.poll() {
+		return c.regConst[r]
+	}
 	if c.evs[r].Write { // read-modify-write: the register holds the old value
 		l := c.locs[c.locOf[c.evs[r].Loc]]
 		if c.src[r] < 0 {
@@ -707,7 +776,7 @@ func (c *checker) execution(s State) *Execution {
 // context's (FenceOrdersStores).
 func (c *checker) ctxFence(col Column, a, b *Event) bool {
 	ctxOf := func(e *Event) string {
-		if e.Plain {
+		if e.plainAccess() {
 			return ""
 		}
 		return e.Ctx
@@ -725,9 +794,9 @@ func (c *checker) ctxFence(col Column, a, b *Event) bool {
 func (c *checker) completedAt(col Column, a *Event) int {
 	for k := a.Index + 1; k < len(col.Instrs); k++ {
 		switch in := col.Instrs[k]; {
-		case in.Op == OpQuiet && (a.Plain || in.Ctx == a.Ctx):
+		case in.Op == OpQuiet && (a.plainAccess() || in.Ctx == a.Ctx):
 			return k
-		case in.Op == OpBarrier && (a.Plain || a.Ctx == ""):
+		case in.Op == OpBarrier && (a.plainAccess() || a.Ctx == ""):
 			return k
 		}
 	}

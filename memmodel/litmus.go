@@ -34,11 +34,30 @@ const (
 	OpFAnd               // fand r x@q v: atomic_fetch_and
 	OpFOr                // for r x@q v
 	OpFXor               // fxor r x@q v
+	OpAllReduce          // allreduce [{TEAM}]: an all-reduce over the team, as ordering only
+	OpBroadcast          // broadcast ROOT [{TEAM}]: a broadcast from ROOT, as ordering only
+	OpWaitAll            // wait_all x,y OP v[,w]: wait_until_all (a vector form with one value per word)
+	OpWaitAny            // wait_any r x,y OP v[,w]: wait_until_any; r the index returned
+	OpWaitSome           // wait_some r x,y OP v[,w]: wait_until_some; r the indices returned, as a bit mask
+	OpTest               // test r x OP v: r is 1 if the comparison holds, else 0
+	OpTestAll            // test_all r x,y OP v[,w]
+	OpTestAny            // test_any r x,y OP v[,w]: r the index returned, -1 for none
+	OpTestSome           // test_some r x,y OP v[,w]: r the indices returned, as a bit mask
 )
 
 var opNames = [...]string{"st", "ld", "put", "put_nbi", "get", "get_nbi", "fadd", "swap", "cswap",
 	"fetch", "add", "set", "putsig", "wait", "fence", "quiet", "barrier", "sync", "sigfetch",
-	"inc", "finc", "and", "or", "xor", "fand", "for", "fxor"}
+	"inc", "finc", "and", "or", "xor", "fand", "for", "fxor", "allreduce", "broadcast", "wait_all",
+	"wait_any", "wait_some", "test", "test_all", "test_any", "test_some"}
+
+// poll reports whether o is one of the wait_until_all/any/some and test families: one read per
+// word, the outcome chosen among those the call may return.
+func (o Op) poll() bool { return o >= OpWaitAll && o <= OpTestSome }
+
+// collective reports whether o is a barrier, sync, all-reduce or broadcast.
+func (o Op) collective() bool {
+	return o == OpBarrier || o == OpSync || o == OpAllReduce || o == OpBroadcast
+}
 
 // rmwValue is what an RMW (other than cswap and put-with-signal) writes, given the value read.
 func rmwValue(op Op, read, v int64) int64 {
@@ -140,6 +159,15 @@ type Instr struct {
 	SigOp SigOp  // putsig's signal update
 	Cmp   Cmp    // wait's comparison
 	Ctx   string // communication context ("on NAME"); "" is the default context
+	NBI   bool   // a fetching AMO's or put-with-signal's non-blocking form (fadd_nbi, putsig_nbi)
+	Team  []int  // barrier, sync, allreduce, broadcast: the team's PEs (nil: every PE)
+	Root  int    // broadcast's root PE
+	Locs  []Loc  // wait_all ... test_some: the PE's own words, in order
+	Vals  []int64
+	// Vals: the compare values of wait_all ... test_some, one for every word or one per word
+	// (the vector forms)
+	Src Loc // put_nbi from a buffer: the PE's own source variable (Var "" for an immediate Val)
+	Dst Loc // get, get_nbi into a location: the PE's own destination (Var "" for a register)
 }
 
 // Column is the code one PE runs.

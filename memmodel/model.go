@@ -41,14 +41,28 @@ type Event struct {
 	AMO   bool   // an atomic memory operation (atomic among AMOs)
 	Reg   string // register receiving the value read
 	Ctx   string // communication context ("" the default one)
+	NBI   bool   // a fetching AMO's non-blocking form: not a blocking fetch
+	Buf   bool   // the read of a put_nbi's source buffer: through the PE's caches, but performed
+	// any time up to the put's completion (so not ordered before the PE's later stores to it)
+	Flow bool // writes the value that the event before it (the same instruction's read) read
+	Acq  bool // wait_all ... test_some: the outcome chosen acquires (set per candidate)
 }
 
 func (e *Event) memory() bool { return e.Read || e.Write || e.Op == OpCSwap }
 
+// plainAccess: a plain load or store, which any quiet and barrier complete; a put's source read
+// is completed with its put.
+func (e *Event) plainAccess() bool { return e.Plain && !e.Buf }
+
+// dst: the write of a get's destination (a get into a location).
+func (e *Event) dst() bool { return e.Flow && (e.Op == OpGet || e.Op == OpGetNBI) }
+
 // delivery reports whether fence orders the event's delivery to its target PE.
 func (e *Event) delivery(o Options) bool {
 	switch e.Op {
-	case OpPut, OpPutNBI, OpFAdd, OpSwap, OpCSwap, OpFetch, OpAdd, OpSet, OpPutSig,
+	case OpPutNBI:
+		return !e.Buf
+	case OpPut, OpFAdd, OpSwap, OpCSwap, OpFetch, OpAdd, OpSet, OpPutSig,
 		OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor:
 		return true
 	case OpSt:
@@ -58,6 +72,9 @@ func (e *Event) delivery(o Options) bool {
 }
 
 func (e *Event) blockingFetch() bool {
+	if e.NBI {
+		return false
+	}
 	switch e.Op {
 	case OpGet, OpFAdd, OpSwap, OpCSwap, OpFetch, OpFInc, OpFAnd, OpFOr, OpFXor:
 		return true
@@ -173,7 +190,26 @@ func Events(t *Test) []Event {
 	}
 	for _, c := range t.Columns {
 		for i, in := range c.Instrs {
-			e := Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Loc, Reg: in.Reg, Ctx: in.Ctx}
+			e := Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Loc, Reg: in.Reg, Ctx: in.Ctx, NBI: in.NBI}
+			switch {
+			case in.Op.poll(): // one read per word; the register goes with the first
+				for k, l := range in.Locs {
+					e.Part, e.Loc, e.Read = k, l, true
+					if k > 0 {
+						e.Reg = ""
+					}
+					add(e)
+				}
+				continue
+			case in.Op == OpPutNBI && in.Src.Var != "": // the source buffer's read, then the put
+				add(Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Src, Plain: true, Read: true, Buf: true, Ctx: in.Ctx})
+				add(Event{PE: c.PE, Index: i, Op: in.Op, Part: 1, Loc: in.Loc, Write: true, Flow: true, Ctx: in.Ctx})
+				continue
+			case (in.Op == OpGet || in.Op == OpGetNBI) && in.Dst.Var != "": // the read, then the destination's write
+				add(Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Loc, Read: true, Ctx: in.Ctx})
+				add(Event{PE: c.PE, Index: i, Op: in.Op, Part: 1, Loc: in.Dst, Write: true, Flow: true, Ctx: in.Ctx})
+				continue
+			}
 			switch in.Op {
 			case OpSt:
 				e.Plain, e.Write = true, true

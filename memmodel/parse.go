@@ -2,6 +2,7 @@ package memmodel
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -153,7 +154,7 @@ func (p *parser) next() {
 		p.tok = t
 		return
 	}
-	for _, op := range []string{"==", "!=", "<=", ">=", `/\`, `\/`, "|", ";", "{", "}", "(", ")", "@", ":", "=", "<", ">", "~"} {
+	for _, op := range []string{"==", "!=", "<=", ">=", `/\`, `\/`, "|", ";", "{", "}", "(", ")", "@", ":", "=", "<", ">", "~", ","} {
 		if strings.HasPrefix(p.src[p.off:], op) {
 			t.kind, t.text = tPunct, op
 			p.advance(len(op))
@@ -416,20 +417,98 @@ func (p *parser) instr(own int) Instr {
 			op = Op(i)
 		}
 	}
+	nbi := false
+	if base, ok := strings.CutSuffix(name, "_nbi"); ok && op < 0 { // fadd_nbi ..., putsig_nbi
+		for i, n := range opNames {
+			switch Op(i) {
+			case OpFAdd, OpSwap, OpCSwap, OpFetch, OpFInc, OpFAnd, OpFOr, OpFXor, OpPutSig:
+				if n == base {
+					op, nbi = Op(i), true
+				}
+			}
+		}
+	}
 	if op < 0 {
 		p.fail("unknown instruction %q", name)
 		return Instr{}
 	}
 	p.next()
-	in := Instr{Op: op}
+	in := Instr{Op: op, NBI: nbi}
+	switch {
+	case op.collective():
+		if op == OpBroadcast {
+			in.Root = p.pe()
+		}
+		if p.is("{") {
+			in.Team = p.team()
+		}
+		if p.err == nil && op == OpBroadcast && in.Team != nil && !slices.Contains(in.Team, in.Root) {
+			p.failAt(line, col, "broadcast on PE%d: root %d is not in the team %s", own, in.Root, teamString(in.Team))
+		}
+	case op.poll():
+		if op != OpWaitAll {
+			in.Reg = p.reg()
+		}
+		for p.err == nil {
+			in.Locs = append(in.Locs, p.ownLoc(own, name))
+			if !p.is(",") {
+				break
+			}
+			p.next()
+		}
+		in.Cmp = p.cmp()
+		for p.err == nil {
+			in.Vals = append(in.Vals, p.int())
+			if !p.is(",") {
+				break
+			}
+			p.next()
+		}
+		if p.err == nil && op == OpTest && len(in.Locs) != 1 {
+			p.failAt(line, col, "test on PE%d names %d words, want 1 (test_all, test_any, test_some take several)", own, len(in.Locs))
+		}
+		if p.err == nil && len(in.Vals) != 1 && len(in.Vals) != len(in.Locs) {
+			p.failAt(line, col, "%s on PE%d: %d compare values for %d words, want 1 or one per word", name, own, len(in.Vals), len(in.Locs))
+		}
+		for i, l := range in.Locs {
+			if p.err == nil && slices.Contains(in.Locs[:i], l) {
+				p.failAt(line, col, "%s on PE%d names %s twice", name, own, l)
+			}
+		}
+		if p.err == nil && len(in.Locs) > 8 {
+			p.failAt(line, col, "%s on PE%d names %d words, at most 8", name, own, len(in.Locs))
+		}
+		if p.err != nil {
+			return in
+		}
+	}
 	switch op {
-	case OpSt:
-		in.Loc = p.ownLoc(own, "st")
+	case OpSt: // a store to a peer's x goes through roxshmem_ptr
+		in.Loc = p.loc(own)
 		in.Val = p.int()
 	case OpLd:
 		in.Reg = p.reg()
 		in.Loc = p.ownLoc(own, "ld")
-	case OpPut, OpPutNBI, OpAdd, OpSet, OpAnd, OpOr, OpXor:
+	case OpPutNBI: // an immediate value, or the PE's own source buffer
+		in.Loc = p.loc(own)
+		if p.tok.kind == tWord && isIdent(p.tok.text) {
+			in.Src = p.ownLoc(own, "put_nbi's source")
+		} else {
+			in.Val = p.int()
+		}
+	case OpGet, OpGetNBI: // into a register, or into the PE's own destination x@own
+		dl, dc := p.tok.line, p.tok.col
+		in.Reg = p.reg()
+		if p.is("@") {
+			p.next()
+			in.Dst = Loc{in.Reg, p.pe()}
+			in.Reg = ""
+			if p.err == nil && in.Dst.PE != own {
+				p.failAt(dl, dc, "%s on PE%d: destination %s is not the PE's own copy", name, own, in.Dst)
+			}
+		}
+		in.Loc = p.loc(own)
+	case OpPut, OpAdd, OpSet, OpAnd, OpOr, OpXor:
 		in.Loc = p.loc(own)
 		in.Val = p.int()
 	case OpInc:
@@ -437,7 +516,7 @@ func (p *parser) instr(own int) Instr {
 	case OpSigFetch:
 		in.Reg = p.reg()
 		in.Loc = p.ownLoc(own, "sigfetch")
-	case OpGet, OpGetNBI, OpFetch, OpFInc:
+	case OpFetch, OpFInc:
 		in.Reg = p.reg()
 		in.Loc = p.loc(own)
 	case OpFAdd, OpSwap, OpFAnd, OpFOr, OpFXor:
@@ -475,25 +554,15 @@ func (p *parser) instr(own int) Instr {
 		in.New = p.int()
 	case OpWait:
 		in.Loc = p.ownLoc(own, "wait")
-		found := false
-		for i, n := range cmpNames {
-			if p.tok.kind == tPunct && p.tok.text == n {
-				in.Cmp = Cmp(i)
-				found = true
-			}
-		}
-		if !found {
-			p.fail("want a comparison (== != < <= > >=), found %s", p.describe())
-			return in
-		}
-		p.next()
+		in.Cmp = p.cmp()
 		in.Val = p.int()
 	case OpFence, OpQuiet, OpBarrier, OpSync:
 	}
 	// "on NAME": the operation is issued on (fence and quiet apply to) communication context NAME.
 	if p.err == nil && p.tok.kind == tWord && p.tok.text == "on" {
 		switch op {
-		case OpSt, OpLd, OpWait, OpBarrier, OpSync, OpSigFetch:
+		case OpSt, OpLd, OpWait, OpBarrier, OpSync, OpSigFetch, OpAllReduce, OpBroadcast, OpWaitAll, OpWaitAny,
+			OpWaitSome, OpTest, OpTestAll, OpTestAny, OpTestSome:
 			p.fail("%s takes no context (plain accesses, waits, signal_fetch, barrier_all and sync_all are not on one)", name)
 			return in
 		}
@@ -509,6 +578,63 @@ func (p *parser) instr(own int) Instr {
 		p.fail("extra %s after %s (started at %d:%d)", p.describe(), name, line, col)
 	}
 	return in
+}
+
+// collKey names a collective with its team (and root): the calls that match each other.
+func collKey(in Instr) string {
+	s := in.Op.String()
+	if in.Op == OpBroadcast {
+		s += " " + strconv.Itoa(in.Root)
+	}
+	if in.Team != nil {
+		s += " " + teamString(in.Team)
+	}
+	return s
+}
+
+func (p *parser) cmp() Cmp {
+	for i, n := range cmpNames {
+		if p.tok.kind == tPunct && p.tok.text == n {
+			p.next()
+			return Cmp(i)
+		}
+	}
+	p.fail("want a comparison (== != < <= > >=), found %s", p.describe())
+	return 0
+}
+
+// team reads {PE,PE,...}: a team's members, in increasing order.
+func (p *parser) team() []int {
+	line, col := p.tok.line, p.tok.col
+	p.expect("{")
+	var team []int
+	for p.err == nil {
+		team = append(team, p.pe())
+		if !p.is(",") {
+			break
+		}
+		p.next()
+	}
+	p.expect("}")
+	for i := 1; p.err == nil && i < len(team); i++ {
+		if team[i] <= team[i-1] {
+			p.failAt(line, col, "team %s: want its PEs once each, in increasing order", teamString(team))
+		}
+	}
+	return team
+}
+
+func teamString(team []int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, pe := range team {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(pe))
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 func (p *parser) condition(t *Test) {
@@ -631,17 +757,21 @@ func (p *parser) expectLine(t *Test) {
 	}
 }
 
-// validate checks what the grammar cannot: registers written once, matching barriers, and a
-// condition that names only registers the code writes.
+// validate checks what the grammar cannot: registers written once, collectives that every member
+// calls as often, a value that flows through at most one get or put, and a condition that names
+// only registers the code writes.
 func (p *parser) validate(t *Test, line, col int) {
 	regs := map[string]bool{}
-	barriers, syncs := -1, -1
+	cols := map[int]bool{}
 	for _, c := range t.Columns {
-		nb, ns := 0, 0
+		cols[c.PE] = true
+	}
+	calls := map[string]map[int]int{} // collective (with its team) -> column PE -> calls
+	var keys []string
+	teams := map[string][]int{}
+	dsts := map[Loc]bool{}
+	for _, c := range t.Columns {
 		for _, in := range c.Instrs {
-			if in.Op == OpSync {
-				ns++
-			}
 			if in.Reg != "" {
 				k := regKey(c.PE, in.Reg)
 				if regs[k] {
@@ -650,20 +780,64 @@ func (p *parser) validate(t *Test, line, col int) {
 				}
 				regs[k] = true
 			}
-			if in.Op == OpBarrier {
-				nb++
+			if in.Op.collective() {
+				k := collKey(in)
+				if calls[k] == nil {
+					calls[k] = map[int]int{}
+					keys = append(keys, k)
+				}
+				calls[k][c.PE]++
+				teams[k] = in.Team
+				if in.Team != nil && !slices.Contains(in.Team, c.PE) {
+					p.failAt(line, col, "test %s: PE%d calls %s but is not in the team", t.Name, c.PE, in.Format(c.PE))
+					return
+				}
+				for _, m := range in.Team {
+					if !cols[m] {
+						p.failAt(line, col, "test %s: %s names PE%d, which has no column (a team's members must run code)", t.Name, in.Format(c.PE), m)
+						return
+					}
+				}
+			}
+			if in.Dst.Var != "" {
+				dsts[in.Dst] = true
+			}
+			if in.Op == OpPutNBI && in.Src.Var != "" {
+				dsts[in.Loc] = true
 			}
 		}
-		if barriers >= 0 && nb != barriers {
-			p.failAt(line, col, "test %s: PE%d runs %d barriers, the first column %d (barrier_all needs every PE)", t.Name, c.PE, nb, barriers)
-			return
+	}
+	for _, c := range t.Columns { // a value read by a get or a put from a buffer was not itself moved so
+		for _, in := range c.Instrs {
+			src := Loc{}
+			switch {
+			case in.Dst.Var != "":
+				src = in.Loc
+			case in.Op == OpPutNBI && in.Src.Var != "":
+				src = in.Src
+			}
+			if src.Var != "" && dsts[src] {
+				p.failAt(line, col, "test %s: %s on PE%d reads %s, which a get or put_nbi from a buffer also writes (a value moves through one of them at most)", t.Name, in.Format(c.PE), c.PE, src)
+				return
+			}
 		}
-		barriers = nb
-		if syncs >= 0 && ns != syncs {
-			p.failAt(line, col, "test %s: PE%d runs %d syncs, the first column %d (sync_all needs every PE)", t.Name, c.PE, ns, syncs)
-			return
+	}
+	for _, k := range keys {
+		first, firstPE := -1, -1
+		members := teams[k]
+		if members == nil {
+			for _, c := range t.Columns {
+				members = append(members, c.PE)
+			}
 		}
-		syncs = ns
+		for _, pe := range members {
+			n := calls[k][pe]
+			if first >= 0 && n != first {
+				p.failAt(line, col, "test %s: PE%d runs %d %ss, PE%d %d (a collective needs every member of its team)", t.Name, pe, n, k, firstPE, first)
+				return
+			}
+			first, firstPE = n, pe
+		}
 	}
 	var check func(q *Prop)
 	check = func(q *Prop) {

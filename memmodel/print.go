@@ -12,8 +12,46 @@ func (in Instr) Format(own int) string {
 		c.Ctx = ""
 		return c.Format(own) + " on " + in.Ctx
 	}
+	if in.NBI {
+		c := in
+		c.NBI = false
+		name := in.Op.String()
+		return name + "_nbi" + strings.TrimPrefix(c.Format(own), name)
+	}
+	switch {
+	case in.Op.collective():
+		s := in.Op.String()
+		if in.Op == OpBroadcast {
+			s += fmt.Sprintf(" %d", in.Root)
+		}
+		if in.Team != nil {
+			s += " " + teamString(in.Team)
+		}
+		return s
+	case in.Op.poll():
+		var b strings.Builder
+		b.WriteString(in.Op.String())
+		if in.Reg != "" {
+			b.WriteString(" " + in.Reg)
+		}
+		for i, l := range in.Locs {
+			b.WriteString([]string{" ", ","}[min(i, 1)] + l.Var)
+		}
+		b.WriteString(" " + in.Cmp.String())
+		for i, v := range in.Vals {
+			fmt.Fprintf(&b, "%s%d", []string{" ", ","}[min(i, 1)], v)
+		}
+		return b.String()
+	case in.Op == OpPutNBI && in.Src.Var != "":
+		return fmt.Sprintf("put_nbi %s %s", in.Loc, in.Src.Var)
+	case in.Dst.Var != "":
+		return fmt.Sprintf("%s %s %s", in.Op, in.Dst, in.Loc)
+	}
 	switch in.Op {
 	case OpSt:
+		if in.Loc.PE != own {
+			return fmt.Sprintf("st %s %d", in.Loc, in.Val)
+		}
 		return fmt.Sprintf("st %s %d", in.Loc.Var, in.Val)
 	case OpLd:
 		return fmt.Sprintf("ld %s %s", in.Reg, in.Loc.Var)

@@ -229,8 +229,10 @@ func (c *checker) raceSource(k int, locs, reads []int, li, w int, g graph) {
 		if ok {
 			c.src[w] = src
 			c.chosen[w] = true
-			v, _ := c.readValue(w, 0)
+			v, known := c.readValue(w, 0)
 			switch {
+			case !known: // it read a value a get or put moved, whose source is chosen later
+				c.raceLoc(k, locs, reads, li, g2)
 			case e.Op == OpCSwap && v != c.ins[w].Val: // placed as a successful cswap
 			case e.Reg != "" && c.needs(regKey(e.PE, e.Reg), v):
 			default:
