@@ -272,8 +272,8 @@ func (c *checker) preservedOrder() {
 					}
 					continue // the words of one wait_all ... test_some are read in any order
 				}
-				if a.Loc == b.Loc && ((a.plainAccess() && b.dst()) || (a.dst() && b.plainAccess())) {
-					edge(i, j, c.out[i], c.in[j]) // a get's destination, after and before the PE's own accesses
+				if a.Loc == b.Loc && ((a.plainAccess() && b.dst()) || (a.dst() && a.Op == OpGet && b.plainAccess())) {
+					edge(i, j, c.out[i], c.in[j]) // a get's destination: after the PE's earlier accesses; a blocking one's before its later ones
 				}
 				if a.Plain && b.Plain && a.Loc == b.Loc && !a.Buf { // a PE's plain accesses to one location are coherent
 					// (a put's source buffer is read any time up to the put's completion)

@@ -7,42 +7,42 @@ type Op int
 
 // The instructions of the litmus language (LITMUS.md).
 const (
-	OpSt       Op = iota // st x v: plain store to the PE's own copy, through its caches
-	OpLd                 // ld r x: plain load of the PE's own copy, through its caches
-	OpPut                // put x@q v: blocking put
-	OpPutNBI             // put_nbi x@q v
-	OpGet                // get r x@q: blocking get
-	OpGetNBI             // get_nbi r x@q: value defined after the next quiet
-	OpFAdd               // fadd r x@q v: fetching atomic add
-	OpSwap               // swap r x@q v
-	OpCSwap              // cswap r x@q c n
-	OpFetch              // fetch r x@q: atomic fetch
-	OpAdd                // add x@q v: non-fetching atomic add
-	OpSet                // set x@q v: non-fetching atomic set
-	OpPutSig             // putsig x@q v s@q set|add k
-	OpWait               // wait x OP v: wait_until on the PE's own copy
-	OpFence              // fence
-	OpQuiet              // quiet
-	OpBarrier            // barrier (barrier_all over the PEs that run code)
-	OpSync               // sync (sync_all: every PE arrives, nothing is completed)
-	OpSigFetch           // sigfetch r s: signal_fetch of the PE's own signal word
-	OpInc                // inc x@q: atomic_inc
-	OpFInc               // finc r x@q: atomic_fetch_inc
-	OpAnd                // and x@q v: atomic_and
-	OpOr                 // or x@q v
-	OpXor                // xor x@q v
-	OpFAnd               // fand r x@q v: atomic_fetch_and
-	OpFOr                // for r x@q v
-	OpFXor               // fxor r x@q v
-	OpAllReduce          // allreduce [{TEAM}]: an all-reduce over the team, as ordering only
-	OpBroadcast          // broadcast ROOT [{TEAM}]: a broadcast from ROOT, as ordering only
-	OpWaitAll            // wait_all x,y OP v[,w]: wait_until_all (a vector form with one value per word)
-	OpWaitAny            // wait_any r x,y OP v[,w]: wait_until_any; r the index returned
-	OpWaitSome           // wait_some r x,y OP v[,w]: wait_until_some; r the indices returned, as a bit mask
-	OpTest               // test r x OP v: r is 1 if the comparison holds, else 0
-	OpTestAll            // test_all r x,y OP v[,w]
-	OpTestAny            // test_any r x,y OP v[,w]: r the index returned, -1 for none
-	OpTestSome           // test_some r x,y OP v[,w]: r the indices returned, as a bit mask
+	OpSt        Op = iota // st x v: plain store to the PE's own copy, through its caches
+	OpLd                  // ld r x: plain load of the PE's own copy, through its caches
+	OpPut                 // put x@q v: blocking put
+	OpPutNBI              // put_nbi x@q v
+	OpGet                 // get r x@q: blocking get
+	OpGetNBI              // get_nbi r x@q: value defined after the next quiet
+	OpFAdd                // fadd r x@q v: fetching atomic add
+	OpSwap                // swap r x@q v
+	OpCSwap               // cswap r x@q c n
+	OpFetch               // fetch r x@q: atomic fetch
+	OpAdd                 // add x@q v: non-fetching atomic add
+	OpSet                 // set x@q v: non-fetching atomic set
+	OpPutSig              // putsig x@q v s@q set|add k
+	OpWait                // wait x OP v: wait_until on the PE's own copy
+	OpFence               // fence
+	OpQuiet               // quiet
+	OpBarrier             // barrier (barrier_all over the PEs that run code)
+	OpSync                // sync (sync_all: every PE arrives, nothing is completed)
+	OpSigFetch            // sigfetch r s: signal_fetch of the PE's own signal word
+	OpInc                 // inc x@q: atomic_inc
+	OpFInc                // finc r x@q: atomic_fetch_inc
+	OpAnd                 // and x@q v: atomic_and
+	OpOr                  // or x@q v
+	OpXor                 // xor x@q v
+	OpFAnd                // fand r x@q v: atomic_fetch_and
+	OpFOr                 // for r x@q v
+	OpFXor                // fxor r x@q v
+	OpAllReduce           // allreduce [{TEAM}]: an all-reduce over the team, as ordering only
+	OpBroadcast           // broadcast ROOT [{TEAM}]: a broadcast from ROOT, as ordering only
+	OpWaitAll             // wait_all x,y OP v[,w]: wait_until_all (a vector form with one value per word)
+	OpWaitAny             // wait_any r x,y OP v[,w]: wait_until_any; r the index returned
+	OpWaitSome            // wait_some r x,y OP v[,w]: wait_until_some; r the indices returned, as a bit mask
+	OpTest                // test r x OP v: r is 1 if the comparison holds, else 0
+	OpTestAll             // test_all r x,y OP v[,w]
+	OpTestAny             // test_any r x,y OP v[,w]: r the index returned, -1 for none
+	OpTestSome            // test_some r x,y OP v[,w]: r the indices returned, as a bit mask
 )
 
 var opNames = [...]string{"st", "ld", "put", "put_nbi", "get", "get_nbi", "fadd", "swap", "cswap",

@@ -175,6 +175,13 @@ func (m *simMem) quiet(ctx context.Context, src int, c string) error {
 	}
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -189,19 +196,22 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 		regs[regKey(pe, r)] = v
 		regMu.Unlock()
 	}
-	// barrier k releases when every column has arrived.
+	// a collective call (its key and number) releases when need callers have arrived: every
+	// member, or for a broadcast the root.
 	var barMu sync.Mutex
-	barCount := map[int]int{}
-	barDone := map[int]chan struct{}{}
-	barrier := func(k int) chan struct{} {
+	barCount := map[string]int{}
+	barDone := map[string]chan struct{}{}
+	barrier := func(k string, need int, arrive bool) chan struct{} {
 		barMu.Lock()
 		defer barMu.Unlock()
 		if barDone[k] == nil {
 			barDone[k] = make(chan struct{})
 		}
-		barCount[k]++
-		if barCount[k] == len(t.Columns) {
-			close(barDone[k])
+		if arrive {
+			barCount[k]++
+			if barCount[k] == need {
+				close(barDone[k])
+			}
 		}
 		return barDone[k]
 	}
@@ -230,7 +240,7 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 		wg.Add(1)
 		go func(col Column, rng *rand.Rand) {
 			defer wg.Done()
-			errs <- s.column(ctx, m, col, rng, setReg, barrier)
+			errs <- s.column(ctx, m, col, rng, setReg, barrier, len(t.Columns))
 		}(col, rand.New(rand.NewSource(seed+int64(ci)+1)))
 	}
 	wg.Wait()
@@ -255,9 +265,9 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 	return st, nil
 }
 
-func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.Rand, setReg func(int, string, int64), barrier func(int) chan struct{}) error {
+func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.Rand, setReg func(int, string, int64), barrier func(string, int, bool) chan struct{}, ncols int) error {
 	pe := col.PE
-	nbar, nsync := 0, 0
+	calls := map[string]int{}
 	time.Sleep(time.Duration(rng.Intn(10)) * time.Microsecond)
 	for _, in := range col.Instrs {
 		if rng.Intn(3) == 0 {
@@ -266,7 +276,7 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		in := in
 		switch in.Op {
 		case OpSt: // into the store buffer: delivered to memory later, ordered by fence and quiet
-			m.issueOn(in.Ctx, pe, pe, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
 				o.store, o.loc, o.val = true, in.Loc, in.Val
 			})
 		case OpLd:
@@ -288,11 +298,35 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				o.load, o.loc, o.unfenced = true, in.Loc, true
 			})
 		case OpGet:
+			if in.Dst.Var != "" { // the PE's earlier accesses to the destination come first
+				if err := m.drainPlain(ctx, pe); err != nil {
+					return err
+				}
+			}
 			m.mu.Lock()
 			v := m.mem[in.Loc]
+			if in.Dst.Var != "" {
+				m.mem[in.Dst] = v
+			}
 			m.mu.Unlock()
-			setReg(pe, in.Reg, v)
-		case OpPut, OpPutNBI:
+			if in.Reg != "" {
+				setReg(pe, in.Reg, v)
+			}
+		case OpPutNBI:
+			if in.Src.Var != "" { // the source is read at delivery: from the PE's store buffer, else memory
+				m.issueOn(in.Ctx, pe, in.Loc.PE, func() {
+					v := m.mem[in.Src]
+					for _, o := range m.pending {
+						if o.store && o.src == pe && o.loc == in.Src {
+							v = o.val
+						}
+					}
+					m.mem[in.Loc] = v
+				})
+				break
+			}
+			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+		case OpPut:
 			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 		case OpSet:
 			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
@@ -320,8 +354,8 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 					return func() {} // fetch, failed cswap: nothing to write
 				}
 			})
-			if e := (Event{Op: in.Op}); !e.blockingFetch() {
-				break // add, inc, and, or, xor do not wait
+			if e := (Event{Op: in.Op, NBI: in.NBI}); !e.blockingFetch() {
+				break // add, inc, and, or, xor and the _nbi forms do not wait
 			}
 			select {
 			case <-op.done:
@@ -329,6 +363,15 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				return fmt.Errorf("PE%d %s: %w", pe, in.Op, ctx.Err())
 			}
 		case OpGetNBI: // fence does not order gets
+			if in.Dst.Var != "" {
+				if err := m.drainPlain(ctx, pe); err != nil {
+					return err
+				}
+				m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Dst] = m.mem[in.Loc] }, func(o *simOp) {
+					o.unfenced = true
+				})
+				break
+			}
 			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
 				o.unfenced = true
 			})
@@ -378,26 +421,74 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			if err := m.quiet(ctx, pe, in.Ctx); err != nil {
 				return err
 			}
-		case OpBarrier: // completes the default context's operations and the plain accesses
-			if err := m.quiet(ctx, pe, ""); err != nil {
+		case OpBarrier, OpSync, OpAllReduce, OpBroadcast:
+			var err error
+			if in.Op == OpBarrier { // completes the default context's operations and the plain accesses
+				err = m.quiet(ctx, pe, "")
+			} else { // the others complete only the PE's plain accesses
+				err = m.drainPlain(ctx, pe)
+			}
+			if err != nil {
 				return err
 			}
+			k := collKey(in)
+			key := fmt.Sprint(k, "#", calls[k])
+			calls[k]++
+			need := ncols
+			if in.Team != nil {
+				need = len(in.Team)
+			}
+			arrive := true
+			if in.Op == OpBroadcast { // the members wait for the root only
+				need, arrive = 1, pe == in.Root
+			}
 			select {
-			case <-barrier(nbar):
+			case <-barrier(key, need, arrive):
 			case <-ctx.Done():
-				return fmt.Errorf("PE%d barrier %d: %w", pe, nbar, ctx.Err())
+				return fmt.Errorf("PE%d %s: %w", pe, key, ctx.Err())
 			}
-			nbar++
-		case OpSync: // completes only the PE's plain accesses, then waits for every PE
-			if err := m.drainPlain(ctx, pe); err != nil {
-				return err
+		case OpWaitAll, OpWaitAny, OpWaitSome, OpTest, OpTestAll, OpTestAny, OpTestSome:
+			for {
+				var holds []int
+				m.mu.Lock()
+				for k, l := range in.Locs {
+					v := in.Vals[0]
+					if len(in.Vals) > 1 {
+						v = in.Vals[k]
+					}
+					if in.Cmp.Holds(m.mem[l], v) {
+						holds = append(holds, k)
+					}
+				}
+				m.mu.Unlock()
+				mask := int64(0)
+				for _, k := range holds {
+					mask |= 1 << k
+				}
+				r, ok := int64(0), true
+				switch in.Op {
+				case OpWaitAll, OpTestAll, OpTest:
+					ok = len(holds) == len(in.Locs) || in.Op != OpWaitAll
+					r = int64(boolInt(len(holds) == len(in.Locs)))
+				case OpWaitAny, OpTestAny:
+					ok, r = len(holds) > 0 || in.Op == OpTestAny, -1
+					if len(holds) > 0 {
+						r = int64(holds[rng.Intn(len(holds))])
+					}
+				case OpWaitSome, OpTestSome:
+					ok, r = mask != 0 || in.Op == OpTestSome, mask
+				}
+				if ok {
+					if in.Reg != "" {
+						setReg(pe, in.Reg, r)
+					}
+					break
+				}
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("PE%d %s: %w", pe, in.Format(pe), err)
+				}
+				runtime.Gosched()
 			}
-			select {
-			case <-barrier(-1 - nsync): // sync k uses barrier slot -1-k
-			case <-ctx.Done():
-				return fmt.Errorf("PE%d sync %d: %w", pe, nsync, ctx.Err())
-			}
-			nsync++
 		}
 	}
 	return nil
