@@ -74,7 +74,7 @@ func TestCatAgreesOnSuite(t *testing.T) {
 func TestCatAgreesOnRandom(t *testing.T) {
 	m := DefaultCat()
 	rng := rand.New(rand.NewSource(3))
-	for i := 0; i < 60; i++ {
+	for i := 0; i < 150; i++ {
 		data := make([]byte, 48)
 		rng.Read(data)
 		tt := genTest(data)
@@ -106,7 +106,7 @@ func FuzzCat(f *testing.F) {
 func TestStrictWithinBypass(t *testing.T) {
 	m := DefaultCat()
 	rng := rand.New(rand.NewSource(5))
-	for i := 0; i < 200; i++ {
+	for i := 0; i < 150; i++ {
 		data := make([]byte, 48)
 		rng.Read(data)
 		tt := genTest(data)

@@ -580,6 +580,51 @@ func (p *parser) instr(own int) Instr {
 	return in
 }
 
+// flowCycle reports a location through which values move in a cycle: a get reads x@q into d, a
+// put from a buffer reads b into x@q.
+func flowCycle(t *Test) (Loc, bool) {
+	next := map[Loc][]Loc{}
+	for _, c := range t.Columns {
+		for _, in := range c.Instrs {
+			switch {
+			case in.Dst.Var != "":
+				next[in.Loc] = append(next[in.Loc], in.Dst)
+			case in.Op == OpPutNBI && in.Src.Var != "":
+				next[in.Src] = append(next[in.Src], in.Loc)
+			}
+		}
+	}
+	state := map[Loc]int{}
+	var visit func(l Loc) bool
+	visit = func(l Loc) bool {
+		switch state[l] {
+		case 1:
+			return true
+		case 2:
+			return false
+		}
+		state[l] = 1
+		for _, n := range next[l] {
+			if visit(n) {
+				return true
+			}
+		}
+		state[l] = 2
+		return false
+	}
+	var locs []Loc
+	for l := range next {
+		locs = append(locs, l)
+	}
+	sort.Slice(locs, func(i, j int) bool { return locLess(locs[i], locs[j]) })
+	for _, l := range locs {
+		if visit(l) {
+			return l, true
+		}
+	}
+	return Loc{}, false
+}
+
 // collKey names a collective with its team (and root): the calls that match each other.
 func collKey(in Instr) string {
 	s := in.Op.String()
@@ -758,7 +803,7 @@ func (p *parser) expectLine(t *Test) {
 }
 
 // validate checks what the grammar cannot: registers written once, collectives that every member
-// calls as often, a value that flows through at most one get or put, and a condition that names
+// calls as often, no value moving in a cycle through gets and puts, and a condition that names
 // only registers the code writes.
 func (p *parser) validate(t *Test, line, col int) {
 	regs := map[string]bool{}
@@ -769,7 +814,6 @@ func (p *parser) validate(t *Test, line, col int) {
 	calls := map[string]map[int]int{} // collective (with its team) -> column PE -> calls
 	var keys []string
 	teams := map[string][]int{}
-	dsts := map[Loc]bool{}
 	for _, c := range t.Columns {
 		for _, in := range c.Instrs {
 			if in.Reg != "" {
@@ -799,28 +843,11 @@ func (p *parser) validate(t *Test, line, col int) {
 					}
 				}
 			}
-			if in.Dst.Var != "" {
-				dsts[in.Dst] = true
-			}
-			if in.Op == OpPutNBI && in.Src.Var != "" {
-				dsts[in.Loc] = true
-			}
 		}
 	}
-	for _, c := range t.Columns { // a value read by a get or a put from a buffer was not itself moved so
-		for _, in := range c.Instrs {
-			src := Loc{}
-			switch {
-			case in.Dst.Var != "":
-				src = in.Loc
-			case in.Op == OpPutNBI && in.Src.Var != "":
-				src = in.Src
-			}
-			if src.Var != "" && dsts[src] {
-				p.failAt(line, col, "test %s: %s on PE%d reads %s, which a get or put_nbi from a buffer also writes (a value moves through one of them at most)", t.Name, in.Format(c.PE), c.PE, src)
-				return
-			}
-		}
+	if l, ok := flowCycle(t); ok {
+		p.failAt(line, col, "test %s: a value moves in a cycle through %s (gets into locations and puts from buffers)", t.Name, l)
+		return
 	}
 	for _, k := range keys {
 		first, firstPE := -1, -1

@@ -32,7 +32,35 @@ func genTest(data []byte) *Test {
 			val := int64(next()%2 + 1)
 			reg := fmt.Sprintf("r%d", nreg)
 			in := Instr{Loc: Loc{v, q}, Val: val}
-			switch next() % 20 {
+			switch next() % 30 {
+			case 20:
+				in.Op, in.Reg, in.NBI = OpFAdd, reg, true
+			case 21:
+				in.Op, in.Reg, in.Val, in.NBI = OpFetch, reg, 0, true
+			case 22:
+				in = Instr{Op: OpPutSig, Loc: Loc{"x", q}, Val: val, Sig: Loc{"s", q}, SigOp: SigOp(next() % 2), New: 1, NBI: true}
+			case 23: // a store through roxshmem_ptr
+				in = Instr{Op: OpSt, Loc: Loc{v, q}, Val: val}
+			case 24: // put_nbi from the source buffer b, which case 25 stores to
+				in = Instr{Op: OpPutNBI, Loc: Loc{v, q}, Src: Loc{"b", pe}}
+			case 25:
+				in = Instr{Op: OpSt, Loc: Loc{"b", pe}, Val: val}
+			case 26: // a get into the destination d, which case 27 loads
+				in = Instr{Op: []Op{OpGet, OpGetNBI}[next()%2], Loc: Loc{v, q}, Dst: Loc{"d", pe}}
+			case 27:
+				in = Instr{Op: OpLd, Reg: reg, Loc: Loc{"d", pe}}
+			case 28, 29:
+				op := []Op{OpWaitAll, OpWaitAny, OpWaitSome, OpTest, OpTestAll, OpTestAny, OpTestSome}[next()%7]
+				in = Instr{Op: op, Locs: []Loc{{"s", pe}, {v, pe}}, Cmp: Cmp(next() % 6), Vals: []int64{int64(next() % 2)}}
+				if op == OpTest {
+					in.Locs = in.Locs[:1]
+				}
+				if next()%2 == 0 && op != OpTest {
+					in.Vals = append(in.Vals, int64(next()%2))
+				}
+				if op != OpWaitAll {
+					in.Reg = reg
+				}
 			case 16:
 				in.Op = OpInc
 				in.Val = 0
@@ -76,7 +104,7 @@ func genTest(data []byte) *Test {
 				in = Instr{Op: OpWait, Loc: Loc{"s", pe}, Cmp: CmpGE, Val: 0}
 			}
 			switch in.Op { // some operations, fences and quiets on one of two contexts
-			case OpSt, OpLd, OpWait, OpSigFetch:
+			case OpSt, OpLd, OpWait, OpSigFetch, OpWaitAll, OpWaitAny, OpWaitSome, OpTest, OpTestAll, OpTestAny, OpTestSome:
 			default:
 				if c := next() % 6; c < 2 {
 					in.Ctx = []string{"a", "b"}[c]
@@ -99,11 +127,16 @@ func genTest(data []byte) *Test {
 			c.Instrs = append(c.Instrs[:at], append([]Instr{{Op: OpSync}}, c.Instrs[at:]...)...)
 		}
 	}
-	if next()%4 == 0 { // one barrier_all in every column
+	if k := next() % 8; k < 5 { // one collective in every column (of the team)
+		coll := []Instr{{Op: OpBarrier}, {Op: OpAllReduce}, {Op: OpBroadcast, Root: next() % npe},
+			{Op: OpBarrier, Team: []int{0, 1}}, {Op: OpSync, Team: []int{0, 1}}}[k]
 		for i := range t.Columns {
 			c := &t.Columns[i]
+			if coll.Team != nil && (npe < 2 || i > 1) {
+				continue
+			}
 			at := next() % (len(c.Instrs) + 1)
-			c.Instrs = append(c.Instrs[:at], append([]Instr{{Op: OpBarrier}}, c.Instrs[at:]...)...)
+			c.Instrs = append(c.Instrs[:at], append([]Instr{coll}, c.Instrs[at:]...)...)
 		}
 	}
 	t.Cond = Prop{Kind: PropMem, Loc: Loc{"x", 0}, Val: int64(next() % 3)}
