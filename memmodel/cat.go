@@ -615,10 +615,10 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["FenceOrdersStores"] = flag(opt.FenceOrdersStores)
 	env.vals["BlockingFetchOrders"] = flag(opt.BlockingFetchOrders)
 	env.vals["AtomicAllWrites"] = flag(opt.AtomicAllWrites)
-	env.vals["po"] = rel(func(a, b *Event) bool { return a.PE == b.PE && a.ID < b.ID })
+	env.vals["po"] = rel(func(a, b *Event) bool { return sameThread(a, b) && a.ID < b.ID })
 	env.vals["loc"] = rel(func(a, b *Event) bool { return a.memory() && b.memory() && a.Loc == b.Loc })
 	env.vals["tgt"] = rel(func(a, b *Event) bool { return a.memory() && b.memory() && a.Loc.PE == b.Loc.PE })
-	env.vals["int"] = rel(func(a, b *Event) bool { return a.PE == b.PE })
+	env.vals["int"] = rel(func(a, b *Event) bool { return sameThread(a, b) })
 	ctxOf := func(e *Event) string {
 		if e.plainAccess() {
 			return ""
@@ -628,7 +628,7 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["ctx"] = rel(func(a, b *Event) bool { return ctxOf(a) == ctxOf(b) })
 	env.vals["Dflt"] = set(func(e *Event) bool { return e.memory() && ctxOf(e) == "" })
 	env.vals["instr"] = rel(func(a, b *Event) bool {
-		return a.PE == b.PE && a.Index == b.Index && a.ID < b.ID && (a.Op == OpPutSig || b.Flow)
+		return sameThread(a, b) && a.Index == b.Index && a.ID < b.ID && (a.Op == OpPutSig || b.Flow)
 	})
 	// collectives: the k-th call of one collective on one team in one column matches the k-th of
 	// every member's
@@ -636,11 +636,11 @@ func (env *catEnv) base(t *Test, opt Options) {
 	key := map[int]string{}
 	count := map[string]int{}
 	for _, e := range x.Events {
-		if in := instrAt(t, e.PE, e.Index); e.Op.collective() {
+		if in := instrAt(t, &e); e.Op.collective() {
 			k := collKey(in)
 			key[e.ID] = k
-			nth[e.ID] = count[fmt.Sprint(e.PE, k)]
-			count[fmt.Sprint(e.PE, k)]++
+			nth[e.ID] = count[fmt.Sprint(e.PE, ".", e.Thread, k)]
+			count[fmt.Sprint(e.PE, ".", e.Thread, k)]++
 		}
 	}
 	match := func(a, b *Event) bool { return key[a.ID] == key[b.ID] && nth[a.ID] == nth[b.ID] }
@@ -648,7 +648,7 @@ func (env *catEnv) base(t *Test, opt Options) {
 		return a.Op == OpBarrier && b.Op == OpBarrier && match(a, b)
 	})
 	env.vals["ss"] = rel(func(a, b *Event) bool { // a broadcast: from the root's call only
-		return (a.Op == OpSync || a.Op == OpAllReduce || (a.Op == OpBroadcast && a.PE == instrAt(t, a.PE, a.Index).Root)) && match(a, b)
+		return (a.Op == OpSync || a.Op == OpAllReduce || (a.Op == OpBroadcast && a.PE == instrAt(t, a).Root)) && match(a, b)
 	})
 	env.dynBase(x)
 }
@@ -820,11 +820,11 @@ func kindOf(v catVal) string {
 	return "relation over events"
 }
 
-// instrAt is the instruction at index i of PE pe's column.
-func instrAt(t *Test, pe, i int) Instr {
+// instrAt is the instruction event e comes from.
+func instrAt(t *Test, e *Event) Instr {
 	for _, c := range t.Columns {
-		if c.PE == pe {
-			return c.Instrs[i]
+		if c.PE == e.PE && c.Thread == e.Thread {
+			return c.Instrs[e.Index]
 		}
 	}
 	return Instr{}

@@ -112,7 +112,7 @@ func (c *checker) ownStore(r int) int {
 		return -1
 	}
 	for _, w := range c.locs[c.locOf[e.Loc]].writes {
-		if c.evs[w].Plain && c.evs[w].PE == e.PE && c.evs[w].Index < e.Index && (own < 0 || c.evs[w].Index > c.evs[own].Index) {
+		if c.evs[w].Plain && sameThread(&c.evs[w], e) && c.evs[w].Index < e.Index && (own < 0 || c.evs[w].Index > c.evs[own].Index) {
 			own = w
 		}
 	}

@@ -218,7 +218,7 @@ func (c *checker) orderLocs() error {
 
 func (c *checker) instrOf(e Event) Instr {
 	for _, col := range c.t.Columns {
-		if col.PE == e.PE {
+		if col.PE == e.PE && col.Thread == e.Thread {
 			return col.Instrs[e.Index]
 		}
 	}
@@ -252,7 +252,7 @@ func (c *checker) preservedOrder() {
 		// ids of this column's events
 		var ids []int
 		for i := range c.evs {
-			if c.evs[i].PE == col.PE {
+			if c.evs[i].PE == col.PE && c.evs[i].Thread == col.Thread {
 				ids = append(ids, i)
 			}
 		}
@@ -311,7 +311,7 @@ func (c *checker) preservedOrder() {
 		if !a.memory() {
 			continue
 		}
-		col := c.column(a.PE)
+		col := c.column(a.PE, a.Thread)
 		done := a.plainAccess() || a.Op == OpWait || a.Op.poll() || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
 		at := c.completedAt(col, a)
 		for k := a.Index + 1; k < len(col.Instrs); k++ {
@@ -337,10 +337,10 @@ func (c *checker) preservedOrder() {
 	}
 }
 
-// column returns PE pe's column.
-func (c *checker) column(pe int) Column {
+// column returns the column of PE pe's thread.
+func (c *checker) column(pe, thread int) Column {
 	for _, col := range c.t.Columns {
-		if col.PE == pe {
+		if col.PE == pe && col.Thread == thread {
 			return col
 		}
 	}
@@ -373,7 +373,7 @@ func (c *checker) after(col Column, k int) []int {
 			}
 		}
 		for i := range c.evs {
-			if e := &c.evs[i]; e.PE == other.PE && e.Index > from && e.memory() {
+			if e := &c.evs[i]; e.PE == other.PE && e.Thread == other.Thread && e.Index > from && e.memory() {
 				ids = append(ids, i)
 			}
 		}
@@ -549,7 +549,7 @@ func (c *checker) readPoint(r int) int { return c.early[r] }
 // srcPoint is where write w becomes visible to read r: a PE sees its own plain store from the
 // moment it executes; everyone else when it reaches memory.
 func (c *checker) srcPoint(w, r int) int {
-	if c.evs[w].Plain && c.evs[r].Plain && c.evs[w].PE == c.evs[r].PE {
+	if c.evs[w].Plain && c.evs[r].Plain && sameThread(&c.evs[w], &c.evs[r]) {
 		return c.out[w]
 	}
 	return c.late[w]
@@ -569,7 +569,7 @@ func (c *checker) reads(li, ri int, g graph) {
 	own := -1
 	if e.Plain {
 		for _, w := range l.writes {
-			if c.evs[w].Plain && c.evs[w].PE == e.PE && c.evs[w].Index < e.Index && (own < 0 || c.evs[w].Index > c.evs[own].Index) {
+			if c.evs[w].Plain && sameThread(&c.evs[w], e) && c.evs[w].Index < e.Index && (own < 0 || c.evs[w].Index > c.evs[own].Index) {
 				own = w
 			}
 		}
@@ -737,7 +737,7 @@ func (c *checker) execution(s State) *Execution {
 	x := &Execution{Events: append([]Event(nil), c.evs...), Ord: c.ord, Values: map[int]int64{}, Final: s}
 	for i := range c.evs {
 		for j := i + 1; j < len(c.evs); j++ {
-			if c.evs[i].PE == c.evs[j].PE {
+			if sameThread(&c.evs[i], &c.evs[j]) {
 				x.PO = append(x.PO, [2]int{i, j})
 			}
 		}

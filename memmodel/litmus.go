@@ -170,10 +170,22 @@ type Instr struct {
 	Dst Loc // get, get_nbi into a location: the PE's own destination (Var "" for a register)
 }
 
-// Column is the code one PE runs.
+// Column is the code one PE runs, or one thread of a PE (header PEn.t): the threads of a PE share
+// its memory and its registers' names, and each orders only its own operations.
 type Column struct {
 	PE     int
+	Thread int
 	Instrs []Instr
+}
+
+// Threaded reports whether some PE of t runs several threads.
+func (t *Test) Threaded() bool {
+	for _, c := range t.Columns {
+		if c.Thread != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // InitVal gives a variable a non-zero start value.

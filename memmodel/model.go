@@ -46,7 +46,12 @@ type Event struct {
 	// any time up to the put's completion (so not ordered before the PE's later stores to it)
 	Flow bool // writes the value that the event before it (the same instruction's read) read
 	Acq  bool // wait_all ... test_some: the outcome chosen acquires (set per candidate)
+	// Thread: the issuing thread of the PE (columns PEn.t); program order is per thread
+	Thread int
 }
+
+// sameThread: a and b come from one column.
+func sameThread(a, b *Event) bool { return a.PE == b.PE && a.Thread == b.Thread }
 
 func (e *Event) memory() bool { return e.Read || e.Write || e.Op == OpCSwap }
 
@@ -184,11 +189,13 @@ func (t *Test) EvalState(s State) bool {
 // Events lists the events of t's instructions in column order.
 func Events(t *Test) []Event {
 	var evs []Event
+	thread := 0
 	add := func(e Event) {
-		e.ID = len(evs)
+		e.ID, e.Thread = len(evs), thread
 		evs = append(evs, e)
 	}
 	for _, c := range t.Columns {
+		thread = c.Thread
 		for i, in := range c.Instrs {
 			e := Event{PE: c.PE, Index: i, Op: in.Op, Loc: in.Loc, Reg: in.Reg, Ctx: in.Ctx, NBI: in.NBI}
 			switch {

@@ -337,24 +337,29 @@ func locLess(a, b Loc) bool {
 }
 
 func (p *parser) header(t *Test) {
-	seen := map[int]bool{}
+	seen := map[[2]int]bool{}
 	for p.err == nil {
 		line, col := p.tok.line, p.tok.col
 		if p.tok.kind != tWord || !strings.HasPrefix(p.tok.text, "PE") {
 			p.fail("want a column header PEn, found %s", p.describe())
 			return
 		}
-		n, err := strconv.Atoi(p.tok.text[2:])
-		if err != nil || n < 0 || n > MaxPE || p.tok.text[2:] != strconv.Itoa(n) {
-			p.fail("bad column header %s: want PE0..PE%d", p.describe(), MaxPE)
+		num, thr, threaded := strings.Cut(p.tok.text[2:], ".")
+		n, err := strconv.Atoi(num)
+		th, terr := 0, error(nil)
+		if threaded {
+			th, terr = strconv.Atoi(thr)
+		}
+		if err != nil || n < 0 || n > MaxPE || num != strconv.Itoa(n) || terr != nil || (threaded && (th < 1 || th > 15 || thr != strconv.Itoa(th))) {
+			p.fail("bad column header %s: want PE0..PE%d, or PEn.t for thread t (1..15) of PE n", p.describe(), MaxPE)
 			return
 		}
-		if seen[n] {
-			p.failAt(line, col, "column PE%d appears twice", n)
+		if seen[[2]int{n, th}] {
+			p.failAt(line, col, "column %s appears twice", p.tok.text)
 			return
 		}
-		seen[n] = true
-		t.Columns = append(t.Columns, Column{PE: n})
+		seen[[2]int{n, th}] = true
+		t.Columns = append(t.Columns, Column{PE: n, Thread: th})
 		p.next()
 		if p.is(";") {
 			p.next()
@@ -823,6 +828,10 @@ func (p *parser) validate(t *Test, line, col int) {
 					return
 				}
 				regs[k] = true
+			}
+			if in.Op.collective() && t.Threaded() {
+				p.failAt(line, col, "test %s: %s in a test with threads (PEn.t): a collective is called once per PE, the model has no thread-level collectives", t.Name, in.Format(c.PE))
+				return
 			}
 			if in.Op.collective() {
 				k := collKey(in)

@@ -131,6 +131,8 @@ func (t *Test) String() string {
 		cells[r] = make([]string, len(t.Columns))
 		for i, c := range t.Columns {
 			switch {
+			case r == 0 && c.Thread != 0:
+				cells[r][i] = fmt.Sprintf("PE%d.%d", c.PE, c.Thread)
 			case r == 0:
 				cells[r][i] = fmt.Sprintf("PE%d", c.PE)
 			case r-1 < len(c.Instrs):

@@ -120,7 +120,8 @@ func genTest(data []byte) *Test {
 		}
 		t.Columns = append(t.Columns, col)
 	}
-	if next()%4 == 0 { // one sync_all in every column
+	synced := next()%4 == 0
+	if synced { // one sync_all in every column
 		for i := range t.Columns {
 			c := &t.Columns[i]
 			at := next() % (len(c.Instrs) + 1)
@@ -137,6 +138,29 @@ func genTest(data []byte) *Test {
 			}
 			at := next() % (len(c.Instrs) + 1)
 			c.Instrs = append(c.Instrs[:at], append([]Instr{coll}, c.Instrs[at:]...)...)
+		}
+	} else if npe >= 2 && k == 5 && !synced { // the last column becomes a second thread of PE 0
+		last := &t.Columns[npe-1]
+		mv := func(l *Loc) {
+			if l.Var != "" && l.PE == npe-1 {
+				l.PE = 0
+			}
+		}
+		for i := range last.Instrs {
+			in := &last.Instrs[i]
+			mv(&in.Loc)
+			mv(&in.Sig)
+			mv(&in.Src)
+			mv(&in.Dst)
+			for j := range in.Locs {
+				mv(&in.Locs[j])
+			}
+		}
+		last.PE, last.Thread = 0, 1
+		for i := range regs {
+			if regs[i].PE == npe-1 {
+				regs[i].PE = 0
+			}
 		}
 	}
 	t.Cond = Prop{Kind: PropMem, Loc: Loc{"x", 0}, Val: int64(next() % 3)}

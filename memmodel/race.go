@@ -282,6 +282,11 @@ func (c *checker) symClasses(keys map[string]bool) {
 // symCandidate: nothing the keys record belongs to column i's PE (registers, locations).
 func (c *checker) symCandidate(i int, keys map[string]bool) bool {
 	col := &c.t.Columns[i]
+	for k := range c.t.Columns {
+		if k != i && c.t.Columns[k].PE == col.PE { // a PE of several threads: its columns are not PEs to swap
+			return false
+		}
+	}
 	for _, in := range col.Instrs {
 		if in.Reg != "" && keys[regKey(col.PE, in.Reg)] {
 			return false

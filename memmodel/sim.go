@@ -267,6 +267,7 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 
 func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.Rand, setReg func(int, string, int64), barrier func(string, int, bool) chan struct{}, ncols int) error {
 	pe := col.PE
+	me := pe + 64*col.Thread // the issuing thread: fence, quiet and the store buffer are per thread
 	calls := map[string]int{}
 	time.Sleep(time.Duration(rng.Intn(10)) * time.Microsecond)
 	for _, in := range col.Instrs {
@@ -276,14 +277,14 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		in := in
 		switch in.Op {
 		case OpSt: // into the store buffer: delivered to memory later, ordered by fence and quiet
-			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
 				o.store, o.loc, o.val = true, in.Loc, in.Val
 			})
 		case OpLd:
 			m.mu.Lock()
 			forwarded := false
 			for _, o := range m.pending { // a PE sees its own buffered stores
-				if o.store && o.src == pe && o.loc == in.Loc {
+				if o.store && o.src == me && o.loc == in.Loc {
 					setReg(pe, in.Reg, o.val)
 					forwarded = true
 				}
@@ -294,12 +295,12 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			}
 			// else performed later, by the network: only quiet, barrier and the PE's later plain
 			// accesses to the word order a plain load, so a later put may overtake it
-			m.issueOn(in.Ctx, pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
 				o.load, o.loc, o.unfenced = true, in.Loc, true
 			})
 		case OpGet:
 			if in.Dst.Var != "" { // the PE's earlier accesses to the destination come first
-				if err := m.drainPlain(ctx, pe); err != nil {
+				if err := m.drainPlain(ctx, me); err != nil {
 					return err
 				}
 			}
@@ -314,10 +315,10 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			}
 		case OpPutNBI:
 			if in.Src.Var != "" { // the source is read at delivery: from the PE's store buffer, else memory
-				m.issueOn(in.Ctx, pe, in.Loc.PE, func() {
+				m.issueOn(in.Ctx, me, in.Loc.PE, func() {
 					v := m.mem[in.Src]
 					for _, o := range m.pending {
-						if o.store && o.src == pe && o.loc == in.Src {
+						if o.store && o.src == me && o.loc == in.Src {
 							v = o.val
 						}
 					}
@@ -325,19 +326,19 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				})
 				break
 			}
-			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 		case OpPut:
-			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 		case OpSet:
-			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 			})
 		case OpSigFetch: // a relaxed read of the own signal word: performed late, as a plain load
-			m.issueOn(in.Ctx, pe, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
 				o.load, o.loc, o.unfenced = true, in.Loc, true
 			})
 		case OpAdd, OpFAdd, OpSwap, OpCSwap, OpFetch, OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor: // fetching ones block: delivered in fence order, then waited for
-			op := m.issueOn(in.Ctx, pe, in.Loc.PE, nil, func(o *simOp) {
+			op := m.issueOn(in.Ctx, me, in.Loc.PE, nil, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 				o.rmw = func() func() {
 					old := m.mem[in.Loc]
@@ -364,15 +365,15 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			}
 		case OpGetNBI: // fence does not order gets
 			if in.Dst.Var != "" {
-				if err := m.drainPlain(ctx, pe); err != nil {
+				if err := m.drainPlain(ctx, me); err != nil {
 					return err
 				}
-				m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Dst] = m.mem[in.Loc] }, func(o *simOp) {
+				m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Dst] = m.mem[in.Loc] }, func(o *simOp) {
 					o.unfenced = true
 				})
 				break
 			}
-			m.issueOn(in.Ctx, pe, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
 				o.unfenced = true
 			})
 		case OpPutSig:
@@ -384,11 +385,11 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				}
 			}
 			if s.Mutation == MutSignalFirst { // two deliveries the network may reorder
-				m.issueOn(in.Ctx, pe, in.Loc.PE, signal)
-				m.issueOn(in.Ctx, pe, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+				m.issueOn(in.Ctx, me, in.Loc.PE, signal)
+				m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
 				break
 			}
-			m.issueOn(in.Ctx, pe, in.Loc.PE, func() {
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() {
 				m.mem[in.Loc] = in.Val
 				signal()
 			}, func(o *simOp) {
@@ -409,24 +410,24 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 			}
 		case OpFence:
 			m.mu.Lock()
-			m.epoch[simCtx{pe, in.Ctx}]++
+			m.epoch[simCtx{me, in.Ctx}]++
 			m.mu.Unlock()
 		case OpQuiet:
 			if s.Mutation == MutQuietAsFence {
 				m.mu.Lock()
-				m.epoch[simCtx{pe, in.Ctx}]++
+				m.epoch[simCtx{me, in.Ctx}]++
 				m.mu.Unlock()
 				break
 			}
-			if err := m.quiet(ctx, pe, in.Ctx); err != nil {
+			if err := m.quiet(ctx, me, in.Ctx); err != nil {
 				return err
 			}
 		case OpBarrier, OpSync, OpAllReduce, OpBroadcast:
 			var err error
 			if in.Op == OpBarrier { // completes the default context's operations and the plain accesses
-				err = m.quiet(ctx, pe, "")
+				err = m.quiet(ctx, me, "")
 			} else { // the others complete only the PE's plain accesses
-				err = m.drainPlain(ctx, pe)
+				err = m.drainPlain(ctx, me)
 			}
 			if err != nil {
 				return err
