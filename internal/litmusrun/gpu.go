@@ -260,6 +260,9 @@ func (p *gpuPE) batch(ctx context.Context) error {
 func gpuEncodes(t *memmodel.Test) (string, bool) {
 	for _, c := range t.Columns {
 		for _, in := range c.Instrs {
+			if c.Thread != 0 || in.NBI || in.Team != nil || in.Src.Var != "" || in.Dst.Var != "" || (in.Op == memmodel.OpSt && in.Loc.PE != c.PE) {
+				return in.Format(c.PE), false // the interpreter has no encoding of these forms yet
+			}
 			switch in.Op {
 			case memmodel.OpSt, memmodel.OpLd, memmodel.OpPut, memmodel.OpPutNBI, memmodel.OpGet, memmodel.OpGetNBI,
 				memmodel.OpFAdd, memmodel.OpSwap, memmodel.OpCSwap, memmodel.OpFetch, memmodel.OpAdd, memmodel.OpSet,

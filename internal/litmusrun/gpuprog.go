@@ -34,6 +34,9 @@ type gpuTest struct {
 }
 
 func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
+	if t.Threaded() {
+		return nil, fmt.Errorf("litmusrun: test %s: threads of one PE (PEn.t) have no GPU encoding", t.Name)
+	}
 	g := &gpuTest{t: t, slot: map[string]int{}, regs: map[int][]string{}, nregs: 1, keys: memmodel.StateKeys(t)}
 	seen := map[string]bool{}
 	note := func(v string) {
@@ -133,6 +136,9 @@ func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn
 	}
 	delay(startDelay)
 	for _, in := range col.Instrs {
+		if col.Thread != 0 || in.NBI || in.Team != nil || in.Src.Var != "" || in.Dst.Var != "" || (in.Op == memmodel.OpSt && in.Loc.PE != pe) {
+			return nil, fmt.Errorf("litmusrun: test %s PE %d: %s has no GPU encoding", g.t.Name, pe, in.Format(pe))
+		}
 		x := kernels.LitmusInsn{PE: int32(in.Loc.PE), Var: off(in.Loc.Var), Value: uint64(in.Val)}
 		if in.Reg != "" {
 			x.Reg, _ = g.reg(pe, in.Reg)

@@ -99,8 +99,16 @@ func TestHostConformance(t *testing.T) {
 			t.Fatalf("ROX_ORDERING=%s: %v\n%s\n%s", ord, err, errb.String(), out.String())
 		}
 		got := strings.Count(out.String(), "Histogram (")
-		if got != len(tests) {
-			t.Errorf("ROX_ORDERING=%s: %d histograms printed, want %d\n%s", ord, got, len(tests), out.String())
+		want := 0
+		for _, lt := range tests {
+			if _, ok := HostRuns(lt); ok {
+				want++
+			} else if !strings.Contains(out.String(), "Test "+lt.Name+" skipped: the host runner has no mapping for") {
+				t.Errorf("ROX_ORDERING=%s: %s neither run nor said to be skipped", ord, lt.Name)
+			}
+		}
+		if got != want {
+			t.Errorf("ROX_ORDERING=%s: %d histograms printed, want %d\n%s", ord, got, want, out.String())
 		}
 		if !strings.Contains(out.String(), "Power (") || !strings.Contains(out.String(), "power: weak outcome seen on") {
 			t.Errorf("ROX_ORDERING=%s: no power table\n%s", ord, out.String())
