@@ -19,6 +19,16 @@
 //   - blocking gets and fetching AMOs order later accesses (Options.BlockingFetchOrders);
 //   - a PE's plain accesses to one location are coherent (program order per location).
 //
+// fence and quiet are per communication context, and per thread of a multi-threaded PE (columns
+// PEn.t). The rest of the API (MODEL.md §3b) lowers to the same events: non-blocking fetching
+// AMOs are AMOs that are not blocking fetches; a put from a source buffer is a plain read of the
+// buffer, performed any time up to completion, whose value the put writes; a get into a location
+// is a read whose value a network write of the destination carries; a store through
+// roxshmem_ptr is a plain store to a peer's word; wait_until_all/any/some and the test family
+// read each word once, the candidate choosing the outcome returned (acquiring on a success); team
+// barriers and syncs, all-reduce and broadcast order memory as barrier and sync do among their
+// members (a broadcast from its root only).
+//
 // # Axioms
 //
 // Strict: every memory event is one instant; acyclic(ord | rf | co | fr), and an AMO reads the

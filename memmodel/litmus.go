@@ -336,17 +336,3 @@ func (p *Prop) Eval(regs map[string]int64, mem map[Loc]int64) bool {
 }
 
 func regKey(pe int, reg string) string { return fmt.Sprintf("%d:%s", pe, reg) }
-
-// UsesContexts reports whether any instruction of t names a communication context ("on NAME").
-// Contexts are in the Go axioms (Check, Decide) only: model.cat and SimRunner do not state them
-// yet, and refuse such tests (ErrContexts).
-func (t *Test) UsesContexts() bool {
-	for _, c := range t.Columns {
-		for _, in := range c.Instrs {
-			if in.Ctx != "" {
-				return true
-			}
-		}
-	}
-	return false
-}

@@ -86,20 +86,20 @@ func Mutate(t *Test, m Mutation) *Test {
 	u.Name = t.Name + "~" + m.String()
 	u.Columns = nil
 	for _, c := range t.Columns {
-		nc := Column{PE: c.PE}
+		nc := Column{PE: c.PE, Thread: c.Thread}
 		for _, in := range c.Instrs {
 			switch {
 			case m == MutDropFences && in.Op == OpFence:
 				continue
 			case m == MutQuietAsFence && in.Op == OpQuiet:
-				in = Instr{Op: OpFence}
+				in = Instr{Op: OpFence, Ctx: in.Ctx}
 			case m == MutSignalFirst && in.Op == OpPutSig:
-				sig := Instr{Op: OpSet, Loc: in.Sig, Val: in.New}
+				sig := Instr{Op: OpSet, Loc: in.Sig, Val: in.New, Ctx: in.Ctx}
 				if in.SigOp == SigAdd {
 					sig.Op = OpAdd
 				}
 				nc.Instrs = append(nc.Instrs, sig)
-				in = Instr{Op: OpPut, Loc: in.Loc, Val: in.Val}
+				in = Instr{Op: OpPut, Loc: in.Loc, Val: in.Val, Ctx: in.Ctx}
 			}
 			nc.Instrs = append(nc.Instrs, in)
 		}
