@@ -27,6 +27,21 @@ func TestParseErrors(t *testing.T) {
 		{"", "f:1:1: no test"},
 		{"SHMEM T\nPE0 ;\nput x@1 1 ;\n", "f:4:1: want a row or the final condition"},
 		{"SHMEM T\nPE0 ;\nst x 1 $ ;\n", "f:3:8: unexpected character '$'"},
+		{"SHMEM T\nPE0 | PE1 | PE2 ;\nbarrier {0,1} | | ;\nexists (x@1=0)\n", "f:1:1: test T: PE1 runs 0 barrier {0,1}s, PE0 1"},
+		{"SHMEM T\nPE0 | PE1 | PE2 ;\nsync {0,1} | sync {0,1} | sync {0,1} ;\nexists (x@1=0)\n", "f:1:1: test T: PE2 calls sync {0,1} but is not in the team"},
+		{"SHMEM T\nPE0 ;\nbarrier {0,3} ;\nexists (x@1=0)\n", "f:1:1: test T: barrier {0,3} names PE3, which has no column"},
+		{"SHMEM T\nPE0 ;\nbarrier {1,0} ;\nexists (x@1=0)\n", "f:3:9: team {1,0}: want its PEs once each"},
+		{"SHMEM T\nPE0 | PE1 ;\nbroadcast 2 {0,1} | broadcast 2 {0,1} ;\nexists (x@1=0)\n", "f:3:1: broadcast on PE0: root 2 is not in the team {0,1}"},
+		{"SHMEM T\nPE0 ;\nwait_any r0 x,y == 1,2,3 ;\nexists (0:r0=0)\n", "f:3:1: wait_any on PE0: 3 compare values for 2 words"},
+		{"SHMEM T\nPE0 ;\ntest r0 x,y == 1 ;\nexists (0:r0=0)\n", "f:3:1: test on PE0 names 2 words, want 1"},
+		{"SHMEM T\nPE0 ;\nwait_all x,x == 1 ;\nexists (x@0=0)\n", "f:3:1: wait_all on PE0 names x@0 twice"},
+		{"SHMEM T\nPE0 ;\nwait_all x@1 == 1 ;\nexists (x@0=0)\n", "f:3:10: wait_all on PE0 names x@1"},
+		{"SHMEM T\nPE0 ;\nget d@1 x@1 ;\nexists (x@0=0)\n", "f:3:5: get on PE0: destination d@1 is not the PE's own copy"},
+		{"SHMEM T\nPE0 | PE1 ;\nget d@0 x@1 | get x@1 d@0 ;\nexists (x@0=0)\n", "f:1:1: test T: a value moves in a cycle through"},
+		{"SHMEM T\nPE0 | PE0.1 ;\nbarrier | barrier ;\nexists (x@0=0)\n", "f:1:1: test T: barrier in a test with threads"},
+		{"SHMEM T\nPE0.0 ;\n", "f:2:1: bad column header \"PE0.0\""},
+		{"SHMEM T\nPE0 ;\ntest r0 x == 1 on a ;\nexists (0:r0=0)\n", "f:3:16: test takes no context"},
+		{"SHMEM T\nPE0 ;\nadd_nbi x@1 1 ;\nexists (x@0=0)\n", `f:3:1: unknown instruction "add_nbi"`},
 	}
 	for _, c := range cases {
 		_, err := ParseFile("f", []byte(c.src))
