@@ -1,6 +1,7 @@
 package memmodel
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -322,6 +323,15 @@ func (c *checker) swappable(i, j int) bool {
 			(x.Loc.Var != "" && sw(x.Loc.PE) != y.Loc.PE) || (x.Sig.Var != "" && sw(x.Sig.PE) != y.Sig.PE) {
 			return false
 		}
+		if x.Ctx != y.Ctx || x.NBI != y.NBI || x.Team != nil || y.Team != nil || (x.Op == OpBroadcast && sw(x.Root) != y.Root) ||
+			x.Src.Var != y.Src.Var || x.Dst.Var != y.Dst.Var || len(x.Locs) != len(y.Locs) || !slices.Equal(x.Vals, y.Vals) {
+			return false // a team's membership changes when only one of the two PEs is in it
+		}
+		for k, l := range x.Locs {
+			if l.Var != y.Locs[k].Var {
+				return false
+			}
+		}
 	}
 	for k := range c.t.Columns { // the other columns must not tell the two PEs apart
 		if k == i || k == j {
@@ -329,6 +339,9 @@ func (c *checker) swappable(i, j int) bool {
 		}
 		for _, in := range c.t.Columns[k].Instrs {
 			if (in.Loc.Var != "" && (in.Loc.PE == a.PE || in.Loc.PE == b.PE)) || (in.Sig.Var != "" && (in.Sig.PE == a.PE || in.Sig.PE == b.PE)) {
+				return false
+			}
+			if in.Team != nil || (in.Op == OpBroadcast && (in.Root == a.PE || in.Root == b.PE)) {
 				return false
 			}
 		}
