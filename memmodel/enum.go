@@ -104,6 +104,7 @@ type checker struct {
 	touched          []bool          // events some preserved-order pair relates
 	keySet           map[string]bool // the state's keys, as a set
 	keyScratch       []byte
+	cyclic           bool       // the preserved order alone has a cycle (under the current guess)
 	polls            []pollSite // wait_all ... test_some calls: the outcomes each may return
 	pollCat          []int8     // per poll event, under the current guess: pollFree, pollHolds, pollFails
 	regConst         []int64    // per poll call's first event: the register's value under the current guess
@@ -234,7 +235,7 @@ func (c *checker) buildBase() {
 			c.base.add(c.early[i], c.late[i])
 		}
 	}
-	c.ord = nil
+	c.ord, c.cyclic = nil, false
 	c.preservedOrder()
 }
 
@@ -242,7 +243,9 @@ func (c *checker) buildBase() {
 func (c *checker) preservedOrder() {
 	seen := map[[2]int]bool{}
 	edge := func(a, b, u, v int) {
-		c.base.add(u, v)
+		if !c.base.add(u, v) {
+			c.cyclic = true // ord itself has a cycle: no execution (the parser refuses collectives out of order)
+		}
 		if !seen[[2]int{a, b}] {
 			seen[[2]int{a, b}] = true
 			c.ord = append(c.ord, [2]int{a, b})

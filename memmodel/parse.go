@@ -585,6 +585,17 @@ func (p *parser) instr(own int) Instr {
 	return in
 }
 
+// sharedColls lists the collectives of column c that PE other takes part in, in order.
+func sharedColls(c Column, other int) []string {
+	var ks []string
+	for _, in := range c.Instrs {
+		if in.Op.collective() && (in.Team == nil || slices.Contains(in.Team, other)) {
+			ks = append(ks, collKey(in))
+		}
+	}
+	return ks
+}
+
 // flowCycle reports a location through which values move in a cycle: a get reads x@q into d, a
 // put from a buffer reads b into x@q.
 func flowCycle(t *Test) (Loc, bool) {
@@ -873,6 +884,15 @@ func (p *parser) validate(t *Test, line, col int) {
 				return
 			}
 			first, firstPE = n, pe
+		}
+	}
+	for i, a := range t.Columns { // two members of collectives call them in one order, or deadlock
+		for _, b := range t.Columns[i+1:] {
+			sa, sb := sharedColls(a, b.PE), sharedColls(b, a.PE)
+			if !slices.Equal(sa, sb) {
+				p.failAt(line, col, "test %s: PE%d calls %s, PE%d %s: collectives they both take part in must come in one order (else they deadlock)", t.Name, a.PE, strings.Join(sa, ", "), b.PE, strings.Join(sb, ", "))
+				return
+			}
 		}
 	}
 	var check func(q *Prop)

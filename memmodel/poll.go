@@ -113,7 +113,7 @@ func (c *checker) guesses(fn func()) {
 			if len(c.polls) > 0 {
 				c.buildBase()
 			}
-			for mask := 0; mask < 1<<len(cswaps) && !c.done; mask++ {
+			for mask := 0; mask < 1<<len(cswaps) && !c.done && !c.cyclic; mask++ {
 				for k, i := range cswaps {
 					c.succeed[i] = mask&(1<<k) != 0
 					c.evs[i].Write = c.succeed[i]

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -131,12 +132,19 @@ func genTest(data []byte) *Test {
 	if k := next() % 8; k < 5 { // one collective in every column (of the team)
 		coll := []Instr{{Op: OpBarrier}, {Op: OpAllReduce}, {Op: OpBroadcast, Root: next() % npe},
 			{Op: OpBarrier, Team: []int{0, 1}}, {Op: OpSync, Team: []int{0, 1}}}[k]
+		after := next()%2 == 0
 		for i := range t.Columns {
 			c := &t.Columns[i]
 			if coll.Team != nil && (npe < 2 || i > 1) {
 				continue
 			}
-			at := next() % (len(c.Instrs) + 1)
+			lo, hi := 0, len(c.Instrs) // on the same side of the sync in every column
+			if s := slices.IndexFunc(c.Instrs, func(in Instr) bool { return in.Op == OpSync }); s >= 0 && after {
+				lo = s + 1
+			} else if s >= 0 {
+				hi = s
+			}
+			at := lo + next()%(hi-lo+1)
 			c.Instrs = append(c.Instrs[:at], append([]Instr{coll}, c.Instrs[at:]...)...)
 		}
 	} else if npe >= 2 && k == 5 && !synced { // the last column becomes a second thread of PE 0
