@@ -150,3 +150,31 @@ func All(kernelsDir, outDir string) error {
 	}
 	return nil
 }
+
+// WorkloadSource holds the workload kernels (expert-parallel dispatch/combine, the fused GEMM),
+// compiled into their own objects, workloads-<arch><ext>, apart from the runtime's.
+const WorkloadSource = "src/workloads.hip"
+
+// WorkloadObjectName is the file in kernels/obj that holds the workload kernels for t.
+func WorkloadObjectName(t Target) string { return "workloads-" + t.Arch + t.Ext() }
+
+// Workloads builds the workload kernels for every target into outDir.
+func Workloads(kernelsDir, outDir string) error {
+	outAbs, err := filepath.Abs(outDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outAbs, 0o755); err != nil {
+		return err
+	}
+	for _, t := range Targets {
+		out := filepath.Join(outAbs, WorkloadObjectName(t))
+		if err := Compile(kernelsDir, t, WorkloadSource, out); err != nil {
+			return err
+		}
+		if err := os.Chmod(out, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
