@@ -150,9 +150,10 @@ ROXI_COLD void roxgemm_reduce(const roxgemm_t *g, float *C, uint64_t step, int b
 		int i0, j0, mt, nt;
 		roxgemm_extent(g, t, &i0, &j0, &mt, &nt);
 		for (int e = (int)roxa_tid(); e < mt * nt; e += (int)roxa_nthreads()) {
-			float v = g->part[(uint64_t)t * g->slot + e];
+			uint64_t at = (uint64_t)(e / nt) * g->tile_n + e % nt; /* slots are tile_n wide */
+			float v = g->part[(uint64_t)t * g->slot + at];
 			for (int s = 1; s < P; s++)
-				v = v + g->part[((uint64_t)s * g->tiles + t) * g->slot + e];
+				v = v + g->part[((uint64_t)s * g->tiles + t) * g->slot + at];
 			C[(uint64_t)(i0 + e / nt) * g->n + j0 + e % nt] = v;
 		}
 	}
