@@ -18,7 +18,7 @@
  * Ordering: the puts are roxshmem's, so each ROX_ORDERING mode gets its instructions from the
  * library (MAPPING.md): Strict writes the data with plain stores and releases it with a cache
  * write-back before each signal; CacheBypass writes it with cache-bypassing stores and only waits
- * for their acknowledgement before the signal. EP.md's instruction-count table counts them. */
+ * for their acknowledgement before the signal. MAPPING.md's instruction-count table counts them. */
 #ifndef ROXAMEN_EP_H
 #define ROXAMEN_EP_H
 
@@ -396,6 +396,18 @@ ROXI_COLD void roxep_partial(const roxep_t *ep, const uint8_t *y, uint64_t lr, u
 	roxa_sync_block();
 }
 
+/* The per-token unit of LowLatency Combine: source s's slot i's partial sum computed into its
+ * stage row and pushed into slot i of this PE's region at s with a put-with-signal adding one. */
+ROXI_COLD void roxep_ll_return_token(const roxep_t *ep, const uint8_t *y, int s, int i)
+{
+	int me = roxshmem_state.my_pe, M = ep->max_tokens;
+	uint64_t pay = (uint64_t)ep->hidden * ep->esize;
+	uint8_t *out = ep->cstage + (uint64_t)(s * M + i) * pay;
+	roxep_partial(ep, y, (uint64_t)(ep->start[s] + i), out);
+	roxshmemx_putmem_signal_nbi_block(ep->comb + (uint64_t)(me * M + i) * pay, out, pay, roxep_sig(ep, ROXEP_SIG_COMB, me), 1,
+					  ROXSHMEM_SIGNAL_ADD, s);
+}
+
 /* Combine, sending side (any number of blocks): each received token's partial sum back to its
  * PE, into slot i of this PE's region there; LowLatency pushes each at once (put-with-signal adding
  * one), Normal stages them for roxep_normal_combine_flush. */
@@ -410,11 +422,10 @@ ROXI_COLD void roxep_combine_send(const roxep_t *ep, const uint8_t *y, uint64_t 
 		for (int i = 0; i < ep->counts[s]; i++, j++) {
 			if (j % nblk != blk)
 				continue;
-			uint8_t *out = ep->cstage + (uint64_t)(s * M + i) * pay;
-			roxep_partial(ep, y, (uint64_t)(ep->start[s] + i), out);
 			if (ep->mode == ROXEP_LOW_LATENCY)
-				roxshmemx_putmem_signal_nbi_block(ep->comb + (uint64_t)(me * M + i) * pay, out, pay,
-								  roxep_sig(ep, ROXEP_SIG_COMB, me), 1, ROXSHMEM_SIGNAL_ADD, s);
+				roxep_ll_return_token(ep, y, s, i);
+			else
+				roxep_partial(ep, y, (uint64_t)(ep->start[s] + i), ep->cstage + (uint64_t)(s * M + i) * pay);
 		}
 	}
 	roxa_sync_block();

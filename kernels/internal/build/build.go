@@ -178,3 +178,43 @@ func Workloads(kernelsDir, outDir string) error {
 	}
 	return nil
 }
+
+// CountSource holds the workload probes that kernels/internal/wlcount counts instructions in: built
+// for the AMD targets in each ordering mode with the ring and SDMA compiled out and every internal
+// inlined, into kernels/testdata/count (CountObjectName).
+const CountSource = "testdata/probes_workloads.hip"
+
+// CountModes are the forced ordering modes of the count objects: ROXSHMEM_ORDERING's values.
+var CountModes = []struct {
+	Name   string
+	Define string
+}{{"strict", "ROXSHMEM_ORDERING=1"}, {"bypass", "ROXSHMEM_ORDERING=2"}}
+
+// CountObjectName is the count object of t in mode.
+func CountObjectName(t Target, mode string) string { return "workloads-count-" + t.Arch + "-" + mode + t.Ext() }
+
+// CountObjects builds the count objects into outDir.
+func CountObjects(kernelsDir, outDir string) error {
+	outAbs, err := filepath.Abs(outDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outAbs, 0o755); err != nil {
+		return err
+	}
+	for _, t := range Targets {
+		if !t.AMD {
+			continue
+		}
+		for _, m := range CountModes {
+			out := filepath.Join(outAbs, CountObjectName(t, m.Name))
+			if err := Compile(kernelsDir, t, CountSource, out, m.Define, "ROXSHMEM_RING=0", "ROXSHMEM_INLINE_ALL"); err != nil {
+				return err
+			}
+			if err := os.Chmod(out, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -19,6 +19,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
+	if err := build.CountObjects(".", "testdata/count"); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
 	sm90, _ := build.Lookup("sm_90")
 	for _, c := range build.Checks {
 		if err := build.Compile(".", sm90, c[0], c[1]); err != nil {
