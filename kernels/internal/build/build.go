@@ -191,7 +191,9 @@ var CountModes = []struct {
 }{{"strict", "ROXSHMEM_ORDERING=1"}, {"bypass", "ROXSHMEM_ORDERING=2"}}
 
 // CountObjectName is the count object of t in mode.
-func CountObjectName(t Target, mode string) string { return "workloads-count-" + t.Arch + "-" + mode + t.Ext() }
+func CountObjectName(t Target, mode string) string {
+	return "workloads-count-" + t.Arch + "-" + mode + t.Ext()
+}
 
 // CountObjects builds the count objects into outDir.
 func CountObjects(kernelsDir, outDir string) error {
