@@ -288,3 +288,14 @@ func Markdown(t map[string]map[string]map[string]Count) string {
 	}
 	return b.String()
 }
+
+// Without returns ins without the instructions that start with prefix (for tests of the counter).
+func Without(ins []insn, prefix string) []insn {
+	var out []insn
+	for _, in := range ins {
+		if !strings.HasPrefix(in.text, prefix) {
+			out = append(out, in)
+		}
+	}
+	return out
+}
