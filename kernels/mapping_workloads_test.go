@@ -167,16 +167,18 @@ func TestWorkloadCounts(t *testing.T) {
 			t.Errorf("%s wait: strict %+v, bypass %+v", arch, s, b)
 		}
 	}
-	md, err := os.ReadFile("MAPPING.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	i, j := bytes.Index(md, []byte(countBegin)), bytes.Index(md, []byte(countEnd))
-	if i < 0 || j < i {
-		t.Fatalf("MAPPING.md lacks the instruction-count table between %q and %q", countBegin, countEnd)
-	}
-	if got, want := strings.TrimSpace(string(md[i+len(countBegin):j])), strings.TrimSpace(wlcount.Markdown(tab)); got != want {
-		t.Errorf("MAPPING.md's instruction-count table is stale; the objects give:\n%s", want)
+	for _, doc := range []string{"MAPPING.md", "../README.md"} {
+		md, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, j := bytes.Index(md, []byte(countBegin)), bytes.Index(md, []byte(countEnd))
+		if i < 0 || j < i {
+			t.Fatalf("%s lacks the instruction-count table between %q and %q", doc, countBegin, countEnd)
+		}
+		if got, want := strings.TrimSpace(string(md[i+len(countBegin):j])), strings.TrimSpace(wlcount.Markdown(tab)); got != want {
+			t.Errorf("%s's instruction-count table is stale; the objects give:\n%s", doc, want)
+		}
 	}
 }
 

@@ -373,12 +373,22 @@ ROXA_FN void roxep_st(uint8_t *p, int esize, uint64_t j, float f)
 	((uint16_t *)p)[j] = (uint16_t)(u >> 16);
 }
 
+/* float32 products rounded on their own, never fused into an add: clang is told so in the functions
+ * that multiply (fp contract off); nvcc, which contracts by default, gets the rounded intrinsic */
+#if defined(__CUDACC__) && !defined(__clang__)
+#define ROXEP_FMUL(a, b) __fmul_rn(a, b)
+#else
+#define ROXEP_FMUL(a, b) ((a) * (b))
+#endif
+
 /* The per-token unit of Combine: the partial sum of landing row lr (source s's slot i), over its
  * choices k in ascending order of weight*y (each product and sum rounded to float32: no fused
  * multiply-add), rounded to the payload type into out. */
 ROXI_COLD void roxep_partial(const roxep_t *ep, const uint8_t *y, uint64_t lr, uint8_t *out)
 {
+#if defined(__clang__)
 #pragma clang fp contract(off)
+#endif
 	int K = ep->topk;
 	uint64_t pay = (uint64_t)ep->hidden * ep->esize;
 	for (uint64_t j = roxa_tid(); j < (uint64_t)ep->hidden; j += roxa_nthreads()) {
@@ -387,7 +397,7 @@ ROXI_COLD void roxep_partial(const roxep_t *ep, const uint8_t *y, uint64_t lr, u
 			int r = ep->out_row[lr * K + k];
 			if (r < 0)
 				continue;
-			float p = ep->out_w[lr * K + k] * roxep_ld(y + (uint64_t)r * pay, ep->esize, j);
+			float p = ROXEP_FMUL(ep->out_w[lr * K + k], roxep_ld(y + (uint64_t)r * pay, ep->esize, j));
 			acc = acc + p;
 		}
 		roxep_st(out, ep->esize, j, acc);
@@ -449,7 +459,6 @@ ROXI_COLD void roxep_normal_combine_flush(const roxep_t *ep, uint64_t epoch)
  * to the payload type once ([n][hidden]; a token with no expert combines to zeros). */
 ROXI_COLD void roxep_combine_recv(const roxep_t *ep, uint8_t *out, int n, uint64_t epoch, int blk, int nblk)
 {
-#pragma clang fp contract(off)
 	int P = roxshmem_state.n_pes, M = ep->max_tokens;
 	uint64_t pay = (uint64_t)ep->hidden * ep->esize;
 	for (int d = 0; d < P; d++)

@@ -23,6 +23,11 @@
 #define ROXGEMM_TK 16                            /* k depth of one staged chunk */
 #define ROXGEMM_ACC 16                           /* accumulators per thread */
 #define ROXGEMM_SCRATCH(tm, tn) (((tm) + (tn)) * ROXGEMM_TK)
+#if defined(__CUDACC__) && !defined(__clang__)
+#define ROXGEMM_FMA(a, b, c) fmaf(a, b, c) /* nvcc's device fmaf */
+#else
+#define ROXGEMM_FMA(a, b, c) __builtin_fmaf(a, b, c)
+#endif
 
 typedef struct roxgemm {
 	int32_t m, n, k;       /* this PE's shard: A [m][k], B [k][n] */
@@ -88,7 +93,7 @@ ROXI_COLD void roxgemm_tile(const roxgemm_t *g, const float *A, const float *B, 
 				int i = e / nt, j = e % nt;
 				float a = acc[r];
 				for (int kk = 0; kk < kc; kk++)
-					a = __builtin_fmaf(sA[i * ROXGEMM_TK + kk], sB[kk * TN + j], a);
+					a = ROXGEMM_FMA(sA[i * ROXGEMM_TK + kk], sB[kk * TN + j], a);
 				acc[r] = a;
 			}
 		}
@@ -138,7 +143,6 @@ ROXI_COLD void roxgemm_fused(const roxgemm_t *g, const float *A, const float *B,
  * of step is in, summed in PE order into C ([m][n], leading dimension n). */
 ROXI_COLD void roxgemm_reduce(const roxgemm_t *g, float *C, uint64_t step, int blk, int nblk)
 {
-#pragma clang fp contract(off)
 	int P = roxshmem_state.n_pes, me = roxshmem_state.my_pe;
 	for (int t = blk; t < g->tiles; t += nblk) {
 		if (g->op == ROXGEMM_REDUCE_SCATTER && roxgemm_owner(g, t) != me)
