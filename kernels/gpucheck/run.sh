@@ -9,7 +9,7 @@
 # It checks that ptxas accepts every PTX file clang-19 produced (obj/ and gpucheck/), that the
 # header compiles under nvcc with all warnings as errors (the check kernel and the full-API
 # kernel, sm_80 and sm_90; the workload kernels), then runs TestGPU/TestGPURing (clang-19 and nvcc
-# builds), TestGPUColl and TestGPUGEMM.
+# builds), TestGPUColl, TestGPUEP and TestGPUGEMM.
 set -u
 fail=0
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +43,6 @@ for arch in sm_80 sm_90; do
 done
 
 cd "$root/kernels"
-step "TestGPU/TestGPURing/TestGPUColl/TestGPUGEMM" env ROX_TEST_GPU=1 ROX_GPUCHECK_NVCC_PTX="$out/check-nvcc-sm_90.ptx" \
+step "TestGPU/TestGPURing/TestGPUColl/TestGPUEP/TestGPUGEMM" env ROX_TEST_GPU=1 ROX_GPUCHECK_NVCC_PTX="$out/check-nvcc-sm_90.ptx" \
 	"$root/.gpu/kernels.test" -test.run 'GPU' -test.v -test.timeout 9m
 exit $fail
