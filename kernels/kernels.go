@@ -73,3 +73,26 @@ func ObjectFor(arch string) ([]byte, string, error) {
 	b, err := Object(arch)
 	return b, arch, err
 }
+
+// WorkloadKernels are the entry points of the workload objects (WorkloadObject): the phases of
+// roxamen/ep.h's dispatch and combine and of roxamen/gemm.h's fused and unfused GEMM.
+var WorkloadKernels = []string{
+	"roxep_k_route", "roxep_k_ll_dispatch_send", "roxep_k_stage", "roxep_k_normal_dispatch_send",
+	"roxep_k_dispatch_recv_map", "roxep_k_dispatch_recv_copy", "roxep_k_dispatch_ack", "roxep_k_combine_send",
+	"roxep_k_normal_combine_flush", "roxep_k_combine_recv", "roxep_k_combine_ack",
+	"roxgemm_k_fused", "roxgemm_k_reduce", "roxgemm_k_ack", "roxgemm_k_unfused", "roxgemm_k_allreduce",
+}
+
+// WorkloadObject returns the workload kernels (src/workloads.hip) built for arch, a code object
+// of its own beside the runtime's (Object); ObjectFor's choice of arch applies to it too. A module
+// loaded from it links to its PE as any user module does (StateSymbol).
+func WorkloadObject(arch string) ([]byte, error) {
+	if _, err := Object(arch); err != nil {
+		return nil, err
+	}
+	ext := ".ptx"
+	if strings.HasPrefix(arch, "gfx") {
+		ext = ".hsaco"
+	}
+	return objects.ReadFile("obj/workloads-" + arch + ext)
+}

@@ -8,7 +8,8 @@
 #
 # It checks that ptxas accepts every PTX file clang-19 produced (obj/ and gpucheck/), that the
 # header compiles under nvcc with all warnings as errors (the check kernel and the full-API
-# kernel, sm_80 and sm_90), then runs TestGPU/TestGPURing (clang-19 and nvcc builds) and TestGPUColl.
+# kernel, sm_80 and sm_90; the workload kernels), then runs TestGPU/TestGPURing (clang-19 and nvcc
+# builds), TestGPUColl, TestGPUEP and TestGPUGEMM.
 set -u
 fail=0
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,12 +26,13 @@ step() { # name, command...: runs it, records a failure, goes on
 
 for arch in sm_80 sm_90; do
 	step "ptxas $arch runtime-$arch.ptx" ptxas -arch="$arch" -o /dev/null "$root/kernels/obj/runtime-$arch.ptx"
+	step "ptxas $arch workloads-$arch.ptx" ptxas -arch="$arch" -o /dev/null "$root/kernels/obj/workloads-$arch.ptx"
 done
 step "ptxas sm_90 check-clang-sm_90.ptx" ptxas -arch=sm_90 -o /dev/null "$root/kernels/gpucheck/check-clang-sm_90.ptx"
 step "ptxas sm_90 coll-clang-sm_90.ptx" ptxas -arch=sm_90 -o /dev/null "$root/kernels/gpucheck/coll-clang-sm_90.ptx"
 
 for arch in sm_80 sm_90; do
-	for src in gpucheck/check.hip gpucheck/coll.hip testdata/api.hip; do
+	for src in gpucheck/check.hip gpucheck/coll.hip testdata/api.hip src/workloads.hip; do
 		base=$(basename "$src" .hip)
 		step "nvcc -Werror $arch $src" nvcc -x cu -arch="$arch" -ptx -Werror all-warnings \
 			-Xcompiler -Wall,-Werror -I"$inc" -o "$out/$base-nvcc-$arch.ptx" "$root/kernels/$src"
@@ -41,6 +43,6 @@ for arch in sm_80 sm_90; do
 done
 
 cd "$root/kernels"
-step "TestGPU/TestGPURing/TestGPUColl" env ROX_TEST_GPU=1 ROX_GPUCHECK_NVCC_PTX="$out/check-nvcc-sm_90.ptx" \
+step "TestGPU/TestGPURing/TestGPUColl/TestGPUEP/TestGPUGEMM" env ROX_TEST_GPU=1 ROX_GPUCHECK_NVCC_PTX="$out/check-nvcc-sm_90.ptx" \
 	"$root/.gpu/kernels.test" -test.run 'GPU' -test.v -test.timeout 9m
 exit $fail

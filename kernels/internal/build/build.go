@@ -150,3 +150,73 @@ func All(kernelsDir, outDir string) error {
 	}
 	return nil
 }
+
+// WorkloadSource holds the workload kernels (expert-parallel dispatch/combine, the fused GEMM),
+// compiled into their own objects, workloads-<arch><ext>, apart from the runtime's.
+const WorkloadSource = "src/workloads.hip"
+
+// WorkloadObjectName is the file in kernels/obj that holds the workload kernels for t.
+func WorkloadObjectName(t Target) string { return "workloads-" + t.Arch + t.Ext() }
+
+// Workloads builds the workload kernels for every target into outDir.
+func Workloads(kernelsDir, outDir string) error {
+	outAbs, err := filepath.Abs(outDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outAbs, 0o755); err != nil {
+		return err
+	}
+	for _, t := range Targets {
+		out := filepath.Join(outAbs, WorkloadObjectName(t))
+		if err := Compile(kernelsDir, t, WorkloadSource, out); err != nil {
+			return err
+		}
+		if err := os.Chmod(out, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CountSource holds the workload probes that kernels/internal/wlcount counts instructions in: built
+// for the AMD targets in each ordering mode with the ring and SDMA compiled out and every internal
+// inlined, into kernels/testdata/count (CountObjectName).
+const CountSource = "testdata/probes_workloads.hip"
+
+// CountModes are the forced ordering modes of the count objects: ROXSHMEM_ORDERING's values.
+var CountModes = []struct {
+	Name   string
+	Define string
+}{{"strict", "ROXSHMEM_ORDERING=1"}, {"bypass", "ROXSHMEM_ORDERING=2"}}
+
+// CountObjectName is the count object of t in mode.
+func CountObjectName(t Target, mode string) string {
+	return "workloads-count-" + t.Arch + "-" + mode + t.Ext()
+}
+
+// CountObjects builds the count objects into outDir.
+func CountObjects(kernelsDir, outDir string) error {
+	outAbs, err := filepath.Abs(outDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outAbs, 0o755); err != nil {
+		return err
+	}
+	for _, t := range Targets {
+		if !t.AMD {
+			continue
+		}
+		for _, m := range CountModes {
+			out := filepath.Join(outAbs, CountObjectName(t, m.Name))
+			if err := Compile(kernelsDir, t, CountSource, out, m.Define, "ROXSHMEM_RING=0", "ROXSHMEM_INLINE_ALL"); err != nil {
+				return err
+			}
+			if err := os.Chmod(out, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

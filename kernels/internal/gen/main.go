@@ -1,4 +1,5 @@
-// Command gen rebuilds kernels/obj (go generate ./kernels): the runtime kernels for every target.
+// Command gen rebuilds kernels/obj (go generate ./kernels): the runtime kernels and the workload
+// kernels for every target.
 package main
 
 import (
@@ -11,6 +12,14 @@ import (
 func main() {
 	// go generate runs in the package directory, kernels/
 	if err := build.All(".", "obj"); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	if err := build.Workloads(".", "obj"); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	if err := build.CountObjects(".", "testdata/count"); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
