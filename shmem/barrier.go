@@ -64,6 +64,9 @@ func (w *World) SyncAll(ctx context.Context) error {
 		return err
 	}
 	defer c.end()
+	if w.reorder != nil {
+		w.reorder.Sync() // sync_all orders the PE's completed plain accesses
+	}
 	return c.w.sync(ctx, c)
 }
 
@@ -72,7 +75,11 @@ func (c *collective) barrier(ctx context.Context) error {
 	if err := c.w.quiet(c.call, -1); err != nil {
 		return err
 	}
-	return c.w.sync(ctx, c)
+	if err := c.w.sync(ctx, c); err != nil {
+		return err
+	}
+	c.w.acquire()
+	return nil
 }
 
 // sync runs one barrier as a step of collective c. In round k it sets slot e%2 of its peer's round-k

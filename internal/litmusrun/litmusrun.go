@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/memmodel"
+	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -171,6 +172,13 @@ type pe struct {
 	iregs     []map[string]int64   // per copy: registers
 	inbi      []map[string][]int64 // per copy: get_nbi destinations
 	inbiSig   []map[string][]uint64
+
+	// ro is the reordering delivery path (ROX_DELIVERY=reorder), or nil: plain loads and stores
+	// then go through its emulated store buffer and cache, and its mutation is armed while the
+	// columns run. late holds, per copy, the registers of plain loads it performs late.
+	ro    *nic.Reorder
+	late  map[string]*uint64
+	ilate []map[string]*uint64
 }
 
 // maxSpread is the widest element spacing of a variable's copies.
@@ -232,7 +240,7 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 	if err != nil {
 		return none, err
 	}
-	p := &pe{w: w, t: t, l: l, k: k, spread: 1}
+	p := &pe{w: w, t: t, l: l, k: k, spread: 1, ro: w.Reorder()}
 	if p.data, err = shmem.Alloc[int64](w, max(1, len(l.data))*k*maxSpread); err != nil {
 		return none, err
 	}
@@ -241,6 +249,12 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		return none, err
 	}
 	defer w.Free(p.sig.Mem())
+	if p.ro != nil {
+		p.ro.Arm(false)
+		p.ro.Cache(p.data.Mem().Offset(), p.data.Mem().Size())
+		p.ro.Cache(p.sig.Mem().Offset(), p.sig.Mem().Size())
+		defer p.ro.Uncache()
+	}
 	if p.res, err = shmem.Alloc[int64](w, max(1, len(l.keys))*k); err != nil {
 		return none, err
 	}
@@ -303,15 +317,21 @@ func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, erro
 		return nil, err
 	}
 	delay(p.rng, 40000) // covers the skew with which PEs leave the barrier, so columns overlap both ways
+	if p.ro != nil {
+		p.ro.Arm(true)
+	}
 	for _, c := range order {
 		p.inst = c
-		p.regs, p.nbi, p.nbiSig = p.iregs[c], p.inbi[c], p.inbiSig[c]
+		p.regs, p.nbi, p.nbiSig, p.late = p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c]
 		if p.rng.Intn(2) == 0 {
 			delay(p.rng, 2000)
 		}
 		if err := p.runColumn(ctx, p.rng); err != nil {
 			return nil, fmt.Errorf("PE %d copy %d: %w", w.MyPE(), c, err)
 		}
+	}
+	if p.ro != nil {
+		p.ro.Arm(false) // what follows is the runner's bookkeeping: a real quiet and barriers
 	}
 	if err := w.Quiet(); err != nil {
 		return nil, err
@@ -346,9 +366,10 @@ func (p *pe) reset() {
 	clear(p.data.Local())
 	clear(p.sig.Local())
 	p.iregs, p.inbi, p.inbiSig = make([]map[string]int64, p.k), make([]map[string][]int64, p.k), make([]map[string][]uint64, p.k)
+	p.ilate = make([]map[string]*uint64, p.k)
 	for c := 0; c < p.k; c++ {
 		p.inst = c
-		p.iregs[c], p.inbi[c], p.inbiSig[c] = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}
+		p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c] = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}, map[string]*uint64{}
 		for _, iv := range p.t.Init {
 			if iv.Loc.PE != me {
 				continue
@@ -381,6 +402,9 @@ func (p *pe) report() error {
 				}
 				if b, ok := p.inbiSig[c][p.l.reg[i]]; ok {
 					v = int64(b[0])
+				}
+				if b, ok := p.ilate[c][p.l.reg[i]]; ok {
+					v = int64(*b)
 				}
 			} else if j, ok := p.l.sig[p.l.loc[i].Var]; ok {
 				v = int64(p.sig.Local()[p.si(j)])
@@ -442,6 +466,23 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 			op = shmem.SignalAdd
 		}
 		return shmem.PutSignal(p.data, di, []int64{in.Val}, p.sig, p.si(p.l.sig[in.Sig.Var]), uint64(in.New), op, in.Loc.PE)
+	}
+	if p.ro != nil {
+		// plain accesses (and signal_fetch, a relaxed read) through the emulated CPU and cache
+		off := p.data.Mem().Offset() + uint64(di)*8
+		if isSig {
+			off = p.sig.Mem().Offset() + uint64(si)*8
+		}
+		switch in.Op {
+		case memmodel.OpSt:
+			p.ro.Store(off, uint64(in.Val))
+			return nil
+		case memmodel.OpLd, memmodel.OpSigFetch:
+			v := new(uint64)
+			p.late[in.Reg] = v
+			p.ro.Load(off, v)
+			return nil
+		}
 	}
 	if in.Op == memmodel.OpSigFetch {
 		if !isSig { // a word no put-with-signal signals: an atomic fetch of the own copy
