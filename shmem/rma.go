@@ -78,7 +78,7 @@ func (s Sym[T]) P(pe, at int, v T) error {
 	if err != nil {
 		return err
 	}
-	if dst := s.w.peers[pe]; dst != nil {
+	if dst := s.w.peers[pe]; dst != nil && s.w.reorder == nil { // the reordering path takes puts to this PE too
 		if err := s.w.enter("P"); err != nil {
 			return err
 		}

@@ -589,7 +589,23 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 		rows = append(rows, p)
 	}
 	if w.MyPE() == 0 && out != nil {
-		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, %d copies per iteration", w.Device(), mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0))), rows)
+		path := "the runtime's own delivery paths"
+		if ro := w.Reorder(); ro != nil {
+			path = "the reordering delivery path (ROX_DELIVERY=reorder)"
+			if m := ro.Mutation(); m != nic.MutNone {
+				path += ", mutation " + m.String()
+			}
+		}
+		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, %d copies per iteration, %s", w.Device(), mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0)), path), rows)
+		if ro := w.Reorder(); ro != nil && ro.Mutation() != nic.MutNone {
+			m, err := memmodel.ParseMutation(ro.Mutation().String())
+			if err == nil {
+				err = memmodel.PrintCaught(out, tests, rows, m, opt)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
