@@ -658,6 +658,6 @@ func (m Mapped) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp Sign
 	return ApplySignal(b, sigOp, sigValue)
 }
 
-func (m Mapped) Fence(pe int) error                     { return nil }
+func (m Mapped) Fence(pe int) error                      { return nil }
 func (m Mapped) Quiet(ctx context.Context, pe int) error { return nil }
-func (m Mapped) Close() error                           { return nil }
+func (m Mapped) Close() error                            { return nil }
