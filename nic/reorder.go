@@ -291,7 +291,7 @@ func (r *Reorder) apply(op *rop) error {
 		_, err := r.amo(op.pe, op.op, op.width, op.off, op.value, op.compare)
 		return err
 	case ropStore:
-		copy(r.cfg.Local[op.off:op.off+uint64(len(op.data))], op.data)
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&r.cfg.Local[op.off])), binary.LittleEndian.Uint64(op.data))
 	case ropLoad:
 		*op.into = r.loadNow(op.off)
 	}
@@ -625,7 +625,10 @@ func (m Mapped) heap(pe int, off uint64, n int) ([]byte, error) {
 
 func (m Mapped) Put(pe int, dst uint64, src []byte) error {
 	b, err := m.heap(pe, dst, len(src))
-	if err == nil {
+	if err == nil && len(src) == 8 && uintptr(unsafe.Pointer(&b[0]))%8 == 0 {
+		// one aligned word lands whole, as a store of the CPU or a NIC's write does
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[0])), binary.LittleEndian.Uint64(src))
+	} else if err == nil {
 		copy(b, src)
 	}
 	return err

@@ -42,8 +42,8 @@ func TestReorderOrders(t *testing.T) {
 			if err := r.Quiet(context.Background(), -1); err != nil {
 				t.Fatal(err)
 			}
-			if *x != 1 {
-				t.Fatalf("after Quiet x = %d, want 1", *x)
+			if v := atomic.LoadUint64(x); v != 1 {
+				t.Fatalf("after Quiet x = %d, want 1", v)
 			}
 		}
 		return
