@@ -169,9 +169,9 @@ func (r *Reorder) hold() int64 {
 	switch x := r.rng.Intn(100); {
 	case x < 30:
 		return 0
-	case x < 70:
+	case x < 66:
 		return int64(r.rng.Intn(5000))
-	case x < 92:
+	case x < 88:
 		return int64(r.rng.Intn(60000))
 	default:
 		return int64(r.rng.Intn(3000000))
@@ -577,7 +577,7 @@ func (r *Reorder) Load(off uint64, into *uint64) {
 		}
 	}
 	r.drain(func(o *rop) bool { return o.kind == ropLoad && o.off == off })
-	if r.rng.Intn(2) == 0 {
+	if r.rng.Intn(3) != 0 {
 		*into = r.loadNow(off)
 		return
 	}

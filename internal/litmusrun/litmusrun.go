@@ -155,6 +155,7 @@ type pe struct {
 	data   shmem.Sym[int64]
 	sig    shmem.Sym[uint64]
 	res    shmem.Sym[int64]
+	start  shmem.Sym[int64] // the time base: when this iteration's columns start (Unix ns), from PE 0
 	col    *memmodel.Column
 	nbar   int
 	nsync  int
@@ -180,6 +181,10 @@ type pe struct {
 	late  map[string]*uint64
 	ilate []map[string]*uint64
 }
+
+// startAfter is how long after PE 0 enters an iteration's barrier the columns start: more than
+// a barrier takes.
+const startAfter = 1500 * time.Microsecond
 
 // maxSpread is the widest element spacing of a variable's copies.
 const maxSpread = 8
@@ -259,6 +264,10 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		return none, err
 	}
 	defer w.Free(p.res.Mem())
+	if p.start, err = shmem.Alloc[int64](w, 8); err != nil {
+		return none, err
+	}
+	defer w.Free(p.start.Mem())
 	for i := range t.Columns {
 		if t.Columns[i].PE == w.MyPE() {
 			p.col = &t.Columns[i]
@@ -313,18 +322,34 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, error) {
 	w := p.w
 	p.reset()
+	// A time base (litmus7's -st): PE 0 names the instant every PE starts its columns at, a little
+	// after the barrier that delivers it, so that the PEs start together however unevenly they
+	// leave the barrier.
+	if w.MyPE() == 0 {
+		at := time.Now().UnixNano() + int64(startAfter)
+		for q := 0; q < w.NPEs(); q++ {
+			if err := p.start.P(q, 0, at); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := w.BarrierAll(ctx); err != nil {
 		return nil, err
 	}
-	delay(p.rng, 40000) // covers the skew with which PEs leave the barrier, so columns overlap both ways
+	for at := p.start.Local()[0]; time.Now().UnixNano() < at; {
+	}
+	delay(p.rng, 10000) // a few microseconds either way, so that the columns overlap both ways
 	if p.ro != nil {
 		p.ro.Arm(true)
 	}
 	for _, c := range order {
 		p.inst = c
 		p.regs, p.nbi, p.nbiSig, p.late = p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c]
-		if p.rng.Intn(2) == 0 {
+		switch x := p.rng.Intn(16); {
+		case x < 8:
 			delay(p.rng, 2000)
+		case x == 8: // now and then a PE falls far behind: it then observes what the others left
+			delay(p.rng, 200000)
 		}
 		if err := p.runColumn(ctx, p.rng); err != nil {
 			return nil, fmt.Errorf("PE %d copy %d: %w", w.MyPE(), c, err)
