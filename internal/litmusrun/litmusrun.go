@@ -621,7 +621,7 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 				path += ", mutation " + m.String()
 			}
 		}
-		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, %d copies per iteration, %s", w.Device(), mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0)), path), rows)
+		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s over %s, %s, %d copies per iteration", w.Device(), path, mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0))), rows)
 		if ro := w.Reorder(); ro != nil && ro.Mutation() != nic.MutNone {
 			m, err := memmodel.ParseMutation(ro.Mutation().String())
 			if err == nil {
