@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"strings"
 )
 
 // Power is what a conformance run showed of one test in one mode: how many of the final states
@@ -135,4 +136,63 @@ func Measure(ctx context.Context, t *Test, runner Runner, mode Mode, opt Options
 		h.Add(s)
 	}
 	return NewPower(h, r), h, nil
+}
+
+// ParseMutation reads a Mutation's name (as String writes it).
+func ParseMutation(s string) (Mutation, error) {
+	for i, n := range mutationNames {
+		if s == n {
+			return Mutation(i), nil
+		}
+	}
+	return MutNone, fmt.Errorf("memmodel: unknown mutation %q", s)
+}
+
+// Caught counts, for a run of a backend with mutation m, the tests where the model says m matters
+// (Matters) and those of them on which the run observed a forbidden state; elsewhere counts the
+// other tests on which it did (a mutation may break more than the model's rewrite of it shows).
+func Caught(tests []*Test, rows []Power, m Mutation, opt Options) (caught, matters, elsewhere int, missed []string, err error) {
+	byName := map[string]*Test{}
+	for _, t := range tests {
+		byName[t.Name] = t
+	}
+	for _, p := range rows {
+		t := byName[p.Test]
+		if t == nil {
+			continue
+		}
+		ok, err := Matters(t, m, p.Mode, opt)
+		if err != nil {
+			return 0, 0, 0, nil, err
+		}
+		switch {
+		case ok && p.Forbidden > 0:
+			matters++
+			caught++
+		case ok:
+			matters++
+			missed = append(missed, p.Test)
+		case p.Forbidden > 0:
+			elsewhere++
+		}
+	}
+	return caught, matters, elsewhere, missed, nil
+}
+
+// PrintCaught writes Caught's result as one line.
+func PrintCaught(w io.Writer, tests []*Test, rows []Power, m Mutation, opt Options) error {
+	caught, matters, elsewhere, missed, err := Caught(tests, rows, m, opt)
+	if err != nil {
+		return err
+	}
+	pct := 100.0
+	if matters > 0 {
+		pct = 100 * float64(caught) / float64(matters)
+	}
+	fmt.Fprintf(w, "mutation %s: caught on %d of %d tests where the model says it matters (%.0f%%), and on %d others", m, caught, matters, pct, elsewhere)
+	if len(missed) > 0 {
+		fmt.Fprintf(w, "; missed: %s", strings.Join(missed, " "))
+	}
+	fmt.Fprintln(w)
+	return nil
 }

@@ -61,12 +61,24 @@ func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, va
 	if err := w.alive(call, pe); err != nil {
 		return 0, err
 	}
+	if r, ok := w.paths[pe].(remote); ok && nonFetching[call] {
+		if p, ok := r.t.(nic.AMOPoster); ok {
+			// nobody reads the old value: delivered like a put, ordered by Fence, completed by Quiet
+			if err := p.PostAMO(pe, op, width, off, val, cmp); err != nil {
+				return 0, w.pathError(call, pe, err)
+			}
+			return 0, nil
+		}
+	}
 	old, err := w.paths[pe].amo(op, width, off, val, cmp)
 	if err != nil {
 		return 0, w.pathError(call, pe, err)
 	}
 	return old, nil
 }
+
+// nonFetching are the AMO calls whose old value the caller does not get.
+var nonFetching = map[string]bool{"AtomicSet": true, "AtomicAdd": true, "AtomicInc": true, "AtomicAnd": true, "AtomicOr": true, "AtomicXor": true}
 
 // AtomicFetch atomically reads element at of s on pe (shmem_atomic_fetch).
 func AtomicFetch[T AMOStd](s Sym[T], at, pe int) (T, error) {

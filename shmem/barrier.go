@@ -64,6 +64,9 @@ func (w *World) SyncAll(ctx context.Context) error {
 		return err
 	}
 	defer c.end()
+	if w.reorder != nil {
+		w.reorder.Sync() // sync_all orders the PE's completed plain accesses
+	}
 	return c.w.sync(ctx, c)
 }
 
@@ -72,7 +75,11 @@ func (c *collective) barrier(ctx context.Context) error {
 	if err := c.w.quiet(c.call, -1); err != nil {
 		return err
 	}
-	return c.w.sync(ctx, c)
+	if err := c.w.sync(ctx, c); err != nil {
+		return err
+	}
+	c.w.acquire()
+	return nil
 }
 
 // sync runs one barrier as a step of collective c. In round k it sets slot e%2 of its peer's round-k
@@ -95,7 +102,7 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 	var mismatch error
 	for k := 0; k < b.rounds; k++ {
 		peer := (w.pe + 1<<k) % w.npes
-		if _, err := w.amo(call, peer, nic.AMOSet, 8, b.flags.off+uint64((k*flagStride+slot)*8), mine, 0); err != nil {
+		if err := w.syncSignal(call, peer, b.flags.off+uint64((k*flagStride+slot)*8), mine); err != nil {
 			return err
 		}
 		from := (w.pe - 1<<k + w.npes*2) % w.npes
@@ -124,4 +131,25 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 // collective's sequence number, and the call's number in collectiveCalls.
 func barrierWord(epoch, seq uint64, call string) uint64 {
 	return uint64(uint32(epoch))<<32 | (seq&0xffffff)<<8 | collectiveID(call)
+}
+
+// syncSignal sets a barrier word of peer. On the reordering path it goes on the runtime's own
+// channel, ordered after nothing this PE has pending, as sync_all promises no more (a barrier's
+// quiet has completed everything before it).
+func (w *World) syncSignal(call string, peer int, off, v uint64) error {
+	if w.reorder != nil {
+		if err := w.enter(call); err != nil {
+			return err
+		}
+		defer w.leave()
+		if err := w.alive(call, peer); err != nil {
+			return err
+		}
+		if _, err := w.reorder.AMOUnfenced(peer, nic.AMOSet, 8, off, v, 0); err != nil {
+			return w.pathError(call, peer, err)
+		}
+		return nil
+	}
+	_, err := w.amo(call, peer, nic.AMOSet, 8, off, v, 0)
+	return err
 }

@@ -3,6 +3,8 @@ package shmem
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/nic"
 )
 
 // asBytes views a slice of T as its bytes.
@@ -47,7 +49,27 @@ func (s Sym[T]) GetNBI(pe, at int, dst []T) error {
 	if err != nil {
 		return err
 	}
+	if r, ok := s.w.paths[pe].(remote); ok {
+		if g, ok := r.t.(nic.NBIGetter); ok {
+			return s.w.getNBI(g, pe, off, asBytes(dst)[:size])
+		}
+	}
 	return s.w.get("GetNBI", pe, off, asBytes(dst)[:size])
+}
+
+// getNBI issues a get that a later Quiet completes.
+func (w *World) getNBI(g nic.NBIGetter, pe int, off uint64, dst []byte) error {
+	if err := w.enter("GetNBI"); err != nil {
+		return err
+	}
+	defer w.leave()
+	if err := w.alive("GetNBI", pe); err != nil {
+		return err
+	}
+	if err := g.GetNBI(pe, off, dst); err != nil {
+		return w.pathError("GetNBI", pe, err)
+	}
+	return nil
 }
 
 // P writes one element (shmem_p).
@@ -56,7 +78,7 @@ func (s Sym[T]) P(pe, at int, v T) error {
 	if err != nil {
 		return err
 	}
-	if dst := s.w.peers[pe]; dst != nil {
+	if dst := s.w.peers[pe]; dst != nil && s.w.reorder == nil { // the reordering path takes puts to this PE too
 		if err := s.w.enter("P"); err != nil {
 			return err
 		}

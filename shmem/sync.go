@@ -190,6 +190,7 @@ func WaitUntil[T AMOInt](ctx context.Context, s Sym[T], at int, cmp Cmp, value T
 			return err
 		}
 	}
+	s.w.acquire()
 	return nil
 }
 
@@ -229,6 +230,7 @@ func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool
 			}
 		}
 		if done(hit, active) {
+			s.w.acquire()
 			return hit, nil
 		}
 		if err := sp.next(func() string {

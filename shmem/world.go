@@ -97,8 +97,9 @@ type World struct {
 	peers     [][]byte // peers' heaps mapped here; nil where the peer is reached through the NIC path
 	paths     []path   // how each PE's heap is reached
 	transport nic.Transport
-	progress  func() bool // the transport's progress engine, where it has one
-	remotes   []int       // the PEs reached through transport
+	progress  func() bool  // the transport's progress engine, where it has one
+	remotes   []int        // the PEs reached through transport
+	reorder   *nic.Reorder // ROX_DELIVERY=reorder: the reordering path, which transport is (shmem/reorder.go)
 	imports   []device.Ptr
 
 	barrier barrierState
@@ -316,6 +317,10 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			w.progress = p.Progress
 		}
 	}
+	delivery, _ := env.Delivery.String()
+	if delivery == "reorder" && !onHost {
+		return initErr(ErrBadArgument, nil, "ROX_DELIVERY=reorder: the reordering delivery path is for the host backend only, this PE runs on %v", w.dev.Info())
+	}
 	if !onHost {
 		if err := w.startDevice(dctx); err != nil {
 			return initErr(ErrPEFailed, err, "starting the device runtime on %v", w.dev.Info())
@@ -323,6 +328,11 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	if err := w.initBarrier(); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving barrier space")
+	}
+	if delivery == "reorder" {
+		if err := w.startReorder(); err != nil {
+			return initErr(ErrBadArgument, err, "starting the reordering delivery path (ROX_DELIVERY=reorder)")
+		}
 	}
 	if err := w.initColl(nodeNames); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving collective space")

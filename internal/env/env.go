@@ -81,6 +81,8 @@ var (
 	NICs        = register("ROX_NICS", "", "tcp transport: the NICs (rails) this host's PEs reach other nodes through, comma-separated interface names or addresses (e.g. eth1,eth2); default: the one interface that routes to the rendezvous", isList)
 	Stripe      = register("ROX_STRIPE_THRESHOLD", "64K", "tcp transport over several rails: puts of at least this many bytes are cut into chunks sprayed over the rails; smaller ones keep to one rail", isSize)
 	Spray       = register("ROX_SPRAY", "cas", "tcp transport over several rails: how chunks of a striped put pick their rail: cas (congestion-aware)|rr (round robin)|single", oneOf("cas", "rr", "single"))
+	Delivery    = register("ROX_DELIVERY", "direct", "test and conformance mode, host backend: direct (the runtime's own paths)|reorder (puts, non-fetching AMOs, put-with-signals and non-blocking gets delivered out of order as far as fence, quiet and put-with-signal allow, plain loads and stores of the litmus runner through an emulated weak CPU and cache; nic/reorder.go)", oneOf("direct", "reorder"))
+	DeliveryBug = register("ROX_DELIVERY_MUTATION", "none", "with ROX_DELIVERY=reorder: a deliberate bug of its ordering code, for conformance runs to catch: none|drop-fences|quiet-as-fence|signal-first", oneOf("none", "drop-fences", "quiet-as-fence", "signal-first"))
 	// Set by roxrun for its children (and read by internal/bootstrap).
 	PE        = register("ROX_PE", "", "this PE's rank (set by roxrun)", anything)
 	NPEs      = register("ROX_NPES", "", "number of PEs (set by roxrun)", anything)

@@ -71,7 +71,12 @@ func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mo
 			continue
 		}
 		var p memmodel.Power
-		err := runPEGPU(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out, &p)
+		var err error
+		if g, gerr := newGPUTest(t); gerr == nil && g.nbar == 0 {
+			err = runPEGPUMulti(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out, &p)
+		} else {
+			err = runPEGPU(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out, &p)
+		}
 		rows = append(rows, p)
 		var fe *memmodel.ForbiddenError
 		if err != nil && !errors.As(err, &fe) {
@@ -82,7 +87,8 @@ func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mo
 		}
 	}
 	if w.MyPE() == 0 && out != nil {
-		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, one copy per iteration", w.Device(), mode), rows)
+		how := fmt.Sprintf("%d copies per launch in random blocks beside %d stressing blocks (tests with barriers: one copy per iteration)", gpuCopies, gpuStress)
+		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, %s", w.Device(), mode, how), rows)
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/memmodel"
+	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -159,6 +160,7 @@ type pe struct {
 	data   shmem.Sym[int64]
 	sig    shmem.Sym[uint64]
 	res    shmem.Sym[int64]
+	start  shmem.Sym[int64] // the time base: when this iteration's columns start (Unix ns), from PE 0
 	col    *memmodel.Column
 	nbar   int
 	nsync  int
@@ -176,7 +178,18 @@ type pe struct {
 	iregs     []map[string]int64   // per copy: registers
 	inbi      []map[string][]int64 // per copy: get_nbi destinations
 	inbiSig   []map[string][]uint64
+
+	// ro is the reordering delivery path (ROX_DELIVERY=reorder), or nil: plain loads and stores
+	// then go through its emulated store buffer and cache, and its mutation is armed while the
+	// columns run. late holds, per copy, the registers of plain loads it performs late.
+	ro    *nic.Reorder
+	late  map[string]*uint64
+	ilate []map[string]*uint64
 }
+
+// startAfter is how long after PE 0 enters an iteration's barrier the columns start: more than
+// a barrier takes.
+const startAfter = 1500 * time.Microsecond
 
 // maxSpread is the widest element spacing of a variable's copies.
 const maxSpread = 8
@@ -237,7 +250,7 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 	if err != nil {
 		return none, err
 	}
-	p := &pe{w: w, t: t, l: l, k: k, spread: 1}
+	p := &pe{w: w, t: t, l: l, k: k, spread: 1, ro: w.Reorder()}
 	if p.data, err = shmem.Alloc[int64](w, max(1, len(l.data))*k*maxSpread); err != nil {
 		return none, err
 	}
@@ -246,10 +259,20 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		return none, err
 	}
 	defer w.Free(p.sig.Mem())
+	if p.ro != nil {
+		p.ro.Arm(false)
+		p.ro.Cache(p.data.Mem().Offset(), p.data.Mem().Size())
+		p.ro.Cache(p.sig.Mem().Offset(), p.sig.Mem().Size())
+		defer p.ro.Uncache()
+	}
 	if p.res, err = shmem.Alloc[int64](w, max(1, len(l.keys))*k); err != nil {
 		return none, err
 	}
 	defer w.Free(p.res.Mem())
+	if p.start, err = shmem.Alloc[int64](w, 8); err != nil {
+		return none, err
+	}
+	defer w.Free(p.start.Mem())
 	for i := range t.Columns {
 		if t.Columns[i].PE == w.MyPE() {
 			p.col = &t.Columns[i]
@@ -304,19 +327,41 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, error) {
 	w := p.w
 	p.reset()
+	// A time base (litmus7's -st): PE 0 names the instant every PE starts its columns at, a little
+	// after the barrier that delivers it, so that the PEs start together however unevenly they
+	// leave the barrier.
+	if w.MyPE() == 0 {
+		at := time.Now().UnixNano() + int64(startAfter)
+		for q := 0; q < w.NPEs(); q++ {
+			if err := p.start.P(q, 0, at); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := w.BarrierAll(ctx); err != nil {
 		return nil, err
 	}
-	delay(p.rng, 40000) // covers the skew with which PEs leave the barrier, so columns overlap both ways
+	for at := p.start.Local()[0]; time.Now().UnixNano() < at; {
+	}
+	delay(p.rng, 10000) // a few microseconds either way, so that the columns overlap both ways
+	if p.ro != nil {
+		p.ro.Arm(true)
+	}
 	for _, c := range order {
 		p.inst = c
-		p.regs, p.nbi, p.nbiSig = p.iregs[c], p.inbi[c], p.inbiSig[c]
-		if p.rng.Intn(2) == 0 {
+		p.regs, p.nbi, p.nbiSig, p.late = p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c]
+		switch x := p.rng.Intn(16); {
+		case x < 8:
 			delay(p.rng, 2000)
+		case x == 8: // now and then a PE falls far behind: it then observes what the others left
+			delay(p.rng, 200000)
 		}
 		if err := p.runColumn(ctx, p.rng); err != nil {
 			return nil, fmt.Errorf("PE %d copy %d: %w", w.MyPE(), c, err)
 		}
+	}
+	if p.ro != nil {
+		p.ro.Arm(false) // what follows is the runner's bookkeeping: a real quiet and barriers
 	}
 	if err := w.Quiet(); err != nil {
 		return nil, err
@@ -351,9 +396,10 @@ func (p *pe) reset() {
 	clear(p.data.Local())
 	clear(p.sig.Local())
 	p.iregs, p.inbi, p.inbiSig = make([]map[string]int64, p.k), make([]map[string][]int64, p.k), make([]map[string][]uint64, p.k)
+	p.ilate = make([]map[string]*uint64, p.k)
 	for c := 0; c < p.k; c++ {
 		p.inst = c
-		p.iregs[c], p.inbi[c], p.inbiSig[c] = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}
+		p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c] = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}, map[string]*uint64{}
 		for _, iv := range p.t.Init {
 			if iv.Loc.PE != me {
 				continue
@@ -386,6 +432,9 @@ func (p *pe) report() error {
 				}
 				if b, ok := p.inbiSig[c][p.l.reg[i]]; ok {
 					v = int64(b[0])
+				}
+				if b, ok := p.ilate[c][p.l.reg[i]]; ok {
+					v = int64(*b)
 				}
 			} else if j, ok := p.l.sig[p.l.loc[i].Var]; ok {
 				v = int64(p.sig.Local()[p.si(j)])
@@ -450,6 +499,23 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 			return shmem.PutSignalNBI(p.data, di, []int64{in.Val}, p.sig, p.si(p.l.sig[in.Sig.Var]), uint64(in.New), op, in.Loc.PE)
 		}
 		return shmem.PutSignal(p.data, di, []int64{in.Val}, p.sig, p.si(p.l.sig[in.Sig.Var]), uint64(in.New), op, in.Loc.PE)
+	}
+	if p.ro != nil {
+		// plain accesses (and signal_fetch, a relaxed read) through the emulated CPU and cache
+		off := p.data.Mem().Offset() + uint64(di)*8
+		if isSig {
+			off = p.sig.Mem().Offset() + uint64(si)*8
+		}
+		switch in.Op {
+		case memmodel.OpSt:
+			p.ro.Store(off, uint64(in.Val))
+			return nil
+		case memmodel.OpLd, memmodel.OpSigFetch:
+			v := new(uint64)
+			p.late[in.Reg] = v
+			p.ro.Load(off, v)
+			return nil
+		}
 	}
 	if in.Op == memmodel.OpSigFetch {
 		if !isSig { // a word no put-with-signal signals: an atomic fetch of the own copy
@@ -610,7 +676,23 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 		rows = append(rows, p)
 	}
 	if w.MyPE() == 0 && out != nil {
-		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, %d copies per iteration", w.Device(), mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0))), rows)
+		path := "the runtime's own delivery paths"
+		if ro := w.Reorder(); ro != nil {
+			path = "the reordering delivery path (ROX_DELIVERY=reorder)"
+			if m := ro.Mutation(); m != nic.MutNone {
+				path += ", mutation " + m.String()
+			}
+		}
+		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s over %s, %s, %d copies per iteration", w.Device(), path, mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0))), rows)
+		if ro := w.Reorder(); ro != nil && ro.Mutation() != nic.MutNone {
+			m, err := memmodel.ParseMutation(ro.Mutation().String())
+			if err == nil {
+				err = memmodel.PrintCaught(out, tests, rows, m, opt)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -53,13 +53,28 @@ func child() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if names := os.Getenv("ROX_LITMUSRUN_TESTS"); names != "" {
+		keep := map[string]bool{}
+		for _, n := range strings.Split(names, ",") {
+			keep[n] = true
+		}
+		var some []*memmodel.Test
+		for _, t := range tests {
+			if keep[t.Name] {
+				some = append(some, t)
+			}
+		}
+		tests = some
+	}
 	iters, _ := strconv.Atoi(os.Getenv("ROX_LITMUSRUN_ITERS"))
+	instances, _ := strconv.Atoi(os.Getenv("ROX_LITMUSRUN_INSTANCES"))
+	seed, _ := strconv.ParseInt(os.Getenv("ROX_LITMUSRUN_SEED"), 10, 64)
 	w, err := shmem.Init(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	err = RunSuite(ctx, w, tests, ModeOf(w), memmodel.DefaultOptions(), iters, 1, os.Stdout)
+	err = Run(ctx, w, tests, ModeOf(w), memmodel.DefaultOptions(), Config{Iters: iters, Instances: instances, Seed: seed + 1}, os.Stdout)
 	if ferr := w.Finalize(); err == nil {
 		err = ferr
 	}

@@ -254,6 +254,67 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 	}
 }
 
+// Runs copies copies of this PE's column of a litmus test side by side in one launch, as GPU litmus
+// testing does (Alglave et al., ASPLOS'15): copy map[b] in block b (the host draws the mapping at
+// random per launch, so a copy's columns on different PEs sit in unrelated blocks and SMs), copy
+// c's variables c*copy_stride bytes after copy 0's. Blocks from copies on are stressing blocks:
+// each thread loads and stores a word of scratch (stress_words words in this PE's heap, other
+// lines than the test's) until every copy is done (done, a counter the host zeroes). One iteration
+// per launch: the host resets memory and barriers between launches; copy c's registers go to
+// regs_out[c*nregs ..]. No BARRIER instructions (those tests run on roxk_litmus).
+KERNEL SMALL_BLOCK void roxk_litmus_multi(const roxk_insn_t *prog, uint32_t n, uint64_t *regs_out, uint32_t nregs,
+			const uint32_t *map, uint32_t copies, uint64_t copy_stride, uint64_t *stress, uint64_t stress_words,
+			uint64_t *done, uint64_t seed)
+{
+	const uint32_t b = roxa_block();
+	if (b >= copies) {
+		uint64_t *w = stress + roxk_mix(seed ^ ((uint64_t)b << 20) ^ roxa_tid()) % (stress_words ? stress_words : 1);
+		while (roxa_ld_relaxed_u64(done) < copies)
+			if (stress_words)
+				roxa_st_relaxed_u64(w, roxa_ld_relaxed_u64(w) + 1);
+		return;
+	}
+	if (roxa_tid() != 0)
+		return;
+	const uint64_t c = map[b];
+	const uint64_t shift = c * copy_stride;
+	uint64_t regs[ROXK_LITMUS_MAX_REGS];
+	roxk_insn_t gets[ROXK_LITMUS_MAX_REGS];
+	const roxk_insn_t *pend[ROXK_LITMUS_MAX_REGS];
+	int pending = 0;
+	for (int r = 0; r < ROXK_LITMUS_MAX_REGS; r++)
+		regs[r] = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		roxk_insn_t in = prog[i];
+		if (in.op == ROXK_L_NOP) {
+			uint64_t d = in.value ? roxk_mix(in.aux ^ (seed + c) * 0x9e3779b97f4a7c15ull ^ i) % (in.value + 1) : 0;
+			for (uint64_t k = 0; k < d; k++)
+				asm volatile("" ::: "memory");
+			continue;
+		}
+		in.var += shift;
+		if (in.op == ROXK_L_PUTSIG)
+			in.aux += shift;
+		if (in.op == ROXK_L_GET_NBI && pending < ROXK_LITMUS_MAX_REGS) {
+			gets[pending] = in;
+			pending++;
+			continue;
+		}
+		roxk_litmus_step(&in, regs, &pending, pend);
+		if (in.op == ROXK_L_QUIET) {
+			for (int g = 0; g < pending; g++)
+				regs[gets[g].reg] = roxshmem_uint64_g((uint64_t *)roxi_local(gets[g].var), gets[g].pe);
+			pending = 0;
+		}
+	}
+	roxshmem_quiet();
+	for (int g = 0; g < pending; g++)
+		regs[gets[g].reg] = roxshmem_uint64_g((uint64_t *)roxi_local(gets[g].var), gets[g].pe);
+	for (uint32_t r = 0; r < nregs && r < ROXK_LITMUS_MAX_REGS; r++)
+		regs_out[c * nregs + r] = regs[r];
+	roxa_add_release_u64(done, 1);
+}
+
 // Runs this PE's column of a litmus test iters times, in one block (thread 0 executes; the block
 // takes part in the barriers). A NOP with a nonzero value spins a pseudo-random count in
 // [0, value] drawn from aux, the iteration and the instruction index (the runner's random delays). Per iteration: this PE's variables init[2j] (heap offset) are set to

@@ -1,0 +1,203 @@
+package litmusrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand"
+
+	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/memmodel"
+	"github.com/roxamen/roxamen/shmem"
+)
+
+// The GPU runner's many-copies path (roxk_litmus_multi, kernels/src/runtime.hip), for tests
+// without barriers: one launch per iteration runs gpuCopies copies of the PE's column, copy c in a
+// block the host picks at random per launch and PE (so one copy's columns on the PEs sit in
+// unrelated blocks and SMs), beside gpuStress blocks whose threads load and store unrelated lines
+// until the copies are done, as GPU litmus testing does (Alglave et al., ASPLOS'15). Memory is
+// reset and the PEs meet in a barrier between launches.
+
+const (
+	gpuCopies      = 128
+	gpuStress      = 32
+	gpuStressWords = 1 << 16
+)
+
+// gpuMulti is one PE's state for one test on the many-copies path.
+type gpuMulti struct {
+	w       *shmem.World
+	mod     *shmem.Module
+	g       *gpuTest
+	vars    shmem.Sym[uint64] // gpuCopies copies of the test's variables, g.words() apart
+	prog    shmem.Sym[uint64]
+	regsOut shmem.Sym[uint64]
+	mapping shmem.Sym[uint32]
+	stress  shmem.Sym[uint64]
+	done    shmem.Sym[uint64]
+	image   []uint64 // every copy's variables at the start of an iteration
+	n       uint32
+	seed    int64
+	iters   int
+	ran     int
+	states  []memmodel.State
+}
+
+// runPEGPUMulti is runPEGPU for a test without barriers, on the many-copies path: iters
+// launches of gpuCopies copies each.
+func runPEGPUMulti(ctx context.Context, w *shmem.World, mod *shmem.Module, t *memmodel.Test, mode memmodel.Mode, opt memmodel.Options, iters int, seed int64, out io.Writer, power *memmodel.Power) error {
+	me := w.MyPE()
+	g, err := newGPUTest(t)
+	if err != nil {
+		return err
+	}
+	p := &gpuMulti{w: w, mod: mod, g: g, seed: seed, iters: iters}
+	words := g.words()
+	if p.vars, err = shmem.Alloc[uint64](w, words*gpuCopies); err != nil {
+		return err
+	}
+	defer w.Free(p.vars.Mem())
+	base := p.vars.Mem().Offset()
+	longest := 1
+	var mine []uint64
+	for q := 0; q < w.NPEs(); q++ {
+		prog, err := g.encode(q, base, uint64(seed)*0x9e3779b97f4a7c15+uint64(q)+1)
+		if err != nil {
+			return err
+		}
+		longest = max(longest, len(prog))
+		if q == me {
+			mine = packProgram(prog)
+			p.n = uint32(len(prog))
+		}
+	}
+	if p.prog, err = shmem.Alloc[uint64](w, insnWords*longest); err != nil {
+		return err
+	}
+	defer w.Free(p.prog.Mem())
+	if p.regsOut, err = shmem.Alloc[uint64](w, gpuCopies*g.nregs); err != nil {
+		return err
+	}
+	defer w.Free(p.regsOut.Mem())
+	if p.mapping, err = shmem.Alloc[uint32](w, gpuCopies); err != nil {
+		return err
+	}
+	defer w.Free(p.mapping.Mem())
+	if p.stress, err = shmem.Alloc[uint64](w, gpuStressWords); err != nil {
+		return err
+	}
+	defer w.Free(p.stress.Mem())
+	if p.done, err = shmem.Alloc[uint64](w, 8); err != nil {
+		return err
+	}
+	defer w.Free(p.done.Mem())
+	if len(mine) > 0 {
+		if err := p.prog.Put(me, 0, mine); err != nil {
+			return err
+		}
+	}
+	p.image = make([]uint64, words*gpuCopies)
+	initv := g.initList(me, base)
+	for c := 0; c < gpuCopies; c++ {
+		for j := 0; j+1 < len(initv); j += 2 {
+			p.image[c*words+int((initv[j]-base)/8)] = initv[j+1]
+		}
+	}
+	if me == 0 {
+		h, err := memmodel.Conform(ctx, t, p, mode, opt, iters*gpuCopies, seed, out)
+		if h != nil && power != nil {
+			if r, cerr := memmodel.Check(t, mode, opt); cerr == nil {
+				*power = memmodel.NewPower(h, r)
+			}
+		}
+		return err
+	}
+	for p.ran < iters {
+		if err := p.launch(ctx); err != nil {
+			return fmt.Errorf("litmusrun: %s on the GPU (%d copies per launch), PE %d, launch %d: %w", t.Name, gpuCopies, me, p.ran, err)
+		}
+	}
+	return nil
+}
+
+// RunOnce hands PE 0's gathered states out one per call, launching on every PE when none is left.
+func (p *gpuMulti) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (memmodel.State, error) {
+	if len(p.states) == 0 {
+		if p.ran >= p.iters {
+			return nil, fmt.Errorf("litmusrun: %s on the GPU: launch %d past the %d run", t.Name, p.ran, p.iters)
+		}
+		if err := p.launch(ctx); err != nil {
+			return nil, fmt.Errorf("GPU (%d copies per launch), PE 0, launch %d: %w", gpuCopies, p.ran, err)
+		}
+	}
+	s := p.states[0]
+	p.states = p.states[1:]
+	return s, nil
+}
+
+// launch runs one iteration of every copy on every PE; PE 0 gathers the states.
+func (p *gpuMulti) launch(ctx context.Context) error {
+	w, g := p.w, p.g
+	me := w.MyPE()
+	rng := rand.New(rand.NewSource(p.seed*7919 + int64(p.ran)*131 + int64(me)))
+	perm := make([]uint32, gpuCopies)
+	for i, c := range rng.Perm(gpuCopies) {
+		perm[i] = uint32(c)
+	}
+	if err := p.vars.Put(me, 0, p.image); err != nil {
+		return err
+	}
+	if err := p.done.Put(me, 0, []uint64{0}); err != nil {
+		return err
+	}
+	if err := p.mapping.Put(me, 0, perm); err != nil {
+		return err
+	}
+	if err := w.BarrierAll(ctx); err != nil { // every PE is reset, and PE 0 has read the last launch
+		return err
+	}
+	words := g.words()
+	if err := p.mod.Launch("roxk_litmus_multi", device.D1(gpuCopies+gpuStress), device.D1(64), 0,
+		p.prog.Device(), p.n, p.regsOut.Device(), uint32(g.nregs), p.mapping.Device(), uint32(gpuCopies),
+		uint64(words*8), p.stress.Device(), uint64(gpuStressWords), p.done.Device(), uint64(rng.Int63())); err != nil {
+		return err
+	}
+	if err := p.mod.Sync(ctx); err != nil {
+		return err
+	}
+	if err := w.BarrierAll(ctx); err != nil { // every PE's results are in its heap
+		return err
+	}
+	p.ran++
+	if me != 0 {
+		return nil
+	}
+	regs := make([][]uint64, w.NPEs())
+	mem := make([][]uint64, w.NPEs())
+	for q := range regs {
+		regs[q] = make([]uint64, gpuCopies*g.nregs)
+		if err := p.regsOut.Get(q, 0, regs[q]); err != nil {
+			return err
+		}
+		mem[q] = make([]uint64, words*gpuCopies)
+		if err := p.vars.Get(q, 0, mem[q]); err != nil {
+			return err
+		}
+	}
+	r1, m1 := make([][]uint64, w.NPEs()), make([][]uint64, w.NPEs())
+	for c := 0; c < gpuCopies; c++ {
+		for q := range regs {
+			r1[q] = regs[q][c*g.nregs : (c+1)*g.nregs]
+			m1[q] = make([]uint64, len(g.vars))
+			for v := range g.vars {
+				m1[q][v] = mem[q][c*words+v*varStride]
+			}
+		}
+		st, err := g.state(r1, m1)
+		if err != nil {
+			return err
+		}
+		p.states = append(p.states, st)
+	}
+	return nil
+}

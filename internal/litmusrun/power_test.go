@@ -1,0 +1,187 @@
+package litmusrun
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/memmodel"
+)
+
+// powerTarget is issue 14's: the weak outcome of at least 90% of the Allowed (test, mode) rows
+// seen, and each mutation caught on at least 90% of the tests where the model says it matters.
+const powerTarget = 0.9
+
+// A power round runs every test (the first) or the Allowed rows not yet shown; a mutation round
+// the tests where the mutation matters and it was not yet caught. Counts, not time, bound them, so
+// that a loaded machine makes the test slower, not weaker.
+const (
+	powerRounds    = 8
+	mutationRounds = 4
+)
+
+// runJob runs the named tests (all when names is nil) as one job in mode ord and returns PE 0's
+// output; with a mutation, a forbidden outcome is what is expected, so the job's failure is not
+// an error.
+func runJob(t *testing.T, dir string, tests []*memmodel.Test, names []string, ord, mutation string, seed int) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := launch.Run(context.Background(), launch.Config{
+		NPEs: NPEs(tests),
+		Argv: []string{os.Args[0]},
+		Env: []string{childEnv + "=" + dir, "ROX_LITMUSRUN_ITERS=6", "ROX_LITMUSRUN_INSTANCES=64",
+			"ROX_LITMUSRUN_SEED=" + strconv.Itoa(seed), "ROX_LITMUSRUN_TESTS=" + strings.Join(names, ","),
+			"ROX_ORDERING=" + ord, "ROX_DEVICE=host", "ROX_DELIVERY=reorder", "ROX_DELIVERY_MUTATION=" + mutation},
+		Timeout: 3 * time.Minute,
+		Stdout:  &out,
+		Stderr:  &errb,
+	})
+	if err != nil && mutation == "none" {
+		t.Fatalf("ROX_ORDERING=%s ROX_DELIVERY=reorder: %v\n%s\n%s", ord, err, errb.String(), out.String())
+	}
+	if !strings.Contains(out.String(), "power: weak outcome seen on") {
+		t.Fatalf("ROX_ORDERING=%s ROX_DELIVERY_MUTATION=%s: no power table (%v)\n%s\n%s", ord, mutation, err, errb.String(), out.String())
+	}
+	return out.String()
+}
+
+// powerRows reads the power table's rows: test -> [mode, verdict, states, weak, forbidden, runs].
+func powerRows(out string) map[string][]string {
+	rows := map[string][]string{}
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case strings.HasPrefix(l, "Power ("):
+			in = true
+		case strings.HasPrefix(l, "power:"):
+			in = false
+		case in && len(f) == 7 && f[0] != "test":
+			rows[f[0]] = f[1:]
+		}
+	}
+	return rows
+}
+
+// On the host backend with the reordering delivery path, the conformance runner sees the weak
+// outcome of at least 90% of the Allowed rows (both modes) and no forbidden one, and each of the
+// path's mutations is caught (a forbidden outcome observed) on at least 90% of the tests where the
+// model says it matters. Rounds (see powerRounds) go on until every row is shown or the rounds are
+// spent: the bound is on work, not on luck in one iteration.
+func TestReorderPower(t *testing.T) {
+	dir, err := filepath.Abs("../../memmodel/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := loadSuite(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests []*memmodel.Test
+	for _, tt := range all {
+		if !tt.UsesContexts() { // contexts run on the default one here: MODEL.md §3a
+			tests = append(tests, tt)
+		}
+	}
+	opt := memmodel.DefaultOptions()
+	start := time.Now()
+	type row struct{ test, mode string }
+	allowed, seen := map[row]bool{}, map[row]bool{}
+	for _, tt := range tests {
+		for _, m := range []memmodel.Mode{memmodel.Strict, memmodel.Bypass} {
+			v, err := memmodel.Decide(tt, m, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == memmodel.Allowed {
+				allowed[row{tt.Name, m.String()}] = true
+			}
+		}
+	}
+	for round := 0; ; round++ {
+		for _, ord := range []string{"strict", "bypass"} {
+			var names []string
+			for _, tt := range tests {
+				if r := (row{tt.Name, ord}); round == 0 || allowed[r] && !seen[r] {
+					names = append(names, tt.Name)
+				}
+			}
+			if len(names) == 0 {
+				continue
+			}
+			for name, f := range powerRows(runJob(t, dir, tests, names, ord, "none", round)) {
+				if f[4] != "0" {
+					t.Errorf("%s %s: %s forbidden states", name, ord, f[4])
+				}
+				if f[3] == "yes" {
+					seen[row{name, ord}] = true
+				}
+			}
+		}
+		if float64(len(seen)) >= powerTarget*float64(len(allowed)) || round == powerRounds-1 {
+			break
+		}
+	}
+	var missed []string
+	for r := range allowed {
+		if !seen[r] {
+			missed = append(missed, r.test+" "+r.mode)
+		}
+	}
+	sort.Strings(missed)
+	pct := float64(len(seen)) / float64(len(allowed))
+	t.Logf("weak outcome seen on %d of %d Allowed rows (%.0f%%) in %v; not seen: %s", len(seen), len(allowed), 100*pct, time.Since(start).Round(time.Millisecond), strings.Join(missed, ", "))
+	if pct < powerTarget {
+		t.Errorf("power %.0f%% is below the %.0f%% target", 100*pct, 100*powerTarget)
+	}
+
+	for _, mut := range []memmodel.Mutation{memmodel.MutDropFences, memmodel.MutQuietAsFence, memmodel.MutSignalFirst} {
+		mstart := time.Now()
+		matters, caught := map[string]bool{}, map[string]bool{}
+		for _, tt := range tests {
+			ok, err := memmodel.Matters(tt, mut, memmodel.Strict, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				matters[tt.Name] = true
+			}
+		}
+		for round := 0; len(caught) < len(matters); round++ {
+			var names []string
+			for n := range matters {
+				if !caught[n] {
+					names = append(names, n)
+				}
+			}
+			sort.Strings(names)
+			for name, f := range powerRows(runJob(t, dir, tests, names, "strict", mut.String(), round)) {
+				if f[4] != "0" {
+					caught[name] = true
+				}
+			}
+			if round == mutationRounds-1 {
+				break
+			}
+		}
+		var missed []string
+		for n := range matters {
+			if !caught[n] {
+				missed = append(missed, n)
+			}
+		}
+		sort.Strings(missed)
+		pct := float64(len(caught)) / float64(max(1, len(matters)))
+		t.Logf("mutation %s: caught on %d of %d tests where it matters (%.0f%%) in %v; missed: %s", mut, len(caught), len(matters), 100*pct, time.Since(mstart).Round(time.Millisecond), strings.Join(missed, ", "))
+		if pct < powerTarget {
+			t.Errorf("mutation %s caught on %.0f%% of the tests where it matters, below the %.0f%% target", mut, 100*pct, 100*powerTarget)
+		}
+	}
+}

@@ -1,0 +1,666 @@
+package nic
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// This file is the reordering delivery path, a test and conformance mode (ROX_DELIVERY=reorder):
+// a Transport that delivers one PE's puts, non-fetching AMOs, put-with-signals and non-blocking
+// gets out of order, as late as the Transport contract lets it, and emulates a weak CPU and its
+// caches for the PE's plain loads and stores. Only Fence, Quiet and PutSignal's own rules keep
+// order, so a conformance run (internal/litmusrun) on it shows whether the runtime's fence, quiet
+// and put-with-signal code is what keeps the outcomes the memory model forbids away, and a
+// Mutation breaks one of them on purpose to show that the run would notice.
+
+// AMOPoster is implemented by transports that can issue an AMO whose old value nobody reads
+// (OpenSHMEM's non-fetching atomics) without waiting for it: it is delivered like a put, ordered
+// by Fence and completed by Quiet.
+type AMOPoster interface {
+	PostAMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) error
+}
+
+// NBIGetter is implemented by transports whose Get can complete later (shmem_get_nbi): dst is
+// filled by the next Quiet at the latest.
+type NBIGetter interface {
+	GetNBI(pe int, src uint64, dst []byte) error
+}
+
+// Mutation is a deliberate bug of the reordering path's ordering code.
+type Mutation int
+
+const (
+	MutNone         Mutation = iota
+	MutDropFences            // Fence orders nothing (and writes back no plain store)
+	MutQuietAsFence          // Quiet orders like a Fence but completes nothing
+	MutSignalFirst           // PutSignal delivers the signal before the data
+)
+
+var mutNames = [...]string{"none", "drop-fences", "quiet-as-fence", "signal-first"}
+
+func (m Mutation) String() string {
+	if m >= 0 && int(m) < len(mutNames) {
+		return mutNames[m]
+	}
+	return fmt.Sprintf("Mutation(%d)", int(m))
+}
+
+// ParseMutation reads a Mutation's name.
+func ParseMutation(s string) (Mutation, error) {
+	for i, n := range mutNames {
+		if s == n {
+			return Mutation(i), nil
+		}
+	}
+	return MutNone, fmt.Errorf("unknown delivery mutation %q (want none|drop-fences|quiet-as-fence|signal-first)", s)
+}
+
+// ReorderConfig configures NewReorder.
+type ReorderConfig struct {
+	PE   int
+	Seed int64
+	// Bypass selects the CacheBypass emulation of plain accesses: plain loads may read a view
+	// refreshed only at acquires (Acquire), and quiet alone writes plain stores back. Without it
+	// (Strict) plain stores wait in a store buffer that Fence, Quiet and Sync drain.
+	Bypass   bool
+	Mutation Mutation // armed from the start; Arm switches it off and on
+	// Local is this PE's own heap (plain accesses); Heaps, where not nil, every PE's heap mapped
+	// here, with LockOff the heap offset of a LockBytes-long table that makes split
+	// read-modify-writes atomic among AMOs (0: AMOs run whole).
+	Local   []byte
+	Heaps   [][]byte
+	LockOff uint64
+	Timeout time.Duration
+}
+
+// LockBytes is the size of the AMO lock table ReorderConfig.LockOff names.
+const LockBytes = 4096
+
+type ropKind int
+
+const (
+	ropPut ropKind = iota
+	ropAMO
+	ropGet
+	ropStore // a plain store in the store buffer
+	ropLoad  // a plain load performed late
+)
+
+type rop struct {
+	kind     ropKind
+	pe       int
+	epoch    uint64
+	due      int64 // nanoseconds on the Reorder's clock
+	after    *rop  // delivered only once this one is (put-with-signal's signal after its data)
+	unfenced bool  // fence neither orders nor waits for it (gets, plain loads)
+	off      uint64
+	data     []byte // put: a copy of the source; get: the destination
+	op       AMOOp
+	width    int
+	value    uint64
+	compare  uint64
+	into     *uint64 // a late plain load's register
+	done     bool
+}
+
+// Reorder is the reordering Transport over inner (see the top of this file). Its delivery
+// goroutine takes each pending operation at a random time, choosing among those that nothing
+// orders before an earlier one: a Fence to a PE makes later operations to it wait for earlier
+// ones, a put-with-signal's signal waits for its data, Quiet delivers everything pending before it
+// returns. Get and fetching AMOs are performed by the caller at once, overtaking pending puts
+// unless a Fence lies between (fetching AMOs; gets overtake always, as fence does not order them).
+type Reorder struct {
+	inner Transport
+	cfg   ReorderConfig
+	start time.Time
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	pool    []*rop
+	epoch   []uint64 // per target PE: fences issued
+	err     error    // the first delivery error, reported by the next Quiet
+	cache   []cached // bypass: the ranges whose plain loads may be stale
+	wake    chan struct{}
+	closing chan struct{}
+	closed  chan struct{}
+
+	armed atomic.Bool
+}
+
+// cached is a range of the local heap and what plain loads of it may see instead of memory.
+type cached struct {
+	off  uint64
+	view []byte
+}
+
+// NewReorder starts the reordering path over inner.
+func NewReorder(inner Transport, npes int, cfg ReorderConfig) *Reorder {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	r := &Reorder{inner: inner, cfg: cfg, start: time.Now(), rng: rand.New(rand.NewSource(cfg.Seed*7919 + int64(cfg.PE))),
+		epoch: make([]uint64, npes), wake: make(chan struct{}, 1), closing: make(chan struct{}), closed: make(chan struct{})}
+	r.armed.Store(cfg.Mutation != MutNone)
+	go r.deliver()
+	return r
+}
+
+// Arm switches the configured mutation on or off (a conformance run arms it only while a test's
+// columns run, so that its own bookkeeping is not broken).
+func (r *Reorder) Arm(on bool) { r.armed.Store(on && r.cfg.Mutation != MutNone) }
+
+// Mutation returns the configured mutation.
+func (r *Reorder) Mutation() Mutation { return r.cfg.Mutation }
+
+func (r *Reorder) mutated(m Mutation) bool { return r.cfg.Mutation == m && r.armed.Load() }
+
+func (r *Reorder) now() int64 { return int64(time.Since(r.start)) }
+
+// hold draws how long an operation may wait before delivery: mostly short, sometimes long enough
+// for another PE to react to what overtook it.
+func (r *Reorder) hold() int64 {
+	switch x := r.rng.Intn(100); {
+	case x < 30:
+		return 0
+	case x < 66:
+		return int64(r.rng.Intn(5000))
+	case x < 88:
+		return int64(r.rng.Intn(60000))
+	default:
+		return int64(r.rng.Intn(3000000))
+	}
+}
+
+// issue queues op; the caller holds mu.
+func (r *Reorder) issue(op *rop) *rop {
+	op.epoch = r.epoch[op.pe]
+	op.due = r.now() + r.hold()
+	r.pool = append(r.pool, op)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return op
+}
+
+// blocked reports whether some pending operation must be delivered before pool[i]; mu held.
+func (r *Reorder) blocked(i int) bool {
+	op := r.pool[i]
+	if op.after != nil && !op.after.done {
+		return true
+	}
+	for _, o := range r.pool[:i] {
+		if o.pe == op.pe && o.epoch < op.epoch && !o.unfenced && !op.unfenced {
+			return true
+		}
+		if (o.kind == ropStore || o.kind == ropLoad) && (op.kind == ropStore || op.kind == ropLoad) && o.off == op.off {
+			return true // a PE's plain accesses to one word stay in order
+		}
+	}
+	return false
+}
+
+// deliverOne delivers one pending operation that want accepts and nothing orders after another
+// (with due: only one whose time has come); mu held. It reports whether it delivered one.
+func (r *Reorder) deliverOne(want func(*rop) bool, due bool) bool {
+	now := r.now()
+	i := -1
+	for j, op := range r.pool {
+		// the deliverer takes the unblocked operation due first, so that a late wakeup keeps the
+		// gaps between deliveries that the holds drew; a quiet takes them in random order
+		if want(op) && (!due || op.due <= now) && !r.blocked(j) {
+			if i < 0 || (due && op.due < r.pool[i].due) || (!due && r.rng.Intn(2) == 0) {
+				i = j
+			}
+		}
+	}
+	if i < 0 {
+		return false
+	}
+	op := r.pool[i]
+	r.pool = append(r.pool[:i], r.pool[i+1:]...)
+	if err := r.apply(op); err != nil && r.err == nil {
+		r.err = err
+	}
+	op.done = true
+	return true
+}
+
+// pending reports whether an operation want accepts is pending; mu held.
+func (r *Reorder) pending(want func(*rop) bool) bool {
+	for _, o := range r.pool {
+		if want(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// drain delivers every pending operation want accepts, in an order the rules allow; mu held.
+func (r *Reorder) drain(want func(*rop) bool) {
+	for r.deliverOne(want, false) {
+	}
+}
+
+func (r *Reorder) deliver() {
+	defer close(r.closed)
+	for {
+		r.mu.Lock()
+		n := len(r.pool)
+		delivered := n > 0 && r.deliverOne(func(*rop) bool { return true }, true)
+		r.mu.Unlock()
+		switch {
+		case delivered:
+		case n == 0:
+			select {
+			case <-r.wake:
+			case <-r.closing:
+				return
+			}
+		default:
+			select {
+			case <-r.closing:
+				return
+			default:
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+func (r *Reorder) apply(op *rop) error {
+	switch op.kind {
+	case ropPut:
+		if err := r.inner.Fence(op.pe); err != nil {
+			return err
+		}
+		return r.inner.Put(op.pe, op.off, op.data)
+	case ropGet:
+		return r.inner.Get(op.pe, op.off, op.data)
+	case ropAMO:
+		if err := r.inner.Fence(op.pe); err != nil {
+			return err
+		}
+		_, err := r.amo(op.pe, op.op, op.width, op.off, op.value, op.compare)
+		return err
+	case ropStore:
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&r.cfg.Local[op.off])), binary.LittleEndian.Uint64(op.data))
+	case ropLoad:
+		*op.into = r.loadNow(op.off)
+	}
+	return nil
+}
+
+// amo runs an AMO on pe. Where the heaps are mapped, a read-modify-write is sometimes split into
+// its read and its write with a pause between, holding the target's lock for the word, so that
+// it stays atomic among AMOs (every AMO of the job takes the lock) while a put may land in between,
+// as OpenSHMEM allows.
+func (r *Reorder) amo(pe int, op AMOOp, width int, dst uint64, value, compare uint64) (uint64, error) {
+	if r.cfg.LockOff == 0 || pe >= len(r.cfg.Heaps) || r.cfg.Heaps[pe] == nil {
+		return r.inner.AMO(pe, op, width, dst, value, compare)
+	}
+	h := r.cfg.Heaps[pe]
+	if err := CheckAMO(op, width, dst); err != nil {
+		return 0, err
+	}
+	if dst+uint64(width) > uint64(len(h)) {
+		return 0, fmt.Errorf("%v on PE %d at heap offset %d: outside the %d-byte heap", op, pe, dst, len(h))
+	}
+	lock := (*uint64)(unsafe.Pointer(&h[r.cfg.LockOff+(dst/8%(LockBytes/8))*8]))
+	deadline := time.Now().Add(r.cfg.Timeout)
+	for n := 0; !atomic.CompareAndSwapUint64(lock, 0, uint64(r.cfg.PE)+1); n++ {
+		if n%1024 == 1023 {
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("%v on PE %d at heap offset %d: the AMO lock is held by PE %d for %v", op, pe, dst, int(atomic.LoadUint64(lock))-1, r.cfg.Timeout)
+			}
+			runtime.Gosched()
+		}
+	}
+	defer atomic.StoreUint64(lock, 0)
+	w := h[dst : dst+uint64(width)]
+	if op == AMOFetch || r.rng.Intn(2) == 0 {
+		return ApplyAMO(w, op, width, value, compare)
+	}
+	old, _ := ApplyAMO(w, AMOFetch, width, 0, 0)
+	spin(r.rng.Intn(20000) + r.rng.Intn(4)/3*r.rng.Intn(300000)) // sometimes long enough for a put to land
+	nv, write := rmw(op, width, old, value, compare)
+	if write {
+		ApplyAMO(w, AMOSet, width, nv, 0)
+	}
+	return old, nil
+}
+
+// rmw is what op writes over old, and whether it writes.
+func rmw(op AMOOp, width int, old, value, compare uint64) (uint64, bool) {
+	mask := ^uint64(0)
+	if width == 4 {
+		mask = 0xffffffff
+	}
+	switch op {
+	case AMOSet, AMOSwap:
+		return value & mask, true
+	case AMOCompareSwap:
+		return value & mask, old == compare&mask
+	case AMOFetchAdd:
+		return (old + value) & mask, true
+	case AMOFetchAnd:
+		return old & value & mask, true
+	case AMOFetchOr:
+		return (old | value) & mask, true
+	case AMOFetchXor:
+		return (old ^ value) & mask, true
+	}
+	return old, false
+}
+
+var reorderSink atomic.Uint64
+
+func spin(n int) {
+	s := uint64(n)
+	for i := 0; i < n; i++ {
+		s = s*6364136223846793005 + 1442695040888963407
+	}
+	reorderSink.Add(s)
+}
+
+// Put queues a copy of src for pe.
+func (r *Reorder) Put(pe int, dst uint64, src []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...)})
+	return nil
+}
+
+// Get reads at once: fence does not order a get after earlier puts.
+func (r *Reorder) Get(pe int, src uint64, dst []byte) error { return r.inner.Get(pe, src, dst) }
+
+// GetNBI queues the read; Quiet performs it at the latest.
+func (r *Reorder) GetNBI(pe int, src uint64, dst []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.issue(&rop{kind: ropGet, pe: pe, off: src, data: dst, unfenced: true})
+	return nil
+}
+
+// AMO waits until every operation to pe before the last Fence is delivered, then runs: a
+// fetching AMO may overtake the puts issued since.
+func (r *Reorder) AMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) (uint64, error) {
+	r.mu.Lock()
+	e := r.epoch[pe]
+	r.drain(func(o *rop) bool { return o.pe == pe && o.epoch < e && !o.unfenced })
+	r.mu.Unlock()
+	return r.amo(pe, op, width, dst, value, compare)
+}
+
+// AMOUnfenced runs an AMO at once, ordered after nothing pending: the runtime's own signalling
+// (sync_all's), as on a context of its own.
+func (r *Reorder) AMOUnfenced(pe int, op AMOOp, width int, dst uint64, value, compare uint64) (uint64, error) {
+	return r.amo(pe, op, width, dst, value, compare)
+}
+
+// PostAMO queues a non-fetching AMO.
+func (r *Reorder) PostAMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) error {
+	if err := CheckAMO(op, width, dst); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.issue(&rop{kind: ropAMO, pe: pe, off: dst, op: op, width: width, value: value, compare: compare})
+	return nil
+}
+
+// PutSignal queues the data and the signal as two deliveries, the signal after the data (with
+// MutSignalFirst: the data after the signal).
+func (r *Reorder) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp SignalOp, sigValue uint64) error {
+	op := AMOSet
+	if sigOp == SignalAdd {
+		op = AMOFetchAdd
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	data := &rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...)}
+	signal := &rop{kind: ropAMO, pe: pe, off: sig, op: op, width: 8, value: sigValue}
+	if r.mutated(MutSignalFirst) {
+		r.issue(signal)
+		data.after = signal
+		r.issue(data)
+		return nil
+	}
+	r.issue(data)
+	signal.after = data
+	r.issue(signal)
+	return nil
+}
+
+// Fence makes later operations to pe wait for earlier ones. A plain store is a delivery to this
+// PE: in Strict, later deliveries to this PE wait for it (FenceOrdersStores); in Bypass a fence
+// does not write it back.
+func (r *Reorder) Fence(pe int) error {
+	if r.mutated(MutDropFences) {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fence(pe)
+	return nil
+}
+
+// fence is Fence; mu held.
+func (r *Reorder) fence(pe int) {
+	if pe < 0 {
+		for i := range r.epoch {
+			r.epoch[i]++
+		}
+	} else {
+		r.epoch[pe]++
+	}
+}
+
+// Quiet delivers everything pending (to pe, or to all when pe < 0), performs the late plain loads
+// and writes plain stores back, then quiets inner.
+func (r *Reorder) Quiet(ctx context.Context, pe int) error {
+	r.mu.Lock()
+	if r.mutated(MutQuietAsFence) {
+		r.fence(pe)
+		r.mu.Unlock()
+		return nil
+	}
+	want := func(o *rop) bool { return pe < 0 || o.pe == pe || o.kind == ropStore || o.kind == ropLoad }
+	// The deliverer takes them at their times: a quiet does not shorten what another PE may see
+	// between two deliveries.
+	deadline := time.Now().Add(r.cfg.Timeout)
+	for n := 0; r.pending(want); n++ {
+		r.mu.Unlock()
+		if n%256 == 255 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("quiet: operations still pending after %v", r.cfg.Timeout)
+			}
+		}
+		runtime.Gosched()
+		r.mu.Lock()
+	}
+	err := r.err
+	r.err = nil
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return r.inner.Quiet(ctx, pe)
+}
+
+// Sync is shmem_sync_all's part: it completes the PE's plain accesses (late loads; in Strict also
+// the store buffer), which sync_all orders, and nothing else.
+func (r *Reorder) Sync() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain(func(o *rop) bool { return o.kind == ropLoad || o.kind == ropStore && !r.cfg.Bypass })
+}
+
+// Acquire is an acquiring call's invalidate (wait_until, barrier): in Bypass, plain loads see
+// memory as it is now from here on.
+func (r *Reorder) Acquire() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refresh()
+}
+
+func (r *Reorder) refresh() {
+	for _, c := range r.cache {
+		copy(c.view, r.cfg.Local[c.off:])
+		r.overlayStores(c)
+	}
+}
+
+// overlayStores puts the PE's buffered stores into c's view: a PE sees its own stores.
+func (r *Reorder) overlayStores(c cached) {
+	for _, o := range r.pool {
+		if o.kind == ropStore && o.off >= c.off && o.off+8 <= c.off+uint64(len(c.view)) {
+			copy(c.view[o.off-c.off:], o.data)
+		}
+	}
+}
+
+// Cache declares [off, off+n) of the local heap as plain data whose loads (Load) may be stale in
+// Bypass; the view starts as memory is now.
+func (r *Reorder) Cache(off uint64, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := cached{off: off, view: make([]byte, n)}
+	copy(c.view, r.cfg.Local[off:])
+	r.cache = append(r.cache, c)
+}
+
+// Uncache forgets every range Cache declared.
+func (r *Reorder) Uncache() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cache = nil
+}
+
+// Store is a plain 8-byte store to the local heap at off: it waits in the store buffer (Strict)
+// or the cache (Bypass) until it is delivered, at a random time, or a fence (Strict) or quiet
+// writes it back.
+func (r *Reorder) Store(off uint64, v uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := binary.LittleEndian.AppendUint64(nil, v)
+	// plain accesses to one word keep their order: a late load of the word is performed first
+	r.drain(func(o *rop) bool { return o.kind == ropLoad && o.off == off })
+	r.issue(&rop{kind: ropStore, pe: r.cfg.PE, off: off, data: b, unfenced: r.cfg.Bypass})
+	for _, c := range r.cache {
+		if off >= c.off && off+8 <= c.off+uint64(len(c.view)) {
+			copy(c.view[off-c.off:], b)
+		}
+	}
+}
+
+// Load is a plain 8-byte load of the local heap at off into *into: a buffered store of the PE is
+// seen at once; otherwise it is performed late (by the next Quiet, Sync or plain access to the
+// word at the latest) and, in Bypass, may read the view of the last Acquire.
+func (r *Reorder) Load(off uint64, into *uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.pool) - 1; i >= 0; i-- {
+		if o := r.pool[i]; o.kind == ropStore && o.off == off {
+			*into = binary.LittleEndian.Uint64(o.data)
+			return
+		}
+	}
+	r.drain(func(o *rop) bool { return o.kind == ropLoad && o.off == off })
+	if r.rng.Intn(3) != 0 {
+		*into = r.loadNow(off)
+		return
+	}
+	r.issue(&rop{kind: ropLoad, pe: r.cfg.PE, off: off, into: into, unfenced: true})
+}
+
+// loadNow performs a plain load: in Bypass, of the view (a stale line) or of memory, at random.
+func (r *Reorder) loadNow(off uint64) uint64 {
+	if r.cfg.Bypass && r.rng.Intn(2) == 0 {
+		for _, c := range r.cache {
+			if off >= c.off && off+8 <= c.off+uint64(len(c.view)) {
+				return binary.LittleEndian.Uint64(c.view[off-c.off:])
+			}
+		}
+	}
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.cfg.Local[off])))
+}
+
+// Close delivers nothing more and closes inner.
+func (r *Reorder) Close() error {
+	select {
+	case <-r.closing:
+	default:
+		close(r.closing)
+	}
+	<-r.closed
+	return r.inner.Close()
+}
+
+// Mapped is a Transport over heaps this process maps (the host backend's shared memory): puts and
+// gets are copies, AMOs CPU atomics; Fence and Quiet have nothing to wait for. It is what the
+// reordering path delivers through on one node.
+type Mapped [][]byte
+
+func (m Mapped) heap(pe int, off uint64, n int) ([]byte, error) {
+	if pe < 0 || pe >= len(m) || m[pe] == nil {
+		return nil, fmt.Errorf("PE %d's heap is not mapped here", pe)
+	}
+	h := m[pe]
+	if n < 0 || off > uint64(len(h)) || uint64(n) > uint64(len(h))-off {
+		return nil, fmt.Errorf("range [%d, %d) is outside PE %d's %d-byte symmetric heap", off, off+uint64(n), pe, len(h))
+	}
+	return h[off : off+uint64(n)], nil
+}
+
+func (m Mapped) Put(pe int, dst uint64, src []byte) error {
+	b, err := m.heap(pe, dst, len(src))
+	if err == nil && len(src) == 8 && uintptr(unsafe.Pointer(&b[0]))%8 == 0 {
+		// one aligned word lands whole, as a store of the CPU or a NIC's write does
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[0])), binary.LittleEndian.Uint64(src))
+	} else if err == nil {
+		copy(b, src)
+	}
+	return err
+}
+
+func (m Mapped) Get(pe int, src uint64, dst []byte) error {
+	b, err := m.heap(pe, src, len(dst))
+	if err == nil {
+		copy(dst, b)
+	}
+	return err
+}
+
+func (m Mapped) AMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) (uint64, error) {
+	b, err := m.heap(pe, dst, width)
+	if err != nil {
+		return 0, err
+	}
+	return ApplyAMO(b, op, width, value, compare)
+}
+
+func (m Mapped) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp SignalOp, sigValue uint64) error {
+	if err := m.Put(pe, dst, src); err != nil {
+		return err
+	}
+	b, err := m.heap(pe, sig, 8)
+	if err != nil {
+		return err
+	}
+	return ApplySignal(b, sigOp, sigValue)
+}
+
+func (m Mapped) Fence(pe int) error                      { return nil }
+func (m Mapped) Quiet(ctx context.Context, pe int) error { return nil }
+func (m Mapped) Close() error                            { return nil }
