@@ -26,9 +26,11 @@ type Client struct {
 
 	wmu sync.Mutex // one frame at a time on conn
 
+	stats counters
+
 	mu         sync.Mutex
 	nextID     uint64
-	pending    map[uint64]chan reply
+	pending    map[uint64]pendingCall
 	gatherSeq  uint64
 	barrierSeq uint64
 	closing    bool
@@ -37,6 +39,12 @@ type Client struct {
 	failed     chan struct{}
 	exits      chan int
 	readerDone chan struct{}
+}
+
+// pendingCall is a request waiting for its reply; typ says which phase the reply counts in.
+type pendingCall struct {
+	ch  chan reply
+	typ byte
 }
 
 type reply struct {
@@ -82,7 +90,7 @@ func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Clien
 	}
 	c := &Client{
 		rank: r, addr: r.Addr, timeout: timeout, hostPE: -1,
-		pending:    map[uint64]chan reply{},
+		pending:    map[uint64]pendingCall{},
 		failed:     make(chan struct{}),
 		exits:      make(chan int, 1),
 		readerDone: make(chan struct{}),
@@ -164,13 +172,16 @@ func (c *Client) connect(ctx context.Context, call string) error {
 func (c *Client) hello(conn net.Conn, deadline time.Time) error {
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
-	if _, err := conn.Write(newFrame(msgHello, 0).str(c.rank.Token).i32(c.rank.PE).i32(c.rank.NPEs).u32(protocolVersion).finish()); err != nil {
+	hello := newFrame(msgHello, 0).str(c.rank.Token).i32(c.rank.PE).i32(c.rank.NPEs).u32(protocolVersion).finish()
+	if _, err := conn.Write(hello); err != nil {
 		return err
 	}
+	c.stats.sent(PhaseConnect, len(hello))
 	f, err := readFrame(conn, maxHelloFrame)
 	if err != nil {
 		return fmt.Errorf("handshake with %s: %w", c.addr, err)
 	}
+	c.stats.recv(PhaseConnect, f.size())
 	d := &dec{b: f.body}
 	switch f.typ {
 	case msgRefuse:
@@ -178,6 +189,7 @@ func (c *Client) hello(conn net.Conn, deadline time.Time) error {
 	case msgWelcome:
 		c.hostPE = d.i32()
 		c.conn = conn
+		c.stats.conns.Add(1)
 		if tc, ok := conn.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
@@ -203,13 +215,15 @@ func (c *Client) read() {
 		switch f.typ {
 		case msgReply:
 			c.mu.Lock()
-			ch := c.pending[f.id]
+			pc, ok := c.pending[f.id]
 			delete(c.pending, f.id)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- decodeReply(f.body)
+			c.stats.recv(phaseOf(pc.typ), f.size())
+			if ok {
+				pc.ch <- decodeReply(f.body)
 			}
 		case msgPeerFailed:
+			c.stats.recv(PhaseControl, f.size())
 			e := decodePeerFailed(f.body)
 			if e.Aborted {
 				select {
@@ -277,6 +291,9 @@ func (c *Client) Err() error {
 // Exits delivers the exit status of a PE that aborted the job.
 func (c *Client) Exits() <-chan int { return c.exits }
 
+// Stats returns this PE's bootstrap traffic so far, by phase (see Stats).
+func (c *Client) Stats() Stats { return c.stats.snapshot("star") }
+
 // Rank returns the rank the client joined with.
 func (c *Client) Rank() Rank { return c.rank }
 
@@ -295,14 +312,16 @@ func (c *Client) send(typ byte, build func(*enc)) (uint64, chan reply, error) {
 	c.nextID++
 	id := c.nextID
 	ch := make(chan reply, 1)
-	c.pending[id] = ch
+	c.pending[id] = pendingCall{ch, typ}
 	c.mu.Unlock()
 	e := newFrame(typ, id)
 	build(e)
+	msg := e.finish()
 	c.wmu.Lock()
 	c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
-	_, err := c.conn.Write(e.finish())
+	_, err := c.conn.Write(msg)
 	c.wmu.Unlock()
+	c.stats.sent(phaseOf(typ), len(msg))
 	if err != nil {
 		c.forget(id)
 		return 0, nil, c.lostServer(err)
@@ -455,6 +474,7 @@ func (c *Client) Close() error {
 	c.closing = true
 	c.mu.Unlock()
 	c.conn.Close()
+	c.stats.conns.Add(-1)
 	<-c.readerDone
 	if c.server != nil {
 		if !failed && err == nil {
