@@ -27,6 +27,8 @@ type Client struct {
 	wmu sync.Mutex // one frame at a time on conn
 
 	stats counters
+	net   Network // star mode
+	tree  *node   // tree mode (tree.go); nil in star mode
 
 	mu         sync.Mutex
 	nextID     uint64
@@ -66,12 +68,31 @@ func Dial(ctx context.Context, r Rank, timeout time.Duration) (*Client, error) {
 	if r.Source == "pmix" {
 		return dialPMIx(ctx, r, timeout)
 	}
-	return dial(ctx, r, timeout, nil)
+	return dial(ctx, r, timeout, nil, defaultConfig(r))
+}
+
+// DialConfig is Dial carried as cfg says: over another Network (the scale simulation), or in
+// tree mode with the given addresses and fanout. Dial uses tree mode on its own for a one-node
+// job of more than StarMax PEs (defaultConfig).
+func DialConfig(ctx context.Context, r Rank, timeout time.Duration, cfg Config) (*Client, error) {
+	if timeout <= 0 {
+		return nil, fmt.Errorf("bootstrap: Dial on PE %d: timeout %v is not positive", r.PE, timeout)
+	}
+	if r.Source == "pmix" {
+		return nil, fmt.Errorf("bootstrap: DialConfig on PE %d: the PMIx path takes no Config (use Dial)", r.PE)
+	}
+	return dial(ctx, r, timeout, nil, cfg)
 }
 
 // dial is Dial once r is complete; s, when not nil, is the server this PE already started (it
 // is owned by the client from here on, closed on failure).
-func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Client, error) {
+func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server, cfg Config) (*Client, error) {
+	if cfg.Net == nil {
+		cfg.Net = SysNet
+	}
+	if cfg.Fanout == 0 {
+		cfg.Fanout = DefaultFanout
+	}
 	call := fmt.Sprintf("bootstrap: Dial on PE %d", r.PE)
 	fail := func(err error) (*Client, error) {
 		if s != nil {
@@ -98,7 +119,7 @@ func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Clien
 	if s != nil {
 		c.server = s
 	} else if r.Host {
-		s, err := NewServer(listenAddr(r.Addr), r.NPEs, r.Token)
+		s, err := NewServerConfig(listenAddr(r.Addr), r.NPEs, r.Token, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: starting the rendezvous server: %w", call, err)
 		}
@@ -110,6 +131,19 @@ func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Clien
 			c.addr = s.Addr()
 		}
 	}
+	if cfg.PEAddr != nil {
+		if cfg.Fanout < 2 {
+			return fail(fmt.Errorf("%s: tree fanout %d is below 2", call, cfg.Fanout))
+		}
+		if err := c.joinTree(ctx, call, cfg); err != nil {
+			if c.server != nil {
+				c.server.Close()
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+	c.net = cfg.Net
 	if err := c.connect(ctx, call); err != nil {
 		if c.server != nil {
 			c.server.Close()
@@ -137,11 +171,10 @@ func (c *Client) connect(ctx context.Context, call string) error {
 	deadline := time.Now().Add(c.timeout)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	d := net.Dialer{KeepAliveConfig: keepAlive}
 	backoff := 5 * time.Millisecond
 	var lastErr error
 	for {
-		conn, err := d.DialContext(dctx, "tcp", c.addr)
+		conn, err := c.net.Dial(dctx, c.addr)
 		if err == nil {
 			err = c.hello(conn, deadline)
 			if err == nil {
@@ -292,7 +325,12 @@ func (c *Client) Err() error {
 func (c *Client) Exits() <-chan int { return c.exits }
 
 // Stats returns this PE's bootstrap traffic so far, by phase (see Stats).
-func (c *Client) Stats() Stats { return c.stats.snapshot("star") }
+func (c *Client) Stats() Stats {
+	if c.tree != nil {
+		return c.stats.snapshot("tree")
+	}
+	return c.stats.snapshot("star")
+}
 
 // Rank returns the rank the client joined with.
 func (c *Client) Rank() Rank { return c.rank }
@@ -365,6 +403,9 @@ func (c *Client) call(ctx context.Context, name string, typ byte, build func(*en
 
 // Put stores val under key for every PE to Get. A later Put of the same key replaces it.
 func (c *Client) Put(ctx context.Context, key string, val []byte) error {
+	if c.tree != nil {
+		return c.treePut(ctx, key, val)
+	}
 	_, err := c.call(ctx, fmt.Sprintf("Put(%q)", key), msgPut,
 		func(e *enc) { e.str(key).bytes(val) },
 		func() string { return "the server to store it" })
@@ -373,6 +414,9 @@ func (c *Client) Put(ctx context.Context, key string, val []byte) error {
 
 // Get returns the value stored under key, waiting until some PE has put it.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	if c.tree != nil {
+		return c.treeGet(ctx, key)
+	}
 	return c.call(ctx, fmt.Sprintf("Get(%q)", key), msgGet,
 		func(e *enc) { e.str(key) },
 		func() string { return fmt.Sprintf("key %q", key) })
@@ -385,6 +429,9 @@ func (c *Client) Allgather(ctx context.Context, val []byte) ([][]byte, error) {
 	c.gatherSeq++
 	c.mu.Unlock()
 	name := "Allgather #" + strconv.FormatUint(seq, 10)
+	if c.tree != nil {
+		return c.treeColl(ctx, name, collKey{msgAllgather, seq}, val)
+	}
 	data, err := c.call(ctx, name, msgAllgather,
 		func(e *enc) { e.u64(seq).bytes(val) },
 		func() string { return c.missing(ctx, msgAllgather, seq) })
@@ -404,6 +451,10 @@ func (c *Client) Barrier(ctx context.Context) error {
 	seq := c.barrierSeq
 	c.barrierSeq++
 	c.mu.Unlock()
+	if c.tree != nil {
+		_, err := c.treeColl(ctx, "Barrier", collKey{msgBarrier, seq}, nil)
+		return err
+	}
 	_, err := c.call(ctx, "Barrier", msgBarrier,
 		func(e *enc) { e.u64(seq) },
 		func() string { return c.missing(ctx, msgBarrier, seq) })
@@ -439,6 +490,12 @@ func (c *Client) missing(ctx context.Context, kind byte, seq uint64) string {
 // and their Exits channel delivers status. Later calls on this client fail too. Abort waits (at
 // most the client's timeout) until the server has passed the news on.
 func (c *Client) Abort(status int, reason string) {
+	if c.tree != nil {
+		e := &PeerError{PE: c.rank.PE, Aborted: true, Status: status, Reason: reason}
+		c.fail(e)
+		c.tree.failed(e, nil)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	c.call(ctx, "Abort", msgAbort, func(e *enc) { e.i32(status).str(reason) },
@@ -456,7 +513,13 @@ func (c *Client) Close() error {
 		return nil
 	}
 	failed := c.err != nil
+	if c.tree != nil {
+		c.closing = true
+	}
 	c.mu.Unlock()
+	if c.tree != nil {
+		return c.closeTree(failed)
+	}
 	var err error
 	if !failed {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
