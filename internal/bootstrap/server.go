@@ -53,9 +53,9 @@ type Server struct {
 	left    chan struct{}
 	nleft   int    // PEs that said goodbye or failed
 	gone    []bool // by PE: counted in nleft
-	root  *node         // tree mode: the root of the bootstrap tree, made at the first join
-	mode  string        // "star" or "tree", set by the first PE to join
-	stats counters
+	root    *node  // tree mode: the root of the bootstrap tree, made at the first join
+	mode    string // "star" or "tree", set by the first PE to join
+	stats   counters
 	// exitWait, when positive, is how long a dropped connection waits for the launcher to report
 	// the PE's exit (Exited), so that the others learn how it ended and not just that it is gone.
 	exitWait time.Duration
