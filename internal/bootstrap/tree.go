@@ -290,16 +290,21 @@ func (n *node) name() string {
 	return fmt.Sprintf("PE %d", n.pe)
 }
 
-// join connects this node to its parent as a child, retrying until the deadline: the parent may
-// not be listening yet.
+// join connects this node to its parent as a child.
 func (n *node) join(ctx context.Context, addr string, call string) (*link, error) {
+	return n.dialRetry(ctx, addr, roleChild, call, "its parent in the bootstrap tree")
+}
+
+// dialRetry opens a link, retrying until the timeout: the other PE may not be listening yet (it
+// may not even have started).
+func (n *node) dialRetry(ctx context.Context, addr string, role int, call, what string) (*link, error) {
 	deadline := time.Now().Add(n.timeout)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	backoff := 5 * time.Millisecond
 	var lastErr error
 	for {
-		l, err := n.dialLink(dctx, addr, roleChild, deadline)
+		l, err := n.dialLink(dctx, addr, role, deadline)
 		if err == nil {
 			return l, nil
 		}
@@ -312,7 +317,7 @@ func (n *node) join(ctx context.Context, addr string, call string) (*link, error
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%s: %w", call, &TimeoutError{After: n.timeout,
-				Waiting: fmt.Sprintf("its parent in the bootstrap tree at %s (last error: %v)", addr, lastErr)})
+				Waiting: fmt.Sprintf("%s at %s (last error: %v)", what, addr, lastErr)})
 		}
 		select {
 		case <-dctx.Done():
@@ -739,10 +744,7 @@ func (n *node) ownerOf(ctx context.Context, pe int) (*ownerLink, error) {
 		o = &ownerLink{ready: make(chan struct{}), calls: map[uint64]pendingCall{}}
 		n.owners[pe] = o
 		n.mu.Unlock()
-		deadline := time.Now().Add(n.timeout)
-		dctx, cancel := context.WithDeadline(ctx, deadline)
-		o.l, o.err = n.dialLink(dctx, n.addrOf(pe), rolePeer, deadline)
-		cancel()
+		o.l, o.err = n.dialRetry(ctx, n.addrOf(pe), rolePeer, "reaching a directory owner", fmt.Sprintf("PE %d, a directory owner,", pe))
 		if o.err == nil {
 			o.l.pe = pe
 			n.wg.Add(1)
@@ -762,7 +764,7 @@ func (n *node) ownerOf(ctx context.Context, pe int) (*ownerLink, error) {
 		return nil, ctx.Err()
 	}
 	if o.err != nil {
-		return nil, fmt.Errorf("reaching PE %d, the key's owner, at %s: %w", pe, n.addrOf(pe), o.err)
+		return nil, o.err
 	}
 	return o, nil
 }

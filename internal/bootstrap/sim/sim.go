@@ -67,12 +67,15 @@ func (p Pattern) Peers(pe, n int) []int {
 type Config struct {
 	NPEs      int
 	Pattern   Pattern
-	Tree      bool // tree mode; false: the star (every PE at the rendezvous server)
-	Fanout    int  // 0: bootstrap.DefaultFanout
+	Tree      bool          // tree mode; false: the star (every PE at the rendezvous server)
+	Fanout    int           // 0: bootstrap.DefaultFanout
 	Latency   time.Duration // L: one way, per message
 	Overhead  time.Duration // o: a node's CPU per message sent or received (LogP's o)
 	Bandwidth float64       // bytes/s per node; 0: infinite
-	AddrBytes int     // the size of the address each PE publishes (0: 64)
+	AddrBytes int           // the size of the address each PE publishes (0: 64)
+	// Real runs the virtual PEs over this machine's sockets instead (loopback TCP to the root,
+	// abstract unix sockets between PEs): Wall is then a measured time (Causal is zero).
+	Real bool
 }
 
 // Result is what one simulated Init did.
@@ -89,6 +92,7 @@ type Result struct {
 	// one clock for all its links, so chains of unrelated messages through a busy node add up:
 	// an upper bound, far above InitTime when one node serves many.
 	Causal time.Duration
+	Wall   time.Duration // real time from the first Dial to the last PE's end of Init
 	// Per PE, over the PEs (the rendezvous server, which is roxrun's and no PE, is Root).
 	MaxMsgs, MaxBytes   uint64
 	MeanMsgs, MeanBytes float64
@@ -118,16 +122,24 @@ func Run(cfg Config) (Result, error) {
 	runtime.ReadMemStats(&before)
 
 	nw := NewNet(cfg.Latency, cfg.Bandwidth)
-	token := "sim-token"
-	rootHost := nw.Host()
-	srv, err := bootstrap.NewServerConfig("root", cfg.NPEs, token, bootstrap.Config{Net: rootHost})
+	token := fmt.Sprintf("sim-token-%d", time.Now().UnixNano())
+	var rootNet bootstrap.Network = nw.Host()
+	rootAddr := "root"
+	if cfg.Real {
+		rootNet, rootAddr = bootstrap.SysNet, "127.0.0.1:0"
+	}
+	srv, err := bootstrap.NewServerConfig(rootAddr, cfg.NPEs, token, bootstrap.Config{Net: rootNet})
 	if err != nil {
 		return Result{}, err
 	}
 	defer srv.Close()
+	rootAddr = srv.Addr()
 	bc := bootstrap.Config{Fanout: cfg.Fanout}
 	if cfg.Tree {
 		bc.PEAddr = func(pe int) string { return "pe/" + strconv.Itoa(pe) }
+		if cfg.Real {
+			bc.PEAddr = bootstrap.UnixPEAddr(token)
+		}
 	}
 	hosts := make([]*Host, cfg.NPEs)
 	clients := make([]*bootstrap.Client, cfg.NPEs)
@@ -136,15 +148,40 @@ func Run(cfg Config) (Result, error) {
 	defer cancel()
 	const timeout = 2 * time.Minute
 	var wg sync.WaitGroup
+	var (
+		firstErr error
+		errOnce  sync.Once
+	)
+	start := time.Now()
 	for pe := range cfg.NPEs {
 		hosts[pe] = nw.Host()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[pe] = initPE(ctx, cfg, bc, hosts[pe], pe, token, timeout, &clients[pe])
+			pc := bc
+			pc.Net = hosts[pe]
+			if cfg.Real {
+				pc.Net = bootstrap.SysNet
+			}
+			errs[pe] = initPE(ctx, cfg, pc, rootAddr, pe, token, timeout, &clients[pe])
+			if errs[pe] != nil {
+				errOnce.Do(func() { firstErr = errs[pe] })
+				cancel() // the others would wait for this PE until their timeout
+			}
 		}()
 	}
 	wg.Wait()
+	wall := time.Since(start)
+	if firstErr != nil {
+		for _, c := range clients {
+			if c != nil { // end the job, so that Close waits for nobody
+				c.Abort(1, "the simulation failed: "+firstErr.Error())
+				break
+			}
+		}
+		closeAll(clients)
+		return Result{}, fmt.Errorf("sim: N=%d %s: %w", cfg.NPEs, cfg.Pattern, firstErr)
+	}
 	if err := errors.Join(errs...); err != nil {
 		closeAll(clients)
 		return Result{}, err
@@ -153,7 +190,7 @@ func Run(cfg Config) (Result, error) {
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 
-	r := Result{Config: cfg}
+	r := Result{Config: cfg, Wall: wall}
 	r.HeapPerPE = (float64(after.HeapAlloc+after.StackInuse) - float64(before.HeapAlloc+before.StackInuse)) / float64(cfg.NPEs)
 	for pe, c := range clients {
 		st := c.Stats()
@@ -199,9 +236,8 @@ func depth(n, k int) int {
 	return d
 }
 
-func initPE(ctx context.Context, cfg Config, bc bootstrap.Config, h *Host, pe int, token string, timeout time.Duration, out **bootstrap.Client) error {
-	bc.Net = h
-	c, err := bootstrap.DialConfig(ctx, bootstrap.Rank{PE: pe, NPEs: cfg.NPEs, LocalPE: -1, LocalNPEs: -1, Addr: "root", Token: token, Source: "sim"}, timeout, bc)
+func initPE(ctx context.Context, cfg Config, bc bootstrap.Config, root string, pe int, token string, timeout time.Duration, out **bootstrap.Client) error {
+	c, err := bootstrap.DialConfig(ctx, bootstrap.Rank{PE: pe, NPEs: cfg.NPEs, LocalPE: -1, LocalNPEs: -1, Addr: root, Token: token, Source: "sim"}, timeout, bc)
 	if err != nil {
 		return err
 	}

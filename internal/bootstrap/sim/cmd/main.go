@@ -18,12 +18,13 @@ import (
 func main() {
 	ns := flag.String("n", "64,256,1024,8192", "comma-separated job sizes")
 	pats := flag.String("patterns", "ring,stencil,group8,all", "comma-separated patterns (ring, stencil, group8, all)")
-	allMax := flag.Int("all-max", 1024, "largest N for the all pattern (its lookups are N-1 per PE)")
+	allMax := flag.Int("all-max", 256, "largest N for the all pattern (its lookups are N-1 per PE)")
 	starMax := flag.Int("star-max", 1024, "largest N to run the star for, as the comparison")
 	lat := flag.Duration("latency", 2*time.Microsecond, "L: one-way latency per message")
 	ovh := flag.Duration("overhead", time.Microsecond, "o: a node's CPU per message")
 	bw := flag.Float64("bandwidth", 12.5e9, "bytes/s per node (12.5e9: 100 Gb/s)")
 	fanout := flag.Int("fanout", 0, "tree fanout (0: the default)")
+	real := flag.Bool("real", false, "run over this machine's sockets and print the measured wall time")
 	flag.Parse()
 	fmt.Printf("L=%v o=%v bandwidth=%.3g B/s\n%s\n", *lat, *ovh, *bw, sim.Header)
 	for _, f := range strings.Split(*ns, ",") {
@@ -38,16 +39,20 @@ func main() {
 				continue
 			}
 			modes := []bool{true}
-			if n <= *starMax {
+			if n <= *starMax && (pat != sim.All || n <= 256) {
 				modes = []bool{false, true}
 			}
 			for _, tree := range modes {
-				r, err := sim.Run(sim.Config{NPEs: n, Pattern: pat, Tree: tree, Fanout: *fanout, Latency: *lat, Overhead: *ovh, Bandwidth: *bw})
+				r, err := sim.Run(sim.Config{NPEs: n, Pattern: pat, Tree: tree, Fanout: *fanout, Latency: *lat, Overhead: *ovh, Bandwidth: *bw, Real: *real})
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "sim: N=%d %s: %v\n", n, p, err)
 					os.Exit(1)
 				}
-				fmt.Println(r.Row())
+				if *real {
+					fmt.Printf("%s  wall %v\n", r.Row(), r.Wall.Round(10*time.Microsecond))
+				} else {
+					fmt.Println(r.Row())
+				}
 			}
 		}
 	}
