@@ -76,6 +76,9 @@ type Config struct {
 	// Real runs the virtual PEs over this machine's sockets instead (loopback TCP to the root,
 	// abstract unix sockets between PEs): Wall is then a measured time (Causal is zero).
 	Real bool
+	// Timeout is every PE's bootstrap timeout (ROX_TIMEOUT), in real time; 0: 2 minutes. Tens of
+	// thousands of virtual PEs on a small machine need more.
+	Timeout time.Duration
 }
 
 // Result is what one simulated Init did.
@@ -144,9 +147,12 @@ func Run(cfg Config) (Result, error) {
 	hosts := make([]*Host, cfg.NPEs)
 	clients := make([]*bootstrap.Client, cfg.NPEs)
 	errs := make([]error, cfg.NPEs)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 	defer cancel()
-	const timeout = 2 * time.Minute
 	var wg sync.WaitGroup
 	var (
 		firstErr error

@@ -24,6 +24,7 @@ func main() {
 	ovh := flag.Duration("overhead", time.Microsecond, "o: a node's CPU per message")
 	bw := flag.Float64("bandwidth", 12.5e9, "bytes/s per node (12.5e9: 100 Gb/s)")
 	fanout := flag.Int("fanout", 0, "tree fanout (0: the default)")
+	timeout := flag.Duration("timeout", 2*time.Minute, "every virtual PE's bootstrap timeout (real time)")
 	real := flag.Bool("real", false, "run over this machine's sockets and print the measured wall time")
 	flag.Parse()
 	fmt.Printf("L=%v o=%v bandwidth=%.3g B/s\n%s\n", *lat, *ovh, *bw, sim.Header)
@@ -43,7 +44,7 @@ func main() {
 				modes = []bool{false, true}
 			}
 			for _, tree := range modes {
-				r, err := sim.Run(sim.Config{NPEs: n, Pattern: pat, Tree: tree, Fanout: *fanout, Latency: *lat, Overhead: *ovh, Bandwidth: *bw, Real: *real})
+				r, err := sim.Run(sim.Config{NPEs: n, Pattern: pat, Tree: tree, Fanout: *fanout, Latency: *lat, Overhead: *ovh, Bandwidth: *bw, Real: *real, Timeout: *timeout})
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "sim: N=%d %s: %v\n", n, p, err)
 					os.Exit(1)
