@@ -494,6 +494,7 @@ func (c *Client) Abort(status int, reason string) {
 		e := &PeerError{PE: c.rank.PE, Aborted: true, Status: status, Reason: reason}
 		c.fail(e)
 		c.tree.failed(e, nil)
+		c.tree.abortAtRoot(c.addr, status, reason)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)

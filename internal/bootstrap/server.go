@@ -51,10 +51,11 @@ type Server struct {
 	colls   map[collKey]*collective
 	failure *PeerError // the first failure, told to PEs that join later
 	left    chan struct{}
-	nleft   int    // PEs that said goodbye or failed
-	gone    []bool // by PE: counted in nleft
-	root    *node  // tree mode: the root of the bootstrap tree, made at the first join
-	mode    string // "star" or "tree", set by the first PE to join
+	nleft   int          // PEs that said goodbye or failed
+	gone    []bool       // by PE: counted in nleft
+	root    *node        // tree mode: the root of the bootstrap tree, made at the first join
+	mode    string       // "star" or "tree", set by the first PE to join
+	aborts  map[int]bool // tree mode: the PEs whose abort the launcher was told of
 	stats   counters
 	// exitWait, when positive, is how long a dropped connection waits for the launcher to report
 	// the PE's exit (Exited), so that the others learn how it ended and not just that it is gone.
@@ -595,6 +596,7 @@ func (s *Server) treeRoot(conn net.Conn, f frame) *node {
 		return s.root
 	}
 	s.mode = "tree"
+	s.aborts = map[int]bool{}
 	root := newNode(-1, treeShape{n: s.npes, k: k}, string(s.token), nil, nil, 0, &s.stats)
 	root.failure = s.failure // a PE that exited before the first join
 	root.onFail = s.treeFailed
@@ -639,7 +641,15 @@ func (s *Server) treeFailed(e *PeerError) {
 	if s.failure == nil {
 		s.failure = e
 	}
+	// An abort reaches the root twice (directly and over the tree): report it once.
+	dup := e.Aborted && s.aborts[e.PE]
+	if e.Aborted {
+		s.aborts[e.PE] = true
+	}
 	s.mu.Unlock()
+	if dup {
+		return
+	}
 	select {
 	case s.failures <- Failure{PE: e.PE, Reason: reason, Aborted: e.Aborted, Status: e.Status}:
 	default:

@@ -716,12 +716,21 @@ func (n *node) fromPeer(l *link, f frame) {
 		if v, ok := n.kvGet(key, kvWaiter{l: l, id: f.id}); ok {
 			l.write(PhasePutGet, okFrame(f.id, v))
 		}
+	case msgAbort:
+		// At the root only: an aborting PE tells the root directly, so that the launcher hears of
+		// the abort before the PE's exit, as in star mode.
+		status, reason := d.i32(), d.str()
+		if d.err != nil || n.pe >= 0 {
+			break
+		}
+		n.failed(&PeerError{PE: l.pe, Aborted: true, Status: status, Reason: reason}, l)
+		l.write(PhaseControl, okFrame(f.id, nil))
 	default:
 		l.write(PhaseControl, errFrame(f.id, fmt.Sprintf("unknown request type %d", f.typ)))
 		return
 	}
-	if d.err != nil {
-		l.write(phaseOf(f.typ), errFrame(f.id, fmt.Sprintf("malformed request type %d: %v", f.typ, d.err)))
+	if d.err != nil || (f.typ == msgAbort && n.pe >= 0) {
+		l.write(phaseOf(f.typ), errFrame(f.id, fmt.Sprintf("malformed or misdirected request type %d: %v", f.typ, d.err)))
 	}
 }
 
@@ -830,6 +839,29 @@ func (o *ownerLink) forget(id uint64) {
 		delete(o.calls, id)
 	}
 	o.mu.Unlock()
+}
+
+// abortAtRoot tells the root of an abort over a link of its own and waits for its answer (at
+// most the timeout), so that the launcher has the abort before it sees this PE's exit.
+func (n *node) abortAtRoot(rootAddr string, status int, reason string) {
+	deadline := time.Now().Add(n.timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	l, err := n.dialLink(ctx, rootAddr, rolePeer, deadline)
+	if err != nil {
+		return // the flood over the tree still carries it
+	}
+	defer func() {
+		l.conn.Close()
+		n.st.conns.Add(-1)
+	}()
+	if l.write(PhaseControl, newFrame(msgAbort, 1).i32(status).str(reason).finish()) != nil {
+		return
+	}
+	l.conn.SetReadDeadline(deadline)
+	if f, err := readFrame(l.conn, maxHelloFrame); err == nil {
+		n.st.recv(PhaseControl, f.size())
+	}
 }
 
 // leave is Close's tree part: wait until every child's subtree has said goodbye, say goodbye to

@@ -196,8 +196,14 @@ func TestTreeAbort(t *testing.T) {
 			t.Fatalf("PE %d: Exits delivered nothing", pe)
 		}
 	}
+	// The root had the abort (directly, before Abort returned), and reports it once.
 	if f := <-s.Failures(); f.PE != aborter || !f.Aborted || f.Status != 7 {
 		t.Errorf("Failure %+v", f)
+	}
+	select {
+	case f := <-s.Failures():
+		t.Errorf("a second Failure %+v", f)
+	case <-time.After(100 * time.Millisecond):
 	}
 }
 
