@@ -26,9 +26,13 @@ type Client struct {
 
 	wmu sync.Mutex // one frame at a time on conn
 
+	stats counters
+	net   Network // star mode
+	tree  *node   // tree mode (tree.go); nil in star mode
+
 	mu         sync.Mutex
 	nextID     uint64
-	pending    map[uint64]chan reply
+	pending    map[uint64]pendingCall
 	gatherSeq  uint64
 	barrierSeq uint64
 	closing    bool
@@ -37,6 +41,12 @@ type Client struct {
 	failed     chan struct{}
 	exits      chan int
 	readerDone chan struct{}
+}
+
+// pendingCall is a request waiting for its reply; typ says which phase the reply counts in.
+type pendingCall struct {
+	ch  chan reply
+	typ byte
 }
 
 type reply struct {
@@ -58,12 +68,31 @@ func Dial(ctx context.Context, r Rank, timeout time.Duration) (*Client, error) {
 	if r.Source == "pmix" {
 		return dialPMIx(ctx, r, timeout)
 	}
-	return dial(ctx, r, timeout, nil)
+	return dial(ctx, r, timeout, nil, defaultConfig(r))
+}
+
+// DialConfig is Dial carried as cfg says: over another Network (the scale simulation), or in
+// tree mode with the given addresses and fanout. Dial uses tree mode on its own for a one-node
+// job of more than StarMax PEs (defaultConfig).
+func DialConfig(ctx context.Context, r Rank, timeout time.Duration, cfg Config) (*Client, error) {
+	if timeout <= 0 {
+		return nil, fmt.Errorf("bootstrap: Dial on PE %d: timeout %v is not positive", r.PE, timeout)
+	}
+	if r.Source == "pmix" {
+		return nil, fmt.Errorf("bootstrap: DialConfig on PE %d: the PMIx path takes no Config (use Dial)", r.PE)
+	}
+	return dial(ctx, r, timeout, nil, cfg)
 }
 
 // dial is Dial once r is complete; s, when not nil, is the server this PE already started (it
 // is owned by the client from here on, closed on failure).
-func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Client, error) {
+func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server, cfg Config) (*Client, error) {
+	if cfg.Net == nil {
+		cfg.Net = SysNet
+	}
+	if cfg.Fanout == 0 {
+		cfg.Fanout = DefaultFanout
+	}
 	call := fmt.Sprintf("bootstrap: Dial on PE %d", r.PE)
 	fail := func(err error) (*Client, error) {
 		if s != nil {
@@ -82,7 +111,7 @@ func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Clien
 	}
 	c := &Client{
 		rank: r, addr: r.Addr, timeout: timeout, hostPE: -1,
-		pending:    map[uint64]chan reply{},
+		pending:    map[uint64]pendingCall{},
 		failed:     make(chan struct{}),
 		exits:      make(chan int, 1),
 		readerDone: make(chan struct{}),
@@ -90,7 +119,7 @@ func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Clien
 	if s != nil {
 		c.server = s
 	} else if r.Host {
-		s, err := NewServer(listenAddr(r.Addr), r.NPEs, r.Token)
+		s, err := NewServerConfig(listenAddr(r.Addr), r.NPEs, r.Token, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: starting the rendezvous server: %w", call, err)
 		}
@@ -102,6 +131,19 @@ func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server) (*Clien
 			c.addr = s.Addr()
 		}
 	}
+	if cfg.PEAddr != nil {
+		if cfg.Fanout < 2 {
+			return fail(fmt.Errorf("%s: tree fanout %d is below 2", call, cfg.Fanout))
+		}
+		if err := c.joinTree(ctx, call, cfg); err != nil {
+			if c.server != nil {
+				c.server.Close()
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+	c.net = cfg.Net
 	if err := c.connect(ctx, call); err != nil {
 		if c.server != nil {
 			c.server.Close()
@@ -129,11 +171,10 @@ func (c *Client) connect(ctx context.Context, call string) error {
 	deadline := time.Now().Add(c.timeout)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	d := net.Dialer{KeepAliveConfig: keepAlive}
 	backoff := 5 * time.Millisecond
 	var lastErr error
 	for {
-		conn, err := d.DialContext(dctx, "tcp", c.addr)
+		conn, err := c.net.Dial(dctx, c.addr)
 		if err == nil {
 			err = c.hello(conn, deadline)
 			if err == nil {
@@ -164,13 +205,16 @@ func (c *Client) connect(ctx context.Context, call string) error {
 func (c *Client) hello(conn net.Conn, deadline time.Time) error {
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
-	if _, err := conn.Write(newFrame(msgHello, 0).str(c.rank.Token).i32(c.rank.PE).i32(c.rank.NPEs).u32(protocolVersion).finish()); err != nil {
+	hello := newFrame(msgHello, 0).str(c.rank.Token).i32(c.rank.PE).i32(c.rank.NPEs).u32(protocolVersion).finish()
+	if _, err := conn.Write(hello); err != nil {
 		return err
 	}
+	c.stats.sent(PhaseConnect, len(hello))
 	f, err := readFrame(conn, maxHelloFrame)
 	if err != nil {
 		return fmt.Errorf("handshake with %s: %w", c.addr, err)
 	}
+	c.stats.recv(PhaseConnect, f.size())
 	d := &dec{b: f.body}
 	switch f.typ {
 	case msgRefuse:
@@ -178,6 +222,7 @@ func (c *Client) hello(conn net.Conn, deadline time.Time) error {
 	case msgWelcome:
 		c.hostPE = d.i32()
 		c.conn = conn
+		c.stats.conns.Add(1)
 		if tc, ok := conn.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
@@ -203,13 +248,15 @@ func (c *Client) read() {
 		switch f.typ {
 		case msgReply:
 			c.mu.Lock()
-			ch := c.pending[f.id]
+			pc, ok := c.pending[f.id]
 			delete(c.pending, f.id)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- decodeReply(f.body)
+			c.stats.recv(phaseOf(pc.typ), f.size())
+			if ok {
+				pc.ch <- decodeReply(f.body)
 			}
 		case msgPeerFailed:
+			c.stats.recv(PhaseControl, f.size())
 			e := decodePeerFailed(f.body)
 			if e.Aborted {
 				select {
@@ -277,6 +324,14 @@ func (c *Client) Err() error {
 // Exits delivers the exit status of a PE that aborted the job.
 func (c *Client) Exits() <-chan int { return c.exits }
 
+// Stats returns this PE's bootstrap traffic so far, by phase (see Stats).
+func (c *Client) Stats() Stats {
+	if c.tree != nil {
+		return c.stats.snapshot("tree")
+	}
+	return c.stats.snapshot("star")
+}
+
 // Rank returns the rank the client joined with.
 func (c *Client) Rank() Rank { return c.rank }
 
@@ -295,14 +350,16 @@ func (c *Client) send(typ byte, build func(*enc)) (uint64, chan reply, error) {
 	c.nextID++
 	id := c.nextID
 	ch := make(chan reply, 1)
-	c.pending[id] = ch
+	c.pending[id] = pendingCall{ch, typ}
 	c.mu.Unlock()
 	e := newFrame(typ, id)
 	build(e)
+	msg := e.finish()
 	c.wmu.Lock()
 	c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
-	_, err := c.conn.Write(e.finish())
+	_, err := c.conn.Write(msg)
 	c.wmu.Unlock()
+	c.stats.sent(phaseOf(typ), len(msg))
 	if err != nil {
 		c.forget(id)
 		return 0, nil, c.lostServer(err)
@@ -346,6 +403,9 @@ func (c *Client) call(ctx context.Context, name string, typ byte, build func(*en
 
 // Put stores val under key for every PE to Get. A later Put of the same key replaces it.
 func (c *Client) Put(ctx context.Context, key string, val []byte) error {
+	if c.tree != nil {
+		return c.treePut(ctx, key, val)
+	}
 	_, err := c.call(ctx, fmt.Sprintf("Put(%q)", key), msgPut,
 		func(e *enc) { e.str(key).bytes(val) },
 		func() string { return "the server to store it" })
@@ -354,6 +414,9 @@ func (c *Client) Put(ctx context.Context, key string, val []byte) error {
 
 // Get returns the value stored under key, waiting until some PE has put it.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	if c.tree != nil {
+		return c.treeGet(ctx, key)
+	}
 	return c.call(ctx, fmt.Sprintf("Get(%q)", key), msgGet,
 		func(e *enc) { e.str(key) },
 		func() string { return fmt.Sprintf("key %q", key) })
@@ -366,6 +429,9 @@ func (c *Client) Allgather(ctx context.Context, val []byte) ([][]byte, error) {
 	c.gatherSeq++
 	c.mu.Unlock()
 	name := "Allgather #" + strconv.FormatUint(seq, 10)
+	if c.tree != nil {
+		return c.treeColl(ctx, name, collKey{msgAllgather, seq}, val)
+	}
 	data, err := c.call(ctx, name, msgAllgather,
 		func(e *enc) { e.u64(seq).bytes(val) },
 		func() string { return c.missing(ctx, msgAllgather, seq) })
@@ -385,6 +451,10 @@ func (c *Client) Barrier(ctx context.Context) error {
 	seq := c.barrierSeq
 	c.barrierSeq++
 	c.mu.Unlock()
+	if c.tree != nil {
+		_, err := c.treeColl(ctx, "Barrier", collKey{msgBarrier, seq}, nil)
+		return err
+	}
 	_, err := c.call(ctx, "Barrier", msgBarrier,
 		func(e *enc) { e.u64(seq) },
 		func() string { return c.missing(ctx, msgBarrier, seq) })
@@ -420,6 +490,13 @@ func (c *Client) missing(ctx context.Context, kind byte, seq uint64) string {
 // and their Exits channel delivers status. Later calls on this client fail too. Abort waits (at
 // most the client's timeout) until the server has passed the news on.
 func (c *Client) Abort(status int, reason string) {
+	if c.tree != nil {
+		e := &PeerError{PE: c.rank.PE, Aborted: true, Status: status, Reason: reason}
+		c.fail(e)
+		c.tree.failed(e, nil)
+		c.tree.abortAtRoot(c.addr, status, reason)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	c.call(ctx, "Abort", msgAbort, func(e *enc) { e.i32(status).str(reason) },
@@ -437,7 +514,13 @@ func (c *Client) Close() error {
 		return nil
 	}
 	failed := c.err != nil
+	if c.tree != nil {
+		c.closing = true
+	}
 	c.mu.Unlock()
+	if c.tree != nil {
+		return c.closeTree(failed)
+	}
 	var err error
 	if !failed {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -455,6 +538,7 @@ func (c *Client) Close() error {
 	c.closing = true
 	c.mu.Unlock()
 	c.conn.Close()
+	c.stats.conns.Add(-1)
 	<-c.readerDone
 	if c.server != nil {
 		if !failed && err == nil {

@@ -183,7 +183,7 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 			"rendezvous %s (published %s), job token sha256:%s\n",
 			r.PE, r.PMIxServer, pc.Namespace(), r.PE, r.NPEs, node, r.Node, r.Addr, strings.Join(addrs, ","), hex.EncodeToString(sum[:8]))
 	}
-	c, err := dial(ctx, r, timeout, s)
+	c, err := dial(ctx, r, timeout, s, defaultConfig(r))
 	s = nil // dial owns it now, and closed it on failure
 	if err != nil {
 		pc.Finalize()

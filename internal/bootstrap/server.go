@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -52,8 +51,12 @@ type Server struct {
 	colls   map[collKey]*collective
 	failure *PeerError // the first failure, told to PEs that join later
 	left    chan struct{}
-	nleft   int    // PEs that said goodbye or failed
-	gone    []bool // by PE: counted in nleft
+	nleft   int          // PEs that said goodbye or failed
+	gone    []bool       // by PE: counted in nleft
+	root    *node        // tree mode: the root of the bootstrap tree, made at the first join
+	mode    string       // "star" or "tree", set by the first PE to join
+	aborts  map[int]bool // tree mode: the PEs whose abort the launcher was told of
+	stats   counters
 	// exitWait, when positive, is how long a dropped connection waits for the launcher to report
 	// the PE's exit (Exited), so that the others learn how it ended and not just that it is gone.
 	exitWait time.Duration
@@ -94,14 +97,23 @@ type outgoing struct {
 // NewServer listens on addr (":0" or "127.0.0.1:0" pick a free port) for the npes PEs of the job
 // whose token is token, and serves them until Close.
 func NewServer(addr string, npes int, token string) (*Server, error) {
+	return NewServerConfig(addr, npes, token, Config{})
+}
+
+// NewServerConfig is NewServer over cfg.Net. The server serves either mode: PEs that join it as
+// tree children (tree.go) make it the root of the job's bootstrap tree; its fanout is theirs.
+func NewServerConfig(addr string, npes int, token string, cfg Config) (*Server, error) {
 	if npes < 1 {
 		return nil, fmt.Errorf("bootstrap: NewServer(%q): number of PEs %d is not positive", addr, npes)
 	}
 	if token == "" {
 		return nil, fmt.Errorf("bootstrap: NewServer(%q): empty job token", addr)
 	}
-	lc := net.ListenConfig{KeepAliveConfig: keepAlive}
-	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	nw := cfg.Net
+	if nw == nil {
+		nw = SysNet
+	}
+	ln, err := nw.Listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: NewServer: %w", err)
 	}
@@ -158,7 +170,11 @@ func (s *Server) Close() error {
 			p.conn.Close()
 		}
 	}
+	root := s.root
 	s.mu.Unlock()
+	if root != nil {
+		root.stop()
+	}
 	s.wg.Wait()
 	return err
 }
@@ -168,8 +184,15 @@ func (s *Server) Close() error {
 func (s *Server) waitLeft(timeout time.Duration) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	s.mu.Lock()
+	var done chan struct{}
+	if s.root != nil {
+		done = s.root.done
+	}
+	s.mu.Unlock()
 	select {
 	case <-s.left:
+	case <-done:
 	case <-t.C:
 	}
 }
@@ -195,16 +218,25 @@ func (s *Server) accept() {
 func (s *Server) serve(conn net.Conn) {
 	defer s.wg.Done()
 	defer conn.Close()
-	p, ok := s.handshake(conn)
+	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	f, err := readFrame(conn, maxHelloFrame)
+	if err == nil && f.typ == msgJoin {
+		conn.SetReadDeadline(time.Time{})
+		if root := s.treeRoot(conn, f); root != nil {
+			root.serveConn(conn, &f)
+		}
+		return
+	}
+	p, ok := s.handshake(conn, f, err)
 	if !ok {
 		return
 	}
-	var err error
 	for {
 		var f frame
 		if f, err = readFrame(conn, maxFrame); err != nil {
 			break
 		}
+		s.stats.recv(phaseOf(f.typ), f.size())
 		out, stop := s.handle(p, f)
 		s.flush(out)
 		if stop {
@@ -214,7 +246,7 @@ func (s *Server) serve(conn net.Conn) {
 	s.dropped(p, err)
 }
 
-func (s *Server) handshake(conn net.Conn) (*peer, bool) {
+func (s *Server) handshake(conn net.Conn, f frame, err error) (*peer, bool) {
 	refuse := func(reason string) (*peer, bool) {
 		s.mu.Lock()
 		logf := s.logf
@@ -224,11 +256,10 @@ func (s *Server) handshake(conn net.Conn) (*peer, bool) {
 		conn.Write(newFrame(msgRefuse, 0).str(reason).finish())
 		return nil, false
 	}
-	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	f, err := readFrame(conn, maxHelloFrame)
 	if err != nil {
 		return refuse(fmt.Sprintf("no valid hello: %v", err))
 	}
+	s.stats.recv(PhaseConnect, f.size())
 	d := &dec{b: f.body}
 	token, pe, npes, version := d.bytes(), d.i32(), d.i32(), d.u32()
 	switch {
@@ -249,6 +280,11 @@ func (s *Server) handshake(conn net.Conn) (*peer, bool) {
 	}
 	p := &peer{pe: pe, conn: conn}
 	s.mu.Lock()
+	if s.mode == "tree" {
+		s.mu.Unlock()
+		return refuse(fmt.Sprintf("PE %d joins in star mode, the job's first PE joined in tree mode (PEs disagree on the job's shape)", pe))
+	}
+	s.mode = "star"
 	if s.pes[pe] != nil {
 		s.mu.Unlock()
 		return refuse(fmt.Sprintf("PE %d already joined this job", pe))
@@ -484,6 +520,19 @@ func (s *Server) Exited(pe int, how string, status int) {
 		s.mu.Unlock()
 		return
 	}
+	if root := s.root; root != nil {
+		s.mu.Unlock()
+		select {
+		case <-root.done: // every PE said goodbye before any exited
+			return
+		default:
+		}
+		if status == 0 {
+			how += " without Finalize"
+		}
+		root.failed(&PeerError{PE: pe, Exited: true, Status: status, Reason: how}, nil)
+		return
+	}
 	switch {
 	case s.pes[pe] == nil:
 		how += " before Init"
@@ -503,8 +552,137 @@ func (s *Server) flush(out []outgoing) {
 		o.p.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, err := o.p.conn.Write(o.msg)
 		o.p.wmu.Unlock()
+		s.stats.sent(phaseOf(o.msg[4]), len(o.msg))
 		if err != nil {
 			o.p.conn.Close()
 		}
 	}
+}
+
+// Stats returns the server's own traffic (star mode: every PE's requests; tree mode: its
+// children's).
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	mode := s.mode
+	s.mu.Unlock()
+	return s.stats.snapshot(mode)
+}
+
+// treeRoot returns the root of the job's bootstrap tree, making it at the first join (whose
+// fanout it takes; serveConn refuses a join that disagrees), or refuses a join into a star job.
+func (s *Server) treeRoot(conn net.Conn, f frame) *node {
+	d := &dec{b: f.body}
+	d.bytes()
+	d.i32()
+	d.i32()
+	d.u32()
+	k := d.i32()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if s.mode == "star" || d.err != nil || k < 2 {
+		reason := "a tree join into a job whose first PE joined in star mode (PEs disagree on the job's shape)"
+		if s.mode != "star" {
+			reason = fmt.Sprintf("malformed tree join (fanout %d, %v)", k, d.err)
+		}
+		s.logf("bootstrap: refused connection from %s: %s", conn.RemoteAddr(), reason)
+		conn.SetWriteDeadline(time.Now().Add(time.Second))
+		conn.Write(newFrame(msgRefuse, 0).str(reason).finish())
+		return nil
+	}
+	if s.root != nil {
+		return s.root
+	}
+	s.mode = "tree"
+	s.aborts = map[int]bool{}
+	root := newNode(-1, treeShape{n: s.npes, k: k}, string(s.token), nil, nil, 0, &s.stats)
+	root.failure = s.failure // a PE that exited before the first join
+	root.onFail = s.treeFailed
+	root.onLost = s.treeLost
+	s.root = root
+	s.wg.Add(1)
+	go s.treeLeave(root)
+	return root
+}
+
+// treeLeave ends the goodbye wave: once every child of the root has said goodbye (for its whole
+// subtree), msgDone goes down and the job has left in order.
+func (s *Server) treeLeave(root *node) {
+	defer s.wg.Done()
+	want := len(root.shape.children(-1))
+	for {
+		root.mu.Lock()
+		byes, failed := root.byes, root.failure != nil
+		root.mu.Unlock()
+		if failed {
+			return
+		}
+		if byes >= want {
+			root.finish()
+			return
+		}
+		select {
+		case <-root.byeCh:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// treeFailed records a failure the tree reported (or the root decided): the launcher's Failures.
+func (s *Server) treeFailed(e *PeerError) {
+	reason := e.Reason
+	if e.Aborted {
+		reason = fmt.Sprintf("aborted with status %d: %s", e.Status, e.Reason)
+	}
+	s.mu.Lock()
+	if s.failure == nil {
+		s.failure = e
+	}
+	// An abort reaches the root twice (directly and over the tree): report it once.
+	dup := e.Aborted && s.aborts[e.PE]
+	if e.Aborted {
+		s.aborts[e.PE] = true
+	}
+	s.mu.Unlock()
+	if dup {
+		return
+	}
+	select {
+	case s.failures <- Failure{PE: e.PE, Reason: reason, Aborted: e.Aborted, Status: e.Status}:
+	default:
+	}
+}
+
+// treeLost is a node's report that PE pe's link dropped without goodbye: as in star mode, wait
+// for the launcher's exit report (Exited) when it gives one, then flood the failure.
+func (s *Server) treeLost(pe int, reason string) {
+	s.mu.Lock()
+	wait, root := s.exitWait, s.root
+	s.mu.Unlock()
+	lost := func() {
+		s.mu.Lock()
+		skip := s.closed || (pe >= 0 && pe < s.npes && s.gone[pe])
+		s.mu.Unlock()
+		if !skip {
+			root.failed(&PeerError{PE: pe, Reason: "connection lost"}, nil)
+		}
+	}
+	if wait <= 0 {
+		lost()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			lost()
+		case <-s.done:
+		}
+	}()
 }

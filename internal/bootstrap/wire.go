@@ -28,7 +28,14 @@ const (
 	msgAbort                 // C->S: status, reason
 	msgBye                   // C->S: clean goodbye
 	msgReply                 // S->C: ok flag, then data or an error message
-	msgPeerFailed            // S->C: pe, aborted flag, status, reason
+	msgPeerFailed            // S->C: pe, aborted flag, status, reason; in tree mode also child->parent for an abort
+
+	// Tree mode (tree.go). Links are parent<->child, or a PE to a directory owner.
+	msgJoin // ->listener: token, pe, npes, version, role (roleChild, rolePeer)
+	msgUp   // child->parent: kind, seq, n, then n x (pe, value): the subtree's contributions
+	msgDown // parent->child: kind, seq, then the Allgather list (empty for a barrier, msgDone)
+	msgLost // child->parent, forwarded to the root: pe, reason: a connection dropped without goodbye
+	msgDone // kind-less msgDown: every PE has said goodbye; links may close
 )
 
 const (
@@ -129,6 +136,9 @@ func (d *dec) bytes() []byte {
 }
 
 func (d *dec) str() string { return string(d.bytes()) }
+
+// size is the frame's length on the wire.
+func (f frame) size() int { return headerLen + len(f.body) }
 
 // readFrame reads one frame of at most limit bytes.
 func readFrame(r io.Reader, limit int) (frame, error) {
