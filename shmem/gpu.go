@@ -408,7 +408,13 @@ func (rt *gpuRuntime) waitStream(ctx context.Context, call string, st device.Str
 	}
 	if err := rt.deviceError(call); err != nil {
 		rt.clearDeviceError()
+		if e, ok := err.(*Error); ok && w.scoll != nil {
+			e.Detail += " (" + w.scoll.takePending(st) + ")"
+		}
 		return err
+	}
+	if w.scoll != nil {
+		w.scoll.takePending(st)
 	}
 	if deadline.IsZero() {
 		return nil
@@ -470,6 +476,7 @@ func (rt *gpuRuntime) release() {
 		rt.stop = nil
 	}
 	d := rt.w.dev
+	rt.w.scoll.release()
 	rt.modMu.Lock()
 	for m := range rt.modules {
 		_ = m.mod.Unload()

@@ -111,6 +111,9 @@ type World struct {
 	teams   *collState  // teams and collectives (shmem/coll.go)
 	dteams  *devTeams   // the device team table (shmem/devteam.go); nil on the host backend
 
+	scoll     *streamColls // stream-ordered collectives (shmem/coll_stream.go), made on first use
+	scollOnce sync.Once
+
 	closed   atomic.Bool
 	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
 	done     chan struct{} // closed by teardown: stops watch

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // Target is one architecture the runtime ships code for.
@@ -110,8 +111,9 @@ func Compile(dir string, t Target, src, out string, defines ...string) error {
 	return nil
 }
 
-// Sources are the runtime kernels, compiled into one object per target named runtime-<arch><ext>.
-var Sources = []string{"src/runtime.hip"}
+// Sources are the runtime's code objects: each source is compiled into one object per target,
+// named after the source (runtime-<arch><ext>, coll-<arch><ext>).
+var Sources = []string{"src/runtime.hip", "src/coll.hip"}
 
 // Check is the GPU check kernel (gpucheck/check.hip), built by clang-19 for sm_90 into
 // gpucheck/check-clang-sm_90.ptx; the GPU machine builds the same source with nvcc (run.sh).
@@ -127,10 +129,18 @@ const (
 var Checks = [][2]string{{CheckSource, CheckOutput}, {CollCheckSource, CollCheckOutput}}
 
 // ObjectName is the file in kernels/obj that holds the runtime kernels for t.
-func ObjectName(t Target) string { return "runtime-" + t.Arch + t.Ext() }
+func ObjectName(t Target) string { return SourceObjectName("src/runtime.hip", t) }
 
-// All builds the runtime kernels for every target into outDir.
-func All(kernelsDir, outDir string) error {
+// SourceObjectName is the file in kernels/obj that holds source src (one of Sources) built for t.
+func SourceObjectName(src string, t Target) string {
+	return strings.TrimSuffix(filepath.Base(src), ".hip") + "-" + t.Arch + t.Ext()
+}
+
+// All builds every source of Sources for every target into outDir.
+func All(kernelsDir, outDir string) error { return Build(kernelsDir, outDir, Sources) }
+
+// Build builds srcs (of Sources) for every target into outDir.
+func Build(kernelsDir, outDir string, srcs []string) error {
 	outAbs, err := filepath.Abs(outDir)
 	if err != nil {
 		return err
@@ -138,14 +148,16 @@ func All(kernelsDir, outDir string) error {
 	if err := os.MkdirAll(outAbs, 0o755); err != nil {
 		return err
 	}
-	for _, t := range Targets {
-		out := filepath.Join(outAbs, ObjectName(t))
-		if err := Compile(kernelsDir, t, Sources[0], out); err != nil {
-			return err
-		}
-		// the linker marks code objects executable; keep one mode for every output
-		if err := os.Chmod(out, 0o644); err != nil {
-			return err
+	for _, src := range srcs {
+		for _, t := range Targets {
+			out := filepath.Join(outAbs, SourceObjectName(src, t))
+			if err := Compile(kernelsDir, t, src, out); err != nil {
+				return err
+			}
+			// the linker marks code objects executable; keep one mode for every output
+			if err := os.Chmod(out, 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
