@@ -44,6 +44,16 @@ func Object(arch string) ([]byte, error) { return object("runtime", arch) }
 // as Object does the runtime kernels: a separate code object, loaded on first use.
 func CollObject(arch string) ([]byte, error) { return object("coll", arch) }
 
+// CollKernels are the kernels of the collectives' object (src/coll.hip) that the runtime
+// launches: a reduction per element type (with its ops), the three data movers, and the
+// copy-engine offload of the data movers.
+var CollKernels = []string{
+	"roxk_coll_reduce_int8", "roxk_coll_reduce_int16", "roxk_coll_reduce_int32", "roxk_coll_reduce_int64",
+	"roxk_coll_reduce_uint8", "roxk_coll_reduce_uint16", "roxk_coll_reduce_uint32", "roxk_coll_reduce_uint64",
+	"roxk_coll_reduce_float", "roxk_coll_reduce_double", "roxk_coll_reduce_half", "roxk_coll_reduce_bfloat16",
+	"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce",
+}
+
 func object(name, arch string) ([]byte, error) {
 	ext := ""
 	switch {

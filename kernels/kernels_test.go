@@ -172,3 +172,27 @@ func targetsOf(srcs []string) []srcTarget {
 	}
 	return out
 }
+
+// TestCollObject: every target's collectives' object defines each kernel of CollKernels (PTX: an
+// .entry; amdgcn: the kernel descriptor symbol NAME.kd), so that no stream-ordered collective
+// fails to find its kernel on a GPU.
+func TestCollObject(t *testing.T) {
+	for _, arch := range Arches {
+		obj, err := CollObject(arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range CollKernels {
+			want := ".entry " + k + "("
+			if strings.HasPrefix(arch, "gfx") {
+				want = k + ".kd\x00"
+			}
+			if !bytes.Contains(obj, []byte(want)) {
+				t.Errorf("%s: the collectives' object has no kernel %s", arch, k)
+			}
+		}
+	}
+	if _, _, err := CollObjectFor("sm_86"); err != nil {
+		t.Error(err)
+	}
+}

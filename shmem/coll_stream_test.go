@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/roxamen/roxamen/kernels"
 )
 
 // TestCollOnStreamHost: the stream-ordered collectives on the host backend (streams are
@@ -145,4 +147,25 @@ func TestCollOnStreamHost(t *testing.T) {
 		}
 		return w.BarrierAll(ctx)
 	})
+}
+
+// Every kernel a stream-ordered collective launches is one the collectives' object has.
+func TestCollStreamKernelNames(t *testing.T) {
+	have := map[string]bool{}
+	for _, k := range kernels.CollKernels {
+		have[k] = true
+	}
+	names := []string{"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce"}
+	for k := kInt8; k <= kFloat16; k++ {
+		if n := deviceKind(k); n != "" {
+			names = append(names, "roxk_coll_reduce_"+n)
+		} else if k != kComplex64 && k != kComplex128 {
+			t.Errorf("%v has no device reduction", k)
+		}
+	}
+	for _, n := range names {
+		if !have[n] {
+			t.Errorf("shmem launches %s, which kernels.CollKernels lacks", n)
+		}
+	}
 }
