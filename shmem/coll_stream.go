@@ -205,12 +205,11 @@ func (t *Team) devCheck(call string) error {
 		return w.errorf(call, ErrBadArgument, "%s has no device team (its members are not evenly spaced)", t.name)
 	}
 	if dt.ws[t.slot][1] == 0 {
-		return w.errorf(call, ErrNoMemory, "the %d-byte symmetric heap leaves no room for device team workspaces (they need a quarter of it at most: 2x%d + %dx%d bytes)", w.heapSize, devWSBig(w.heapSize), kernels.MaxTeams-2, kernels.TeamWSMin)
+		big, small := devWSSizes(w.heapSize)
+		return w.errorf(call, ErrNoMemory, "the %d-byte symmetric heap leaves no room for device team workspaces (they may take a quarter of it: 2x%d + %dx%d bytes)", w.heapSize, big, kernels.MaxTeams-2, small)
 	}
 	return nil
 }
-
-func devWSBig(heap int64) uint64 { b, _ := devWSSizes(heap); return b }
 
 const streamBlock = 256 // threads of the one block a stream-ordered collective runs
 

@@ -35,12 +35,15 @@ type devTeams struct {
 	dev   device.Ptr // the table in device memory (GPU backends); 0 on the host backend
 }
 
-// device workspace sizes: world and shared get room for one-shot reductions of up to 1 MiB per
-// scratch half; split teams the least a team may have (62 of them: 620 KiB of heap).
+// device workspace sizes: world and shared get scratch halves of up to 1 MiB (heap/64), split
+// teams of up to 128 KiB (heap/1024; a 1 GiB heap gives 20 MiB in all), and never below the least
+// a team may have. A round moves at most a scratch half, so the halves bound how many rounds (and
+// waits for the members) a large collective takes.
 func devWSSizes(heap int64) (big, small uint64) {
-	small = kernels.TeamWSMin
-	big = uint64(min(max(heap/64, int64(small)), kernels.TeamWSData+2<<20)) &^ 63
-	return big, small
+	clamp := func(v, most int64) uint64 {
+		return uint64(min(max(v, int64(kernels.TeamWSMin)), most)) &^ 63
+	}
+	return clamp(heap/64, kernels.TeamWSData+2<<20), clamp(heap/1024, kernels.TeamWSData+2<<17)
 }
 
 // initDevTeams reserves the device workspaces and fills the table with TeamWorld and TeamShared;

@@ -99,13 +99,13 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		must(w.BarrierAll(ctx))
 		bytes := n * elems * 4
 		t.Logf("PE %d: %d bytes per PE: all-gather %s, all-to-all %s, broadcast %s, all-reduce %s", me, bytes,
-			pair.StreamAlgorithm(CollFCollect, bytes), pair.StreamAlgorithm(CollAllToAll, bytes), pair.StreamAlgorithm(CollBroadcast, bytes), pair.StreamAlgorithm(CollAllReduce, bytes))
+			world.StreamAlgorithm(CollFCollect, bytes), world.StreamAlgorithm(CollAllToAll, bytes), world.StreamAlgorithm(CollBroadcast, bytes), world.StreamAlgorithm(CollAllReduce, bytes))
 		start := time.Now()
-		must(AllReduceOnStream(st, pair, sum, src, OpSum))
-		must(AllGatherOnStream(st, pair, gath, src))
-		must(AllToAllOnStream(st, pair, a2a, src))
-		must(BroadcastOnStream(st, pair, bc, src, 1))
-		must(ReduceScatterOnStream(st, pair, rs, src, OpMax))
+		must(AllReduceOnStream(st, world, sum, src, OpSum))
+		must(AllGatherOnStream(st, world, gath, src))
+		must(AllToAllOnStream(st, world, a2a, src))
+		must(BroadcastOnStream(st, world, bc, src, 1))
+		must(ReduceScatterOnStream(st, world, rs, src, OpMax))
 		must(w.SyncStream(ctx, st))
 		t.Logf("PE %d: five stream-ordered collectives of %d bytes per PE: %v (two PEs may share one GPU: not a speed figure)", me, bytes, time.Since(start))
 		get := func(s Sym[float32]) []float32 { b := make([]float32, s.Len()); must(s.Get(me, 0, b)); return b }
