@@ -91,21 +91,45 @@ KERNEL SMALL_BLOCK void roxk_coll_alltoall(int32_t team, void *dst, const void *
 	roxshmemx_alltoallmem_block(team, dst, src, n);
 }
 
-// Copy-engine offload of the data movers: after a team sync (every member has entered, so its
-// destination is free), thread 0 posts one copy-engine put per member (roxshmemx_putmem_ce_nbi:
-// a ring descriptor the proxy runs as a peer copy, or on AMD an SDMA packet) and the team barrier
-// completes them (its quiet) and tells every member its destination is full. No SM moves data.
+// Copy-engine offload of the data movers. An entry round of the team (coll.h's protocol: every
+// member has entered, so its destination is free; the signature names the offload, the kind and
+// the root, the count the block size, so members that disagree fail it and nothing is posted),
+// then thread 0 posts one copy-engine put per member (roxshmemx_putmem_ce_nbi: a ring descriptor
+// the proxy runs as a peer copy, or on AMD an SDMA packet), and the team barrier completes them
+// (its quiet) and tells every member its destination is full. No SM moves data.
 // kind: 0 all-gather (member me's n bytes to dst + me*n of every member), 1 broadcast (the root's
 // n bytes to every member's dst), 2 all-to-all (block j of n bytes to dst + me*n of member j).
+#define ROXK_SIG_CE 0xce /* the type field of the offload's signature */
 KERNEL SMALL_BLOCK void roxk_coll_ce(int32_t team, uint8_t *dst, const uint8_t *src, uint64_t n, int32_t kind, int32_t root)
 {
-	if (roxshmemx_team_sync_block(team) != 0)
+	struct roxi_team tm;
+	if (!roxi_coll_team(team, &tm, ROXI_BLOCK))
 		return;
-	int size = roxshmem_team_n_pes(team), me = roxshmem_team_my_pe(team);
+	roxi_gsync(ROXI_BLOCK); /* the group enters together: the round counter is read after any earlier call */
+	int me = tm.me, size = tm.size;
+	uint64_t dbytes = kind == 1 ? n : n * (uint64_t)size, sbytes = kind == 2 ? n * (uint64_t)size : n;
+	uint64_t sig = roxi_sig(kind == 0 ? ROXI_COLL_FCOLLECT : kind == 1 ? ROXI_COLL_BCAST : ROXI_COLL_ALLTOALL, ROXK_SIG_CE, 0,
+				(uint32_t)root);
+	uint32_t call = 0, detail = 0;
+	if (roxi_heap_off(dst, dbytes) == ~0ull || roxi_heap_off(src, sbytes) == ~0ull)
+		call = ROXSHMEM_CALL_BAD_ADDR, detail = (uint32_t)(uintptr_t)(roxi_heap_off(dst, dbytes) == ~0ull ? (const void *)dst : src);
+	else if (kind == 1 && (root < 0 || root >= size))
+		call = ROXSHMEM_CALL_BAD_ARG, detail = ROXSHMEM_BAD_ARG_ROOT;
+	else if ((kind == 0 && src != dst + (uint64_t)me * n && roxi_overlap(dst, dbytes, src, sbytes)) ||
+		 (kind == 1 && me == root && dst != src && roxi_overlap(dst, dbytes, src, sbytes)) ||
+		 (kind == 2 && roxi_overlap(dst, dbytes, src, sbytes)))
+		call = ROXSHMEM_CALL_BAD_ARG, detail = ROXSHMEM_BAD_ARG_OVERLAP;
+	if (call != 0) {
+		if (roxa_tid() == 0)
+			roxi_record(call, roxshmem_state.my_pe, detail);
+		sig = ROXI_SIG_BAD;
+	}
+	if (!roxi_round(&tm, ROXI_BLOCK, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		return;
 	if (roxa_tid() == 0 && n != 0 && (kind != 1 || me == root)) {
 		for (int k = 0; k < size; k++) {
 			int j = (me + k) % size; /* each member starts with its next one: the links share the load */
-			int pe = roxshmem_team_translate_pe(team, j, ROXSHMEM_TEAM_WORLD);
+			int pe = roxi_team_pe(&tm, j);
 			switch (kind) {
 			case 0:
 				if (j != me || dst + (uint64_t)me * n != src) /* in place: nothing to move */
