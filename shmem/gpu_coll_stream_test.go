@@ -155,6 +155,22 @@ func TestGPUStreamCollWorker(t *testing.T) {
 	t.Logf("PE %d: %v", me, err)
 	must(w.BarrierAll(ctx))
 
+	// members whose copy-engine all-gathers differ in size: the offload's entry round fails on
+	// both, nothing is posted
+	ce := int(thr)/4 + 16*me
+	cs, _ := Alloc[float32](w, ce)
+	cd, _ := Alloc[float32](w, n*ce)
+	if a := world.StreamAlgorithm(CollFCollect, ce*4); a != "ce" {
+		t.Fatalf("PE %d: a %d-byte all-gather takes %q, want ce", me, ce*4, a)
+	}
+	must(AllGatherOnStream(st, world, cd, cs))
+	err = w.SyncStream(ctx, st)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "AllGatherOnStream") {
+		t.Fatalf("PE %d: SyncStream after copy-engine all-gathers of different sizes = %v, want ErrMismatch naming AllGatherOnStream", me, err)
+	}
+	t.Logf("PE %d: %v", me, err)
+	must(w.BarrierAll(ctx))
+
 	// a kernel on a destroyed team's handle: recorded on the device, ErrTeamDestroyed on the host
 	h := pair.Handle()
 	must(pair.Destroy(ctx))
