@@ -259,7 +259,7 @@ func (t *Team) useCE(bytes int) bool {
 	if a, _ := env.CollAlgo.String(); a == "ce" {
 		return true
 	}
-	thr, _ := env.CollCEThreshold.Size()
+	thr, _ := env.CollCE.Size()
 	return thr > 0 && int64(bytes) >= thr
 }
 

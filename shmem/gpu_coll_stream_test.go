@@ -81,7 +81,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 	must(err)
 	defer st.Destroy()
 
-	thr, _ := env.CollCEThreshold.Size()
+	thr, _ := env.CollCE.Size()
 	for _, elems := range []int{1, 4096 + 3, int(thr)/4 + 5} {
 		src, err := Alloc[float32](w, n*elems)
 		must(err)
