@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 )
 
 // Target is one architecture the runtime ships code for.
@@ -139,7 +141,8 @@ func SourceObjectName(src string, t Target) string {
 // All builds every source of Sources for every target into outDir.
 func All(kernelsDir, outDir string) error { return Build(kernelsDir, outDir, Sources) }
 
-// Build builds srcs (of Sources) for every target into outDir.
+// Build builds srcs (of Sources) for every target into outDir, one compiler per CPU at a time
+// (the collectives' object takes a minute or more per target).
 func Build(kernelsDir, outDir string, srcs []string) error {
 	outAbs, err := filepath.Abs(outDir)
 	if err != nil {
@@ -148,17 +151,33 @@ func Build(kernelsDir, outDir string, srcs []string) error {
 	if err := os.MkdirAll(outAbs, 0o755); err != nil {
 		return err
 	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, runtime.NumCPU())
+	)
 	for _, src := range srcs {
 		for _, t := range Targets {
-			out := filepath.Join(outAbs, SourceObjectName(src, t))
-			if err := Compile(kernelsDir, t, src, out); err != nil {
-				return err
-			}
-			// the linker marks code objects executable; keep one mode for every output
-			if err := os.Chmod(out, 0o644); err != nil {
-				return err
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				out := filepath.Join(outAbs, SourceObjectName(src, t))
+				err := Compile(kernelsDir, t, src, out)
+				if err == nil {
+					// the linker marks code objects executable; keep one mode for every output
+					err = os.Chmod(out, 0o644)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
 		}
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
