@@ -38,7 +38,23 @@ var Arches = []string{"gfx90a", "gfx942", "sm_80", "sm_90"}
 // Object returns the runtime kernels built for arch ("gfx90a", "gfx942": amdgcn code objects;
 // "sm_80", "sm_90": PTX text that the CUDA driver JIT-compiles for the device, newer ones included).
 // The slice is shared: do not modify it.
-func Object(arch string) ([]byte, error) {
+func Object(arch string) ([]byte, error) { return object("runtime", arch) }
+
+// CollObject returns the runtime's stream-ordered team collectives (src/coll.hip) built for arch,
+// as Object does the runtime kernels: a separate code object, loaded on first use.
+func CollObject(arch string) ([]byte, error) { return object("coll", arch) }
+
+// CollKernels are the kernels of the collectives' object (src/coll.hip) that the runtime
+// launches: a reduction per element type (with its ops), the three data movers, and the
+// copy-engine offload of the data movers.
+var CollKernels = []string{
+	"roxk_coll_reduce_int8", "roxk_coll_reduce_int16", "roxk_coll_reduce_int32", "roxk_coll_reduce_int64",
+	"roxk_coll_reduce_uint8", "roxk_coll_reduce_uint16", "roxk_coll_reduce_uint32", "roxk_coll_reduce_uint64",
+	"roxk_coll_reduce_float", "roxk_coll_reduce_double", "roxk_coll_reduce_half", "roxk_coll_reduce_bfloat16",
+	"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce",
+}
+
+func object(name, arch string) ([]byte, error) {
 	ext := ""
 	switch {
 	case strings.HasPrefix(arch, "gfx"):
@@ -48,7 +64,7 @@ func Object(arch string) ([]byte, error) {
 	}
 	for _, a := range Arches {
 		if a == arch {
-			return objects.ReadFile("obj/runtime-" + arch + ext)
+			return objects.ReadFile("obj/" + name + "-" + arch + ext)
 		}
 	}
 	return nil, fmt.Errorf("kernels: no code object for arch %q (have %s)", arch, strings.Join(Arches, ", "))
@@ -56,7 +72,12 @@ func Object(arch string) ([]byte, error) {
 
 // ObjectFor picks the object a device of arch can load: the exact amdgcn target, or for NVIDIA the
 // newest PTX not newer than the device (sm_90 for sm_90 and later, sm_80 for sm_80..sm_89).
-func ObjectFor(arch string) ([]byte, string, error) {
+func ObjectFor(arch string) ([]byte, string, error) { return objectFor(Object, arch) }
+
+// CollObjectFor picks the collectives' object for a device of arch, as ObjectFor does.
+func CollObjectFor(arch string) ([]byte, string, error) { return objectFor(CollObject, arch) }
+
+func objectFor(Object func(string) ([]byte, error), arch string) ([]byte, string, error) {
 	if strings.HasPrefix(arch, "sm_") {
 		var v int
 		if _, err := fmt.Sscanf(strings.TrimSuffix(strings.TrimSuffix(arch[3:], "a"), "f"), "%d", &v); err == nil {

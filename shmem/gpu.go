@@ -296,7 +296,6 @@ func (rt *gpuRuntime) deviceError(call string) error {
 	w := rt.w
 	first := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+8])))
 	count := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+16])))
-	r := kernels.DecodeAbortRecord(first)
 	var cause error
 	if err := w.failed(); err != nil {
 		cause = err
@@ -304,6 +303,14 @@ func (rt *gpuRuntime) deviceError(call string) error {
 	if err := rt.ring.Err(); err != nil {
 		cause = errors.Join(cause, err)
 	}
+	return w.deviceRecordError(call, first, count, cause)
+}
+
+// deviceRecordError turns what device code recorded in an abort block (first: the first record,
+// count: how many) into an error naming call and what the kernel did; cause is what the host knows
+// went wrong meanwhile (a failed PE, the ring's error). nil when nothing was recorded or failed.
+func (w *World) deviceRecordError(call string, first, count uint64, cause error) error {
+	r := kernels.DecodeAbortRecord(first)
 	if !r.Valid {
 		if cause != nil {
 			return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "device work", Err: cause}
@@ -323,6 +330,18 @@ func (rt *gpuRuntime) deviceError(call string) error {
 		kind, detail = ErrNotSymmetric, fmt.Sprintf("a kernel passed address %#x (low 32 bits) for %s, outside the symmetric heap or misaligned", r.Detail, pe)
 	case kernels.CallNoRoute:
 		kind, detail = ErrBadArgument, fmt.Sprintf("a kernel's operation to %s needs the command ring, which this module lacks", pe)
+	case kernels.CallBadTeam:
+		kind, detail = w.dteams.describe(int(int32(r.Detail)))
+	case kernels.CallCollMismatch:
+		kind, detail = ErrMismatch, fmt.Sprintf("a kernel's team collective on PE %d met another collective, type, size, op or root on %s (its signature's low bits %#x)", w.pe, pe, r.Detail)
+	case kernels.CallBadArg:
+		why := map[uint32]string{kernels.BadArgRoot: "a root outside the team", kernels.BadArgOverlap: "overlapping destination and source",
+			kernels.BadArgWorkspace: "a team without a device workspace (the symmetric heap is too small for them)",
+			kernels.BadArgNotMapped: "a team with a member whose heap this GPU cannot load and store (device collectives need one node)"}[r.Detail]
+		if why == "" {
+			why = fmt.Sprintf("detail %d", r.Detail)
+		}
+		kind, detail = ErrBadArgument, "a kernel's team collective was given "+why
 	default:
 		if r.Detail&kernels.DetailAbortWord != 0 {
 			detail += ": " + abortReasons[uint64(r.Detail&0xffff)]
@@ -389,7 +408,13 @@ func (rt *gpuRuntime) waitStream(ctx context.Context, call string, st device.Str
 	}
 	if err := rt.deviceError(call); err != nil {
 		rt.clearDeviceError()
+		if e, ok := err.(*Error); ok && w.scoll != nil {
+			e.Detail += " (" + w.scoll.takePending(st) + ")"
+		}
 		return err
+	}
+	if w.scoll != nil {
+		w.scoll.takePending(st)
 	}
 	if deadline.IsZero() {
 		return nil
@@ -451,6 +476,7 @@ func (rt *gpuRuntime) release() {
 		rt.stop = nil
 	}
 	d := rt.w.dev
+	rt.w.scoll.release()
 	rt.modMu.Lock()
 	for m := range rt.modules {
 		_ = m.mod.Unload()
@@ -475,6 +501,10 @@ func (rt *gpuRuntime) release() {
 	rt.sdma = nil
 	if rt.misc != 0 {
 		_ = d.Free(rt.misc)
+	}
+	if dt := rt.w.dteams; dt != nil && dt.dev != 0 {
+		_ = d.Free(dt.dev)
+		dt.dev = 0
 	}
 	for _, hb := range []device.HostBuffer{rt.ringMem, rt.ctrl, rt.hostHeap} {
 		if len(hb.Bytes) != 0 {

@@ -161,9 +161,27 @@ func (w *World) BarrierOnStream(st device.Stream) error {
 }
 
 // SyncStream waits for st's work the way Module.Sync does: never hanging, reporting device failures.
+// On the host backend it waits for st (a stream of the host device, whose stream-ordered
+// collectives run the blocking calls) and reports the first failure of its work.
 func (w *World) SyncStream(ctx context.Context, st device.Stream) error {
+	if w != nil && w.gpu == nil && st != nil {
+		return w.syncHostStream(ctx, st)
+	}
 	if err := w.streamCheck("SyncStream", st); err != nil {
 		return err
 	}
 	return w.gpu.waitStream(ctx, "SyncStream", st)
+}
+
+// NewStream returns a new stream of this PE's device for stream-ordered operations (on the host
+// backend a goroutine that runs its work in order). Destroy it when done.
+func (w *World) NewStream() (device.Stream, error) {
+	if err := w.check("NewStream"); err != nil {
+		return nil, err
+	}
+	st, err := w.dev.NewStream()
+	if err != nil {
+		return nil, &Error{Call: "NewStream", PE: w.pe, Kind: ErrPEFailed, Detail: "creating a stream on " + w.dev.Info().String(), Err: err}
+	}
+	return st, nil
 }

@@ -63,6 +63,9 @@ func (w *World) newTeam(slot int, members []int, name string, epoch uint64) *Tea
 		}
 		t.nodes = append(t.nodes, id)
 	}
+	if t.me >= 0 {
+		w.devTeamMade(t)
+	}
 	return t
 }
 
@@ -284,7 +287,11 @@ func (t *Team) Destroy(ctx context.Context) error {
 	if t.destroyed.Swap(true) {
 		return t.w.errorf(call, ErrTeamDestroyed, "team %s was destroyed", t.name)
 	}
+	err = t.w.devTeamDestroyed(t)
 	t.w.teams.slots.release(t.slot)
+	if err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -65,6 +65,7 @@ type config struct {
 	timeout  time.Duration
 	ordering Ordering
 	getenv   func(string) string
+	devTeams bool // the device team table on the host backend too (tests run device code on the CPU)
 }
 
 // WithHeapSize sets the symmetric heap size per PE (overrides ROX_HEAP_SIZE).
@@ -75,6 +76,9 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 
 // withGetenv replaces os.Getenv for finding the job (tests run several PEs in one process).
 func withGetenv(f func(string) string) Option { return func(c *config) { c.getenv = f } }
+
+// withDevTeams makes Init build the device team table on the host backend too.
+func withDevTeams() Option { return func(c *config) { c.devTeams = true } }
 
 // World is one PE's view of the job.
 type World struct {
@@ -106,6 +110,10 @@ type World struct {
 	coll    collectives // the World's collective calls, one at a time, numbered
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
 	teams   *collState  // teams and collectives (shmem/coll.go)
+	dteams  *devTeams   // the device team table (shmem/devteam.go); nil on the host backend
+
+	scoll     *streamColls // stream-ordered collectives (shmem/coll_stream.go), made on first use
+	scollOnce sync.Once
 
 	closed   atomic.Bool
 	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
@@ -336,6 +344,11 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	if err := w.initColl(nodeNames); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving collective space")
+	}
+	if !onHost || cfg.devTeams {
+		if err := w.initDevTeams(); err != nil {
+			return initErr(ErrOutOfMemory, err, "setting up the device team table")
+		}
 	}
 	go w.watch()
 	// Everyone has mapped everyone before anyone communicates.

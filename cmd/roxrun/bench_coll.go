@@ -34,6 +34,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/shmem"
 )
@@ -50,6 +51,7 @@ type collRow struct {
 	LatencyUS float64 `json:"latency_us"`
 	BusBWGBps float64 `json:"busbw_gbps"`
 	Algorithm string  `json:"algorithm,omitempty"`
+	SMs       *int    `json:"sms,omitempty"` // SMs (blocks) the algorithm occupies; absent in anchor rows
 }
 
 var collTests = []string{"allreduce", "allgather", "alltoall", "broadcast", "reduce_scatter", "team_barrier"}
@@ -199,13 +201,17 @@ func findRow(rows []collRow, test string, pes, size int) *collRow {
 }
 
 func printCollTable(w io.Writer, rows []collRow, names []string, anchors map[string][]collRow) {
-	fmt.Fprintf(w, "%-15s %4s %10s %-8s %11s %11s", "test", "pes", "size", "algo", "latency_us", "busbw_GB/s")
+	fmt.Fprintf(w, "%-15s %4s %10s %-8s %4s %11s %11s", "test", "pes", "size", "algo", "sms", "latency_us", "busbw_GB/s")
 	for _, n := range names {
 		fmt.Fprintf(w, " | %-10.10s %11s %11s %7s %7s", n, "latency_us", "busbw_GB/s", "lat_x", "bw_x")
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-15s %4d %10d %-8s %11.3f %11.3f", r.Test, r.PEs, r.SizeBytes, r.Algorithm, r.LatencyUS, r.BusBWGBps)
+		sms := "-"
+		if r.SMs != nil {
+			sms = fmt.Sprint(*r.SMs)
+		}
+		fmt.Fprintf(w, "%-15s %4d %10d %-8s %4s %11.3f %11.3f", r.Test, r.PEs, r.SizeBytes, r.Algorithm, sms, r.LatencyUS, r.BusBWGBps)
 		for _, n := range names {
 			a := findRow(anchors[n], r.Test, r.PEs, r.SizeBytes)
 			if a == nil {
@@ -262,8 +268,25 @@ func runCollBench(ctx context.Context, w *shmem.World, enc *json.Encoder) error 
 	}
 	bsrc, _ := shmem.As[uint8](fsrc.Mem())
 	bdst, _ := shmem.As[uint8](fdst.Mem())
-	for i := range fsrc.Local() {
-		fsrc.Local()[i] = 1
+	gpu := w.Device().Driver != "host"
+	var st device.Stream
+	if gpu {
+		// the heap is device memory: fill it through the host path; the rows are stream-ordered
+		ones := make([]float32, fsrc.Len())
+		for i := range ones {
+			ones[i] = 1
+		}
+		if err := fsrc.Put(w.MyPE(), 0, ones); err != nil {
+			return err
+		}
+		if st, err = w.NewStream(); err != nil {
+			return err
+		}
+		defer st.Destroy()
+	} else {
+		for i := range fsrc.Local() {
+			fsrc.Local()[i] = 1
+		}
 	}
 	times, err := shmem.Alloc[float64](w, 1)
 	if err != nil {
@@ -315,9 +338,21 @@ func runCollBench(ctx context.Context, w *shmem.World, enc *json.Encoder) error 
 				call = func() error { return team.Barrier(ctx) }
 				algo = team.Algorithm(shmem.CollBarrier, 0)
 			}
+			sms := 0 // the host collectives run on the CPU
+			var flush func() error
+			if gpu {
+				if c := streamRow(ctx, w, st, team, test, sz, fsrc, fdst, bsrc, bdst); c != nil {
+					call, flush, algo, sms = c.call, c.flush, c.algo, c.sms
+				}
+			}
 			it := collIters(sz)
 			for i := 0; i < min(it, 20); i++ { // warm up
 				if err := call(); err != nil {
+					return fmt.Errorf("%s %d bytes: %w", test, sz, err)
+				}
+			}
+			if flush != nil {
+				if err := flush(); err != nil {
 					return fmt.Errorf("%s %d bytes: %w", test, sz, err)
 				}
 			}
@@ -332,16 +367,27 @@ func runCollBench(ctx context.Context, w *shmem.World, enc *json.Encoder) error 
 						return fmt.Errorf("%s %d bytes: %w", test, sz, err)
 					}
 				}
-				times.Local()[0] = time.Since(t0).Seconds() / float64(it)
+				if flush != nil {
+					if err := flush(); err != nil {
+						return fmt.Errorf("%s %d bytes: %w", test, sz, err)
+					}
+				}
+				el := []float64{time.Since(t0).Seconds() / float64(it)}
+				if err := times.Put(w.MyPE(), 0, el); err != nil {
+					return err
+				}
 				if err := shmem.AllReduce(ctx, team, tmax, times, shmem.OpMax); err != nil {
 					return err
 				}
-				rounds = append(rounds, tmax.Local()[0])
+				if err := tmax.Get(w.MyPE(), 0, el); err != nil {
+					return err
+				}
+				rounds = append(rounds, el[0])
 			}
 			sort.Float64s(rounds)
 			t := rounds[2]
 			if w.MyPE() == 0 {
-				row := collRow{Test: test, Backend: w.Device().Driver, PEs: np, SizeBytes: sz, LatencyUS: t * 1e6, Algorithm: algo}
+				row := collRow{Test: test, Backend: w.Device().Driver, PEs: np, SizeBytes: sz, LatencyUS: t * 1e6, Algorithm: algo, SMs: &sms}
 				if sz > 0 {
 					row.BusBWGBps = math.Round(float64(sz)*f/t/1e9*1000) / 1000
 				}

@@ -24,8 +24,13 @@ func TestCollBenchTableAndPlot(t *testing.T) {
 		{Test: "allreduce", PEs: 2, SizeBytes: 65536, LatencyUS: 16, BusBWGBps: 8.1, Algorithm: "twoshot"},
 		{Test: "broadcast", PEs: 2, SizeBytes: 65536, LatencyUS: 10, BusBWGBps: 6.5, Algorithm: "twoshot"},
 	}
+	one := 1
+	ours = append(ours, collRow{Test: "alltoall", PEs: 2, SizeBytes: 1 << 24, LatencyUS: 100, BusBWGBps: 80, Algorithm: "ce", SMs: &one})
 	var b bytes.Buffer
 	printCollTable(&b, ours, []string{"mpi"}, map[string][]collRow{"mpi": rows})
+	if !strings.Contains(b.String(), " sms ") || !strings.Contains(b.String(), "ce          1") {
+		t.Errorf("table lacks the sms column or the ce row's 1 SM:\n%s", b.String())
+	}
 	for _, want := range []string{"0.50", "3.00", "twoshot"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())

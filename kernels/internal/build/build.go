@@ -10,6 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 )
 
 // Target is one architecture the runtime ships code for.
@@ -110,8 +113,9 @@ func Compile(dir string, t Target, src, out string, defines ...string) error {
 	return nil
 }
 
-// Sources are the runtime kernels, compiled into one object per target named runtime-<arch><ext>.
-var Sources = []string{"src/runtime.hip"}
+// Sources are the runtime's code objects: each source is compiled into one object per target,
+// named after the source (runtime-<arch><ext>, coll-<arch><ext>).
+var Sources = []string{"src/runtime.hip", "src/coll.hip"}
 
 // Check is the GPU check kernel (gpucheck/check.hip), built by clang-19 for sm_90 into
 // gpucheck/check-clang-sm_90.ptx; the GPU machine builds the same source with nvcc (run.sh).
@@ -127,10 +131,19 @@ const (
 var Checks = [][2]string{{CheckSource, CheckOutput}, {CollCheckSource, CollCheckOutput}}
 
 // ObjectName is the file in kernels/obj that holds the runtime kernels for t.
-func ObjectName(t Target) string { return "runtime-" + t.Arch + t.Ext() }
+func ObjectName(t Target) string { return SourceObjectName("src/runtime.hip", t) }
 
-// All builds the runtime kernels for every target into outDir.
-func All(kernelsDir, outDir string) error {
+// SourceObjectName is the file in kernels/obj that holds source src (one of Sources) built for t.
+func SourceObjectName(src string, t Target) string {
+	return strings.TrimSuffix(filepath.Base(src), ".hip") + "-" + t.Arch + t.Ext()
+}
+
+// All builds every source of Sources for every target into outDir.
+func All(kernelsDir, outDir string) error { return Build(kernelsDir, outDir, Sources) }
+
+// Build builds srcs (of Sources) for every target into outDir, one compiler per CPU at a time
+// (the collectives' object takes a minute or more per target).
+func Build(kernelsDir, outDir string, srcs []string) error {
 	outAbs, err := filepath.Abs(outDir)
 	if err != nil {
 		return err
@@ -138,17 +151,35 @@ func All(kernelsDir, outDir string) error {
 	if err := os.MkdirAll(outAbs, 0o755); err != nil {
 		return err
 	}
-	for _, t := range Targets {
-		out := filepath.Join(outAbs, ObjectName(t))
-		if err := Compile(kernelsDir, t, Sources[0], out); err != nil {
-			return err
-		}
-		// the linker marks code objects executable; keep one mode for every output
-		if err := os.Chmod(out, 0o644); err != nil {
-			return err
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, runtime.NumCPU())
+	)
+	for _, src := range srcs {
+		for _, t := range Targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				out := filepath.Join(outAbs, SourceObjectName(src, t))
+				err := Compile(kernelsDir, t, src, out)
+				if err == nil {
+					// the linker marks code objects executable; keep one mode for every output
+					err = os.Chmod(out, 0o644)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
 		}
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // WorkloadSource holds the workload kernels (expert-parallel dispatch/combine, the fused GEMM),

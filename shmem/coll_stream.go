@@ -1,0 +1,483 @@
+package shmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/device/host"
+	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/kernels"
+)
+
+// Stream-ordered team collectives (NCCL's calling convention, nvshmemx_*_on_stream):
+// AllReduceOnStream, AllGatherOnStream, AllToAllOnStream, BroadcastOnStream and
+// ReduceScatterOnStream check their arguments, enqueue the collective on st and return without
+// waiting. It runs when st reaches it, after the work enqueued before it; what it wrote is there
+// for the work enqueued after it. Every member enqueues the same collectives on the team in the
+// same order. Errors the collective meets while it runs (a member's mismatching call, a destroyed
+// team, a PE that died) are reported by the stream's next SyncStream (or Module.Sync), naming the
+// call, and a later stream-ordered collective on a stream that has failed is refused.
+//
+// On a GPU they are the runtime's own kernels (src/coll.hip, loaded on first use): one block runs
+// coll.h's block-level collective on the team's device handle, or, for all-gather, broadcast and
+// all-to-all of at least ROX_COLL_CE_THRESHOLD bytes per PE (or every size with ROX_COLL_ALGO=ce),
+// the copy-engine offload: one block posts a copy-engine put per member and the data moves with
+// no SM (StreamAlgorithm says which). They need every member load/store reachable (one node);
+// teams that span the NIC use the blocking calls. On the host backend, whose streams are
+// goroutines, the stream runs the blocking call (AllReduce...) when it reaches it; such a call on
+// a team must not overlap a blocking collective on the same team from another goroutine (the
+// second is refused with ErrConcurrent): synchronize the stream first.
+
+// streamColls is a World's stream-collective machinery.
+type streamColls struct {
+	mu sync.Mutex
+	// GPU: the collectives' code object and its kernels by name
+	mod device.Module
+	fns map[string]device.Function
+	// host backend: the registered module whose kernel runs a queued operation
+	hostFn device.Function
+	// per stream: the stream-ordered calls enqueued since its last sync, for messages
+	pending map[device.Stream][]string
+}
+
+func (w *World) scolls() *streamColls {
+	w.scollOnce.Do(func() {
+		w.scoll = &streamColls{fns: map[string]device.Function{}, pending: map[device.Stream][]string{}}
+	})
+	return w.scoll
+}
+
+// host-backend operations waiting for their stream: a kernel argument names one by number
+const hostStreamModule = "roxamen/shmem stream collectives"
+
+var hostStreamOps struct {
+	seq atomic.Uint64
+	m   sync.Map // uint64 -> func() error
+}
+
+func init() {
+	host.Register(hostStreamModule, map[string]host.Kernel{"roxh_stream_op": func(l host.Launch, args []any) {
+		id := args[0].(uint64)
+		f, ok := hostStreamOps.m.LoadAndDelete(id)
+		if !ok {
+			panic(fmt.Errorf("stream operation %d is unknown", id))
+		}
+		if err := f.(func() error)(); err != nil {
+			panic(err) // fails the stream: its Synchronize reports err, later work is skipped
+		}
+	}}, nil)
+}
+
+// streamCall is one stream-ordered collective, ready to enqueue.
+type streamCall struct {
+	call  string
+	t     *Team
+	st    device.Stream
+	bytes int                             // per-PE buffer size, for the algorithm
+	run   func(ctx context.Context) error // the host backend's blocking form
+	dev   func(sc *streamColls) error     // the GPU form: checks done, enqueue the kernel
+}
+
+func (c *streamCall) enqueue() error {
+	t, w := c.t, c.t.w
+	if c.st == nil {
+		return w.errorf(c.call, ErrBadArgument, "nil stream")
+	}
+	if _, err := c.st.Query(); err != nil {
+		return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream failed earlier (" + w.scolls().takePending(c.st) + ")", Err: err}
+	}
+	sc := w.scolls()
+	var err error
+	if w.gpu == nil {
+		err = sc.enqueueHost(w, c)
+	} else {
+		err = c.dev(sc)
+	}
+	if err != nil {
+		return err
+	}
+	sc.mu.Lock()
+	if p := sc.pending[c.st]; len(p) < 16 {
+		sc.pending[c.st] = append(p, fmt.Sprintf("%s on %s", c.call, t.name))
+	}
+	sc.mu.Unlock()
+	return nil
+}
+
+func (sc *streamColls) enqueueHost(w *World, c *streamCall) error {
+	sc.mu.Lock()
+	if sc.hostFn == nil {
+		m, err := w.dev.LoadModule([]byte(hostStreamModule))
+		if err == nil {
+			sc.hostFn, err = m.Function("roxh_stream_op")
+		}
+		if err != nil {
+			sc.mu.Unlock()
+			return &Error{Call: c.call, PE: w.pe, Kind: ErrPEFailed, Detail: "loading the host stream module", Err: err}
+		}
+	}
+	fn := sc.hostFn
+	sc.mu.Unlock()
+	id := hostStreamOps.seq.Add(1)
+	hostStreamOps.m.Store(id, func() error {
+		if err := c.run(context.Background()); err != nil {
+			return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream-ordered collective on " + c.t.name + " failed", Err: err}
+		}
+		return nil
+	})
+	if err := c.st.Launch(fn, device.D1(1), device.D1(1), 0, id); err != nil {
+		hostStreamOps.m.Delete(id)
+		return &Error{Call: c.call, PE: w.pe, Kind: ErrBadArgument, Detail: "enqueueing on the stream", Err: err}
+	}
+	return nil
+}
+
+// takePending returns and forgets the calls enqueued on st since its last sync.
+func (sc *streamColls) takePending(st device.Stream) string {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	p := sc.pending[st]
+	delete(sc.pending, st)
+	if len(p) == 0 {
+		return "no stream-ordered collective was enqueued on it"
+	}
+	return "stream-ordered calls since its last sync: " + strings.Join(p, ", ")
+}
+
+// function returns a kernel of the collectives' object, loading it first (GPU backends).
+func (sc *streamColls) function(w *World, call, name string) (device.Function, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if f, ok := sc.fns[name]; ok {
+		return f, nil
+	}
+	if sc.mod == nil {
+		img, arch, err := kernels.CollObjectFor(w.dev.Info().Arch)
+		if err != nil {
+			return nil, &Error{Call: call, PE: w.pe, Kind: ErrBadArgument, Detail: "no collectives' code object for this GPU", Err: err}
+		}
+		mod, err := w.dev.LoadModule(img)
+		if err != nil {
+			return nil, &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "loading the " + arch + " collectives' code object", Err: err}
+		}
+		if err := w.gpu.fillState(mod); err != nil {
+			_ = mod.Unload()
+			return nil, &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "linking the collectives' code object", Err: err}
+		}
+		sc.mod = mod
+	}
+	f, err := sc.mod.Function(name)
+	if err != nil {
+		return nil, &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "kernel " + name, Err: err}
+	}
+	sc.fns[name] = f
+	return f, nil
+}
+
+// release unloads the collectives' object (stopDevice, before the device goes).
+func (sc *streamColls) release() {
+	if sc == nil {
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.mod != nil {
+		_ = sc.mod.Unload()
+	}
+	sc.mod, sc.fns = nil, map[string]device.Function{}
+}
+
+// devCheck says why t's collectives cannot run on this PE's GPU, or nil.
+func (t *Team) devCheck(call string) error {
+	w := t.w
+	for _, pe := range t.members {
+		if pe != w.pe && w.gpu.peerBase[pe] == 0 {
+			return w.errorf(call, ErrBadArgument, "%s spans PE %d, which this GPU reaches through the NIC: stream-ordered collectives run on the device and need every member load/store reachable (one node); use the blocking call", t.name, pe)
+		}
+	}
+	dt := w.dteams
+	if dt == nil || dt.table.Team[t.slot].Size == 0 {
+		return w.errorf(call, ErrBadArgument, "%s has no device team (its members are not evenly spaced)", t.name)
+	}
+	if dt.ws[t.slot][1] == 0 {
+		big, small := devWSSizes(w.heapSize)
+		return w.errorf(call, ErrNoMemory, "the %d-byte symmetric heap leaves no room for device team workspaces (they may take a quarter of it: 2x%d + %dx%d bytes)", w.heapSize, big, kernels.MaxTeams-2, small)
+	}
+	return nil
+}
+
+const streamBlock = 256 // threads of the one block a stream-ordered collective runs
+
+func (t *Team) launchColl(sc *streamColls, call, kernel string, st device.Stream, args ...any) error {
+	f, err := sc.function(t.w, call, kernel)
+	if err != nil {
+		return err
+	}
+	if err := st.Launch(f, device.D1(1), device.D1(streamBlock), 0, args...); err != nil {
+		return &Error{Call: call, PE: t.w.pe, Kind: ErrPEFailed, Detail: "enqueueing " + kernel, Err: err}
+	}
+	return nil
+}
+
+// StreamAlgorithm says how a stream-ordered collective of bytes per PE runs on this PE: "ce"
+// (the copy-engine offload: one block posts the copies, no SM moves data), "block" (one block of
+// the GPU moves or reduces the data), or "host" (the host backend: the blocking algorithm,
+// Algorithm's). coll is CollAllToAll, CollBroadcast, CollFCollect, CollAllReduce or
+// CollReduceScatter.
+func (t *Team) StreamAlgorithm(coll Collective, bytes int) string {
+	if t == nil || t.w == nil {
+		return ""
+	}
+	if t.w.gpu == nil {
+		return "host"
+	}
+	switch coll {
+	case CollAllToAll, CollBroadcast, CollFCollect:
+		if t.useCE(bytes) {
+			return "ce"
+		}
+	}
+	return "block"
+}
+
+// StreamSMs is how many SMs (blocks) a stream-ordered collective of that algorithm occupies while
+// it runs: 1 for both device algorithms (the copy-engine one only while it posts and waits), 0 for
+// the host backend's.
+func StreamSMs(algo string) int {
+	if algo == "host" {
+		return 0
+	}
+	return 1
+}
+
+func (t *Team) useCE(bytes int) bool {
+	if a, _ := env.CollAlgo.String(); a == "ce" {
+		return true
+	}
+	thr, _ := env.CollCE.Size()
+	return thr > 0 && int64(bytes) >= thr
+}
+
+// deviceKind names T's reduction kernel, "" when there is none (complex types).
+func deviceKind(k elemKind) string {
+	switch k {
+	case kFloat32:
+		return "float"
+	case kFloat64:
+		return "double"
+	case kBFloat16:
+		return "bfloat16"
+	case kFloat16:
+		return "half"
+	case kComplex64, kComplex128:
+		return ""
+	}
+	return k.String()
+}
+
+// ---- the calls ----
+
+// AllReduceOnStream enqueues AllReduce(team, dst, src, op) on st (ncclAllReduce): dst and src have
+// the same length and may be the same array.
+func AllReduceOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], op Op) error {
+	const call = "AllReduceOnStream"
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	kind := elemKindOf[T]()
+	if why := checkOp(kind, op); why != "" {
+		return t.w.errorf(call, ErrBadArgument, "%s", why)
+	}
+	if dst.n != src.n {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
+	}
+	d0, d1 := symRange(dst)
+	s0, s1 := symRange(src)
+	if d0 != s0 && overlap(d0, d1, s0, s1) {
+		return overlapErr(t, call, dst, src, "they may be the same array or disjoint")
+	}
+	c := &streamCall{call: call, t: t, st: st, bytes: int(s1 - s0),
+		run: func(ctx context.Context) error { return AllReduce(ctx, t, dst, src, op) },
+		dev: func(sc *streamColls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 0) }}
+	return c.enqueue()
+}
+
+// ReduceScatterOnStream enqueues ReduceScatter(team, dst, src, op) on st (ncclReduceScatter):
+// src has NPEs blocks of len(dst) elements; dst may be this PE's own block of src.
+func ReduceScatterOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], op Op) error {
+	const call = "ReduceScatterOnStream"
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	kind := elemKindOf[T]()
+	if why := checkOp(kind, op); why != "" {
+		return t.w.errorf(call, ErrBadArgument, "%s", why)
+	}
+	n := len(t.members)
+	if src.n != n*dst.n {
+		return t.w.errorf(call, ErrBadArgument, "source has %d elements, want %d (%d PEs x the destination's %d)", src.n, n*dst.n, n, dst.n)
+	}
+	d0, d1 := symRange(dst)
+	s0, s1 := symRange(src)
+	if d0 != s0+uint64(t.me*dst.n*dst.elemSize()) && overlap(d0, d1, s0, s1) {
+		return overlapErr(t, call, dst, src, "the destination may only be this PE's own block of the source")
+	}
+	c := &streamCall{call: call, t: t, st: st, bytes: int(d1 - d0),
+		run: func(ctx context.Context) error { return ReduceScatter(ctx, t, dst, src, op) },
+		dev: func(sc *streamColls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 1) }}
+	return c.enqueue()
+}
+
+func reduceOnDevice[T Elem](sc *streamColls, call string, t *Team, st device.Stream, dst, src Sym[T], op Op, scatter int32) error {
+	if err := t.devCheck(call); err != nil {
+		return err
+	}
+	name := deviceKind(elemKindOf[T]())
+	if name == "" {
+		var z T
+		return t.w.errorf(call, ErrBadArgument, "element type %T: the device reductions take integer and real float types (use the blocking call for complex ones)", z)
+	}
+	return t.launchColl(sc, call, "roxk_coll_reduce_"+name, st, t.Handle(), dst.Device(), src.Device(), uint64(dst.n), int32(op-OpSum), scatter)
+}
+
+// AllGatherOnStream enqueues FCollect(team, dst, src) on st (ncclAllGather): dst has NPEs times
+// src's elements; src may be this PE's own block of dst.
+func AllGatherOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error {
+	const call = "AllGatherOnStream"
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	n := len(t.members)
+	if dst.n != n*src.n {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, want %d (%d PEs x %d)", dst.n, n*src.n, n, src.n)
+	}
+	size := src.n * src.elemSize()
+	d0, d1 := symRange(dst)
+	s0, s1 := symRange(src)
+	if s0 != d0+uint64(t.me*size) && overlap(d0, d1, s0, s1) {
+		return overlapErr(t, call, dst, src, "the source may only be this PE's own block of the destination")
+	}
+	c := &streamCall{call: call, t: t, st: st, bytes: size,
+		run: func(ctx context.Context) error { return FCollect(ctx, t, dst, src) },
+		dev: func(sc *streamColls) error {
+			return moveOnDevice(sc, call, t, st, CollFCollect, "roxk_coll_fcollect", dst.Device(), src.Device(), size, 0, -1)
+		}}
+	return c.enqueue()
+}
+
+// AllToAllOnStream enqueues AllToAll(team, dst, src) on st (ncclAllToAll): block j of src goes
+// to team PE j; dst and src have the same length, a multiple of NPEs, and do not overlap.
+func AllToAllOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error {
+	const call = "AllToAllOnStream"
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	n := len(t.members)
+	if dst.n != src.n || src.n%n != 0 {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d: want equal lengths, a multiple of the %d PEs of %s", dst.n, src.n, n, t.name)
+	}
+	d0, d1 := symRange(dst)
+	s0, s1 := symRange(src)
+	if overlap(d0, d1, s0, s1) {
+		return overlapErr(t, call, dst, src, "they must not overlap")
+	}
+	block := src.n / n * src.elemSize()
+	c := &streamCall{call: call, t: t, st: st, bytes: int(s1 - s0),
+		run: func(ctx context.Context) error { return AllToAll(ctx, t, dst, src) },
+		dev: func(sc *streamColls) error {
+			return moveOnDevice(sc, call, t, st, CollAllToAll, "roxk_coll_alltoall", dst.Device(), src.Device(), block, 2, -1)
+		}}
+	return c.enqueue()
+}
+
+// BroadcastOnStream enqueues Broadcast(team, dst, src, root) on st (ncclBroadcast): root's src
+// lands in dst on every member, root included; dst and src have the same length and may be the
+// same array.
+func BroadcastOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], root int) error {
+	const call = "BroadcastOnStream"
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	if dst.n != src.n {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
+	}
+	if root < 0 || root >= len(t.members) {
+		return t.w.errorf(call, ErrPERange, "root %d is not a PE of %s (%d PEs)", root, t.name, len(t.members))
+	}
+	d0, d1 := symRange(dst)
+	s0, s1 := symRange(src)
+	if d0 != s0 && overlap(d0, d1, s0, s1) {
+		return overlapErr(t, call, dst, src, "they may be the same array or disjoint")
+	}
+	size := int(s1 - s0)
+	c := &streamCall{call: call, t: t, st: st, bytes: size,
+		run: func(ctx context.Context) error { return Broadcast(ctx, t, dst, src, root) },
+		dev: func(sc *streamColls) error {
+			return moveOnDevice(sc, call, t, st, CollBroadcast, "roxk_coll_broadcast", dst.Device(), src.Device(), size, 1, int32(root))
+		}}
+	return c.enqueue()
+}
+
+// moveOnDevice enqueues a data mover: kernel (bytes per member; root for broadcast) or, at the
+// copy-engine sizes, roxk_coll_ce with ceKind (0 all-gather, 1 broadcast, 2 all-to-all).
+func moveOnDevice(sc *streamColls, call string, t *Team, st device.Stream, coll Collective, kernel string, dst, src device.Ptr, bytes int, ceKind, root int32) error {
+	if err := t.devCheck(call); err != nil {
+		return err
+	}
+	per := bytes
+	if coll == CollAllToAll {
+		per = bytes * len(t.members)
+	}
+	if t.StreamAlgorithm(coll, per) == "ce" {
+		return t.launchColl(sc, call, "roxk_coll_ce", st, t.Handle(), dst, src, uint64(bytes), ceKind, max(root, 0))
+	}
+	if coll == CollBroadcast {
+		return t.launchColl(sc, call, kernel, st, t.Handle(), dst, src, uint64(bytes), root)
+	}
+	return t.launchColl(sc, call, kernel, st, t.Handle(), dst, src, uint64(bytes))
+}
+
+// syncHostStream is SyncStream on the host backend.
+func (w *World) syncHostStream(ctx context.Context, st device.Stream) error {
+	const call = "SyncStream"
+	if err := w.check(call); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.Synchronize() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return &Error{Call: call, PE: w.pe, Kind: kindOf(ctx.Err(), ErrTimeout), Detail: "the stream's work did not finish", Err: ctx.Err()}
+	}
+	note := w.scolls().takePending(st)
+	if err == nil {
+		return nil
+	}
+	return &Error{Call: call, PE: w.pe, Kind: innerKind(err), Detail: "the stream's work failed (" + note + ")", Err: err}
+}
+
+// innerKind is the kind of the innermost *Error in err's chain: what first went wrong.
+func innerKind(err error) error {
+	kind := kindOf(err, ErrPEFailed)
+	for e := err; e != nil; {
+		var x *Error
+		if !errors.As(e, &x) {
+			break
+		}
+		if x.Kind != nil {
+			kind = x.Kind
+		}
+		e = x.Err
+	}
+	return kind
+}

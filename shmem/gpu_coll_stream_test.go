@@ -1,0 +1,186 @@
+package shmem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/kernels"
+)
+
+// TestGPUStreamColl runs a 2-PE job (both PEs may share one GPU: the calls are few, so are the
+// handoffs) of the stream-ordered collectives on the device: the team table as the GPU holds it,
+// every collective at a size that takes one block and one that takes the copy engine, a
+// device-found mismatch reported by SyncStream naming the call, and a kernel on a destroyed
+// team's handle reported as ErrTeamDestroyed. It skips without a CUDA GPU (fails with
+// ROX_TEST_GPU=1).
+func TestGPUStreamColl(t *testing.T) {
+	if os.Getenv("ROX_GPU_STREAM_WORKER") != "" {
+		t.Skip("in a worker")
+	}
+	needGPUs(t, 1)
+	for _, ord := range []string{"strict", "bypass"} {
+		t.Run(ord, func(t *testing.T) {
+			out := &lockedBuf{b: new(bytes.Buffer)}
+			start := time.Now()
+			err := launch.Run(context.Background(), launch.Config{
+				NPEs: 2, Argv: []string{os.Args[0], "-test.run=^TestGPUStreamCollWorker$", "-test.v"},
+				Env:    []string{"ROX_GPU_STREAM_WORKER=1", "ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord},
+				Prefix: true, Timeout: 3 * time.Minute, Stdout: out, Stderr: out,
+			})
+			t.Logf("job took %v", time.Since(start))
+			out.mu.Lock()
+			s := out.b.String()
+			out.mu.Unlock()
+			if err != nil || !strings.Contains(s, "--- PASS: TestGPUStreamCollWorker") {
+				t.Fatalf("job failed: %v\n%s", err, s)
+			}
+			t.Log(s)
+		})
+	}
+}
+
+func TestGPUStreamCollWorker(t *testing.T) {
+	if os.Getenv("ROX_GPU_STREAM_WORKER") == "" {
+		t.Skip("run by TestGPUStreamColl")
+	}
+	ctx := context.Background()
+	w, err := Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Finalize()
+	me, n := w.MyPE(), w.NPEs()
+	world := w.TeamWorld()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("PE %d: %v", me, err)
+		}
+	}
+	// the table as the GPU holds it is the host's
+	if w.dteams == nil || w.dteams.dev == 0 || w.gpu.state.Teams != uint64(w.dteams.dev) {
+		t.Fatalf("no device team table: %+v", w.dteams)
+	}
+	pair, err := world.SplitStrided(ctx, 0, 1, n)
+	must(err)
+	var got kernels.TeamTable
+	must(w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&got)), unsafe.Sizeof(got)), w.dteams.dev))
+	if got != w.dteams.table || got.Team[pair.Handle()].Size != int32(n) {
+		t.Fatalf("the device team table differs from the host's (entry %d: %+v)", pair.Handle(), got.Team[pair.Handle()])
+	}
+	st, err := w.NewStream()
+	must(err)
+	defer st.Destroy()
+
+	thr, _ := env.CollCE.Size()
+	for _, elems := range []int{1, 4096 + 3, int(thr)/4 + 5} {
+		src, err := Alloc[float32](w, n*elems)
+		must(err)
+		sum, _ := Alloc[float32](w, n*elems)
+		gath, _ := Alloc[float32](w, n*n*elems)
+		a2a, _ := Alloc[float32](w, n*elems)
+		bc, _ := Alloc[float32](w, n*elems)
+		rs, _ := Alloc[float32](w, elems)
+		val := func(pe, i int) float32 { return float32(pe*1000003 + i%65536) }
+		mine := make([]float32, n*elems)
+		for i := range mine {
+			mine[i] = val(me, i)
+		}
+		must(src.Put(me, 0, mine))
+		must(w.BarrierAll(ctx))
+		bytes := n * elems * 4
+		t.Logf("PE %d: %d bytes per PE: all-gather %s, all-to-all %s, broadcast %s, all-reduce %s", me, bytes,
+			world.StreamAlgorithm(CollFCollect, bytes), world.StreamAlgorithm(CollAllToAll, bytes), world.StreamAlgorithm(CollBroadcast, bytes), world.StreamAlgorithm(CollAllReduce, bytes))
+		start := time.Now()
+		must(AllReduceOnStream(st, world, sum, src, OpSum))
+		must(AllGatherOnStream(st, world, gath, src))
+		must(AllToAllOnStream(st, world, a2a, src))
+		must(BroadcastOnStream(st, world, bc, src, 1))
+		must(ReduceScatterOnStream(st, world, rs, src, OpMax))
+		must(w.SyncStream(ctx, st))
+		t.Logf("PE %d: five stream-ordered collectives of %d bytes per PE: %v (two PEs may share one GPU: not a speed figure)", me, bytes, time.Since(start))
+		get := func(s Sym[float32]) []float32 { b := make([]float32, s.Len()); must(s.Get(me, 0, b)); return b }
+		gs, gg, ga, gb, gr := get(sum), get(gath), get(a2a), get(bc), get(rs)
+		for i := range n * elems {
+			var want float32
+			for pe := range n {
+				want += val(pe, i)
+			}
+			if gs[i] != want {
+				t.Fatalf("PE %d: AllReduceOnStream element %d = %v, want %v", me, i, gs[i], want)
+			}
+			if gb[i] != val(1, i) {
+				t.Fatalf("PE %d: BroadcastOnStream element %d = %v, want %v", me, i, gb[i], val(1, i))
+			}
+			if j, k := i/elems, i%elems; ga[i] != val(j, me*elems+k) {
+				t.Fatalf("PE %d: AllToAllOnStream element %d = %v, want %v", me, i, ga[i], val(j, me*elems+k))
+			}
+		}
+		for i := range n * n * elems {
+			if j, k := i/(n*elems), i%(n*elems); gg[i] != val(j, k) {
+				t.Fatalf("PE %d: AllGatherOnStream element %d = %v, want %v", me, i, gg[i], val(j, k))
+			}
+		}
+		for i := range elems {
+			if want := val(n-1, me*elems+i); gr[i] != want {
+				t.Fatalf("PE %d: ReduceScatterOnStream element %d = %v, want %v", me, i, gr[i], want)
+			}
+		}
+		for _, s := range []Sym[float32]{src, sum, gath, a2a, bc, rs} {
+			must(w.Free(s.Mem()))
+		}
+	}
+
+	// a mismatch the device finds: reported by the sync, naming the call
+	x, _ := Alloc[int64](w, 16)
+	y, _ := Alloc[int64](w, 16)
+	op := OpSum
+	if me == 1 {
+		op = OpMax
+	}
+	must(AllReduceOnStream(st, pair, y, x, op))
+	err = w.SyncStream(ctx, st)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "AllReduceOnStream") {
+		t.Fatalf("PE %d: SyncStream after mismatched ops = %v, want ErrMismatch naming AllReduceOnStream", me, err)
+	}
+	t.Logf("PE %d: %v", me, err)
+	must(w.BarrierAll(ctx))
+
+	// members whose copy-engine all-gathers differ in size: the offload's entry round fails on
+	// both, nothing is posted
+	ce := int(thr)/4 + 16*me
+	cs, _ := Alloc[float32](w, ce)
+	cd, _ := Alloc[float32](w, n*ce)
+	if a := world.StreamAlgorithm(CollFCollect, ce*4); a != "ce" {
+		t.Fatalf("PE %d: a %d-byte all-gather takes %q, want ce", me, ce*4, a)
+	}
+	must(AllGatherOnStream(st, world, cd, cs))
+	err = w.SyncStream(ctx, st)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "AllGatherOnStream") {
+		t.Fatalf("PE %d: SyncStream after copy-engine all-gathers of different sizes = %v, want ErrMismatch naming AllGatherOnStream", me, err)
+	}
+	t.Logf("PE %d: %v", me, err)
+	must(w.BarrierAll(ctx))
+
+	// a kernel on a destroyed team's handle: recorded on the device, ErrTeamDestroyed on the host
+	h := pair.Handle()
+	must(pair.Destroy(ctx))
+	f, err := w.scolls().function(w, "test", "roxk_coll_fcollect")
+	must(err)
+	must(st.Launch(f, device.D1(1), device.D1(streamBlock), 0, h, y.Device(), x.Device(), uint64(8)))
+	err = w.SyncStream(ctx, st)
+	if !errors.Is(err, ErrTeamDestroyed) {
+		t.Fatalf("PE %d: a kernel on destroyed handle %d: %v, want ErrTeamDestroyed", me, h, err)
+	}
+	t.Logf("PE %d: %v", me, err)
+	must(w.BarrierAll(ctx))
+}
