@@ -17,7 +17,7 @@ import (
 
 // startLazy makes n transports on loopback that connect on first use, each resolving its peers'
 // addresses as the bootstrap's key-value store would.
-func startLazy(t testing.TB, n, heapSize int, timeout time.Duration, maxPeers int) *job {
+func startLazy(t testing.TB, n, heapSize int, timeout time.Duration, maxPeers int, opts ...func(*Config)) *job {
 	t.Helper()
 	j := &job{}
 	addrs := make([]string, n)
@@ -26,13 +26,17 @@ func startLazy(t testing.TB, n, heapSize int, timeout time.Duration, maxPeers in
 	for pe := 0; pe < n; pe++ {
 		h := newHeap(heapSize)
 		l := &logBuf{}
-		tr, err := New(Config{PE: pe, NPEs: n, Token: "job-token", Listen: "127.0.0.1:0", Heap: h, Timeout: timeout, Logf: l.logf, MaxPeers: maxPeers,
+		cfg := Config{PE: pe, NPEs: n, Token: "job-token", Listen: "127.0.0.1:0", Heap: h, Timeout: timeout, Logf: l.logf, MaxPeers: maxPeers,
 			Resolve: func(ctx context.Context, q int) (string, error) {
 				v, _ := lookups.LoadOrStore(fmt.Sprint(pe, q), new(int))
 				*v.(*int)++ // only the first-use goroutine calls Resolve: a race here would be a double lookup
 				<-ready
 				return addrs[q], nil
-			}})
+			}}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		tr, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,11 +186,36 @@ func TestLazySimultaneous(t *testing.T) {
 }
 
 // A fence to a PE not yet connected, then the first puts: data, fence, flag. Whenever the
-// target sees the flag, the data is there.
+// target's reader has applied the flag, the data is there (checked on the reader goroutine,
+// through Notify, which runs after each burst it applied).
 func TestLazyFenceBeforeFirstPut(t *testing.T) {
 	for round := 0; round < 20; round++ {
-		j := startLazy(t, 2, 1<<20, 5*time.Second, 0)
-		data := pattern(256<<10, byte(round))
+		var j *job
+		var mu sync.Mutex
+		var bad error
+		seen := make(chan struct{})
+		data := pattern(256<<10, byte(round+1))
+		j = startLazy(t, 2, 1<<20, 5*time.Second, 0, func(c *Config) {
+			if c.PE != 0 {
+				return
+			}
+			c.Notify = func() {
+				h := j.heaps[0].b
+				if h[0] != 1 {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if bad == nil && !bytes.Equal(h[4096:4096+len(data)], data) {
+					bad = errors.New("the flag landed before the data fenced ahead of it")
+				}
+				select {
+				case <-seen:
+				default:
+					close(seen)
+				}
+			}
+		})
 		src := j.ts[1]
 		if err := src.Fence(0); err != nil {
 			t.Fatal(err)
@@ -200,21 +229,19 @@ func TestLazyFenceBeforeFirstPut(t *testing.T) {
 		if err := src.Put(0, 0, []byte{1}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for { // PE 0 reads its own heap through its transport (a load here would race the reader)
-			if time.Now().After(deadline) {
-				t.Fatal("the flag never arrived")
-			}
-			var b [1]byte
-			if err := j.ts[0].Get(0, 0, b[:]); err != nil {
-				t.Fatal(err)
-			}
-			if b[0] == 1 {
-				break
-			}
+		if err := src.Quiet(context.Background(), 0); err != nil {
+			t.Fatal(err)
 		}
-		if !bytes.Equal(j.heaps[0].b[4096:4096+len(data)], data) {
-			t.Fatalf("round %d: the flag arrived before the data it was fenced after", round)
+		select {
+		case <-seen:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the flag never arrived")
+		}
+		mu.Lock()
+		err := bad
+		mu.Unlock()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
 		}
 	}
 }
