@@ -43,6 +43,25 @@ func isDur(s string) error    { _, err := time.ParseDuration(s); return err }
 func isBool(s string) error   { _, err := strconv.ParseBool(s); return err }
 func anything(s string) error { return nil }
 
+func isCount(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return fmt.Errorf("want a whole number of at least 1")
+	}
+	return nil
+}
+
+// Int returns the value as a whole number (0 when unset with no default).
+func (k *Knob) Int() (int, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	if k.Raw() == "" {
+		return 0, nil
+	}
+	return strconv.Atoi(k.Raw())
+}
+
 func isList(s string) error {
 	for _, f := range strings.Split(s, ",") {
 		if strings.TrimSpace(f) == "" {
@@ -80,6 +99,7 @@ var (
 	CollAlgo    = register("ROX_COLL_ALGO", "auto", "host collectives' algorithm: auto|oneshot|twoshot|ring|hier (auto picks per call from size, team shape and topology)", oneOf("auto", "oneshot", "twoshot", "ring", "hier"))
 	NICs        = register("ROX_NICS", "", "tcp transport: the NICs (rails) this host's PEs reach other nodes through, comma-separated interface names or addresses (e.g. eth1,eth2); default: the one interface that routes to the rendezvous", isList)
 	Stripe      = register("ROX_STRIPE_THRESHOLD", "64K", "tcp transport over several rails: puts of at least this many bytes are cut into chunks sprayed over the rails; smaller ones keep to one rail", isSize)
+	MaxPeers    = register("ROX_MAX_PEERS", "", "NIC path: the most peers a PE keeps transport connections to (connections are opened on first use); past it the least recently used idle one is closed and reopened when needed; default unlimited", isCount)
 	Spray       = register("ROX_SPRAY", "cas", "tcp transport over several rails: how chunks of a striped put pick their rail: cas (congestion-aware)|rr (round robin)|single", oneOf("cas", "rr", "single"))
 	// Set by roxrun for its children (and read by internal/bootstrap).
 	PE        = register("ROX_PE", "", "this PE's rank (set by roxrun)", anything)

@@ -46,6 +46,7 @@ const (
 
 var (
 	errCrossed = errors.New("both PEs dialed at once: the lower PE's connection is used")
+	errAlready = errors.New("is already connected")
 	// errEvicted: the connection is being retired (MaxPeers); the operation, which wrote
 	// nothing, is issued again on the next connection.
 	errEvicted = errors.New("connection retired to stay within the idle-connection cap")
@@ -206,41 +207,46 @@ func (t *Transport) establish(op string, pe int) error {
 	if err := rem.setRails(n); err != nil {
 		return fmt.Errorf("tcp: %s: PE %d: PE %d at %s: %w", op, t.cfg.PE, pe, addr, err)
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = t.dialRail(ctx, op, pe, r, theirs[r])
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	// Rails the peer is bringing (it dialed first, or won a crossing) are waited for.
+	// Each missing rail is dialed unless the peer's connection on it is being admitted; a rail
+	// the peer brings (it dialed first, or won a crossing) is waited for, and dialed again if
+	// that attempt came to nothing.
+	retry := time.NewTimer(0)
+	defer retry.Stop()
 	for {
 		l.mu.Lock()
 		ch := l.changed
-		missing := -1
+		var missing []int
 		for r := 0; r < n; r++ {
 			if rem.rails[r].Load() == nil {
-				missing = r
-				break
+				missing = append(missing, r)
 			}
 		}
 		l.mu.Unlock()
-		if missing < 0 {
+		if len(missing) == 0 {
 			return nil
 		}
 		select {
+		case <-retry.C:
+			errs := make([]error, len(missing))
+			var wg sync.WaitGroup
+			for i, r := range missing {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = t.dialRail(ctx, op, pe, r, theirs[r])
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			retry.Reset(20 * time.Millisecond)
 		case <-ch:
 		case <-ctx.Done():
 			if t.closed.Load() {
 				return fmt.Errorf("tcp: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
 			}
-			return fmt.Errorf("tcp: %s: PE %d: PE %d at %s did not connect rail %d within %v: %w", op, t.cfg.PE, pe, addr, missing, t.cfg.Timeout, ErrTimeout)
+			return fmt.Errorf("tcp: %s: PE %d: PE %d at %s did not connect rail %d within %v: %w", op, t.cfg.PE, pe, addr, missing[0], t.cfg.Timeout, ErrTimeout)
 		}
 	}
 }
@@ -289,8 +295,8 @@ func (t *Transport) dialRail(ctx context.Context, op string, pe, rail int, addr 
 	l.dialing[rail] = false
 	l.kick()
 	l.mu.Unlock()
-	if errors.Is(err, errCrossed) {
-		return nil
+	if errors.Is(err, errCrossed) || errors.Is(err, errAlready) {
+		return nil // the other connection is used: waited for (or dialed again) by establish
 	}
 	if err != nil && rem.rails[rail].Load() != nil {
 		return nil // the peer's connection joined meanwhile ("already connected")

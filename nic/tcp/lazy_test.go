@@ -252,6 +252,13 @@ func TestLazyFenceBeforeFirstPut(t *testing.T) {
 func TestLazyEvictionKeepsOrder(t *testing.T) {
 	const n, rounds, burst = 4, 30, 50
 	j := startLazy(t, n, 1<<16, 10*time.Second, 1)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for pe, l := range j.logs {
+				t.Logf("PE %d's log:\n%s", pe, l)
+			}
+		}
+	})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

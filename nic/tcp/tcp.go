@@ -389,12 +389,18 @@ func (t *Transport) join(pe, rail int, conn net.Conn, ack []byte) (*peer, error)
 		tc.SetNoDelay(true)
 	}
 	rem := t.rems[pe]
+	if old := rem.rails[rail].Load(); old != nil && old.closing.Load() {
+		// Retiring (lazy.go): the peer is done with it, this end is reading its last bytes.
+		if err := t.waitGone("connect", old, time.Now().Add(t.cfg.Timeout)); err != nil {
+			return nil, err
+		}
+	}
 	p := &peer{t: t, pe: pe, rail: rail, rem: rem, conn: conn, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	p.wmu.Lock()
 	old := rem.rails[rail].Load()
 	if old != nil && !rem.multi() {
 		p.wmu.Unlock()
-		return nil, fmt.Errorf("PE %d is already connected", pe)
+		return nil, fmt.Errorf("PE %d %w", pe, errAlready)
 	}
 	if old != nil {
 		// Several rails: the peer dialed a rail again, so the connection it replaces is gone
@@ -541,6 +547,13 @@ func (t *Transport) accept(conn net.Conn, rail int) {
 			}
 			done()
 			if err == nil {
+				return
+			}
+			if errors.Is(err, errAlready) && t.cfg.Resolve != nil {
+				// Both ends connected at once: the dialer uses the connection that won.
+				conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+				conn.Write([]byte{crossed})
+				t.untrack(conn)
 				return
 			}
 		}
