@@ -106,6 +106,8 @@ type World struct {
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
 	teams   *collState  // teams and collectives (shmem/coll.go)
 
+	initReport InitReport // what Init cost (InitReport)
+
 	closed   atomic.Bool
 	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
 	done     chan struct{} // closed by teardown: stops watch
@@ -129,6 +131,13 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	var w *World
+	clock := newInitClock(func() *bootstrap.Client {
+		if w == nil {
+			return nil
+		}
+		return w.boot
+	})
 	// The job is known first, so that every error below names this PE.
 	rank, rankErr := bootstrap.Detect(cfg.getenv)
 	pe := -1
@@ -178,6 +187,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if !cfg.heapSet && !onHost {
 		cfg.heapSize = defaultDeviceHeap
 	}
+	clock.mark(PhaseDevice)
 
 	if rankErr != nil {
 		return fail(kindOf(rankErr, ErrBadArgument), rankErr, "detecting the job")
@@ -186,7 +196,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err != nil {
 		return fail(ErrInitialized, nil, "%v", err)
 	}
-	w := &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, knob: knob, key: key, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
+	w = &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, knob: knob, key: key, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
 	w.heapSize = cfg.heapSize
 	initErr := func(kind error, err error, format string, args ...any) (*World, error) {
 		w.teardown()
@@ -219,6 +229,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		w.rank = rank
 	}
+	clock.mark(PhaseBootstrap)
 	if onHost {
 		// The host backend's heaps are shared memory that is only charged when touched: a heap the
 		// node cannot hold would be accepted here and OOM-killed mid-job.
@@ -235,6 +246,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err != nil {
 		return initErr(device.ErrNoDevice, err, "opening %s device %d", drv.Name(), rank.LocalPE%count)
 	}
+	clock.mark(PhaseDevice)
 	w.heapBase, err = w.dev.Alloc(int(cfg.heapSize))
 	if err != nil {
 		return initErr(kindOf(err, ErrNoMemory), err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
@@ -247,15 +259,33 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return initErr(ErrBadArgument, err, "heap size %d", cfg.heapSize)
 	}
 
-	// Exchange (node, heap size, export handle) and map the heaps of PEs on this node.
-	handle, err := w.dev.Export(w.heapBase)
-	if err != nil {
-		return initErr(ErrBadArgument, err, "exporting the symmetric heap")
+	// Every PE takes the same decision from the same facts, so they all make the same
+	// collective calls below.
+	kind, _ := env.Transport.String()
+	forceNIC := kind == "tcp" || kind == "ucx"
+	// What every PE needs of every other is small and fixed: its node (node membership, for
+	// the mapping and the teams) and its heap size, which must agree (checked here, by every
+	// PE, rather than at first contact mid-job: it is 8 bytes beside the node name the
+	// allgather carries anyway). The export handle is only for PEs of this node: published
+	// under a per-PE key and fetched by those that map it. Transport addresses are looked up
+	// on first use (startTransport).
+	var handle []byte
+	if !forceNIC {
+		if handle, err = w.dev.Export(w.heapBase); err != nil {
+			return initErr(ErrBadArgument, err, "exporting the symmetric heap")
+		}
 	}
-	all, err := w.boot.Allgather(dctx, encodePeer(rank.Node, cfg.heapSize, handle))
+	clock.mark(PhaseHeap)
+	if handle != nil {
+		if err := w.boot.Put(dctx, heapKey(w.pe), handle); err != nil {
+			return initErr(kindOf(err, ErrPEFailed), err, "publishing the heap's export handle%s", w.timeoutHint(err))
+		}
+	}
+	all, err := w.boot.Allgather(dctx, encodePeer(rank.Node, cfg.heapSize, nil))
 	if err != nil {
 		return initErr(kindOf(err, ErrPEFailed), err, "exchanging heaps%s", w.timeoutHint(err))
 	}
+	clock.mark(PhaseBootstrap)
 	w.peers = make([][]byte, w.npes)
 	w.paths = make([]path, w.npes)
 	type peerInfo struct {
@@ -266,21 +296,17 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	nodes := map[string]bool{}
 	nodeNames := make([]string, w.npes)
 	for pe, b := range all {
-		node, size, h, err := decodePeer(b)
+		node, size, _, err := decodePeer(b)
 		if err != nil {
 			return initErr(ErrMismatch, err, "PE %d sent a malformed heap description", pe)
 		}
 		if size != cfg.heapSize {
 			return initErr(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, cfg.heapSize)
 		}
-		infos[pe] = peerInfo{node, h}
+		infos[pe] = peerInfo{node: node}
 		nodeNames[pe] = node
 		nodes[node] = true
 	}
-	// Every PE takes the same decision from the same facts, so they all make the same
-	// collective calls below.
-	kind, _ := env.Transport.String()
-	forceNIC := kind == "tcp" || kind == "ucx"
 	for pe, info := range infos {
 		switch {
 		case pe == w.pe && onHost:
@@ -289,7 +315,11 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		case pe == w.pe:
 			w.paths[pe] = w.devicePath(pe, w.heapBase)
 		case info.node == rank.Node && !forceNIC:
-			p, err := w.dev.Import(info.handle)
+			h, err := w.boot.Get(dctx, heapKey(pe))
+			if err != nil {
+				return initErr(kindOf(err, ErrPEFailed), err, "fetching the heap export handle of PE %d%s", pe, w.timeoutHint(err))
+			}
+			p, err := w.dev.Import(h)
 			if err != nil {
 				return initErr(kindOf(err, ErrSystem), err, "mapping the heap of PE %d", pe)
 			}
@@ -304,7 +334,13 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			w.remotes = append(w.remotes, pe)
 		}
 	}
+	clock.mark(PhaseMapping)
+	transportKind := ""
 	if forceNIC || len(nodes) > 1 {
+		transportKind = kind
+		if kind != "ucx" {
+			transportKind = "tcp"
+		}
 		w.transport, err = w.startTransport(dctx, kind)
 		if err != nil {
 			return initErr(kindOf(err, ErrPEFailed), err, "starting the %s transport%s", kind, w.timeoutHint(err))
@@ -315,11 +351,13 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		if p, ok := w.transport.(interface{ Progress() bool }); ok {
 			w.progress = p.Progress
 		}
+		clock.mark(PhaseTransport)
 	}
 	if !onHost {
 		if err := w.startDevice(dctx); err != nil {
 			return initErr(ErrPEFailed, err, "starting the device runtime on %v", w.dev.Info())
 		}
+		clock.mark(PhaseRuntime)
 	}
 	if err := w.initBarrier(); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving barrier space")
@@ -327,14 +365,23 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err := w.initColl(nodeNames); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving collective space")
 	}
+	clock.mark(PhaseHeap)
 	go w.watch()
-	// Everyone has mapped everyone before anyone communicates.
+	// Everyone has mapped everyone and published its addresses before anyone communicates.
 	if err := w.boot.Barrier(dctx); err != nil {
 		return initErr(kindOf(err, ErrPEFailed), err, "first barrier%s", w.timeoutHint(err))
+	}
+	clock.mark(PhaseBarrier)
+	w.initReport = clock.report(w.pe, w.npes, transportKind)
+	if on, _ := env.Debug.Bool(); on {
+		fmt.Fprintf(os.Stderr, "roxamen: %v\n", w.initReport)
 	}
 	w.registered()
 	return w, nil
 }
+
+// heapKey is the bootstrap key under which PE pe publishes its heap's export handle.
+func heapKey(pe int) string { return "rox/heap/" + strconv.Itoa(pe) }
 
 // timeoutHint names the knob behind a timeout of Init, which a too-small ROX_TIMEOUT causes.
 func (w *World) timeoutHint(err error) string {
