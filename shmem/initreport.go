@@ -111,7 +111,9 @@ func (c *initClock) mark(phase string) {
 func (c *initClock) report(pe, npes int, transport string) InitReport {
 	var ru unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	tv := func(t unix.Timeval) time.Duration { return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond }
+	tv := func(t unix.Timeval) time.Duration {
+		return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
+	}
 	r := InitReport{PE: pe, NPEs: npes, Total: c.last.Sub(c.start), Transport: transport, Counted: bootTraffic != nil,
 		User: tv(ru.Utime) - tv(c.ru.Utime), Sys: tv(ru.Stime) - tv(c.ru.Stime)}
 	for _, name := range phaseOrder {

@@ -91,20 +91,20 @@ type Transport struct {
 
 	// mu serializes every call into the worker (UCS_THREAD_MODE_SERIALIZED) and guards the
 	// fields below, including the request parameters and AMO operands UCX reads.
-	mu      sync.Mutex
-	context ucpContext
-	worker  ucpWorker
-	memh    ucpMem
-	peers   []*peer
-	param   ucpRequestParam
-	stuck   [][]byte
-	flights []flight         // copied puts in flight, oldest first
-	inBytes int              // their bytes
-	free    map[int][][]byte // bounce buffers by capacity
-	address []byte           // what Address returns
-	lazy    []lazyPeer       // lazy[pe]: looking pe up (Config.Resolve)
-	useTick uint64           // counts endpoint uses, for MaxPeers' LRU
-	created, evicted int64   // endpoints created, and closed to stay within MaxPeers
+	mu               sync.Mutex
+	context          ucpContext
+	worker           ucpWorker
+	memh             ucpMem
+	peers            []*peer
+	param            ucpRequestParam
+	stuck            [][]byte
+	flights          []flight         // copied puts in flight, oldest first
+	inBytes          int              // their bytes
+	free             map[int][][]byte // bounce buffers by capacity
+	address          []byte           // what Address returns
+	lazy             []lazyPeer       // lazy[pe]: looking pe up (Config.Resolve)
+	useTick          uint64           // counts endpoint uses, for MaxPeers' LRU
+	created, evicted int64            // endpoints created, and closed to stay within MaxPeers
 
 	// amoFlying counts AMOs issued and not yet completed, amoPeak the most at once (a test
 	// checks that concurrent callers have theirs in flight together).
