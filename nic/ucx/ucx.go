@@ -571,14 +571,15 @@ func (t *Transport) evictLocked(keep *peer) {
 		}
 		// Its operations are complete at the target (flushed), so the next endpoint starts
 		// after them: nothing to order across the two.
-		t.closeEP(lru)
+		t.closeEP(lru, false)
 		t.peers[lru.pe] = nil
 		t.evicted++
 	}
 }
 
-// closeEP destroys p's remote key and closes its endpoint. mu is held.
-func (t *Transport) closeEP(p *peer) {
+// closeEP destroys p's remote key and closes its endpoint: forced (the peer may be gone, and a
+// graceful close would wait for it) or flushed and disconnected. mu is held.
+func (t *Transport) closeEP(p *peer, force bool) {
 	if p.rkey != 0 {
 		lib.ucpRkeyDestroy(p.rkey)
 		p.rkey = 0
@@ -586,11 +587,13 @@ func (t *Transport) closeEP(p *peer) {
 	if p.ep == 0 {
 		return
 	}
-	// Force: the peer may be gone already, and a graceful close would wait for it.
-	t.param = ucpRequestParam{opAttrMask: ucpOpAttrFieldFlags, flags: ucpEPCloseFlagForce}
+	t.param = ucpRequestParam{}
+	if force {
+		t.param = ucpRequestParam{opAttrMask: ucpOpAttrFieldFlags, flags: ucpEPCloseFlagForce}
+	}
 	r := lib.ucpEPCloseNbx(p.ep, &t.param)
 	if req, _ := ptrStatus(r); req != 0 {
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(min(t.cfg.Timeout, time.Second))
 		for lib.ucpRequestCheckStatus(req) == StatusInProgress && time.Now().Before(deadline) {
 			lib.ucpWorkerProgress(t.worker)
 		}
@@ -1122,7 +1125,7 @@ func (t *Transport) release() {
 	}
 	for _, p := range t.peers {
 		if p != nil {
-			t.closeEP(p)
+			t.closeEP(p, true)
 		}
 	}
 	if t.memh != 0 {
