@@ -1,6 +1,6 @@
 // Package tcp is a nic.Transport over kernel TCP, in pure Go.
 //
-// Each pair of PEs shares one connection, dialed by the lower PE, that carries both PEs'
+// Each pair of PEs shares one connection that carries both PEs'
 // requests and the answers to them (so a put one way carries the TCP acknowledgement of a put the
 // other way). Each PE applies the other's requests to its symmetric heap in arrival order (so
 // per-PE order holds with no extra work for Fence) and answers those that need an answer (Get,
@@ -13,6 +13,11 @@
 //
 // With several NICs (Config.Rails) two PEs share one connection per rail, and puts are striped
 // and sprayed over them with failover; rails.go describes that path and its ordering.
+//
+// Connections are made either all at once (Connect: each PE dials the higher ones) or, with
+// Config.Resolve, on the first operation to each peer, by either PE; Config.MaxPeers then caps
+// the idle ones. lazy.go describes that path and how it keeps order across a closed and a
+// reopened connection.
 package tcp
 
 import (
