@@ -307,6 +307,20 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		nodeNames[pe] = node
 		nodes[node] = true
 	}
+	// The node's handles are fetched all at once: one round trip, not one per PE of the node.
+	handles := make([][]byte, w.npes)
+	herrs := make([]error, w.npes)
+	var fetch sync.WaitGroup
+	for pe, info := range infos {
+		if pe != w.pe && info.node == rank.Node && !forceNIC {
+			fetch.Add(1)
+			go func() {
+				defer fetch.Done()
+				handles[pe], herrs[pe] = w.boot.Get(dctx, heapKey(pe))
+			}()
+		}
+	}
+	fetch.Wait()
 	for pe, info := range infos {
 		switch {
 		case pe == w.pe && onHost:
@@ -315,11 +329,10 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		case pe == w.pe:
 			w.paths[pe] = w.devicePath(pe, w.heapBase)
 		case info.node == rank.Node && !forceNIC:
-			h, err := w.boot.Get(dctx, heapKey(pe))
-			if err != nil {
+			if err := herrs[pe]; err != nil {
 				return initErr(kindOf(err, ErrPEFailed), err, "fetching the heap export handle of PE %d%s", pe, w.timeoutHint(err))
 			}
-			p, err := w.dev.Import(h)
+			p, err := w.dev.Import(handles[pe])
 			if err != nil {
 				return initErr(kindOf(err, ErrSystem), err, "mapping the heap of PE %d", pe)
 			}
