@@ -290,7 +290,7 @@ func (t *Transport) dialRail(ctx context.Context, op string, pe, rail int, addr 
 	}
 	l.dialing[rail] = true
 	l.mu.Unlock()
-	err := t.dialAs(ctx, op, pe, rail, addr)
+	err := t.dialAs(ctx, op, pe, rail, addr, true)
 	l.mu.Lock()
 	l.dialing[rail] = false
 	l.kick()
@@ -305,9 +305,10 @@ func (t *Transport) dialRail(ctx context.Context, op string, pe, rail int, addr 
 }
 
 // admit decides, under link.mu, whether pe's connection on rail may join; done ends the
-// admission. A lower PE dialing the same rail refuses it (errCrossed); a connection being
-// retired is drained first.
-func (t *Transport) admit(pe, rail int) (done func(), err error) {
+// admission. A lower PE dialing the same rail refuses it (errCrossed), and so does a PE that
+// holds a live connection on the rail when the peer dials it for the first time (first); a
+// connection being retired is drained first.
+func (t *Transport) admit(pe, rail int, first bool) (done func(), err error) {
 	l := &t.links[pe]
 	deadline := time.Now().Add(t.cfg.Timeout)
 	for {
@@ -316,7 +317,14 @@ func (t *Transport) admit(pe, rail int) (done func(), err error) {
 			l.mu.Unlock()
 			return nil, errCrossed
 		}
-		if old := t.rems[pe].rails[rail].Load(); old != nil && old.closing.Load() {
+		old := t.rems[pe].rails[rail].Load()
+		if first && old != nil && !old.closing.Load() && old.failure("accept") == nil {
+			// A first connection while this end holds one from the other direction: the
+			// dialer uses that one.
+			l.mu.Unlock()
+			return nil, errCrossed
+		}
+		if old != nil && old.closing.Load() {
 			l.mu.Unlock()
 			if err := t.waitGone("accept", old, deadline); err != nil {
 				return nil, err

@@ -334,11 +334,16 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 }
 
 func (t *Transport) dial(ctx context.Context, pe, rail int, addr string) error {
-	return t.dialAs(ctx, "Connect", pe, rail, addr)
+	return t.dialAs(ctx, "Connect", pe, rail, addr, false)
 }
 
+// firstDial, set in the hello's rail field, marks a lazy first connection (lazy.go): an
+// acceptor that already holds a live connection on the rail refuses it as crossed, where a
+// dial without it (Connect, rails' redial) replaces a connection the dialer has retired.
+const firstDial = 1 << 15
+
 // dialAs dials pe on rail for op (the call whose first use connects, or Connect).
-func (t *Transport) dialAs(ctx context.Context, op string, pe, rail int, addr string) error {
+func (t *Transport) dialAs(ctx context.Context, op string, pe, rail int, addr string, first bool) error {
 	t.rems[pe].n.CompareAndSwap(0, 1) // dialed outside Connect: one rail
 	dial := t.cfg.Rails[rail].Dial
 	if dial == nil {
@@ -370,7 +375,7 @@ func (t *Transport) dialAs(ctx context.Context, op string, pe, rail int, addr st
 		conn.Close()
 		return fmt.Errorf("tcp: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
 	}
-	if err := t.dialHandshake(ctx, conn, pe, rail); err != nil {
+	if err := t.dialHandshake(ctx, conn, pe, rail, first); err != nil {
 		t.untrack(conn)
 		if errors.Is(err, errCrossed) {
 			return err
@@ -454,7 +459,7 @@ func (t *Transport) join(pe, rail int, conn net.Conn, ack []byte) (*peer, error)
 
 const accepted = 1 // the acceptor's last handshake byte
 
-func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail int) error {
+func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail int, first bool) error {
 	deadline := time.Now().Add(t.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -466,6 +471,9 @@ func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail i
 		return err
 	}
 	h := hello{pe: t.cfg.PE, npes: t.cfg.NPEs, rail: rail, rails: int(t.rems[pe].n.Load()), nonce: nd}
+	if first {
+		h.rail |= firstDial
+	}
 	if _, err := conn.Write(h.encode()); err != nil {
 		return err
 	}
@@ -530,10 +538,10 @@ func (t *Transport) acceptLoop(rail int) {
 // accept authenticates an inbound connection and joins it.
 func (t *Transport) accept(conn net.Conn, rail int) {
 	defer t.wg.Done()
-	pe, err := t.acceptHandshake(conn, rail)
+	pe, first, err := t.acceptHandshake(conn, rail)
 	if err == nil {
 		var done func()
-		done, err = t.admit(pe, rail)
+		done, err = t.admit(pe, rail, first)
 		if errors.Is(err, errCrossed) {
 			conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			conn.Write([]byte{crossed})
@@ -567,27 +575,29 @@ func (t *Transport) accept(conn net.Conn, rail int) {
 	t.untrack(conn)
 }
 
-func (t *Transport) acceptHandshake(conn net.Conn, rail int) (int, error) {
+func (t *Transport) acceptHandshake(conn net.Conn, rail int) (int, bool, error) {
 	conn.SetDeadline(time.Now().Add(t.cfg.Timeout))
 	defer conn.SetDeadline(time.Time{})
 	var hb [helloSize]byte
 	if _, err := io.ReadFull(conn, hb[:]); err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	h, err := decodeHello(hb[:])
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
+	first := h.rail&firstDial != 0 && t.cfg.Resolve != nil
+	h.rail &^= firstDial
 	if h.npes != t.cfg.NPEs || h.pe < 0 || h.pe >= t.cfg.NPEs || h.pe == t.cfg.PE || (t.cfg.Resolve == nil && h.pe > t.cfg.PE) {
 		// Eager (Connect): only lower PEs dial this one; lazy: any other PE.
-		return -1, fmt.Errorf("claims PE %d of %d PEs (this is PE %d of %d)", h.pe, h.npes, t.cfg.PE, t.cfg.NPEs)
+		return -1, false, fmt.Errorf("claims PE %d of %d PEs (this is PE %d of %d)", h.pe, h.npes, t.cfg.PE, t.cfg.NPEs)
 	}
 	if h.rail != rail || h.rails < 1 || h.rails > len(t.addrs) {
-		return -1, fmt.Errorf("claims PE %d on rail %d of %d: reached rail %d of %d", h.pe, h.rail, h.rails, rail, len(t.addrs))
+		return -1, false, fmt.Errorf("claims PE %d on rail %d of %d: reached rail %d of %d", h.pe, h.rail, h.rails, rail, len(t.addrs))
 	}
 	na, err := nonce()
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	ch := make([]byte, 0, challengeSize)
 	ch = append(ch, magic[:]...)
@@ -596,19 +606,19 @@ func (t *Transport) acceptHandshake(conn net.Conn, rail int) (int, error) {
 	ch = append(ch, na[:]...)
 	ch = append(ch, mac(t.cfg.Token, "acceptor", h.nonce, na, t.cfg.PE, h.pe)...)
 	if _, err := conn.Write(ch); err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	resp := make([]byte, len(ch)-44)
 	if _, err := io.ReadFull(conn, resp); err != nil {
-		return -1, fmt.Errorf("claims PE %d: no proof of the job token: %w", h.pe, err)
+		return -1, false, fmt.Errorf("claims PE %d: no proof of the job token: %w", h.pe, err)
 	}
 	if !hmac.Equal(resp, mac(t.cfg.Token, "dialer", na, h.nonce, h.pe, t.cfg.PE)) {
-		return -1, fmt.Errorf("claims PE %d: %w: wrong job token", h.pe, ErrAuth)
+		return -1, false, fmt.Errorf("claims PE %d: %w: wrong job token", h.pe, ErrAuth)
 	}
 	if err := t.rems[h.pe].setRails(h.rails); err != nil {
-		return -1, fmt.Errorf("PE %d: %w", h.pe, err)
+		return -1, false, fmt.Errorf("PE %d: %w", h.pe, err)
 	}
-	return h.pe, nil
+	return h.pe, first, nil
 }
 
 // Close stops accepting, closes every connection and waits for the transport's goroutines.
