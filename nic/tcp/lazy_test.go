@@ -128,11 +128,23 @@ func TestLazyFirstUse(t *testing.T) {
 }
 
 // Every PE's goroutines start their first operations to every other PE at once: each pair
-// ends with one connection, and every put lands.
+// ends with one connection per rail, and every put lands.
 func TestLazySimultaneous(t *testing.T) {
+	for _, rails := range []int{1, 2} {
+		t.Run(fmt.Sprintf("rails=%d", rails), func(t *testing.T) { lazySimultaneous(t, rails) })
+	}
+}
+
+func lazySimultaneous(t *testing.T, rails int) {
 	for round := 0; round < 5; round++ {
 		const n, g = 5, 4
-		j := startLazy(t, n, 1<<16, 5*time.Second, 0)
+		j := startLazy(t, n, 1<<16, 5*time.Second, 0, func(c *Config) {
+			if rails > 1 {
+				for r := 0; r < rails; r++ {
+					c.Rails = append(c.Rails, Rail{Listen: fmt.Sprintf("127.0.0.%d:0", r+1)})
+				}
+			}
+		})
 		var wg sync.WaitGroup
 		errs := make(chan error, n*n*g)
 		start := make(chan struct{})
@@ -178,8 +190,13 @@ func TestLazySimultaneous(t *testing.T) {
 			}
 		}
 		for pe, c := range live(j) {
-			if c != n-1 {
-				t.Fatalf("round %d: PE %d holds %d connections, want %d (one per peer): %v", round, pe, c, n-1, live(j))
+			if c != (n-1)*rails {
+				t.Fatalf("round %d: PE %d holds %d connections, want %d (one per peer and rail): %v", round, pe, c, (n-1)*rails, live(j))
+			}
+		}
+		for pe, l := range j.logs {
+			if strings.Contains(l.String(), "retired") || strings.Contains(l.String(), "lost") {
+				t.Fatalf("round %d: PE %d lost a connection while connecting:\n%s", round, pe, l)
 			}
 		}
 	}
