@@ -46,3 +46,17 @@ func TestLazyEviction(t *testing.T) {
 		}
 	})
 }
+
+// TestInfoScale: roxrun info --scale runs a job and prints Init's phases, its CPU time and the
+// connections per PE (a ring on the NIC path: 2 each).
+func TestInfoScale(t *testing.T) {
+	r := roxrun(t, 2*time.Minute, []string{"ROX_TRANSPORT=tcp"}, "info", "--scale", "-n", "6", "--pattern", "ring")
+	for _, want := range []string{"scale: 6 PEs", "device open", "bootstrap exchange", "transport start", "final barrier", "Init CPU user+sys", "connections per PE: min 2, mean 2.00, max 2"} {
+		if r.status != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("status %d, want 0 and %q in the output\nstdout:\n%s\nstderr:\n%s", r.status, want, r.stdout, r.stderr)
+		}
+	}
+	if r := roxrun(t, time.Minute, nil, "info", "--pattern", "ring"); r.status != 2 || !strings.Contains(r.stderr, "--scale") {
+		t.Fatalf("--pattern without --scale: status %d, want 2 and an error naming --scale\n%s", r.status, r.stderr)
+	}
+}
