@@ -54,6 +54,7 @@ var (
 
 // link is what a PE keeps about connecting to one peer.
 type link struct {
+	rmu       sync.Mutex // held through a look-up: one Resolve per peer (first use and accepts alike)
 	mu        sync.Mutex
 	addr      string // the peer's resolved address, once known
 	call      *connectCall
@@ -121,6 +122,22 @@ func (t *Transport) connectPeer(op string, pe int) (*peer, error) {
 	deadline := time.Now().Add(t.cfg.Timeout)
 	for {
 		p := t.peers[pe].Load()
+		if p != nil && !p.closing.Load() && p.rem.multi() && t.cfg.Resolve != nil {
+			// Over several rails a joined connection is used once the rails layer has it up.
+			l.mu.Lock()
+			ch := l.changed
+			l.mu.Unlock()
+			if !p.rem.usable() {
+				select {
+				case <-ch:
+				case <-t.done:
+					return nil, fmt.Errorf("tcp: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
+				case <-time.After(time.Until(deadline)):
+					return nil, fmt.Errorf("tcp: %s: PE %d: to PE %d: %w: no rail came up within %v", op, t.cfg.PE, pe, ErrTimeout, t.cfg.Timeout)
+				}
+				continue
+			}
+		}
 		if p != nil && !p.closing.Load() {
 			if t.cfg.MaxPeers > 0 {
 				l.lastUse.Store(time.Now().UnixNano())
@@ -254,6 +271,8 @@ func (t *Transport) establish(op string, pe int) error {
 // resolve returns pe's address: from Resolve once, then from the cache.
 func (t *Transport) resolve(ctx context.Context, pe int) (string, error) {
 	l := &t.links[pe]
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
 	l.mu.Lock()
 	addr := l.addr
 	l.mu.Unlock()
@@ -350,6 +369,14 @@ func (t *Transport) admit(pe, rail int, first bool) (done func(), err error) {
 			l.mu.Unlock()
 		}, nil
 	}
+}
+
+// usable reports whether the rails layer has a rail to r's peer up, or has given the peer up
+// (then every operation reports why).
+func (r *remote) usable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aliveLocked() > 0 || r.dead != nil || r.closed
 }
 
 // retired is called when a connection that was being retired is gone: the peer is free for
