@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic"
@@ -83,21 +84,24 @@ func (h heapMemory) Bytes(off uint64, n int) ([]byte, error) {
 	return h[off : off+uint64(n) : off+uint64(n)], nil
 }
 
-// startTransport brings up the NIC path to the PEs in remotePEs: for kind "ucx" a UCX transport
-// (nic/ucx), else a TCP transport listening on the address this host reaches the rendezvous from;
-// either way its address is exchanged with every PE through the bootstrap allgather.
+// startTransport brings up the NIC path: for kind "ucx" a UCX transport (nic/ucx), else a TCP
+// transport listening on the address this host reaches the rendezvous from. Nothing is connected
+// here: the transport's address is published under this PE's bootstrap key (transportKey), and
+// the first operation to a PE looks that PE's key up and connects (tcp.Config.Resolve,
+// ucx.Config.Resolve), so a PE holds connections to the peers it uses, not to every PE.
 func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport, error) {
+	maxPeers, err := env.MaxPeers.Int()
+	if err != nil {
+		return nil, err
+	}
 	if kind == "ucx" {
 		// libucp.so.0 through purego; a machine without it gets an error naming the library.
-		t, err := ucx.New(ucx.Config{PE: w.pe, NPEs: w.npes, Heap: w.local, Timeout: w.timeout})
+		t, err := ucx.New(ucx.Config{PE: w.pe, NPEs: w.npes, Heap: w.local, Timeout: w.timeout, MaxPeers: maxPeers,
+			Resolve: func(ctx context.Context, pe int) ([]byte, error) { return w.boot.Get(ctx, transportKey("ucx", pe)) }})
 		if err != nil {
 			return nil, fmt.Errorf("ROX_TRANSPORT=ucx: %w", err)
 		}
-		all, err := w.boot.Allgather(ctx, t.Address())
-		if err == nil {
-			err = t.Connect(ctx, all)
-		}
-		if err != nil {
+		if err := w.boot.Put(ctx, transportKey("ucx", w.pe), t.Address()); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -114,10 +118,14 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 	cfg := tcp.Config{
 		PE: w.pe, NPEs: w.npes, Token: w.rank.Token,
 		Listen: net.JoinHostPort(advertise, "0"), Advertise: advertise,
-		Heap: heapMemory(w.local), Timeout: w.timeout,
+		Heap: heapMemory(w.local), Timeout: w.timeout, MaxPeers: maxPeers,
+		Resolve: func(ctx context.Context, pe int) (string, error) {
+			b, err := w.boot.Get(ctx, transportKey("tcp", pe))
+			return string(b), err
+		},
 	}
-	// ROX_NICS: one rail per NIC named, each with its own address in what the allgather
-	// publishes (tcp.Transport.Addr: "addr1,addr2,...").
+	// ROX_NICS: one rail per NIC named, each with its own address in what this PE publishes
+	// (tcp.Transport.Addr: "addr1,addr2,...").
 	nics, err := env.NICs.List()
 	if err != nil {
 		return nil, err
@@ -139,18 +147,14 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := w.boot.Allgather(ctx, []byte(t.Addr()))
-	if err != nil {
-		t.Close()
-		return nil, err
-	}
-	peers := make([]string, len(addrs))
-	for i, a := range addrs {
-		peers[i] = string(a)
-	}
-	if err := t.Connect(ctx, peers); err != nil {
+	if err := w.boot.Put(ctx, transportKey("tcp", w.pe), []byte(t.Addr())); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
 }
+
+// transportKey is the bootstrap key under which PE pe publishes its kind transport's address.
+// A restarted transport (a GPU PE moving its heap to host memory during Init) publishes again
+// under the same key, before the final barrier, so no PE can have looked up the old one.
+func transportKey(kind string, pe int) string { return "rox/nic/" + kind + "/" + strconv.Itoa(pe) }

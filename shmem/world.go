@@ -115,6 +115,8 @@ type World struct {
 	scoll     *streamColls // stream-ordered collectives (shmem/coll_stream.go), made on first use
 	scollOnce sync.Once
 
+	initReport InitReport // what Init cost (InitReport)
+
 	closed   atomic.Bool
 	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
 	done     chan struct{} // closed by teardown: stops watch
@@ -138,6 +140,13 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	var w *World
+	clock := newInitClock(func() *bootstrap.Client {
+		if w == nil {
+			return nil
+		}
+		return w.boot
+	})
 	// The job is known first, so that every error below names this PE.
 	rank, rankErr := bootstrap.Detect(cfg.getenv)
 	pe := -1
@@ -187,6 +196,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if !cfg.heapSet && !onHost {
 		cfg.heapSize = defaultDeviceHeap
 	}
+	clock.mark(PhaseDevice)
 
 	if rankErr != nil {
 		return fail(kindOf(rankErr, ErrBadArgument), rankErr, "detecting the job")
@@ -195,7 +205,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err != nil {
 		return fail(ErrInitialized, nil, "%v", err)
 	}
-	w := &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, knob: knob, key: key, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
+	w = &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, knob: knob, key: key, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
 	w.heapSize = cfg.heapSize
 	initErr := func(kind error, err error, format string, args ...any) (*World, error) {
 		w.teardown()
@@ -228,6 +238,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		w.rank = rank
 	}
+	clock.mark(PhaseBootstrap)
 	if onHost {
 		// The host backend's heaps are shared memory that is only charged when touched: a heap the
 		// node cannot hold would be accepted here and OOM-killed mid-job.
@@ -244,6 +255,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err != nil {
 		return initErr(device.ErrNoDevice, err, "opening %s device %d", drv.Name(), rank.LocalPE%count)
 	}
+	clock.mark(PhaseDevice)
 	w.heapBase, err = w.dev.Alloc(int(cfg.heapSize))
 	if err != nil {
 		return initErr(kindOf(err, ErrNoMemory), err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
@@ -256,15 +268,33 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return initErr(ErrBadArgument, err, "heap size %d", cfg.heapSize)
 	}
 
-	// Exchange (node, heap size, export handle) and map the heaps of PEs on this node.
-	handle, err := w.dev.Export(w.heapBase)
-	if err != nil {
-		return initErr(ErrBadArgument, err, "exporting the symmetric heap")
+	// Every PE takes the same decision from the same facts, so they all make the same
+	// collective calls below.
+	kind, _ := env.Transport.String()
+	forceNIC := kind == "tcp" || kind == "ucx"
+	// What every PE needs of every other is small and fixed: its node (node membership, for
+	// the mapping and the teams) and its heap size, which must agree (checked here, by every
+	// PE, rather than at first contact mid-job: it is 8 bytes beside the node name the
+	// allgather carries anyway). The export handle is only for PEs of this node: published
+	// under a per-PE key and fetched by those that map it. Transport addresses are looked up
+	// on first use (startTransport).
+	var handle []byte
+	if !forceNIC {
+		if handle, err = w.dev.Export(w.heapBase); err != nil {
+			return initErr(ErrBadArgument, err, "exporting the symmetric heap")
+		}
 	}
-	all, err := w.boot.Allgather(dctx, encodePeer(rank.Node, cfg.heapSize, handle))
+	clock.mark(PhaseHeap)
+	if handle != nil {
+		if err := w.boot.Put(dctx, heapKey(w.pe), handle); err != nil {
+			return initErr(kindOf(err, ErrPEFailed), err, "publishing the heap's export handle%s", w.timeoutHint(err))
+		}
+	}
+	all, err := w.boot.Allgather(dctx, encodePeer(rank.Node, cfg.heapSize, nil))
 	if err != nil {
 		return initErr(kindOf(err, ErrPEFailed), err, "exchanging heaps%s", w.timeoutHint(err))
 	}
+	clock.mark(PhaseBootstrap)
 	w.peers = make([][]byte, w.npes)
 	w.paths = make([]path, w.npes)
 	type peerInfo struct {
@@ -275,21 +305,31 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	nodes := map[string]bool{}
 	nodeNames := make([]string, w.npes)
 	for pe, b := range all {
-		node, size, h, err := decodePeer(b)
+		node, size, _, err := decodePeer(b)
 		if err != nil {
 			return initErr(ErrMismatch, err, "PE %d sent a malformed heap description", pe)
 		}
 		if size != cfg.heapSize {
 			return initErr(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, cfg.heapSize)
 		}
-		infos[pe] = peerInfo{node, h}
+		infos[pe] = peerInfo{node: node}
 		nodeNames[pe] = node
 		nodes[node] = true
 	}
-	// Every PE takes the same decision from the same facts, so they all make the same
-	// collective calls below.
-	kind, _ := env.Transport.String()
-	forceNIC := kind == "tcp" || kind == "ucx"
+	// The node's handles are fetched all at once: one round trip, not one per PE of the node.
+	handles := make([][]byte, w.npes)
+	herrs := make([]error, w.npes)
+	var fetch sync.WaitGroup
+	for pe, info := range infos {
+		if pe != w.pe && info.node == rank.Node && !forceNIC {
+			fetch.Add(1)
+			go func() {
+				defer fetch.Done()
+				handles[pe], herrs[pe] = w.boot.Get(dctx, heapKey(pe))
+			}()
+		}
+	}
+	fetch.Wait()
 	for pe, info := range infos {
 		switch {
 		case pe == w.pe && onHost:
@@ -298,7 +338,10 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		case pe == w.pe:
 			w.paths[pe] = w.devicePath(pe, w.heapBase)
 		case info.node == rank.Node && !forceNIC:
-			p, err := w.dev.Import(info.handle)
+			if err := herrs[pe]; err != nil {
+				return initErr(kindOf(err, ErrPEFailed), err, "fetching the heap export handle of PE %d%s", pe, w.timeoutHint(err))
+			}
+			p, err := w.dev.Import(handles[pe])
 			if err != nil {
 				return initErr(kindOf(err, ErrSystem), err, "mapping the heap of PE %d", pe)
 			}
@@ -313,7 +356,13 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			w.remotes = append(w.remotes, pe)
 		}
 	}
+	clock.mark(PhaseMapping)
+	transportKind := ""
 	if forceNIC || len(nodes) > 1 {
+		transportKind = kind
+		if kind != "ucx" {
+			transportKind = "tcp"
+		}
 		w.transport, err = w.startTransport(dctx, kind)
 		if err != nil {
 			return initErr(kindOf(err, ErrPEFailed), err, "starting the %s transport%s", kind, w.timeoutHint(err))
@@ -324,6 +373,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		if p, ok := w.transport.(interface{ Progress() bool }); ok {
 			w.progress = p.Progress
 		}
+		clock.mark(PhaseTransport)
 	}
 	delivery, _ := env.Delivery.String()
 	if delivery == "reorder" && !onHost {
@@ -333,6 +383,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		if err := w.startDevice(dctx); err != nil {
 			return initErr(ErrPEFailed, err, "starting the device runtime on %v", w.dev.Info())
 		}
+		clock.mark(PhaseRuntime)
 	}
 	if err := w.initBarrier(); err != nil {
 		return initErr(ErrOutOfMemory, err, "reserving barrier space")
@@ -350,14 +401,23 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			return initErr(ErrOutOfMemory, err, "setting up the device team table")
 		}
 	}
+	clock.mark(PhaseHeap)
 	go w.watch()
-	// Everyone has mapped everyone before anyone communicates.
+	// Everyone has mapped everyone and published its addresses before anyone communicates.
 	if err := w.boot.Barrier(dctx); err != nil {
 		return initErr(kindOf(err, ErrPEFailed), err, "first barrier%s", w.timeoutHint(err))
+	}
+	clock.mark(PhaseBarrier)
+	w.initReport = clock.report(w.pe, w.npes, transportKind)
+	if on, _ := env.Debug.Bool(); on {
+		fmt.Fprintf(os.Stderr, "roxamen: %v\n", w.initReport)
 	}
 	w.registered()
 	return w, nil
 }
+
+// heapKey is the bootstrap key under which PE pe publishes its heap's export handle.
+func heapKey(pe int) string { return "rox/heap/" + strconv.Itoa(pe) }
 
 // timeoutHint names the knob behind a timeout of Init, which a too-small ROX_TIMEOUT causes.
 func (w *World) timeoutHint(err error) string {

@@ -15,20 +15,42 @@ import (
 	"github.com/roxamen/roxamen/nic/ucx"
 )
 
-func newInfoCommand() *command {
-	return newCommand("info", "", `
+// infoCommand is info's command with its flags.
+type infoCommand struct {
+	*command
+	scale *bool
+	sf    *scaleFlags
+}
+
+func newInfoCommand() *command { return newInfoCmd().command }
+
+func newInfoCmd() infoCommand {
+	c := newCommand("info", "", `
 Show the build, the backend roxrun's PEs would pick here and why, which NIC transports
 load, and every ROX_* knob with its value; exit 1 when a knob is malformed or the
-backend ROX_DEVICE asks for is unusable.`)
+backend ROX_DEVICE asks for is unusable. With --scale, start a job of -n PEs instead
+that talk in --pattern and print what setup cost them: Init's phases (min, mean and
+max over the PEs), Init's CPU time, and the transport connections each PE holds.`)
+	scale := c.fs.Bool("scale", false, "run a job and report its setup cost (see -n, --pattern, --timeout)")
+	return infoCommand{command: c, scale: scale, sf: addScaleFlags(c.fs)}
 }
 
 func infoMain(args []string, stdout, stderr io.Writer) int {
-	c := newInfoCommand()
+	ic := newInfoCmd()
+	c, scale, sf := ic.command, ic.scale, ic.sf
 	if ok, status := c.parse(args, stdout, stderr); !ok {
 		return status
 	}
 	if c.fs.NArg() > 0 {
 		return c.fail(stderr, "unexpected argument %q (info takes none)", c.fs.Arg(0))
+	}
+	for _, name := range []string{"n", "pattern", "timeout"} {
+		if msg := c.needs(name, "scale"); msg != "" {
+			return c.fail(stderr, "%s", msg)
+		}
+	}
+	if *scale {
+		return scaleMain(sf, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "roxamen: %s, %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	status := 0

@@ -29,6 +29,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return runMain(args[1:], stdout, stderr)
 	case "info":
 		return infoMain(args[1:], stdout, stderr)
+	case scalePECommand:
+		return scalePE(args[1:], stdout, stderr)
 	case "bench", benchPECommand:
 		return benchMain(args, stdout, stderr)
 	case "litmus", litmusPECommand:

@@ -43,6 +43,25 @@ func isDur(s string) error    { _, err := time.ParseDuration(s); return err }
 func isBool(s string) error   { _, err := strconv.ParseBool(s); return err }
 func anything(s string) error { return nil }
 
+func isCount(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return fmt.Errorf("want a whole number of at least 1")
+	}
+	return nil
+}
+
+// Int returns the value as a whole number (0 when unset with no default).
+func (k *Knob) Int() (int, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	if k.Raw() == "" {
+		return 0, nil
+	}
+	return strconv.Atoi(k.Raw())
+}
+
 func isList(s string) error {
 	for _, f := range strings.Split(s, ",") {
 		if strings.TrimSpace(f) == "" {
@@ -81,6 +100,7 @@ var (
 	CollCE      = register("ROX_COLL_CE_THRESHOLD", "4M", "stream-ordered all-gather, broadcast and all-to-all (GPU) of at least this many bytes per PE take the copy engine (one block posts the copies, no SM moves data); 0: only with ROX_COLL_ALGO=ce", isSize)
 	NICs        = register("ROX_NICS", "", "tcp transport: the NICs (rails) this host's PEs reach other nodes through, comma-separated interface names or addresses (e.g. eth1,eth2); default: the one interface that routes to the rendezvous", isList)
 	Stripe      = register("ROX_STRIPE_THRESHOLD", "64K", "tcp transport over several rails: puts of at least this many bytes are cut into chunks sprayed over the rails; smaller ones keep to one rail", isSize)
+	MaxPeers    = register("ROX_MAX_PEERS", "", "NIC path: the most peers a PE keeps transport connections to (connections are opened on first use); past it the least recently used idle one is closed and reopened when needed; default unlimited", isCount)
 	Spray       = register("ROX_SPRAY", "cas", "tcp transport over several rails: how chunks of a striped put pick their rail: cas (congestion-aware)|rr (round robin)|single", oneOf("cas", "rr", "single"))
 	Delivery    = register("ROX_DELIVERY", "direct", "test and conformance mode, host backend: direct (the runtime's own paths)|reorder (puts, non-fetching AMOs, put-with-signals and non-blocking gets delivered out of order as far as fence, quiet and put-with-signal allow, plain loads and stores of the litmus runner through an emulated weak CPU and cache; nic/reorder.go)", oneOf("direct", "reorder"))
 	DeliveryBug = register("ROX_DELIVERY_MUTATION", "none", "with ROX_DELIVERY=reorder: a deliberate bug of its ordering code, for conformance runs to catch: none|drop-fences|quiet-as-fence|signal-first", oneOf("none", "drop-fences", "quiet-as-fence", "signal-first"))

@@ -24,3 +24,22 @@ func TestListKnob(t *testing.T) {
 		t.Fatal("ROX_SPRAY=fastest: no error")
 	}
 }
+
+func TestMaxPeersKnob(t *testing.T) {
+	t.Setenv("ROX_MAX_PEERS", "")
+	if n, err := MaxPeers.Int(); n != 0 || err != nil {
+		t.Fatalf("ROX_MAX_PEERS unset: %d, %v; want 0 (unlimited)", n, err)
+	}
+	t.Setenv("ROX_MAX_PEERS", "16")
+	if n, err := MaxPeers.Int(); n != 16 || err != nil {
+		t.Fatalf("ROX_MAX_PEERS=16: %d, %v", n, err)
+	}
+	for _, bad := range []string{"0", "-1", "many", "2.5"} {
+		t.Setenv("ROX_MAX_PEERS", bad)
+		if _, err := MaxPeers.Int(); err == nil {
+			t.Fatalf("ROX_MAX_PEERS=%s: no error", bad)
+		} else if err := ValidateAll(); err == nil {
+			t.Fatalf("ROX_MAX_PEERS=%s: ValidateAll accepts it", bad)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 // Package tcp is a nic.Transport over kernel TCP, in pure Go.
 //
-// Each pair of PEs shares one connection, dialed by the lower PE, that carries both PEs'
+// Each pair of PEs shares one connection that carries both PEs'
 // requests and the answers to them (so a put one way carries the TCP acknowledgement of a put the
 // other way). Each PE applies the other's requests to its symmetric heap in arrival order (so
 // per-PE order holds with no extra work for Fence) and answers those that need an answer (Get,
@@ -13,6 +13,11 @@
 //
 // With several NICs (Config.Rails) two PEs share one connection per rail, and puts are striped
 // and sprayed over them with failover; rails.go describes that path and its ordering.
+//
+// Connections are made either all at once (Connect: each PE dials the higher ones) or, with
+// Config.Resolve, on the first operation to each peer, by either PE; Config.MaxPeers then caps
+// the idle ones. lazy.go describes that path and how it keeps order across a closed and a
+// reopened connection.
 package tcp
 
 import (
@@ -71,6 +76,13 @@ type Config struct {
 	// StripeThreshold: puts of at least this many bytes are cut into chunks over several rails;
 	// default 64 KiB.
 	StripeThreshold int
+	// Resolve, when set, makes connections lazy (lazy.go): the first operation to a PE looks up
+	// its address (what that PE's Addr returns) and connects; Connect is then not called.
+	Resolve func(ctx context.Context, pe int) (string, error)
+	// MaxPeers, when positive (and with one rail), caps the peers this PE keeps connections to:
+	// past it the least recently used idle connection is retired, without losing order or data,
+	// and a later operation connects again.
+	MaxPeers int
 }
 
 // Rail is one NIC: where this PE listens on it, and how it dials from it.
@@ -108,11 +120,14 @@ type Transport struct {
 	addr  string         // addrs, comma-separated: what Addr publishes
 
 	peers  []atomic.Pointer[peer] // peers[pe]: the connection to pe on rail 0, once made; nil for itself
+	links  []link                 // links[pe]: connecting to pe (lazy.go)
 	rems   []*remote              // rems[pe]: every rail to pe; nil for itself
 	dedup  []dedup                // dedup[pe]: what pe's numbered operations did here
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // every open connection, for Close
 	joined chan struct{}         // signalled when a peer is added
+
+	dialed, accepted, evicted atomic.Int64
 
 	corked    atomic.Int32
 	closed    atomic.Bool
@@ -162,6 +177,7 @@ func New(cfg Config) (*Transport, error) {
 		cfg:    cfg,
 		peers:  make([]atomic.Pointer[peer], cfg.NPEs),
 		rems:   make([]*remote, cfg.NPEs),
+		links:  make([]link, cfg.NPEs),
 		conns:  map[net.Conn]struct{}{},
 		joined: make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -173,6 +189,9 @@ func New(cfg Config) (*Transport, error) {
 		if pe != cfg.PE {
 			t.rems[pe] = newRemote(t, pe)
 		}
+		l := &t.links[pe]
+		l.dialing, l.accepting = make([]bool, len(cfg.Rails)), make([]bool, len(cfg.Rails))
+		l.changed = make(chan struct{})
 	}
 	for i, rl := range cfg.Rails {
 		addr, ln, err := listenRail(rl)
@@ -315,6 +334,16 @@ func (t *Transport) Connect(ctx context.Context, addrs []string) error {
 }
 
 func (t *Transport) dial(ctx context.Context, pe, rail int, addr string) error {
+	return t.dialAs(ctx, "Connect", pe, rail, addr, false)
+}
+
+// firstDial, set in the hello's rail field, marks a lazy first connection (lazy.go): an
+// acceptor that already holds a live connection on the rail refuses it as crossed, where a
+// dial without it (Connect, rails' redial) replaces a connection the dialer has retired.
+const firstDial = 1 << 15
+
+// dialAs dials pe on rail for op (the call whose first use connects, or Connect).
+func (t *Transport) dialAs(ctx context.Context, op string, pe, rail int, addr string, first bool) error {
 	t.rems[pe].n.CompareAndSwap(0, 1) // dialed outside Connect: one rail
 	dial := t.cfg.Rails[rail].Dial
 	if dial == nil {
@@ -338,24 +367,27 @@ func (t *Transport) dial(ctx context.Context, pe, rail int, addr string) error {
 		}
 		// The peer may not listen yet (another process still starting): retry until ctx ends.
 		if ctx.Err() != nil {
-			return fmt.Errorf("tcp: Connect: PE %d: dial PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+			return fmt.Errorf("tcp: %s: PE %d: PE %d unreachable at %s within %v: %w", op, t.cfg.PE, pe, addr, t.cfg.Timeout, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !t.track(conn) {
 		conn.Close()
-		return fmt.Errorf("tcp: Connect: PE %d: %w", t.cfg.PE, ErrClosed)
+		return fmt.Errorf("tcp: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
 	}
-	if err := t.dialHandshake(ctx, conn, pe, rail); err != nil {
+	if err := t.dialHandshake(ctx, conn, pe, rail, first); err != nil {
 		t.untrack(conn)
+		if errors.Is(err, errCrossed) {
+			return err
+		}
 		if errors.Is(err, ErrAuth) {
 			t.logf("tcp: PE %d: refused PE %d at %s: %v", t.cfg.PE, pe, addr, err)
 		}
-		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+		return fmt.Errorf("tcp: %s: PE %d: PE %d at %s: %w", op, t.cfg.PE, pe, addr, err)
 	}
 	if _, err := t.join(pe, rail, conn, nil); err != nil {
 		t.untrack(conn)
-		return fmt.Errorf("tcp: Connect: PE %d: PE %d at %s: %w", t.cfg.PE, pe, addr, err)
+		return fmt.Errorf("tcp: %s: PE %d: PE %d at %s: %w", op, t.cfg.PE, pe, addr, err)
 	}
 	return nil
 }
@@ -367,12 +399,18 @@ func (t *Transport) join(pe, rail int, conn net.Conn, ack []byte) (*peer, error)
 		tc.SetNoDelay(true)
 	}
 	rem := t.rems[pe]
+	if old := rem.rails[rail].Load(); old != nil && old.closing.Load() {
+		// Retiring (lazy.go): the peer is done with it, this end is reading its last bytes.
+		if err := t.waitGone("connect", old, time.Now().Add(t.cfg.Timeout)); err != nil {
+			return nil, err
+		}
+	}
 	p := &peer{t: t, pe: pe, rail: rail, rem: rem, conn: conn, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	p.wmu.Lock()
 	old := rem.rails[rail].Load()
 	if old != nil && !rem.multi() {
 		p.wmu.Unlock()
-		return nil, fmt.Errorf("PE %d is already connected", pe)
+		return nil, fmt.Errorf("PE %d %w", pe, errAlready)
 	}
 	if old != nil {
 		// Several rails: the peer dialed a rail again, so the connection it replaces is gone
@@ -385,6 +423,14 @@ func (t *Transport) join(pe, rail int, conn net.Conn, ack []byte) (*peer, error)
 	}
 	if rail == 0 {
 		t.peers[pe].Store(p)
+	}
+	if t.cfg.MaxPeers > 0 {
+		t.links[pe].lastUse.Store(time.Now().UnixNano())
+	}
+	if ack != nil {
+		t.accepted.Add(1)
+	} else {
+		t.dialed.Add(1)
 	}
 	if ack != nil {
 		conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
@@ -404,12 +450,16 @@ func (t *Transport) join(pe, rail int, conn net.Conn, ack []byte) (*peer, error)
 	case t.joined <- struct{}{}:
 	default:
 	}
+	t.notify(pe)
+	if t.cfg.MaxPeers > 0 {
+		go t.trim(p)
+	}
 	return p, nil
 }
 
 const accepted = 1 // the acceptor's last handshake byte
 
-func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail int) error {
+func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail int, first bool) error {
 	deadline := time.Now().Add(t.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -421,6 +471,9 @@ func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail i
 		return err
 	}
 	h := hello{pe: t.cfg.PE, npes: t.cfg.NPEs, rail: rail, rails: int(t.rems[pe].n.Load()), nonce: nd}
+	if first {
+		h.rail |= firstDial
+	}
 	if _, err := conn.Write(h.encode()); err != nil {
 		return err
 	}
@@ -447,7 +500,11 @@ func (t *Transport) dialHandshake(ctx context.Context, conn net.Conn, pe, rail i
 		return werr
 	}
 	var ok [1]byte
-	if _, err := io.ReadFull(conn, ok[:]); err != nil || ok[0] != accepted {
+	_, err = io.ReadFull(conn, ok[:])
+	if err == nil && ok[0] == crossed {
+		return errCrossed
+	}
+	if err != nil || ok[0] != accepted {
 		return fmt.Errorf("%w: refused by PE %d", ErrAuth, pe)
 	}
 	return nil
@@ -481,37 +538,66 @@ func (t *Transport) acceptLoop(rail int) {
 // accept authenticates an inbound connection and joins it.
 func (t *Transport) accept(conn net.Conn, rail int) {
 	defer t.wg.Done()
-	pe, err := t.acceptHandshake(conn, rail)
+	pe, first, err := t.acceptHandshake(conn, rail)
 	if err == nil {
-		if _, err = t.join(pe, rail, conn, []byte{accepted}); err == nil {
+		var done func()
+		done, err = t.admit(pe, rail, first)
+		if errors.Is(err, errCrossed) {
+			conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+			conn.Write([]byte{crossed})
+			t.untrack(conn)
 			return
+		}
+		if err == nil {
+			if len(t.addrs) > 1 && t.cfg.PE < pe && t.cfg.Resolve != nil {
+				// This PE redials a retired rail to pe: it needs pe's addresses.
+				ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Timeout)
+				_, err = t.resolve(ctx, pe)
+				cancel()
+			}
+			if err == nil {
+				_, err = t.join(pe, rail, conn, []byte{accepted})
+			}
+			done()
+			if err == nil {
+				return
+			}
+			if errors.Is(err, errAlready) && t.cfg.Resolve != nil {
+				// Both ends connected at once: the dialer uses the connection that won.
+				conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+				conn.Write([]byte{crossed})
+				t.untrack(conn)
+				return
+			}
 		}
 	}
 	t.logf("tcp: PE %d: refused connection from %s: %v", t.cfg.PE, conn.RemoteAddr(), err)
 	t.untrack(conn)
 }
 
-func (t *Transport) acceptHandshake(conn net.Conn, rail int) (int, error) {
+func (t *Transport) acceptHandshake(conn net.Conn, rail int) (int, bool, error) {
 	conn.SetDeadline(time.Now().Add(t.cfg.Timeout))
 	defer conn.SetDeadline(time.Time{})
 	var hb [helloSize]byte
 	if _, err := io.ReadFull(conn, hb[:]); err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	h, err := decodeHello(hb[:])
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
-	if h.npes != t.cfg.NPEs || h.pe < 0 || h.pe >= t.cfg.PE {
-		// Only lower PEs dial this one.
-		return -1, fmt.Errorf("claims PE %d of %d PEs (this is PE %d of %d)", h.pe, h.npes, t.cfg.PE, t.cfg.NPEs)
+	first := h.rail&firstDial != 0 && t.cfg.Resolve != nil
+	h.rail &^= firstDial
+	if h.npes != t.cfg.NPEs || h.pe < 0 || h.pe >= t.cfg.NPEs || h.pe == t.cfg.PE || (t.cfg.Resolve == nil && h.pe > t.cfg.PE) {
+		// Eager (Connect): only lower PEs dial this one; lazy: any other PE.
+		return -1, false, fmt.Errorf("claims PE %d of %d PEs (this is PE %d of %d)", h.pe, h.npes, t.cfg.PE, t.cfg.NPEs)
 	}
 	if h.rail != rail || h.rails < 1 || h.rails > len(t.addrs) {
-		return -1, fmt.Errorf("claims PE %d on rail %d of %d: reached rail %d of %d", h.pe, h.rail, h.rails, rail, len(t.addrs))
+		return -1, false, fmt.Errorf("claims PE %d on rail %d of %d: reached rail %d of %d", h.pe, h.rail, h.rails, rail, len(t.addrs))
 	}
 	na, err := nonce()
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	ch := make([]byte, 0, challengeSize)
 	ch = append(ch, magic[:]...)
@@ -520,19 +606,19 @@ func (t *Transport) acceptHandshake(conn net.Conn, rail int) (int, error) {
 	ch = append(ch, na[:]...)
 	ch = append(ch, mac(t.cfg.Token, "acceptor", h.nonce, na, t.cfg.PE, h.pe)...)
 	if _, err := conn.Write(ch); err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	resp := make([]byte, len(ch)-44)
 	if _, err := io.ReadFull(conn, resp); err != nil {
-		return -1, fmt.Errorf("claims PE %d: no proof of the job token: %w", h.pe, err)
+		return -1, false, fmt.Errorf("claims PE %d: no proof of the job token: %w", h.pe, err)
 	}
 	if !hmac.Equal(resp, mac(t.cfg.Token, "dialer", na, h.nonce, h.pe, t.cfg.PE)) {
-		return -1, fmt.Errorf("claims PE %d: %w: wrong job token", h.pe, ErrAuth)
+		return -1, false, fmt.Errorf("claims PE %d: %w: wrong job token", h.pe, ErrAuth)
 	}
 	if err := t.rems[h.pe].setRails(h.rails); err != nil {
-		return -1, fmt.Errorf("PE %d: %w", h.pe, err)
+		return -1, false, fmt.Errorf("PE %d: %w", h.pe, err)
 	}
-	return h.pe, nil
+	return h.pe, first, nil
 }
 
 // Close stops accepting, closes every connection and waits for the transport's goroutines.
@@ -589,11 +675,7 @@ func (t *Transport) peer(op string, pe int) (*peer, error) {
 	if t.closed.Load() {
 		return nil, fmt.Errorf("tcp: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
 	}
-	p := t.peers[pe].Load()
-	if p == nil {
-		return nil, fmt.Errorf("tcp: %s: PE %d: PE %d is not connected", op, t.cfg.PE, pe)
-	}
-	return p, nil
+	return t.connectPeer(op, pe)
 }
 
 // Put copies src to pe's heap at dst. It returns once src may be reused; Quiet completes it.
@@ -606,15 +688,19 @@ func (t *Transport) Put(pe int, dst uint64, src []byte) error {
 		copy(b, src)
 		return nil
 	}
-	p, err := t.peer("put", pe)
-	if err != nil {
-		return err
+	for {
+		p, err := t.peer("put", pe)
+		if err != nil {
+			return err
+		}
+		if p.rem.multi() {
+			return p.rem.put("put", dst, src, nil)
+		}
+		r := request{typ: reqPut, off: dst, size: uint64(len(src))}
+		if err := p.send("put", &r, src, nil, false); !errors.Is(err, errEvicted) {
+			return err
+		}
 	}
-	if p.rem.multi() {
-		return p.rem.put("put", dst, src, nil)
-	}
-	r := request{typ: reqPut, off: dst, size: uint64(len(src))}
-	return p.send("put", &r, src, nil, false)
 }
 
 // PutSignal copies src to pe's heap at dst and then updates the signal word at sig; the target
@@ -635,15 +721,19 @@ func (t *Transport) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp 
 		s, _ := t.cfg.Heap.Bytes(sig, 8)
 		return nic.ApplySignal(s, sigOp, sigValue)
 	}
-	p, err := t.peer("put_signal", pe)
-	if err != nil {
-		return err
+	for {
+		p, err := t.peer("put_signal", pe)
+		if err != nil {
+			return err
+		}
+		if p.rem.multi() {
+			return p.rem.put("put_signal", dst, src, &chunk{typ: reqPutSignal, sigOp: uint8(sigOp), sigVal: sigValue, sigOff: sig})
+		}
+		r := request{typ: reqPutSignal, kind: uint8(sigOp), off: dst, size: uint64(len(src)), value: sigValue, aux: sig}
+		if err := p.send("put_signal", &r, src, nil, false); !errors.Is(err, errEvicted) {
+			return err
+		}
 	}
-	if p.rem.multi() {
-		return p.rem.put("put_signal", dst, src, &chunk{typ: reqPutSignal, sigOp: uint8(sigOp), sigVal: sigValue, sigOff: sig})
-	}
-	r := request{typ: reqPutSignal, kind: uint8(sigOp), off: dst, size: uint64(len(src)), value: sigValue, aux: sig}
-	return p.send("put_signal", &r, src, nil, false)
 }
 
 // Get copies len(dst) bytes from pe's heap at src into dst.
@@ -669,7 +759,9 @@ func (t *Transport) Get(pe int, src uint64, dst []byte) error {
 		return nil
 	}
 	pd := &pending{typ: reqGet, dst: dst, done: make(chan struct{})}
-	if err := p.send("get", &r, nil, pd, true); err != nil {
+	if err := p.send("get", &r, nil, pd, true); errors.Is(err, errEvicted) {
+		return t.Get(pe, src, dst) // nothing was sent: the next connection carries it
+	} else if err != nil {
 		return err
 	}
 	if err := p.wait(context.Background(), "get", pd); err != nil {
@@ -703,7 +795,9 @@ func (t *Transport) AMO(pe int, op nic.AMOOp, width int, dst uint64, value, comp
 		return old, nil
 	}
 	pd := &pending{typ: reqAMO, done: make(chan struct{})}
-	if err := p.send("amo", &r, nil, pd, true); err != nil {
+	if err := p.send("amo", &r, nil, pd, true); errors.Is(err, errEvicted) {
+		return t.AMO(pe, op, width, dst, value, compare) // nothing was sent: the next connection carries it
+	} else if err != nil {
 		return 0, err
 	}
 	if err := p.wait(context.Background(), "amo", pd); err != nil {
@@ -722,6 +816,9 @@ func (t *Transport) Fence(pe int) error {
 	if pe == t.cfg.PE {
 		return nil
 	}
+	if t.cfg.Resolve != nil && t.peers[pe].Load() == nil {
+		return nil // never used (or retired after its puts were flushed): nothing to order
+	}
 	p, err := t.peer("fence", pe)
 	if err != nil {
 		return err
@@ -736,10 +833,10 @@ func (t *Transport) Fence(pe int) error {
 // returns the first error any of them met.
 func (t *Transport) Quiet(ctx context.Context, pe int) error {
 	fl, err := t.startQuiet(pe)
-	if err != nil || len(fl) == 0 {
+	if err != nil {
 		return err
 	}
-	return t.finishQuiet(ctx, fl)
+	return t.finishQuiet(ctx, fl, pe)
 }
 
 // QuietAsync starts a Quiet and returns at once; the channel receives its result.
@@ -747,17 +844,21 @@ func (t *Transport) QuietAsync(pe int) <-chan error {
 	ch := make(chan error, 1)
 	fl, err := t.startQuiet(pe)
 	if err != nil || len(fl) == 0 {
+		if err == nil {
+			err = errors.Join(t.takeLost(pe)...)
+		}
 		ch <- err
 		return ch
 	}
-	go func() { ch <- t.finishQuiet(context.Background(), fl) }()
+	go func() { ch <- t.finishQuiet(context.Background(), fl, pe) }()
 	return ch
 }
 
 type flush struct {
-	p   *peer
-	pd  *pending
-	rem *remote // several rails: wait for its chunks instead
+	p    *peer
+	pd   *pending
+	rem  *remote // several rails: wait for its chunks instead
+	gone bool    // a connection being retired: wait until it is
 }
 
 // startQuiet sends a Flush to every PE (or pe) written since its last one.
@@ -780,7 +881,11 @@ func (t *Transport) startQuiet(pe int) ([]flush, error) {
 			continue
 		}
 		pd := &pending{typ: reqFlush, done: make(chan struct{})}
-		if err := p.send("quiet", &request{typ: reqFlush}, nil, pd, true); err != nil {
+		if err := p.send("quiet", &request{typ: reqFlush}, nil, pd, true); errors.Is(err, errEvicted) {
+			// Retiring: its farewell reports these puts (takeLost, once it is gone).
+			fl = append(fl, flush{p: p, gone: true})
+			continue
+		} else if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -788,15 +893,21 @@ func (t *Transport) startQuiet(pe int) ([]flush, error) {
 	}
 	if len(errs) > 0 {
 		// Still wait for the others, so that what the error leaves behind is settled.
-		errs = append(errs, t.finishQuiet(context.Background(), fl))
+		errs = append(errs, t.finishQuiet(context.Background(), fl, pe))
 		return nil, errors.Join(errs...)
 	}
 	return fl, nil
 }
 
-func (t *Transport) finishQuiet(ctx context.Context, fl []flush) error {
+func (t *Transport) finishQuiet(ctx context.Context, fl []flush, pe int) error {
 	var errs []error
 	for _, f := range fl {
+		if f.gone {
+			if err := t.waitGone("quiet", f.p, time.Now().Add(t.cfg.Timeout)); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if f.rem != nil {
 			if err := f.rem.quiet(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("tcp: quiet: PE %d: puts to PE %d: %w", t.cfg.PE, f.rem.pe, err))
@@ -807,7 +918,7 @@ func (t *Transport) finishQuiet(ctx context.Context, fl []flush) error {
 			errs = append(errs, fmt.Errorf("tcp: quiet: PE %d: puts to PE %d: %w", t.cfg.PE, f.p.pe, err))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, t.takeLost(pe)...)...)
 }
 
 // BeginBatch lets small puts wait in the send buffers until EndBatch.
@@ -841,6 +952,10 @@ type pending struct {
 type answer struct {
 	hdr  []byte
 	data []byte // a get's data: heap memory, written as it is when the answer goes out
+	// A farewell (retiring the connection): shut the write side after it, or close done once it
+	// is written.
+	halfClose bool
+	done      chan struct{}
 }
 
 // peer is the connection to another PE: this PE's requests and answers out, the other's in.
@@ -867,6 +982,10 @@ type peer struct {
 	amu     sync.Mutex // guards answers
 	answers []answer
 	wake    chan struct{}
+
+	// Retiring an idle connection (lazy.go): closing stops new requests (they go to the next
+	// connection), evictor says this end started it.
+	closing, evictor atomic.Bool
 }
 
 func (p *peer) failure(op string) error {
@@ -886,8 +1005,14 @@ func (p *peer) fail(err error) {
 		pend := p.pend
 		p.pend = nil
 		p.pmu.Unlock()
+		if p.closing.Load() {
+			p.t.retired(p)
+		}
 		close(p.failed)
 		p.conn.Close()
+		if p.closing.Load() {
+			p.t.notify(p.pe)
+		}
 		if p.rem.multi() {
 			// Chunks first: they are queued on the other rails before the waiters below retry
 			// their requests there.
@@ -908,7 +1033,7 @@ func (p *peer) fail(err error) {
 		if p.rem.multi() {
 			return
 		}
-		if !errors.Is(err, ErrClosed) && !errors.Is(err, errBye) {
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, errBye) && !errors.Is(err, errEvicted) {
 			p.t.logf("tcp: PE %d: %v", p.t.cfg.PE, err)
 		}
 	})
@@ -948,10 +1073,16 @@ func (p *peer) send(op string, r *request, payload []byte, pd *pending, flush bo
 		if len(p.pend) == 0 {
 			p.since = time.Now().UnixNano()
 		}
+		if p.closing.Load() {
+			p.pmu.Unlock()
+			return errEvicted
+		}
 		p.pend = append(p.pend, pd)
 		p.pmu.Unlock()
 	} else if err := p.failure(op); err != nil {
 		return err
+	} else if p.closing.Load() {
+		return errEvicted
 	}
 	switch r.typ {
 	case reqPut, reqPutSignal:
@@ -1115,8 +1246,13 @@ func (p *peer) answer() {
 		out = append(out[:0], p.wbuf...) // buffered requests go too
 		p.wbuf = p.wbuf[:0]
 		var err error
-		for _, a := range q {
+		var fin *answer
+		for i, a := range q {
 			out = append(out, a.hdr...)
+			if a.halfClose || a.done != nil {
+				fin = &q[i] // nothing is queued after a farewell
+				break
+			}
 			if len(a.data) < directThreshold {
 				out = append(out, a.data...)
 				continue
@@ -1129,7 +1265,15 @@ func (p *peer) answer() {
 		if err == nil && len(out) > 0 {
 			err = p.write(net.Buffers{out})
 		}
+		if fin != nil && fin.halfClose {
+			if cw, ok := p.conn.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+		}
 		p.wmu.Unlock()
+		if fin != nil && fin.done != nil {
+			close(fin.done)
+		}
 		if err != nil {
 			return
 		}
@@ -1147,6 +1291,11 @@ func (p *peer) serve() {
 	if p.t.closed.Load() {
 		err = ErrClosed
 	}
+	if errors.Is(err, errEvicted) {
+		p.fail(err)
+		p.t.untrack(p.conn)
+		return
+	}
 	p.fail(fmt.Errorf("%w: PE %d: %w", ErrPeerLost, p.pe, err))
 	p.t.untrack(p.conn)
 }
@@ -1155,6 +1304,7 @@ func (p *peer) read() error {
 	t := p.t
 	br := bufio.NewReaderSize(p.conn, readBufSize)
 	var firstErr string // the first failed put since the last flush
+	farewell := false   // the peer's farewell has come: its EOF retires the connection
 	var h [reqHeaderSize]byte
 	var r request
 	changed := false
@@ -1164,11 +1314,32 @@ func (p *peer) read() error {
 			changed = false
 		}
 		if _, err := io.ReadFull(br, h[:1]); err != nil {
+			if err == io.EOF && farewell {
+				if p.evictor.Load() {
+					// The evicted side sent everything: answer what it sent, then say goodbye.
+					done := make(chan struct{})
+					p.queue(answer{hdr: encodeResp(nil, reqBye|respFlag, 0, firstErr), done: done})
+					select {
+					case <-done:
+					case <-p.failed:
+					}
+				}
+				return errEvicted
+			}
 			return err
 		}
 		if h[0]&respFlag != 0 {
 			if _, err := io.ReadFull(br, h[1:respHeaderSize]); err != nil {
 				return err
+			}
+			if h[0] == reqBye|respFlag {
+				msg, err := readErrText(br, h[:respHeaderSize])
+				if err != nil {
+					return err
+				}
+				t.farewell(p.pe, msg)
+				farewell = true
+				continue
 			}
 			if err := p.readAnswer(br, h[:respHeaderSize]); err != nil {
 				return err
@@ -1277,6 +1448,18 @@ func (p *peer) read() error {
 			p.queue(answer{hdr: encodeResp(nil, reqFlush|respFlag, 0, firstErr)})
 			firstErr = ""
 		case reqBye:
+			if r.kind == byeEvict {
+				if p.evictor.Load() && t.cfg.PE < p.pe {
+					continue // both evict: this, the lower PE's, eviction stands
+				}
+				// Evicted: nothing more will come from the peer but answers; this PE's
+				// requests stop here too, after everything it sent before.
+				p.evictor.Store(false)
+				p.closing.Store(true)
+				p.queue(answer{hdr: encodeResp(nil, reqBye|respFlag, 0, firstErr), halfClose: true})
+				firstErr = ""
+				continue
+			}
 			if firstErr != "" {
 				return fmt.Errorf("%w, after an unreported error: %s", errBye, firstErr)
 			}
@@ -1285,6 +1468,19 @@ func (p *peer) read() error {
 			return fmt.Errorf("protocol error: request type %d", r.typ)
 		}
 	}
+}
+
+// readErrText reads the error text an answer header h announces.
+func readErrText(br *bufio.Reader, h []byte) (string, error) {
+	errLen := int(binary.LittleEndian.Uint32(h[4:]))
+	if errLen > maxErrText {
+		return "", fmt.Errorf("protocol error: error text of %d bytes", errLen)
+	}
+	msg := make([]byte, errLen)
+	if _, err := io.ReadFull(br, msg); err != nil {
+		return "", err
+	}
+	return string(msg), nil
 }
 
 // readAnswer matches one answer (its header in h) to the oldest pending operation.

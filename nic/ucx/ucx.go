@@ -58,6 +58,13 @@ type Config struct {
 	// where every PE has cores to spare: on this project's 2-core CI machine a 200µs spin tripled
 	// the 8-byte put round trip (the spinning threads crowd out the ones the data waits on).
 	Spin time.Duration
+	// Resolve, when set, makes endpoints lazy: the first operation to a PE looks up its Address
+	// (e.g. a bootstrap key-value Get), creates the endpoint and unpacks the remote key;
+	// Connect is then not called.
+	Resolve func(ctx context.Context, pe int) ([]byte, error)
+	// MaxPeers, when positive, caps the endpoints held: past it the least recently used idle
+	// one (flushed, nothing in flight) is closed, and a later operation creates it again.
+	MaxPeers int
 }
 
 // Errors matched with errors.Is (a Status is matched the same way).
@@ -84,17 +91,20 @@ type Transport struct {
 
 	// mu serializes every call into the worker (UCS_THREAD_MODE_SERIALIZED) and guards the
 	// fields below, including the request parameters and AMO operands UCX reads.
-	mu      sync.Mutex
-	context ucpContext
-	worker  ucpWorker
-	memh    ucpMem
-	peers   []*peer
-	param   ucpRequestParam
-	stuck   [][]byte
-	flights []flight         // copied puts in flight, oldest first
-	inBytes int              // their bytes
-	free    map[int][][]byte // bounce buffers by capacity
-	address []byte           // what Address returns
+	mu               sync.Mutex
+	context          ucpContext
+	worker           ucpWorker
+	memh             ucpMem
+	peers            []*peer
+	param            ucpRequestParam
+	stuck            [][]byte
+	flights          []flight         // copied puts in flight, oldest first
+	inBytes          int              // their bytes
+	free             map[int][][]byte // bounce buffers by capacity
+	address          []byte           // what Address returns
+	lazy             []lazyPeer       // lazy[pe]: looking pe up (Config.Resolve)
+	useTick          uint64           // counts endpoint uses, for MaxPeers' LRU
+	created, evicted int64            // endpoints created, and closed to stay within MaxPeers
 
 	// amoFlying counts AMOs issued and not yet completed, amoPeak the most at once (a test
 	// checks that concurrent callers have theirs in flight together).
@@ -220,6 +230,14 @@ type peer struct {
 	putErr error
 	// handle is the err_handler argument that finds this peer again (see registerPeer).
 	handle uintptr
+	users  int    // operations using the endpoint now (an AMO may wait without mu)
+	used   uint64 // Transport.useTick at the latest use
+}
+
+// lazyPeer serializes the first use of one peer: one Resolve per PE, cached.
+type lazyPeer struct {
+	mu   sync.Mutex
+	info *remoteInfo
 }
 
 // Endpoint error handlers find their peer through a table: UCX holds only an integer.
@@ -281,6 +299,9 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("ucx: New: PE %d: %w", cfg.PE, err)
 	}
 	t := &Transport{cfg: cfg, efd: -1, done: make(chan struct{}), peers: make([]*peer, cfg.NPEs)}
+	if cfg.Resolve != nil {
+		t.lazy = make([]lazyPeer, cfg.NPEs)
+	}
 	if err := t.open(); err != nil {
 		t.release()
 		return nil, err
@@ -422,11 +443,8 @@ func (t *Transport) Connect(ctx context.Context, all [][]byte) error {
 		if err != nil {
 			return t.errorf("Connect", "address of PE %d: %v", q, err)
 		}
-		if r.pe != q || r.npes != t.cfg.NPEs {
-			return t.errorf("Connect", "address %d is PE %d's of a %d-PE job (this job has %d PEs)", q, r.pe, r.npes, t.cfg.NPEs)
-		}
-		if r.size != uint64(len(t.cfg.Heap)) {
-			return t.errorf("Connect", "PE %d has a %d-byte heap, PE %d a %d-byte one", q, r.size, pe, len(t.cfg.Heap))
+		if err := t.checkInfo(q, r); err != nil {
+			return t.errorf("Connect", "%v", err)
 		}
 		infos[q] = r
 	}
@@ -439,24 +457,8 @@ func (t *Transport) Connect(ctx context.Context, all [][]byte) error {
 		if q == pe || t.peers[q] != nil {
 			continue
 		}
-		p := &peer{pe: q, base: r.base}
-		p.handle = registerPeer(t, p)
-		ep := ucpEPParams{
-			fieldMask:  ucpEPParamFieldRemoteAddress | ucpEPParamFieldErrHandlingMode | ucpEPParamFieldErrHandler,
-			address:    unsafe.Pointer(&r.worker[0]),
-			errMode:    ucpErrHandlingModePeer,
-			errHandler: [2]uintptr{errHandler(), p.handle},
-		}
-		st := lib.ucpEPCreate(t.worker, &ep, &p.ep)
-		runtime.KeepAlive(r.worker)
-		if st != StatusOK {
-			return t.errorf("Connect", "ucp_ep_create to PE %d: %v", q, st)
-		}
-		t.peers[q] = p
-		st = lib.ucpEPRkeyUnpack(p.ep, unsafe.Pointer(&r.rkey[0]), &p.rkey)
-		runtime.KeepAlive(r.rkey)
-		if st != StatusOK {
-			return t.errorf("Connect", "ucp_ep_rkey_unpack of PE %d's heap key: %v", q, st)
+		if _, err := t.connectLocked("Connect", r); err != nil {
+			return err
 		}
 	}
 	for _, p := range t.peers {
@@ -470,6 +472,159 @@ func (t *Transport) Connect(ctx context.Context, all [][]byte) error {
 	}
 	return nil
 }
+
+// checkInfo checks a decoded Address against this job: its PE, job size and heap size.
+func (t *Transport) checkInfo(q int, r remoteInfo) error {
+	if r.pe != q || r.npes != t.cfg.NPEs {
+		return fmt.Errorf("address %d is PE %d's of a %d-PE job (this job has %d PEs)", q, r.pe, r.npes, t.cfg.NPEs)
+	}
+	if r.size != uint64(len(t.cfg.Heap)) {
+		return fmt.Errorf("PE %d has a %d-byte heap, PE %d a %d-byte one", q, r.size, t.cfg.PE, len(t.cfg.Heap))
+	}
+	return nil
+}
+
+// connectLocked creates the endpoint to r.pe and unpacks its remote key. mu is held.
+func (t *Transport) connectLocked(op string, r remoteInfo) (*peer, error) {
+	q := r.pe
+	p := &peer{pe: q, base: r.base}
+	p.handle = registerPeer(t, p)
+	ep := ucpEPParams{
+		fieldMask:  ucpEPParamFieldRemoteAddress | ucpEPParamFieldErrHandlingMode | ucpEPParamFieldErrHandler,
+		address:    unsafe.Pointer(&r.worker[0]),
+		errMode:    ucpErrHandlingModePeer,
+		errHandler: [2]uintptr{errHandler(), p.handle},
+	}
+	st := lib.ucpEPCreate(t.worker, &ep, &p.ep)
+	runtime.KeepAlive(r.worker)
+	if st != StatusOK {
+		handlers.Delete(p.handle)
+		return nil, t.errorf(op, "ucp_ep_create to PE %d: %v", q, st)
+	}
+	t.peers[q] = p
+	t.created++
+	st = lib.ucpEPRkeyUnpack(p.ep, unsafe.Pointer(&r.rkey[0]), &p.rkey)
+	runtime.KeepAlive(r.rkey)
+	if st != StatusOK {
+		return nil, t.errorf(op, "ucp_ep_rkey_unpack of PE %d's heap key: %v", q, st)
+	}
+	return p, nil
+}
+
+// resolve makes sure that, with Config.Resolve, pe's Address is known before an operation
+// takes mu: the look-up may wait for the bootstrap, which mu must not. One look-up per PE.
+func (t *Transport) resolve(op string, pe int) error {
+	if t.lazy == nil || pe == t.cfg.PE || pe < 0 || pe >= t.cfg.NPEs {
+		return nil
+	}
+	lp := &t.lazy[pe]
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.info != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Timeout)
+	defer cancel()
+	b, err := t.cfg.Resolve(ctx, pe)
+	if err != nil {
+		return t.errorf(op, "looking up the address of PE %d: %v", pe, err)
+	}
+	r, err := decodeAddress(b)
+	if err == nil {
+		err = t.checkInfo(pe, r)
+	}
+	if err != nil {
+		return t.errorf(op, "address of PE %d: %v", pe, err)
+	}
+	lp.info = &r
+	return nil
+}
+
+// evictLocked closes the least recently used idle endpoints while more than MaxPeers are
+// open; keep is never chosen. Idle: flushed (not dirty), no copied put in flight, no operation
+// using it. mu is held.
+func (t *Transport) evictLocked(keep *peer) {
+	if t.cfg.MaxPeers <= 0 {
+		return
+	}
+	for {
+		open := 0
+		var lru *peer
+		for _, p := range t.peers {
+			if p == nil {
+				continue
+			}
+			open++
+			if p == keep || p.dirty || p.users > 0 || p.err != nil || p.putErr != nil {
+				continue
+			}
+			busy := false
+			for _, f := range t.flights {
+				busy = busy || f.p == p
+			}
+			if !busy && (lru == nil || p.used < lru.used) {
+				lru = p
+			}
+		}
+		if open <= t.cfg.MaxPeers || lru == nil {
+			return
+		}
+		// Its operations are complete at the target (flushed), so the next endpoint starts
+		// after them: nothing to order across the two.
+		t.closeEP(lru, false)
+		t.peers[lru.pe] = nil
+		t.evicted++
+	}
+}
+
+// closeEP destroys p's remote key and closes its endpoint: forced (the peer may be gone, and a
+// graceful close would wait for it) or flushed and disconnected. mu is held.
+func (t *Transport) closeEP(p *peer, force bool) {
+	if p.rkey != 0 {
+		lib.ucpRkeyDestroy(p.rkey)
+		p.rkey = 0
+	}
+	if p.ep == 0 {
+		return
+	}
+	t.param = ucpRequestParam{}
+	if force {
+		t.param = ucpRequestParam{opAttrMask: ucpOpAttrFieldFlags, flags: ucpEPCloseFlagForce}
+	}
+	r := lib.ucpEPCloseNbx(p.ep, &t.param)
+	if req, _ := ptrStatus(r); req != 0 {
+		deadline := time.Now().Add(min(t.cfg.Timeout, time.Second))
+		for lib.ucpRequestCheckStatus(req) == StatusInProgress && time.Now().Before(deadline) {
+			lib.ucpWorkerProgress(t.worker)
+		}
+		lib.ucpRequestFree(req)
+	}
+	p.ep = 0
+	handlers.Delete(p.handle)
+}
+
+// ConnStats counts a transport's endpoints.
+type ConnStats struct {
+	Live    int   // endpoints open now
+	Created int64 // endpoints created
+	Evicted int64 // endpoints closed to stay within MaxPeers
+}
+
+// ConnStats returns how many endpoints the transport holds and has made.
+func (t *Transport) ConnStats() ConnStats {
+	t.lock()
+	defer t.mu.Unlock()
+	s := ConnStats{Created: t.created, Evicted: t.evicted}
+	for _, p := range t.peers {
+		if p != nil {
+			s.Live++
+		}
+	}
+	return s
+}
+
+// Connections returns how many endpoints the transport holds now.
+func (t *Transport) Connections() int { return t.ConnStats().Live }
 
 // progressLoop progresses the worker when no operation does: incoming puts and AMOs are applied
 // by it on software-emulated transports.
@@ -635,9 +790,18 @@ func (t *Transport) peer(op string, pe int) (*peer, error) {
 		return nil, fmt.Errorf("ucx: %s: PE %d: %w", op, t.cfg.PE, ErrClosed)
 	}
 	p := t.peers[pe]
+	if p == nil && t.lazy != nil && t.lazy[pe].info != nil {
+		var err error
+		if p, err = t.connectLocked(op, *t.lazy[pe].info); err != nil {
+			return nil, err
+		}
+		t.evictLocked(p)
+	}
 	if p == nil {
 		return nil, t.errorf(op, "PE %d is not connected", pe)
 	}
+	t.useTick++
+	p.used = t.useTick
 	if p.err != nil {
 		return nil, fmt.Errorf("ucx: %s: PE %d: to PE %d: %w", op, t.cfg.PE, pe, p.err)
 	}
@@ -689,6 +853,9 @@ func (t *Transport) Put(pe int, dst uint64, src []byte) error {
 		return nil
 	}
 	escape(src)
+	if err := t.resolve("put", pe); err != nil {
+		return err
+	}
 	t.lock()
 	defer t.mu.Unlock()
 	p, err := t.peer("put", pe)
@@ -712,12 +879,17 @@ func (t *Transport) Get(pe int, src uint64, dst []byte) error {
 		return nil
 	}
 	escape(dst)
+	if err := t.resolve("get", pe); err != nil {
+		return err
+	}
 	t.lock()
 	defer t.mu.Unlock()
 	p, err := t.peer("get", pe)
 	if err != nil {
 		return err
 	}
+	p.users++ // it may wait without mu: not closed under it (MaxPeers)
+	defer func() { p.users-- }()
 	r := lib.ucpGetNbx(p.ep, unsafe.Pointer(unsafe.SliceData(dst)), uint64(len(dst)), p.base+src, p.rkey, t.hostParam())
 	if err := t.waitShared(context.Background(), "get", p, r, dst); err != nil {
 		return fmt.Errorf("%w (heap [%#x, %#x))", err, src, src+uint64(len(dst)))
@@ -766,12 +938,17 @@ func (t *Transport) AMO(pe int, op nic.AMOOp, width int, dst uint64, value, comp
 	if width == 4 {
 		mask = 0xffffffff
 	}
+	if err := t.resolve("amo", pe); err != nil {
+		return 0, err
+	}
 	t.lock()
 	defer t.mu.Unlock()
 	p, err := t.peer("amo", pe)
 	if err != nil {
 		return 0, err
 	}
+	p.users++ // it may wait without mu: not closed under it (MaxPeers)
+	defer func() { p.users-- }()
 	// UCP's operands are little-endian words at the start of in/out. For CSWAP the buffer holds
 	// the compare value and reply_buffer the new one (ucp.h, "Atomic Operations Semantic"). They
 	// are this call's own: other operations run while it waits (waitShared).
@@ -817,12 +994,17 @@ func (t *Transport) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp 
 		return nic.ApplySignal(t.cfg.Heap[sig:sig+8], sigOp, sigValue)
 	}
 	escape(src)
+	if err := t.resolve("put_signal", pe); err != nil {
+		return err
+	}
 	t.lock()
 	defer t.mu.Unlock()
 	p, err := t.peer("put_signal", pe)
 	if err != nil {
 		return err
 	}
+	p.users++ // it may wait without mu: not closed under it (MaxPeers)
+	defer func() { p.users-- }()
 	p.dirty = true
 	if len(src) > 0 {
 		if err := t.putNbx("put_signal", p, dst, src); err != nil {
@@ -862,6 +1044,9 @@ func (t *Transport) Fence(pe int) error {
 	}
 	t.lock()
 	defer t.mu.Unlock()
+	if t.lazy != nil && t.peers[pe] == nil {
+		return nil // never used, or closed once flushed: nothing to order
+	}
 	p, err := t.peer("fence", pe)
 	if err != nil || !p.dirty {
 		return err
@@ -939,27 +1124,9 @@ func (t *Transport) release() {
 		lib.ucpRequestFree(f.req)
 	}
 	for _, p := range t.peers {
-		if p != nil && p.rkey != 0 {
-			lib.ucpRkeyDestroy(p.rkey)
-			p.rkey = 0
+		if p != nil {
+			t.closeEP(p, true)
 		}
-	}
-	for _, p := range t.peers {
-		if p == nil || p.ep == 0 {
-			continue
-		}
-		// Force: the peer may be gone already, and a graceful close would wait for it.
-		t.param = ucpRequestParam{opAttrMask: ucpOpAttrFieldFlags, flags: ucpEPCloseFlagForce}
-		r := lib.ucpEPCloseNbx(p.ep, &t.param)
-		if req, _ := ptrStatus(r); req != 0 {
-			deadline := time.Now().Add(time.Second)
-			for lib.ucpRequestCheckStatus(req) == StatusInProgress && time.Now().Before(deadline) {
-				lib.ucpWorkerProgress(t.worker)
-			}
-			lib.ucpRequestFree(req)
-		}
-		p.ep = 0
-		handlers.Delete(p.handle)
 	}
 	if t.memh != 0 {
 		lib.ucpMemUnmap(t.context, t.memh)
