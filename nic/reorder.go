@@ -282,7 +282,7 @@ func (r *Reorder) apply(op *rop) error {
 		if err := r.inner.Fence(op.pe); err != nil {
 			return err
 		}
-		if op.src >= 0 { // the source buffer is read now, through the PE's store buffer
+		if op.src >= 0 && r.rng.Intn(2) == 0 { // the source buffer is read now, not at the call
 			op.data = r.peek(uint64(op.src), len(op.data))
 		}
 		return r.inner.Put(op.pe, op.off, op.data)
@@ -390,9 +390,9 @@ func (r *Reorder) Put(pe int, dst uint64, src []byte) error {
 }
 
 // PutFromLocal queues a put of the n bytes at srcOff of this PE's own heap to dst on pe, as
-// put_nbi from a source buffer: the buffer is read when the put is delivered (any time up to its
-// completion), through the PE's store buffer, so it sees the PE's stores before the call and
-// perhaps later ones (the buffer reused before quiet). srcOff and n must be whole 8-byte words of
+// put_nbi from a source buffer: the buffer is read through the PE's store buffer at the call or,
+// at random, when the put is delivered (any time up to its completion), so it sees the PE's stores
+// before the call and perhaps later ones (the buffer reused before quiet). srcOff and n must be whole 8-byte words of
 // the local heap.
 func (r *Reorder) PutFromLocal(pe int, dst uint64, srcOff uint64, n int) error {
 	if n <= 0 || n%8 != 0 || srcOff%8 != 0 || srcOff+uint64(n) > uint64(len(r.cfg.Local)) {
@@ -400,7 +400,8 @@ func (r *Reorder) PutFromLocal(pe int, dst uint64, srcOff uint64, n int) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: make([]byte, n), src: int64(srcOff)})
+	// data is the buffer as the call sees it; the delivery reads it again half of the time
+	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: r.peek(srcOff, n), src: int64(srcOff)})
 	return nil
 }
 
