@@ -89,7 +89,7 @@ const (
 	ropPut ropKind = iota
 	ropAMO
 	ropGet
-	ropStore // a plain store in the store buffer
+	ropStore // a plain store in the store buffer (to pe's heap: through roxshmem_ptr when not ours)
 	ropLoad  // a plain load performed late
 )
 
@@ -107,6 +107,7 @@ type rop struct {
 	value    uint64
 	compare  uint64
 	into     *uint64 // a late plain load's register
+	src      int64   // put from the own heap (put_nbi's source buffer): its offset, read at delivery; else -1
 	done     bool
 }
 
@@ -200,7 +201,7 @@ func (r *Reorder) blocked(i int) bool {
 		if o.pe == op.pe && o.epoch < op.epoch && !o.unfenced && !op.unfenced {
 			return true
 		}
-		if (o.kind == ropStore || o.kind == ropLoad) && (op.kind == ropStore || op.kind == ropLoad) && o.off == op.off {
+		if (o.kind == ropStore || o.kind == ropLoad) && (op.kind == ropStore || op.kind == ropLoad) && o.pe == op.pe && o.off == op.off {
 			return true // a PE's plain accesses to one word stay in order
 		}
 	}
@@ -281,6 +282,9 @@ func (r *Reorder) apply(op *rop) error {
 		if err := r.inner.Fence(op.pe); err != nil {
 			return err
 		}
+		if op.src >= 0 && r.rng.Intn(2) == 0 { // the source buffer is read now, not at the call
+			op.data = r.peek(uint64(op.src), len(op.data))
+		}
 		return r.inner.Put(op.pe, op.off, op.data)
 	case ropGet:
 		return r.inner.Get(op.pe, op.off, op.data)
@@ -291,7 +295,14 @@ func (r *Reorder) apply(op *rop) error {
 		_, err := r.amo(op.pe, op.op, op.width, op.off, op.value, op.compare)
 		return err
 	case ropStore:
-		atomic.StoreUint64((*uint64)(unsafe.Pointer(&r.cfg.Local[op.off])), binary.LittleEndian.Uint64(op.data))
+		h := r.cfg.Local
+		if op.pe != r.cfg.PE {
+			if op.pe >= len(r.cfg.Heaps) || r.cfg.Heaps[op.pe] == nil {
+				return fmt.Errorf("plain store to PE %d at heap offset %d: PE %d's heap is not mapped here", op.pe, op.off, op.pe)
+			}
+			h = r.cfg.Heaps[op.pe]
+		}
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&h[op.off])), binary.LittleEndian.Uint64(op.data))
 	case ropLoad:
 		*op.into = r.loadNow(op.off)
 	}
@@ -374,8 +385,40 @@ func spin(n int) {
 func (r *Reorder) Put(pe int, dst uint64, src []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...)})
+	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...), src: -1})
 	return nil
+}
+
+// PutFromLocal queues a put of the n bytes at srcOff of this PE's own heap to dst on pe, as
+// put_nbi from a source buffer: the buffer is read through the PE's store buffer at the call or,
+// at random, when the put is delivered (any time up to its completion), so it sees the PE's stores
+// before the call and perhaps later ones (the buffer reused before quiet). srcOff and n must be whole 8-byte words of
+// the local heap.
+func (r *Reorder) PutFromLocal(pe int, dst uint64, srcOff uint64, n int) error {
+	if n <= 0 || n%8 != 0 || srcOff%8 != 0 || srcOff+uint64(n) > uint64(len(r.cfg.Local)) {
+		return fmt.Errorf("put from PE %d's heap at offset %d, %d bytes: not whole words of the %d-byte heap", r.cfg.PE, srcOff, n, len(r.cfg.Local))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// data is the buffer as the call sees it; the delivery reads it again half of the time
+	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: r.peek(srcOff, n), src: int64(srcOff)})
+	return nil
+}
+
+// peek reads n bytes at off of the local heap as this PE sees them: each word from its latest
+// buffered store, else from memory; mu held.
+func (r *Reorder) peek(off uint64, n int) []byte {
+	b := make([]byte, n)
+	for w := uint64(0); w < uint64(n); w += 8 {
+		binary.LittleEndian.PutUint64(b[w:], atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.cfg.Local[off+w]))))
+		for i := len(r.pool) - 1; i >= 0; i-- {
+			if o := r.pool[i]; o.kind == ropStore && o.pe == r.cfg.PE && o.off == off+w {
+				copy(b[w:], o.data)
+				break
+			}
+		}
+	}
+	return b
 }
 
 // Get reads at once: fence does not order a get after earlier puts.
@@ -425,7 +468,7 @@ func (r *Reorder) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp Si
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	data := &rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...)}
+	data := &rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...), src: -1}
 	signal := &rop{kind: ropAMO, pe: pe, off: sig, op: op, width: 8, value: sigValue}
 	if r.mutated(MutSignalFirst) {
 		r.issue(signal)
@@ -524,7 +567,7 @@ func (r *Reorder) refresh() {
 // overlayStores puts the PE's buffered stores into c's view: a PE sees its own stores.
 func (r *Reorder) overlayStores(c cached) {
 	for _, o := range r.pool {
-		if o.kind == ropStore && o.off >= c.off && o.off+8 <= c.off+uint64(len(c.view)) {
+		if o.kind == ropStore && o.pe == r.cfg.PE && o.off >= c.off && o.off+8 <= c.off+uint64(len(c.view)) {
 			copy(c.view[o.off-c.off:], o.data)
 		}
 	}
@@ -550,18 +593,48 @@ func (r *Reorder) Uncache() {
 // Store is a plain 8-byte store to the local heap at off: it waits in the store buffer (Strict)
 // or the cache (Bypass) until it is delivered, at a random time, or a fence (Strict) or quiet
 // writes it back.
-func (r *Reorder) Store(off uint64, v uint64) {
+func (r *Reorder) Store(off uint64, v uint64) { r.StoreTo(r.cfg.PE, off, v) }
+
+// StoreTo is a plain 8-byte store to pe's heap at off: for another PE a store through
+// roxshmem_ptr (its heap mapped here). It waits like Store's and lands in pe's memory; in Strict
+// a fence orders it before the PE's later deliveries to pe (MODEL.md §3b), in Bypass only quiet.
+func (r *Reorder) StoreTo(pe int, off uint64, v uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := binary.LittleEndian.AppendUint64(nil, v)
+	if pe != r.cfg.PE {
+		r.issue(&rop{kind: ropStore, pe: pe, off: off, data: b, unfenced: r.cfg.Bypass})
+		return
+	}
 	// plain accesses to one word keep their order: a late load of the word is performed first
 	r.drain(func(o *rop) bool { return o.kind == ropLoad && o.off == off })
-	r.issue(&rop{kind: ropStore, pe: r.cfg.PE, off: off, data: b, unfenced: r.cfg.Bypass})
+	r.issue(&rop{kind: ropStore, pe: pe, off: off, data: b, unfenced: r.cfg.Bypass})
 	for _, c := range r.cache {
 		if off >= c.off && off+8 <= c.off+uint64(len(c.view)) {
 			copy(c.view[off-c.off:], b)
 		}
 	}
+}
+
+// Destination prepares the own word at off for a network write into it (a get's destination):
+// the write follows the PE's earlier plain accesses to the word, so its late loads are performed
+// first and, in Strict, its buffered stores written back; in Bypass a dirty line of an earlier
+// store may still be written back after the get's data (MODEL.md §3b, Get+dst+st).
+func (r *Reorder) Destination(off uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	me := r.cfg.PE
+	mine := func(o *rop) bool {
+		return o.pe == me && o.off == off && (o.kind == ropLoad || o.kind == ropStore && !r.cfg.Bypass)
+	}
+	// a fence may order such a store after earlier deliveries to this PE: those go first
+	var e uint64
+	for _, o := range r.pool {
+		if mine(o) && o.kind == ropStore {
+			e = max(e, o.epoch)
+		}
+	}
+	r.drain(func(o *rop) bool { return mine(o) || o.pe == me && !o.unfenced && o.epoch < e })
 }
 
 // Load is a plain 8-byte load of the local heap at off into *into: a buffered store of the PE is
@@ -571,7 +644,7 @@ func (r *Reorder) Load(off uint64, into *uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := len(r.pool) - 1; i >= 0; i-- {
-		if o := r.pool[i]; o.kind == ropStore && o.off == off {
+		if o := r.pool[i]; o.kind == ropStore && o.pe == r.cfg.PE && o.off == off {
 			*into = binary.LittleEndian.Uint64(o.data)
 			return
 		}

@@ -507,9 +507,18 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 			off = p.sig.Mem().Offset() + uint64(si)*8
 		}
 		switch in.Op {
-		case memmodel.OpSt:
-			p.ro.Store(off, uint64(in.Val))
+		case memmodel.OpSt: // to a peer's copy: a store through roxshmem_ptr
+			p.ro.StoreTo(in.Loc.PE, off, uint64(in.Val))
 			return nil
+		case memmodel.OpPutNBI:
+			if in.Src.Var != "" { // the source buffer is read through the emulated store buffer, late
+				b := p.data.Mem().Offset() + uint64(p.di(p.l.data[in.Src.Var]))*8
+				return p.ro.PutFromLocal(in.Loc.PE, off, b, 8)
+			}
+		case memmodel.OpGet, memmodel.OpGetNBI:
+			if in.Dst.Var != "" { // the get's write follows the PE's earlier plain accesses to d
+				p.ro.Destination(p.data.Mem().Offset() + uint64(p.di(p.l.data[in.Dst.Var]))*8)
+			}
 		case memmodel.OpLd, memmodel.OpSigFetch:
 			v := new(uint64)
 			p.late[in.Reg] = v
