@@ -281,6 +281,28 @@ func (t *Team) sigOff(kind, src int) uint64 {
 // behind it) to every member, and waits for every member's header. It returns an ErrMismatch
 // error when they disagree. The caller holds t.mu.
 func (t *Team) begin(ctx context.Context, call string, h header, payload func(j int) []byte) (*collOp, error) {
+	if payload == nil {
+		return t.start(ctx, call, h, nil, 0)
+	}
+	n := len(t.members)
+	var all []byte
+	per := -1
+	for j := 0; j < n; j++ {
+		b := payload(j)
+		if per < 0 {
+			per = len(b)
+		} else if len(b) != per {
+			panic(fmt.Sprintf("shmem: %s: payloads of %d and %d bytes", call, per, len(b)))
+		}
+		all = append(all, b...)
+	}
+	return t.start(ctx, call, h, all, per)
+}
+
+// start is begin with the payloads in one slice: member j gets payload[j*per:(j+1)*per], or all
+// of payload where per is 0. It allocates nothing where every member's heap is mapped here: the
+// call's state (t.op) and the headers (t.peers) are the team's, reused by each call.
+func (t *Team) start(ctx context.Context, call string, h header, payload []byte, per int) (*collOp, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -297,17 +319,21 @@ func (t *Team) begin(ctx context.Context, call string, h header, payload func(j 
 	if h.call == callSplit {
 		h.word2 = w.teams.maxEpoch.Load()
 	}
-	op := &collOp{t: t, ctx: ctx, call: call, e: e, par: int(e & 1), h: h}
 	n := len(t.members)
+	if cap(t.peers) < n {
+		t.peers = make([]header, n)
+	}
+	op := &t.op
+	*op = collOp{t: t, ctx: ctx, call: call, e: e, par: int(e & 1), h: h, peers: t.peers[:n]}
+	off, capacity := t.region(op.par, t.me)
 	var buf []byte
 	for k := 1; k < n; k++ {
 		j := (t.me + k) % n
 		pe := t.members[j]
-		var data []byte
-		if payload != nil {
-			data = payload(j)
+		data := payload
+		if per > 0 && payload != nil {
+			data = payload[j*per : (j+1)*per]
 		}
-		off, capacity := t.region(op.par, t.me)
 		if len(data) > capacity {
 			panic(fmt.Sprintf("shmem: %s: %d-byte payload over the %d-byte region", call, len(data), capacity))
 		}
@@ -324,12 +350,12 @@ func (t *Team) begin(ctx context.Context, call string, h header, payload func(j 
 			return nil, w.pathError(call, pe, err)
 		}
 	}
-	op.peers = make([]header, n)
 	op.peers[t.me] = h
 	var bad error
 	for k := 1; k < n; k++ {
 		j := (t.me + n - k) % n
-		if err := op.wait(sigHeader, j, "enter "+call); err != nil {
+		if err := op.wait(sigHeader, j, ""); err != nil { // "": enter the call
+
 			return nil, err
 		}
 		off, _ := t.region(op.par, j)
@@ -400,6 +426,9 @@ func (op *collOp) waitFor(kind, j int, v uint64, what string) error {
 	sp := w.spin(op.ctx, op.call)
 	for w.loadWord(off, 8) < v {
 		if err := sp.next(func() string {
+			if what == "" {
+				what = "enter " + op.call
+			}
 			return fmt.Sprintf("PE %d (team PE %d of %s) to %s (call %d on the team; last signal %#x)", t.members[j], j, t.name, what, op.e, w.loadWord(off, 8))
 		}); err != nil {
 			return err
