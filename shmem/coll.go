@@ -104,6 +104,12 @@ func (w *World) initColl(nodes []string) error {
 	if err := w.zero("Init", c.ctlBase, int(c.ctlStride*MaxTeams)); err != nil {
 		return err
 	}
+	// The scratch too: a header's epoch word is a flag that the receiver polls (see start).
+	for s := range MaxTeams {
+		if err := w.zero("Init", c.dataOff[s], c.dataSize[s]); err != nil {
+			return err
+		}
+	}
 	w.teams = c
 	all := make([]int, w.npes)
 	var shared []int
@@ -338,8 +344,16 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			panic(fmt.Sprintf("shmem: %s: %d-byte payload over the %d-byte region", call, len(data), capacity))
 		}
 		if dst := w.peers[pe]; dst != nil {
-			h.encode(dst[off : off+hdrSize])
+			// Over load/store the header's first word, the epoch, is the flag the receiver polls:
+			// stored last (a release), so that the header and the payload are there when it shows
+			// e, and they come with it in one or two cache lines where a separate signal word
+			// would be one more line to fetch. The signal word is set too, for the error message
+			// of a wait that times out.
+			var hb [hdrSize]byte
+			h.encode(hb[:])
+			copy(dst[off+8:off+hdrSize], hb[8:])
 			cachedCopy(dst[off+hdrSize:], data)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), e)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(sigHeader, t.me)])), e)
 			continue
 		}
@@ -354,11 +368,20 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 	var bad error
 	for k := 1; k < n; k++ {
 		j := (t.me + n - k) % n
-		if err := op.wait(sigHeader, j, ""); err != nil { // "": enter the call
-
+		off, _ := t.region(op.par, j)
+		// A member that reaches this PE over load/store flags its header with the header's own
+		// epoch word (see above); one that comes through the NIC path, with its signal word after
+		// the data (putSignal). A PE maps a member's heap exactly when that member maps its own
+		// (the same node, the same ROX_TRANSPORT), so both sides agree on which.
+		var err error
+		if w.peers[t.members[j]] != nil {
+			err = op.waitWord(off, j, e, "")
+		} else {
+			err = op.wait(sigHeader, j, "") // "": enter the call
+		}
+		if err != nil {
 			return nil, err
 		}
-		off, _ := t.region(op.par, j)
 		var hb [hdrSize]byte
 		if src := w.peers[w.pe]; src != nil {
 			copy(hb[:], src[off:])
@@ -417,9 +440,13 @@ func (op *collOp) wait(kind, j int, what string) error {
 }
 
 func (op *collOp) waitFor(kind, j int, v uint64, what string) error {
+	return op.waitWord(op.t.sigOff(kind, j), j, v, what)
+}
+
+// waitWord waits until the word at off of this PE's heap, which team PE j sets, reaches v.
+func (op *collOp) waitWord(off uint64, j int, v uint64, what string) error {
 	t := op.t
 	w := t.w
-	off := t.sigOff(kind, j)
 	if w.loadWord(off, 8) >= v {
 		return nil
 	}

@@ -294,6 +294,13 @@ func (t *Team) Destroy(ctx context.Context) error {
 	if t.destroyed.Swap(true) {
 		return t.w.errorf(call, ErrTeamDestroyed, "team %s was destroyed", t.name)
 	}
+	// Every member has sent its last header here (this call's): nothing writes this PE's scratch
+	// of the slot any more. Zero it, so that a later team on the slot, whose regions may lie
+	// elsewhere in it, finds no old header word that looks like one of its epochs.
+	c := t.w.teams
+	if err := t.w.zero(call, c.dataOff[t.slot], c.dataSize[t.slot]); err != nil {
+		return err
+	}
 	t.w.teams.slots.release(t.slot)
 	return nil
 }
