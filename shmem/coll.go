@@ -13,7 +13,12 @@ package shmem
 // its header (the call, element type, operation, algorithm, counts, root) into its region of every
 // other member's half e%2, with the payload of a one-shot algorithm behind it, then sets its
 // header word there to e; it then waits for every member's header word to reach e and checks that
-// the headers agree (ErrMismatch names both PEs and values otherwise). The exchange is the entry
+// the headers agree (ErrMismatch names both PEs and values otherwise). Over load/store the flag a
+// receiver polls is the header's own first word (the epoch, stored last), so the header and a
+// small payload arrive with the flag's cache line and the next; over the NIC path it is the
+// member's sigHeader word, set after the data (putSignal). The scratch is zeroed at Init and by
+// Destroy, so that a team made later on a slot, whose regions may lie elsewhere in it, never
+// reads old payload bytes as a header word. The exchange is the entry
 // barrier; nothing is written to a user's destination before it. A PE can write into half e%2 of
 // another for epoch e+2 only after finishing e+1, which needed that PE's e+1 header, sent after it
 // had finished with epoch e: two halves are enough, with no other flow control.
