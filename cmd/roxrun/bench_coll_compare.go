@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -136,8 +137,8 @@ func collCompare(runRox func() ([]collRow, int), n, rounds int, tests string, ti
 			_ = enc.Encode(rows[k])
 		}
 	} else {
-		fmt.Fprintf(stdout, "%d PEs, %d rounds (each: one Roxamen job, then one Open MPI run; both unbound, both spinning, then yielding, while they wait); load average (1, 5, 15 min) before each round: %s\n",
-			n, rounds, strings.Join(loads, " | "))
+		fmt.Fprintf(stdout, "%d PEs on %d CPUs, %d rounds (each: one Roxamen job, then one Open MPI run, neither bound to cores; waits: Roxamen spins, yields after 10 us, sleeps after 2 ms; Open MPI spins, yielding when oversubscribed); load average (1, 5, 15 min) before each round: %s\n",
+			n, runtime.NumCPU(), rounds, strings.Join(loads, " | "))
 		fmt.Fprintf(stdout, "%-15s %4s %9s %-8s | %10s %10s | %10s %10s | %-16s %-16s\n", "test", "pes", "size", "algo", "rox_lat_us", "rox_GB/s", "mpi_lat_us", "mpi_GB/s", "lat_x min/med/max", "bw_x min/med/max")
 		for _, k := range order {
 			c := rows[k]
