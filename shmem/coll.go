@@ -387,13 +387,21 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 		if err != nil {
 			return nil, err
 		}
-		var hb [hdrSize]byte
+		var hb []byte
 		if src := w.peers[w.pe]; src != nil {
-			copy(hb[:], src[off:])
-		} else if err := w.paths[w.pe].get(off, hb[:]); err != nil {
-			return nil, w.pathError(call, w.pe, err)
+			hb = src[off : off+hdrSize]
+		} else {
+			// a device heap: through this PE's own path, into the team's buffer (a buffer on the
+			// stack would escape through the path interface: one allocation per member and call)
+			if t.hdrBuf == nil {
+				t.hdrBuf = make([]byte, hdrSize)
+			}
+			hb = t.hdrBuf
+			if err := w.paths[w.pe].get(off, hb); err != nil {
+				return nil, w.pathError(call, w.pe, err)
+			}
 		}
-		op.peers[j] = decodeHeader(hb[:])
+		op.peers[j] = decodeHeader(hb)
 		if bad == nil {
 			if m := mismatch(call, &h, &op.peers[j]); m != "" {
 				bad = t.w.errorf(call, ErrMismatch, "on %s: PE %d (team PE %d) "+m, t.name, w.pe, t.me, t.members[j])

@@ -48,7 +48,8 @@ type Team struct {
 	acc     []byte   // foldAll's accumulator block
 	ins     [][]byte // foldAll's per-PE inputs
 	ungate  func()   // t.release, made once
-	scratch []byte   // a staging buffer (packed all-to-all blocks, NIC reads)
+	scratch []byte   // packed all-to-all blocks
+	hdrBuf  []byte   // a header read from a device heap
 }
 
 // teamSlots tracks which slots this PE's live teams hold.
@@ -355,5 +356,6 @@ func gateName(call string) *string {
 			return p
 		}
 	}
-	return &call
+	other := call // a copy, so that only this path allocates
+	return &other
 }
