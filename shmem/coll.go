@@ -13,7 +13,12 @@ package shmem
 // its header (the call, element type, operation, algorithm, counts, root) into its region of every
 // other member's half e%2, with the payload of a one-shot algorithm behind it, then sets its
 // header word there to e; it then waits for every member's header word to reach e and checks that
-// the headers agree (ErrMismatch names both PEs and values otherwise). The exchange is the entry
+// the headers agree (ErrMismatch names both PEs and values otherwise). Over load/store the flag a
+// receiver polls is the header's own first word (the epoch, stored last), so the header and a
+// small payload arrive with the flag's cache line and the next; over the NIC path it is the
+// member's sigHeader word, set after the data (putSignal). The scratch is zeroed at Init and by
+// Destroy, so that a team made later on a slot, whose regions may lie elsewhere in it, never
+// reads old payload bytes as a header word. The exchange is the entry
 // barrier; nothing is written to a user's destination before it. A PE can write into half e%2 of
 // another for epoch e+2 only after finishing e+1, which needed that PE's e+1 header, sent after it
 // had finished with epoch e: two halves are enough, with no other flow control.
@@ -103,6 +108,12 @@ func (w *World) initColl(nodes []string) error {
 	w.allocMu.Unlock()
 	if err := w.zero("Init", c.ctlBase, int(c.ctlStride*MaxTeams)); err != nil {
 		return err
+	}
+	// The scratch too: a header's epoch word is a flag that the receiver polls (see start).
+	for s := range MaxTeams {
+		if err := w.zero("Init", c.dataOff[s], c.dataSize[s]); err != nil {
+			return err
+		}
 	}
 	w.teams = c
 	all := make([]int, w.npes)
@@ -281,6 +292,28 @@ func (t *Team) sigOff(kind, src int) uint64 {
 // behind it) to every member, and waits for every member's header. It returns an ErrMismatch
 // error when they disagree. The caller holds t.mu.
 func (t *Team) begin(ctx context.Context, call string, h header, payload func(j int) []byte) (*collOp, error) {
+	if payload == nil {
+		return t.start(ctx, call, h, nil, 0)
+	}
+	n := len(t.members)
+	var all []byte
+	per := -1
+	for j := 0; j < n; j++ {
+		b := payload(j)
+		if per < 0 {
+			per = len(b)
+		} else if len(b) != per {
+			panic(fmt.Sprintf("shmem: %s: payloads of %d and %d bytes", call, per, len(b)))
+		}
+		all = append(all, b...)
+	}
+	return t.start(ctx, call, h, all, per)
+}
+
+// start is begin with the payloads in one slice: member j gets payload[j*per:(j+1)*per], or all
+// of payload where per is 0. It allocates nothing where every member's heap is mapped here: the
+// call's state (t.op) and the headers (t.peers) are the team's, reused by each call.
+func (t *Team) start(ctx context.Context, call string, h header, payload []byte, per int) (*collOp, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -297,23 +330,35 @@ func (t *Team) begin(ctx context.Context, call string, h header, payload func(j 
 	if h.call == callSplit {
 		h.word2 = w.teams.maxEpoch.Load()
 	}
-	op := &collOp{t: t, ctx: ctx, call: call, e: e, par: int(e & 1), h: h}
 	n := len(t.members)
+	if cap(t.peers) < n {
+		t.peers = make([]header, n)
+	}
+	op := &t.op
+	*op = collOp{t: t, ctx: ctx, call: call, e: e, par: int(e & 1), h: h, peers: t.peers[:n]}
+	off, capacity := t.region(op.par, t.me)
 	var buf []byte
 	for k := 1; k < n; k++ {
 		j := (t.me + k) % n
 		pe := t.members[j]
-		var data []byte
-		if payload != nil {
-			data = payload(j)
+		data := payload
+		if per > 0 && payload != nil {
+			data = payload[j*per : (j+1)*per]
 		}
-		off, capacity := t.region(op.par, t.me)
 		if len(data) > capacity {
 			panic(fmt.Sprintf("shmem: %s: %d-byte payload over the %d-byte region", call, len(data), capacity))
 		}
 		if dst := w.peers[pe]; dst != nil {
-			h.encode(dst[off : off+hdrSize])
+			// Over load/store the header's first word, the epoch, is the flag the receiver polls:
+			// stored last (a release), so that the header and the payload are there when it shows
+			// e, and they come with it in one or two cache lines where a separate signal word
+			// would be one more line to fetch. The signal word is set too, for the error message
+			// of a wait that times out.
+			var hb [hdrSize]byte
+			h.encode(hb[:])
+			copy(dst[off+8:off+hdrSize], hb[8:])
 			cachedCopy(dst[off+hdrSize:], data)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), e)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(sigHeader, t.me)])), e)
 			continue
 		}
@@ -324,22 +369,39 @@ func (t *Team) begin(ctx context.Context, call string, h header, payload func(j 
 			return nil, w.pathError(call, pe, err)
 		}
 	}
-	op.peers = make([]header, n)
 	op.peers[t.me] = h
 	var bad error
 	for k := 1; k < n; k++ {
 		j := (t.me + n - k) % n
-		if err := op.wait(sigHeader, j, "enter "+call); err != nil {
+		off, _ := t.region(op.par, j)
+		// A member that reaches this PE over load/store flags its header with the header's own
+		// epoch word (see above); one that comes through the NIC path, with its signal word after
+		// the data (putSignal). A PE maps a member's heap exactly when that member maps its own
+		// (the same node, the same ROX_TRANSPORT), so both sides agree on which.
+		var err error
+		if w.peers[t.members[j]] != nil {
+			err = op.waitWord(off, j, e, "")
+		} else {
+			err = op.wait(sigHeader, j, "") // "": enter the call
+		}
+		if err != nil {
 			return nil, err
 		}
-		off, _ := t.region(op.par, j)
-		var hb [hdrSize]byte
+		var hb []byte
 		if src := w.peers[w.pe]; src != nil {
-			copy(hb[:], src[off:])
-		} else if err := w.paths[w.pe].get(off, hb[:]); err != nil {
-			return nil, w.pathError(call, w.pe, err)
+			hb = src[off : off+hdrSize]
+		} else {
+			// a device heap: through this PE's own path, into the team's buffer (a buffer on the
+			// stack would escape through the path interface: one allocation per member and call)
+			if t.hdrBuf == nil {
+				t.hdrBuf = make([]byte, hdrSize)
+			}
+			hb = t.hdrBuf
+			if err := w.paths[w.pe].get(off, hb); err != nil {
+				return nil, w.pathError(call, w.pe, err)
+			}
 		}
-		op.peers[j] = decodeHeader(hb[:])
+		op.peers[j] = decodeHeader(hb)
 		if bad == nil {
 			if m := mismatch(call, &h, &op.peers[j]); m != "" {
 				bad = t.w.errorf(call, ErrMismatch, "on %s: PE %d (team PE %d) "+m, t.name, w.pe, t.me, t.members[j])
@@ -391,15 +453,22 @@ func (op *collOp) wait(kind, j int, what string) error {
 }
 
 func (op *collOp) waitFor(kind, j int, v uint64, what string) error {
+	return op.waitWord(op.t.sigOff(kind, j), j, v, what)
+}
+
+// waitWord waits until the word at off of this PE's heap, which team PE j sets, reaches v.
+func (op *collOp) waitWord(off uint64, j int, v uint64, what string) error {
 	t := op.t
 	w := t.w
-	off := t.sigOff(kind, j)
 	if w.loadWord(off, 8) >= v {
 		return nil
 	}
 	sp := w.spin(op.ctx, op.call)
 	for w.loadWord(off, 8) < v {
 		if err := sp.next(func() string {
+			if what == "" {
+				what = "enter " + op.call
+			}
 			return fmt.Sprintf("PE %d (team PE %d of %s) to %s (call %d on the team; last signal %#x)", t.members[j], j, t.name, what, op.e, w.loadWord(off, 8))
 		}); err != nil {
 			return err

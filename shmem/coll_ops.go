@@ -2,6 +2,7 @@ package shmem
 
 import (
 	"context"
+	"unsafe"
 )
 
 // algorithm is how a collective moves its data (ROX_COLL_ALGO).
@@ -210,7 +211,7 @@ func (op *collOp) src(j int) uint64 { return op.peers[j].word }
 func (op *collOp) dst(j int) uint64 { return op.peers[j].word2 }
 
 // read returns n bytes at off in team PE j's heap: a view where the heap is mapped here, else a
-// copy (through the NIC path) into buf, which must hold n bytes.
+// copy (through the NIC path) into buf, or into a new slice where buf holds fewer than n bytes.
 func (op *collOp) read(j int, off uint64, n int, buf []byte) ([]byte, error) {
 	t := op.t
 	pe := t.members[j]
@@ -219,6 +220,9 @@ func (op *collOp) read(j int, off uint64, n int, buf []byte) ([]byte, error) {
 	}
 	if m := t.w.peers[pe]; m != nil {
 		return m[off : off+uint64(n)], nil
+	}
+	if len(buf) < n {
+		buf = make([]byte, n)
 	}
 	if err := t.w.paths[pe].get(off, buf[:n]); err != nil {
 		return nil, t.w.pathError(op.call, pe, err)
@@ -254,7 +258,7 @@ func (op *collOp) write(off uint64, data []byte) error {
 
 // self returns this PE's bytes at off (a view, or a copy from device memory).
 func (op *collOp) self(off uint64, n int) ([]byte, error) {
-	return op.read(op.t.me, off, n, make([]byte, n*btoi(op.t.w.local == nil)))
+	return op.read(op.t.me, off, n, nil)
 }
 
 func btoi(b bool) int {
@@ -319,16 +323,14 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 	defer release()
 	algo := t.pickMove(size)
 	h := header{call: callBroadcast, kind: elemKindOf[T](), count: int64(src.n), root: int64(root), algo: algo, word: s0, word2: d0}
-	var payload func(int) []byte
-	if algo == algoOneShot && t.me == root && size <= t.payloadCap() {
-		mine, err := (&collOp{t: t, call: call}).self(s0, size)
-		if err != nil {
+	var payload []byte
+	eager := algo == algoOneShot && size <= t.payloadCap()
+	if eager && t.me == root {
+		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
 			return err
 		}
-		payload = func(int) []byte { return mine }
 	}
-	eager := algo == algoOneShot && size <= t.payloadCap()
-	op, err := t.begin(ctx, call, h, payload)
+	op, err := t.start(ctx, call, h, payload, 0)
 	if err != nil {
 		return err
 	}
@@ -351,7 +353,7 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 	if eager {
 		b, err = op.payload(root, size)
 	} else {
-		b, err = op.read(root, op.src(root), size, make([]byte, size))
+		b, err = op.read(root, op.src(root), size, nil)
 	}
 	if err != nil {
 		return err
@@ -422,16 +424,13 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	if t.knob() != algoAuto {
 		h.algo = t.knob() // an explicit choice must agree; auto may differ per source
 	}
-	var mine []byte
-	var payload func(int) []byte
+	var payload []byte
 	if eager {
-		var err error
-		if mine, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
+		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
 			return err
 		}
-		payload = func(int) []byte { return mine }
 	}
-	op, err := t.begin(ctx, call, h, payload)
+	op, err := t.start(ctx, call, h, payload, 0)
 	if err != nil {
 		return err
 	}
@@ -462,15 +461,14 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 // gather runs FCollect: the header exchange, then the data.
 func gather(ctx context.Context, t *Team, call string, h header, eager bool, d0, s0 uint64, counts func(int) int, _ func(int) bool) error {
 	size := counts(t.me)
-	var payload func(int) []byte
+	var payload []byte
 	if eager {
-		mine, err := (&collOp{t: t, call: call}).self(s0, size)
-		if err != nil {
+		var err error
+		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
 			return err
 		}
-		payload = func(int) []byte { return mine }
 	}
-	op, err := t.begin(ctx, call, h, payload)
+	op, err := t.start(ctx, call, h, payload, 0)
 	if err != nil {
 		return err
 	}
@@ -482,8 +480,10 @@ func gather(ctx context.Context, t *Team, call string, h header, eager bool, d0,
 func gatherData(op *collOp, d0, s0 uint64, counts func(int) int, eager func(int) bool, skipWrites bool) error {
 	t := op.t
 	n := len(t.members)
-	at := make([]uint64, n+1)
+	var atBuf [17]uint64
+	at := atBuf[:1]
 	for j := 0; j < n; j++ {
+		at = append(at, 0)
 		at[j+1] = at[j] + uint64(counts(j))
 	}
 	var buf []byte
@@ -505,10 +505,10 @@ func gatherData(op *collOp, d0, s0 uint64, counts func(int) int, eager func(int)
 		case eager(j):
 			b, err = op.payload(j, size)
 		default:
-			if len(buf) < size {
-				buf = make([]byte, size)
-			}
 			b, err = op.read(j, op.src(j), size, buf)
+			if t.w.peers[t.members[j]] == nil {
+				buf = b
+			}
 		}
 		if err != nil {
 			return err
@@ -599,19 +599,24 @@ func allToAll[T Elem](ctx context.Context, t *Team, call string, dst, src Sym[T]
 		}
 		return pack(b, es, srcStride, nelems), nil
 	}
-	var payload func(int) []byte
-	if eager {
-		blocks := make([][]byte, n)
-		for j := range blocks {
+	var payload []byte
+	if eager && !strided {
+		// the blocks lie one after the other in the source
+		if payload, err = sel.self(s0, n*block); err != nil {
+			return err
+		}
+	} else if eager {
+		payload = t.scratch[:0]
+		for j := 0; j < n; j++ {
 			b, err := srcBlock(sel, j)
 			if err != nil {
 				return err
 			}
-			blocks[j] = b
+			payload = append(payload, b...)
 		}
-		payload = func(j int) []byte { return blocks[j] }
+		t.scratch = payload
 	}
-	op, err := t.begin(ctx, call, h, payload)
+	op, err := t.start(ctx, call, h, payload, block)
 	if err != nil {
 		return err
 	}
@@ -625,10 +630,10 @@ func allToAll[T Elem](ctx context.Context, t *Team, call string, dst, src Sym[T]
 		case eager:
 			b, err = op.payload(j, block)
 		case !strided:
-			if len(buf) < block {
-				buf = make([]byte, block)
-			}
 			b, err = op.read(j, op.src(j)+uint64(t.me*block), block, buf)
+			if t.w.peers[t.members[j]] == nil {
+				buf = b
+			}
 		default:
 			span := ((nelems-1)*srcStride + 1) * es
 			if len(buf) < span {
@@ -730,63 +735,108 @@ func AllReduce[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op) err
 const reduceBlock = 4096
 
 // foldAll reduces elements [lo, hi) of every team PE's input into dst (bytes for hi-lo elements),
-// in team PE order; input(j, lo, hi) returns PE j's elements.
-func foldAll(r reducer, n, lo, hi int, input func(j, lo, hi int) ([]byte, error), dst []byte) error {
-	acc := make([]byte, min(hi-lo, reduceBlock)*r.as)
+// in team PE order: block by block, acc = x_0, then acc = acc op x_j for j = 1..n-1, then dst =
+// acc. The accumulator is the destination block itself where the element is its own accumulator
+// and no input shares a byte with that block, else the team's reusable accumulator block.
+func foldAll(r reducer, n, lo, hi int, in *foldIn, dst []byte) error {
+	t := in.op.t
+	if need := min(hi-lo, reduceBlock) * r.as; cap(t.acc) < need {
+		t.acc = make([]byte, need)
+	}
+	var xsBuf [16][]byte
+	xs := xsBuf[:0]
+	for j := 0; j < n; j++ {
+		xs = append(xs, nil)
+	}
 	for b := lo; b < hi; b += reduceBlock {
 		e := min(b+reduceBlock, hi)
-		a := acc[:(e-b)*r.as]
+		d := dst[(b-lo)*r.es : (e-lo)*r.es]
+		direct := r.as == r.es
 		for j := 0; j < n; j++ {
-			x, err := input(j, b, e)
+			x, err := in.get(j, b, e)
 			if err != nil {
 				return err
 			}
-			if j == 0 {
-				r.start(a, x)
-			} else {
-				r.fold(a, x, false)
+			xs[j] = x
+			if direct && sharesByte(d, x) {
+				direct = false
 			}
 		}
-		r.finalize(dst[(b-lo)*r.es:(e-lo)*r.es], a)
+		a := t.acc[:(e-b)*r.as]
+		if direct {
+			a = d
+		}
+		r.start(a, xs[0])
+		for j := 1; j < n; j++ {
+			r.fold(a, xs[j], false)
+		}
+		if !direct {
+			r.finalize(d, a)
+		}
 	}
 	return nil
 }
 
-// inputs returns an input function for foldAll reading each PE's source at s0: views where mapped,
-// one copy per remote PE otherwise (fetched whole on first use for the range [lo, hi)).
-func (op *collOp) inputs(s0 uint64, es, lo, hi int, eager bool) func(j, b, e int) ([]byte, error) {
-	n := len(op.t.members)
-	cache := make([][]byte, n)
-	return func(j, b, e int) ([]byte, error) {
-		if cache[j] == nil {
-			var err error
-			switch {
-			case eager && j != op.t.me:
-				cache[j], err = op.payload(j, (hi-lo)*es)
-			default:
-				cache[j], err = op.read(j, op.src(j)+uint64(lo*es), (hi-lo)*es, make([]byte, (hi-lo)*es*btoi(op.t.w.peers[op.t.members[j]] == nil)))
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		return cache[j][(b-lo)*es : (e-lo)*es], nil
+// sharesByte says whether a and b overlap in memory.
+func sharesByte(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
 	}
+	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
+// foldIn is where foldAll finds each PE's elements: each PE's source at s0 (views where mapped,
+// one copy per remote PE otherwise, fetched whole on first use for the range [lo, hi)), or, for
+// an eager call, what the other PEs sent in the header exchange.
+type foldIn struct {
+	op     *collOp
+	s0     uint64
+	es     int
+	lo, hi int
+	eager  bool
+	cache  [][]byte
+}
+
+func (op *collOp) inputs(s0 uint64, es, lo, hi int, eager bool) foldIn {
+	t := op.t
+	n := len(t.members)
+	if cap(t.ins) < n {
+		t.ins = make([][]byte, n)
+	}
+	cache := t.ins[:n]
+	clear(cache)
+	return foldIn{op: op, s0: s0, es: es, lo: lo, hi: hi, eager: eager, cache: cache}
+}
+
+func (f *foldIn) get(j, b, e int) ([]byte, error) {
+	op, es, lo, hi := f.op, f.es, f.lo, f.hi
+	if f.cache[j] == nil && hi > lo {
+		var err error
+		if f.eager && j != op.t.me {
+			f.cache[j], err = op.payload(j, (hi-lo)*es)
+		} else {
+			f.cache[j], err = op.read(j, op.src(j)+uint64(lo*es), (hi-lo)*es, nil)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return f.cache[j][(b-lo)*es : (e-lo)*es], nil
 }
 
 // oneShot: every PE reduces every element; eager when the input fits a scratch region.
 func (t *Team) oneShot(ctx context.Context, call string, h header, r reducer, d0, s0 uint64, count int) error {
 	size := count * r.es
 	eager := size <= t.payloadCap()
-	var payload func(int) []byte
+	var payload []byte
 	if eager {
-		mine, err := (&collOp{t: t, call: call}).self(s0, size)
-		if err != nil {
+		var err error
+		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
 			return err
 		}
-		payload = func(int) []byte { return mine }
 	}
-	op, err := t.begin(ctx, call, h, payload)
+	op, err := t.start(ctx, call, h, payload, 0)
 	if err != nil {
 		return err
 	}
@@ -796,7 +846,8 @@ func (t *Team) oneShot(ctx context.Context, call string, h header, r reducer, d0
 	if out == nil || !eager {
 		out = make([]byte, size)
 	}
-	if err := foldAll(r, len(t.members), 0, count, op.inputs(s0, r.es, 0, count, eager), out); err != nil {
+	in := op.inputs(s0, r.es, 0, count, eager)
+	if err := foldAll(r, len(t.members), 0, count, &in, out); err != nil {
 		return err
 	}
 	if !eager {
@@ -828,7 +879,8 @@ func (t *Team) twoShot(ctx context.Context, call string, h header, r reducer, d0
 	if out == nil {
 		out = make([]byte, (hi-lo)*r.es)
 	}
-	if err := foldAll(r, n, lo, hi, op.inputs(s0, r.es, lo, hi, false), out); err != nil {
+	in := op.inputs(s0, r.es, lo, hi, false)
+	if err := foldAll(r, n, lo, hi, &in, out); err != nil {
 		return err
 	}
 	if err := op.write(d0+uint64(lo*r.es), out); err != nil {
@@ -848,12 +900,12 @@ func (t *Team) twoShot(ctx context.Context, call string, h header, r reducer, d0
 		}
 		clo, chi := chunk(count, n, c)
 		size := (chi - clo) * r.es
-		if len(buf) < size {
-			buf = make([]byte, size)
-		}
 		b, err := op.read(c, op.dst(c)+uint64(clo*r.es), size, buf)
 		if err != nil {
 			return err
+		}
+		if t.w.peers[t.members[c]] == nil {
+			buf = b
 		}
 		if err := op.write(d0+uint64(clo*r.es), b); err != nil {
 			return err
@@ -894,15 +946,13 @@ func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op)
 	algo := t.pickMove(block)
 	eager := algo == algoOneShot && block <= t.payloadCap()
 	h := header{call: callReduceScatter, kind: kind, op: op, count: int64(dst.n), algo: algo, word: s0, word2: d0}
-	var payload func(int) []byte
+	var payload []byte
 	if eager {
-		mine, err := (&collOp{t: t, call: call}).self(s0, n*block)
-		if err != nil {
+		if payload, err = (&collOp{t: t, call: call}).self(s0, n*block); err != nil {
 			return err
 		}
-		payload = func(j int) []byte { return mine[j*block : (j+1)*block] }
 	}
-	o, err := t.begin(ctx, call, h, payload)
+	o, err := t.start(ctx, call, h, payload, block)
 	if err != nil {
 		return err
 	}
@@ -912,14 +962,8 @@ func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op)
 		out = make([]byte, block)
 	}
 	lo := t.me * dst.n
-	var in func(j, b, e int) ([]byte, error)
-	if eager {
-		base := o.inputs(s0, es, lo, lo+dst.n, true)
-		in = base
-	} else {
-		in = o.inputs(s0, es, lo, lo+dst.n, false)
-	}
-	if err := foldAll(r, n, lo, lo+dst.n, in, out); err != nil {
+	in := o.inputs(s0, es, lo, lo+dst.n, eager)
+	if err := foldAll(r, n, lo, lo+dst.n, &in, out); err != nil {
 		return err
 	}
 	// Nobody else reads block me of this PE's source: the destination may be written now.

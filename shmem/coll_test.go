@@ -241,3 +241,67 @@ func TestCollSmoke(t *testing.T) {
 }
 
 var _ = bits.Len
+
+// A team made on the slot of a destroyed team finds no old header word that looks like one of its
+// epochs: the header's first word is the flag a receiver polls over load/store, and a team of
+// another size has its regions elsewhere in the slot, where the old team left payload bytes. Here a
+// 3-PE team's all-reduce leaves 0xff bytes where the 2-PE team's region 1 starts; without the
+// zeroing on Destroy, team PE 0 of the new team takes them for PE 1's header (an ErrMismatch, or
+// a wrong result) before PE 1 has sent it.
+func TestCollSlotReuse(t *testing.T) {
+	nodeJob(t, 3, 0, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		world := w.TeamWorld()
+		a, err := world.SplitStrided(ctx, 0, 1, 3)
+		if err != nil {
+			return err
+		}
+		src, err := Alloc[uint8](w, 1024)
+		if err != nil {
+			return err
+		}
+		dst, err := Alloc[uint8](w, 1024)
+		if err != nil {
+			return err
+		}
+		for i := range src.Local() {
+			src.Local()[i] = 0xff
+		}
+		for range 2 { // both halves of the slot
+			if err := AllReduce(ctx, a, dst, src, OpMax); err != nil {
+				return err
+			}
+		}
+		slot := a.slot
+		if err := a.Destroy(ctx); err != nil {
+			return err
+		}
+		b, err := world.SplitStrided(ctx, 0, 1, 2)
+		if err != nil || b == nil {
+			return err
+		}
+		if b.slot != slot {
+			return fmt.Errorf("the new team has slot %d, the destroyed one had %d: the test needs them equal", b.slot, slot)
+		}
+		if r0, _ := b.region(0, 1); func() bool { r1, c := a.region(0, 1); return r0 < r1+hdrSize || r0 >= r1+hdrSize+uint64(c) }() {
+			return fmt.Errorf("region 1 of the new team does not start in the old team's payload: the test needs it to")
+		}
+		for i := range src.Local() {
+			src.Local()[i] = uint8(w.MyPE() + 1)
+		}
+		if b.MyPE() == 1 {
+			time.Sleep(50 * time.Millisecond) // PE 0 waits for this PE's header, not for old bytes
+		}
+		d, _ := dst.Slice(0, 8)
+		s, _ := src.Slice(0, 8)
+		if err := AllReduce(ctx, b, d, s, OpSum); err != nil {
+			return err
+		}
+		for i, v := range d.Local() {
+			if v != 3 {
+				return fmt.Errorf("element %d is %d, want 3", i, v)
+			}
+		}
+		return b.Destroy(ctx)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -120,7 +121,14 @@ const (
 var (
 	spinClock = time.Now
 	spinSleep = time.Sleep
-	spinYield = func() { _, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
+	spinYield = func() {
+		// Both yields: Gosched lets another goroutine of this process run on this P (PEs that are
+		// goroutines of one process, as in the tests: the raw system call alone keeps the P, and a
+		// PE waiting for another PE's goroutine then waits until it sleeps, 2 ms on); sched_yield
+		// lets another process run on this core (PEs that are processes, more of them than cores).
+		runtime.Gosched()
+		_, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	}
 )
 
 func (w *World) spin(ctx context.Context, call string) spinner {

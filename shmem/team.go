@@ -40,6 +40,16 @@ type Team struct {
 	mu        sync.Mutex // serializes this PE's collective calls on the team
 	epoch     uint64     // collective calls made on the team so far (guarded by mu)
 	destroyed atomic.Bool
+
+	// The state of the call in progress, reused by every call so that a call on mapped heaps
+	// allocates nothing (guarded by mu).
+	op      collOp
+	peers   []header
+	acc     []byte   // foldAll's accumulator block
+	ins     [][]byte // foldAll's per-PE inputs
+	ungate  func()   // t.release, made once
+	scratch []byte   // packed all-to-all blocks
+	hdrBuf  []byte   // a header read from a device heap
 }
 
 // teamSlots tracks which slots this PE's live teams hold.
@@ -50,6 +60,7 @@ type teamSlots struct {
 
 func (w *World) newTeam(slot int, members []int, name string, epoch uint64) *Team {
 	t := &Team{w: w, slot: slot, members: members, me: -1, name: name, epoch: epoch}
+	t.ungate = t.release
 	ids := map[string]int{}
 	for i, pe := range members {
 		if pe == w.pe {
@@ -287,7 +298,14 @@ func (t *Team) Destroy(ctx context.Context) error {
 	if t.destroyed.Swap(true) {
 		return t.w.errorf(call, ErrTeamDestroyed, "team %s was destroyed", t.name)
 	}
-	err = t.w.devTeamDestroyed(t)
+	// Every member has sent its last header here (this call's): nothing writes this PE's scratch
+	// of the slot any more. Zero it, so that a later team on the slot, whose regions may lie
+	// elsewhere in it, finds no old header word that looks like one of its epochs.
+	c := t.w.teams
+	err = t.w.zero(call, c.dataOff[t.slot], c.dataSize[t.slot])
+	if derr := t.w.devTeamDestroyed(t); err == nil {
+		err = derr
+	}
 	t.w.teams.slots.release(t.slot)
 	if err != nil {
 		return err
@@ -301,15 +319,50 @@ func (t *Team) Destroy(ctx context.Context) error {
 // the gate, so they are ordered with the team's collectives the same way on every PE.
 func (t *Team) gate(call string) (release func(), err error) {
 	if t == t.w.teams.world {
-		c, err := t.w.coll.begin(t.w, call)
-		if err != nil {
-			return nil, err
+		// The World's collective gate (collectives.begin), taken here without allocating.
+		q := &t.w.coll
+		if !q.mu.TryLock() {
+			cur := "another collective call"
+			if p := q.current.Load(); p != nil {
+				cur = *p
+			}
+			return nil, t.w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
 		}
+		q.current.Store(gateName(call))
 		t.mu.Lock()
-		return func() { t.mu.Unlock(); c.end() }, nil
+		return t.ungate, nil
 	}
 	if !t.mu.TryLock() {
 		return nil, t.w.errorf(call, ErrConcurrent, "another collective call on this team is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE")
 	}
-	return t.mu.Unlock, nil
+	return t.ungate, nil
+}
+
+// release ends what gate began.
+func (t *Team) release() {
+	t.mu.Unlock()
+	if t == t.w.teams.world {
+		q := &t.w.coll
+		q.current.Store(nil)
+		q.mu.Unlock()
+	}
+}
+
+// gateNames holds the team calls' names, so that the gate can publish one without allocating.
+var gateNames = func() []*string {
+	var s []*string
+	for _, n := range []string{"SplitStrided", "Split2D", "Destroy", "Sync", "Barrier", "Broadcast", "FCollect", "Collect", "AllToAll", "AllToAlls", "AllReduce", "ReduceScatter"} {
+		s = append(s, &n)
+	}
+	return s
+}()
+
+func gateName(call string) *string {
+	for _, p := range gateNames {
+		if *p == call {
+			return p
+		}
+	}
+	other := call // a copy, so that only this path allocates
+	return &other
 }

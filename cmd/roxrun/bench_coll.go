@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 	isColl := false
 	for _, a := range args[1:] {
 		if a == collPEFlag {
-			return collBenchPE(stdout, stderr), true
+			return collBenchPE(args[2:], stdout, stderr), true
 		}
 		switch strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-") {
 		case "coll", "plot", "anchor":
@@ -100,7 +101,19 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 	var anchors multiFlag
 	fs.Var(&anchors, "anchor", "a file of JSON rows to compare with (repeatable)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "stop the benchmark job after this long")
+	compareList := fs.String("compare", "", "also run Open MPI's collectives (mpi) in the same run, round by round, with the ratios' min/median/max")
+	rounds := fs.Int("rounds", 3, "with --compare: rounds, each one Roxamen job and one Open MPI run, alternating")
+	tests := fs.String("tests", "", "only these collectives, comma-separated (default: all)")
+	cpuprofile := fs.String("cpuprofile", "", "write each PE's CPU profile to this path with .PE appended")
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2, true
+	}
+	if *compareList != "" && *compareList != "mpi" {
+		fmt.Fprintf(stderr, "roxrun bench --coll: --compare %q: the collectives compare with mpi only\n", *compareList)
+		return 2, true
+	}
+	if *rounds < 1 {
+		fmt.Fprintf(stderr, "roxrun bench --coll: --rounds %d, want >= 1\n", *rounds)
 		return 2, true
 	}
 	if *n < 2 {
@@ -124,20 +137,37 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 		fmt.Fprintln(stderr, "roxrun bench:", err)
 		return 1, true
 	}
-	var out bytes.Buffer
-	cfg := launch.Config{NPEs: *n, Argv: []string{self, "bench", collPEFlag}, Timeout: *timeout, Stdout: &out, Stderr: stderr}
-	if os.Getenv("ROX_HEAP_SIZE") == "" {
-		// 16 MiB buffers: a source and a destination per PE, and the collectives' scratch
-		cfg.Env = []string{"ROX_HEAP_SIZE=160M"}
+	argv := []string{self, "bench", collPEFlag}
+	if *tests != "" {
+		argv = append(argv, "-tests", *tests)
 	}
-	if err := launch.Run(context.Background(), cfg); err != nil {
-		fmt.Fprintln(stderr, err)
-		return launch.ExitStatus(err), true
+	if *cpuprofile != "" {
+		argv = append(argv, "-cpuprofile", *cpuprofile)
 	}
-	rows, err := parseCollRows(&out)
-	if err != nil {
-		fmt.Fprintln(stderr, "roxrun bench:", err)
-		return 1, true
+	runRox := func() ([]collRow, int) {
+		var out bytes.Buffer
+		cfg := launch.Config{NPEs: *n, Argv: argv, Timeout: *timeout, Stdout: &out, Stderr: stderr}
+		if os.Getenv("ROX_HEAP_SIZE") == "" {
+			// 16 MiB buffers: a source and a destination per PE, and the collectives' scratch
+			cfg.Env = []string{"ROX_HEAP_SIZE=160M"}
+		}
+		if err := launch.Run(context.Background(), cfg); err != nil {
+			fmt.Fprintln(stderr, err)
+			return nil, launch.ExitStatus(err)
+		}
+		rows, err := parseCollRows(&out)
+		if err != nil {
+			fmt.Fprintln(stderr, "roxrun bench:", err)
+			return nil, 1
+		}
+		return rows, 0
+	}
+	if *compareList != "" {
+		return collCompare(runRox, *n, *rounds, *tests, *timeout, *asJSON, *plotFile, anchorNames, anchorRows, stdout, stderr), true
+	}
+	rows, code := runRox()
+	if code != 0 {
+		return code, true
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -236,14 +266,34 @@ func printCollTable(w io.Writer, rows []collRow, names []string, anchors map[str
 
 // ---- the PE side ----
 
-func collBenchPE(stdout, stderr io.Writer) int {
+func collBenchPE(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("roxrun bench "+collPEFlag, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	tests := fs.String("tests", "", "")
+	cpuprofile := fs.String("cpuprofile", "", "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
 	ctx := context.Background()
 	w, err := shmem.Init(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun bench:", err)
 		return 1
 	}
-	err = runCollBench(ctx, w, json.NewEncoder(stdout))
+	if *cpuprofile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", *cpuprofile, w.MyPE()))
+		if err != nil {
+			fmt.Fprintln(stderr, "roxrun bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "roxrun bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	err = runCollBench(ctx, w, *tests, json.NewEncoder(stdout))
 	if ferr := w.Finalize(); err == nil {
 		err = ferr
 	}
@@ -254,7 +304,7 @@ func collBenchPE(stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runCollBench(ctx context.Context, w *shmem.World, enc *json.Encoder) error {
+func runCollBench(ctx context.Context, w *shmem.World, tests string, enc *json.Encoder) error {
 	np := w.NPEs()
 	team := w.TeamWorld()
 	maxb := collSizes[len(collSizes)-1]
@@ -297,6 +347,9 @@ func runCollBench(ctx context.Context, w *shmem.World, enc *json.Encoder) error 
 		return err
 	}
 	for _, test := range collTests {
+		if tests != "" && !containsString(strings.Split(tests, ","), test) {
+			continue
+		}
 		sizes := collSizes
 		if test == "team_barrier" {
 			sizes = []int{0}

@@ -51,3 +51,18 @@ func TestCollBenchTableAndPlot(t *testing.T) {
 		}
 	}
 }
+
+// The comparison's ratios are taken round by round and summarized as min/median/max; a round
+// that one side lacks gives no ratio.
+func TestCollCompareRatios(t *testing.T) {
+	r := ratios([]float64{1, 3, 2, 5}, []float64{2, 2, 0, 10})
+	if got := ratioSpread(r); got != "0.50/0.50/1.50" {
+		t.Errorf("ratios %v: spread %q, want 0.50/0.50/1.50", r, got)
+	}
+	if got := ratioSpread(nil); got != "-" {
+		t.Errorf("no ratios: %q, want -", got)
+	}
+	if mpiCollName("barrier_all_latency") != "team_barrier" || mpiCollName("allreduce") != "allreduce" {
+		t.Error("the MPI program's barrier row is not the team_barrier row")
+	}
+}
