@@ -307,10 +307,7 @@ func (t *Team) Destroy(ctx context.Context) error {
 		err = derr
 	}
 	t.w.teams.slots.release(t.slot)
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }
 
 // gate admits one collective call on t at a time. A call made while another goroutine's is in
