@@ -85,11 +85,16 @@ func TestGPUStreamCollWorker(t *testing.T) {
 	for _, elems := range []int{1, 4096 + 3, int(thr)/4 + 5} {
 		src, err := Alloc[float32](w, n*elems)
 		must(err)
-		sum, _ := Alloc[float32](w, n*elems)
-		gath, _ := Alloc[float32](w, n*n*elems)
-		a2a, _ := Alloc[float32](w, n*elems)
-		bc, _ := Alloc[float32](w, n*elems)
-		rs, _ := Alloc[float32](w, elems)
+		sum, err := Alloc[float32](w, n*elems)
+		must(err)
+		gath, err := Alloc[float32](w, n*n*elems)
+		must(err)
+		a2a, err := Alloc[float32](w, n*elems)
+		must(err)
+		bc, err := Alloc[float32](w, n*elems)
+		must(err)
+		rs, err := Alloc[float32](w, elems)
+		must(err)
 		val := func(pe, i int) float32 { return float32(pe*1000003 + i%65536) }
 		mine := make([]float32, n*elems)
 		for i := range mine {
@@ -141,8 +146,10 @@ func TestGPUStreamCollWorker(t *testing.T) {
 	}
 
 	// a mismatch the device finds: reported by the sync, naming the call
-	x, _ := Alloc[int64](w, 16)
-	y, _ := Alloc[int64](w, 16)
+	x, err := Alloc[int64](w, 16)
+	must(err)
+	y, err := Alloc[int64](w, 16)
+	must(err)
 	op := OpSum
 	if me == 1 {
 		op = OpMax
@@ -157,9 +164,17 @@ func TestGPUStreamCollWorker(t *testing.T) {
 
 	// members whose copy-engine all-gathers differ in size: the offload's entry round fails on
 	// both, nothing is posted
+	// (the allocations are symmetric, at the largest size; each PE hands over a slice of its own
+	// length: Alloc itself refuses different sizes across PEs)
 	ce := int(thr)/4 + 16*me
-	cs, _ := Alloc[float32](w, ce)
-	cd, _ := Alloc[float32](w, n*ce)
+	csAll, err := Alloc[float32](w, int(thr)/4+16*(n-1))
+	must(err)
+	cdAll, err := Alloc[float32](w, n*(int(thr)/4+16*(n-1)))
+	must(err)
+	cs, err := csAll.Slice(0, ce)
+	must(err)
+	cd, err := cdAll.Slice(0, n*ce)
+	must(err)
 	if a := world.StreamAlgorithm(CollFCollect, ce*4); a != "ce" {
 		t.Fatalf("PE %d: a %d-byte all-gather takes %q, want ce", me, ce*4, a)
 	}

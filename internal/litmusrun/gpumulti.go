@@ -144,6 +144,12 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 	for i, c := range rng.Perm(gpuCopies) {
 		perm[i] = uint32(c)
 	}
+	// PE 0 reads every PE's variables after the last launch's closing barrier: none may reset
+	// its own before PE 0 is done (a reset that raced that read showed whole launches of initial
+	// values, outcomes the model forbids, on the H200).
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
 	if err := p.vars.Put(me, 0, p.image); err != nil {
 		return err
 	}
@@ -153,7 +159,7 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 	if err := p.mapping.Put(me, 0, perm); err != nil {
 		return err
 	}
-	if err := w.BarrierAll(ctx); err != nil { // every PE is reset, and PE 0 has read the last launch
+	if err := w.BarrierAll(ctx); err != nil { // every PE is reset
 		return err
 	}
 	words := g.words()
