@@ -122,6 +122,14 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 	if err != nil {
 		return nil, err
 	}
+	// Without it, the NICs the kernel routes to the other nodes through (shmem/rails.go).
+	routed, err := w.routedRails(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(nics) == 0 {
+		nics = routed
+	}
 	if len(nics) > 0 {
 		if cfg.Rails, err = tcp.RailsFromNICs(nics); err != nil {
 			return nil, fmt.Errorf("ROX_NICS: %w", err)
