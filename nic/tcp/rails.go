@@ -65,6 +65,7 @@ const (
 	maxSeqGap              = dedupWindow / 2
 	rateWindow             = 20 * time.Millisecond
 	delayWindow            = 250 * time.Millisecond // the path delay is the least of the last one or two
+	delaySamples           = 16                     // ... of at least this many samples, else unknown
 	retryDelay             = 500 * time.Millisecond
 	maxRetryDelay          = 10 * time.Second
 )
@@ -102,10 +103,11 @@ type railState struct {
 	// answered before it, at the rail's rate; the backlog term counts those), over the last one
 	// or two delayWindows, so that a queue that drains stops counting (an all-time minimum would
 	// keep a first sample taken under load forever).
-	delayCur, delayPrev float64 // +Inf: no sample in that window
-	delayStart          time.Time
-	rate                float64 // bytes per second, smoothed delivery rate while busy
-	lastAck             time.Time
+	delayCur, delayPrev   float64 // +Inf: no sample in that window
+	delayCurN, delayPrevN int     // samples in each
+	delayStart            time.Time
+	rate                  float64 // bytes per second, smoothed delivery rate while busy
+	lastAck               time.Time
 	// The delivery rate is sampled over windows of at least rateWindow while the rail is busy
 	// (answers come in bursts: the target gathers them into one write), restarted when the
 	// rail goes from idle to busy.
@@ -192,7 +194,7 @@ func (r *remote) railUp(p *peer) {
 		return
 	}
 	st.p, st.backlog, st.minRTT, st.rate, st.lastAck = p, 0, 0, 0, time.Time{}
-	st.delayCur, st.delayPrev, st.delayStart = math.Inf(1), math.Inf(1), time.Now()
+	st.delayCur, st.delayPrev, st.delayCurN, st.delayPrevN, st.delayStart = math.Inf(1), math.Inf(1), 0, 0, time.Now()
 	r.lastAns.Store(max(r.lastAns.Load(), time.Now().UnixNano()))
 	r.kick()
 	r.mu.Unlock()
@@ -242,12 +244,22 @@ func (r *remote) railDown(p *peer, err error, lost []*chunk) {
 	}
 }
 
-// delay is the rail's path delay, 0 while unknown.
-func (st *railState) delay() float64 {
-	if d := min(st.delayCur, st.delayPrev); !math.IsInf(d, 1) {
-		return d
+// delay is the rail's path delay at now: the least sample of the current and the previous
+// delayWindow, once there are delaySamples of them (the least of a few is mostly the noise of a
+// loaded host: a rail judged on them would be avoided, and never sampled again); 0 while unknown
+// (a rail the spray has given nothing for two windows gets probed again).
+func (st *railState) delay(now time.Time) float64 {
+	d, n := math.Inf(1), 0
+	switch age := now.Sub(st.delayStart); {
+	case age < delayWindow:
+		d, n = min(st.delayCur, st.delayPrev), st.delayCurN+st.delayPrevN
+	case age < 2*delayWindow:
+		d, n = st.delayCur, st.delayCurN
 	}
-	return 0
+	if n < delaySamples {
+		return 0
+	}
+	return d
 }
 
 func (r *remote) aliveLocked() int {
@@ -381,7 +393,7 @@ func (r *remote) pickLocked(size int) int {
 		if known == 0 {
 			known = 1e9
 		}
-		bestT := math.Inf(1)
+		bestT, now := math.Inf(1), time.Now()
 		for i := range r.st {
 			st := &r.st[i]
 			if st.p == nil {
@@ -391,7 +403,7 @@ func (r *remote) pickLocked(size int) int {
 			if rate == 0 {
 				rate = known
 			}
-			est := float64(st.backlog+int64(size))/rate + st.delay()
+			est := float64(st.backlog+int64(size))/rate + st.delay(now)
 			if est < bestT {
 				best, bestT = i, est
 			}
@@ -474,18 +486,31 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			if st.rate > 0 {
 				d = max(0, rtt-float64(st.acked-n-c.mark)/st.rate)
 			}
-			if now.Sub(st.delayStart) >= delayWindow {
-				st.delayPrev, st.delayCur, st.delayStart = st.delayCur, d, now
-			} else {
-				st.delayCur = min(st.delayCur, d)
+			switch age := now.Sub(st.delayStart); {
+			case age >= 2*delayWindow:
+				st.delayPrev, st.delayPrevN = math.Inf(1), 0
+				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
+			case age >= delayWindow:
+				st.delayPrev, st.delayPrevN = st.delayCur, st.delayCurN
+				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
+			default:
+				st.delayCur, st.delayCurN = min(st.delayCur, d), st.delayCurN+1
 			}
 		}
 		st.winBytes += n
 		if d := now.Sub(st.winStart); d >= max(rateWindow, time.Duration(2*st.minRTT*float64(time.Second))) {
+			// A window in which the rail ran dry says only that it can do at least that much
+			// (app-limited): it may raise a known rate but never sets one, so that a rail the
+			// spray has given little to is not then judged slow by it and starved (with the rate
+			// unknown, it counts as fast as the fastest and gets probed).
 			switch s := float64(st.winBytes) / d.Seconds(); {
+			case st.winIdle:
+				if st.rate > 0 && s > st.rate {
+					st.rate = 0.5*st.rate + 0.5*s
+				}
 			case st.rate == 0:
 				st.rate = s
-			case !st.winIdle || s > st.rate:
+			default:
 				st.rate = 0.5*st.rate + 0.5*s
 			}
 			st.winStart, st.winBytes, st.winIdle = now, 0, false
@@ -664,7 +689,7 @@ func (r *remote) pickSync() (*peer, error) {
 		if st.p == nil {
 			continue
 		}
-		est := st.delay()
+		est := st.delay(time.Now())
 		if st.rate > 0 {
 			est += float64(st.backlog) / st.rate
 		}
@@ -813,7 +838,7 @@ func (t *Transport) RailStats(pe int) []RailStats {
 	out := make([]RailStats, r.n.Load())
 	for i := range out {
 		st := &r.st[i]
-		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: st.delay(), Rate: st.rate, Retired: st.retired}
+		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: st.delay(time.Now()), Rate: st.rate, Retired: st.retired}
 	}
 	return out
 }

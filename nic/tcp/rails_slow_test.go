@@ -33,7 +33,7 @@ func (h *pausingHeap) Bytes(off uint64, n int) ([]byte, error) {
 // probe), is slow, not broken: it is not retired, and the put completes with every byte.
 func TestRailSlowAnswerNotRetired(t *testing.T) {
 	const size, chunk = 1 << 20, 128 << 10 // 4 rails: 8 chunks of 128 KiB
-	const timeout = 4 * time.Second       // railLimit 1 s
+	const timeout = 4 * time.Second        // railLimit 1 s
 	stalled := &pausingHeap{memHeap: newHeap(size + 8192), stall: 4096 + 3*chunk, wait: 2500 * time.Millisecond}
 	heaps := []nic.Memory{newHeap(size + 8192), stalled}
 	var ts []*Transport

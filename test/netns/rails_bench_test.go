@@ -26,9 +26,10 @@ import (
 //     congested into host 1);
 //   - alltoall: every PE puts size bytes to every other PE (staggered: PE i to i+1, i+2, ...),
 //     quiets, and all wait for the slowest (in-process); busbw = (PEs-1) * size / time per PE,
-//     nccl-tests' alltoall busbw for its size = PEs * size. Rails at 250 Mbit/s (unequal: 250M,
-//     250M, 50M, 250M congested into every host), so that 4 receivers' rails, not the machine's
-//     two CPUs, bound it (4 x 4 x 250 Mbit/s is what 2 x 4 x 1 Gbit/s is for the put);
+//     nccl-tests' alltoall busbw for its size = PEs * size. Rails at 125 Mbit/s (unequal: 125M,
+//     125M, 25M, 125M congested into every host), so that the 4 receivers' rails, not the
+//     machine's two CPUs, bound it (16 rails into 4 hosts, each PE sending to 3 and receiving
+//     from 3 at once: at 250 Mbit/s the 2 cores fell short of the rails even when idle);
 //   - put_qp2: the put with two connections per rail (each NIC listed twice), cas;
 //   - each rail alone (spray "railN": single on that rail only, same congestion, in the same
 //     run), for the unequal target: cas >= 0.85 x the sum of the rails' own rates, >= 1.5 x rr.
@@ -257,7 +258,7 @@ func TestRailsBandwidth(t *testing.T) {
 			stopAll()
 		}
 		if want("alltoall") {
-			setRates(t, rn, phase, "250mbit", "50mbit")
+			setRates(t, rn, phase, "125mbit", "25mbit")
 			if phase == "unequal" {
 				congest(hosts4, 2)
 				alone("alltoall", hosts4, 4<<20)
