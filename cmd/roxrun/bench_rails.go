@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -186,7 +187,19 @@ func (tb *railTable) med(test, rails, spray string, size int) float64 {
 
 func printRailsTable(w io.Writer, tb *railTable, files []string) {
 	for i, f := range files {
-		fmt.Fprintf(w, "run %d (%s): load averages %s\n", i+1, f, strings.Join(tb.loads[i], " | "))
+		// The 1-minute load average as the run's cells ended: its least and greatest.
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, l := range tb.loads[i] {
+			var v float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(l), "%f", &v); err == nil {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+		}
+		if lo <= hi {
+			fmt.Fprintf(w, "run %d (%s): 1-minute load average %.1f..%.1f over its cells (2 CPUs)\n", i+1, f, lo, hi)
+		} else {
+			fmt.Fprintf(w, "run %d (%s): load not recorded\n", i+1, f)
+		}
 	}
 	sprays := []string{"single", "rr", "cas"}
 	for _, rails := range []string{"equal", "unequal"} {

@@ -78,7 +78,7 @@ var (
 	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
 	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed", isDur)
 	CollAlgo    = register("ROX_COLL_ALGO", "auto", "host collectives' algorithm: auto|oneshot|twoshot|ring|hier (auto picks per call from size, team shape and topology)", oneOf("auto", "oneshot", "twoshot", "ring", "hier"))
-	NICs        = register("ROX_NICS", "", "tcp transport: the NICs (rails) this host's PEs reach other nodes through, comma-separated interface names or addresses (e.g. eth1,eth2); default: the one interface that routes to the rendezvous", isList)
+	NICs        = register("ROX_NICS", "", "tcp transport: the NICs (rails) this host's PEs reach other nodes through, comma-separated interface names or addresses (e.g. eth1,eth2); default: the NICs on the subnets every node has one on (from the kernel's routing table, published through the bootstrap), else the one interface that routes to the rendezvous", isList)
 	Stripe      = register("ROX_STRIPE_THRESHOLD", "64K", "tcp transport over several rails: puts of at least this many bytes are cut into chunks sprayed over the rails; smaller ones keep to one rail", isSize)
 	Spray       = register("ROX_SPRAY", "cas", "tcp transport over several rails: how chunks of a striped put pick their rail: cas (congestion-aware)|rr (round robin)|single", oneOf("cas", "rr", "single"))
 	// Set by roxrun for its children (and read by internal/bootstrap).
