@@ -64,6 +64,7 @@ const (
 	dedupWindow            = 1 << 14 // numbered operations the target remembers per source PE
 	maxSeqGap              = dedupWindow / 2
 	rateWindow             = 20 * time.Millisecond
+	rateExpiry             = 5 * rateWindow         // a rate not sampled for this long is unknown again
 	delayWindow            = 250 * time.Millisecond // the path delay is the least of the last one or two
 	delaySamples           = 16                     // ... of at least this many samples, else unknown
 	retryDelay             = 500 * time.Millisecond
@@ -106,15 +107,20 @@ type railState struct {
 	delayCur, delayPrev   float64 // +Inf: no sample in that window
 	delayCurN, delayPrevN int     // samples in each
 	delayStart            time.Time
-	rate                  float64 // bytes per second, smoothed delivery rate while busy
+	rate                  float64   // bytes per second, smoothed delivery rate while busy
+	rateAt                time.Time // its last sample
 	lastAck               time.Time
-	// The delivery rate is sampled over windows of at least rateWindow while the rail is busy
-	// (answers come in bursts: the target gathers them into one write), restarted when the
-	// rail goes from idle to busy.
-	winStart time.Time
-	winBytes int64
-	winIdle  bool // the rail ran out of work during the window: its rate says less than it can
-	//                do (an app-limited sample), so it may only raise the estimate
+	// The delivery rate is sampled over windows of at least rateWindow (answers come in bursts:
+	// the target gathers them into one write), restarted when the rail goes from idle to busy:
+	// the bytes answered over the time within the window that the rail had bytes waiting, so
+	// that a rail the spray gives a chunk now and then is not judged by its idle time.
+	winStart  time.Time
+	winBytes  int64
+	winBusy   time.Duration // busy time in the window before busySince
+	busySince time.Time     // when the rail last went from idle to busy
+	winIdle   bool          // the rail ran out of work during the window: its rate may say less
+	//                         than it can do (bursts of a chunk or two: their round trip counts),
+	//                         so it may only raise a known estimate
 	acked   int64 // bytes answered, for RailStats
 	chunks  int64
 	retired int
@@ -384,22 +390,30 @@ func (r *remote) pickLocked(size int) int {
 		}
 	default:
 		// The rail expected to finish the chunk first: what waits there, at its delivery rate,
-		// plus its path's delay. A rail not yet measured is taken to be as fast as the fastest
-		// one, so that it gets probed.
+		// plus its path's delay. A rail not yet measured, or not for rateExpiry (the spray has
+		// given it nothing since: a low estimate must not starve it for good), is taken to be as
+		// fast as the fastest one, so that it gets probed.
+		now := time.Now()
+		rateOf := func(st *railState) float64 {
+			if now.Sub(st.rateAt) > rateExpiry {
+				return 0
+			}
+			return st.rate
+		}
 		known := 0.0
 		for i := range r.st {
-			known = max(known, r.st[i].rate)
+			known = max(known, rateOf(&r.st[i]))
 		}
 		if known == 0 {
 			known = 1e9
 		}
-		bestT, now := math.Inf(1), time.Now()
+		bestT := math.Inf(1)
 		for i := range r.st {
 			st := &r.st[i]
 			if st.p == nil {
 				continue
 			}
-			rate := st.rate
+			rate := rateOf(st)
 			if rate == 0 {
 				rate = known
 			}
@@ -424,8 +438,12 @@ func (r *remote) placeLocked(c *chunk) {
 		}
 	}
 	st := &r.st[i]
-	if st.backlog == 0 && st.winBytes == 0 {
-		st.winStart, st.winIdle = time.Now(), false // busy from now: a fresh rate window
+	if st.backlog == 0 {
+		now := time.Now()
+		st.busySince = now
+		if st.winBytes == 0 {
+			st.winStart, st.winIdle, st.winBusy = now, false, 0 // busy from now: a fresh rate window
+		}
 	}
 	st.queue = append(st.queue, c)
 	st.backlog += int64(len(c.data))
@@ -498,25 +516,25 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			}
 		}
 		st.winBytes += n
-		if d := now.Sub(st.winStart); d >= max(rateWindow, time.Duration(2*st.minRTT*float64(time.Second))) {
-			// A window in which the rail ran dry says only that it can do at least that much
-			// (app-limited): it may raise a known rate but never sets one, so that a rail the
-			// spray has given little to is not then judged slow by it and starved (with the rate
-			// unknown, it counts as fast as the fastest and gets probed).
-			switch s := float64(st.winBytes) / d.Seconds(); {
-			case st.winIdle:
-				if st.rate > 0 && s > st.rate {
-					st.rate = 0.5*st.rate + 0.5*s
-				}
-			case st.rate == 0:
-				st.rate = s
-			default:
-				st.rate = 0.5*st.rate + 0.5*s
-			}
-			st.winStart, st.winBytes, st.winIdle = now, 0, false
-		}
 		if st.backlog == 0 {
+			st.winBusy += now.Sub(st.busySince)
 			st.winIdle = true
+		}
+		if d := now.Sub(st.winStart); d >= max(rateWindow, time.Duration(2*st.minRTT*float64(time.Second))) {
+			busy := st.winBusy
+			if st.backlog > 0 {
+				busy += now.Sub(st.busySince)
+				st.busySince = now
+			}
+			if busy > 0 {
+				switch s := float64(st.winBytes) / busy.Seconds(); {
+				case st.rate == 0 || now.Sub(st.rateAt) > rateExpiry:
+					st.rate, st.rateAt = s, now
+				case !st.winIdle || s > st.rate:
+					st.rate, st.rateAt = 0.5*st.rate+0.5*s, now
+				}
+			}
+			st.winStart, st.winBytes, st.winIdle, st.winBusy = now, 0, false, 0
 		}
 		st.lastAck = now
 	}
