@@ -281,32 +281,3 @@ func TestAllRailsCut(t *testing.T) {
 		t.Fatalf("fence after the peer is lost: %v", err)
 	}
 }
-
-// Small striped puts over 4 rate-limited rails, each completed by a quiet (every rail runs dry
-// between them, as in an all-to-all's rounds): cas spreads them over every rail, rather than
-// sending nearly all to the one it happened to measure best (a rail given a chunk now and then
-// must not be judged by its idle time, nor by the few round trips it had).
-func TestRailsCASSpreadsQuietedPuts(t *testing.T) {
-	rn := needRails(t, netns.RailOptions{Hosts: 2, Rails: 4, Rates: []string{"100mbit", "100mbit", "100mbit", "100mbit"}})
-	ts, _, _ := railJob(t, rn, 0, tcp.SprayCAS, 1<<20, 10*time.Second)
-	src := pattern(64<<10, 5)
-	for round := 0; round < 150; round++ {
-		if err := ts[0].Put(1, 0, src); err != nil {
-			t.Fatal(err)
-		}
-		if err := ts[0].Quiet(context.Background(), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := ts[0].RailStats(1)
-	var total int64
-	for _, s := range st {
-		total += s.Chunks
-	}
-	for r, s := range st {
-		if s.Chunks*8 < total {
-			t.Fatalf("rail %d carried %d of %d chunks: %+v", r, s.Chunks, total, st)
-		}
-	}
-	t.Logf("rails: %+v", st)
-}
