@@ -130,9 +130,18 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 	if err != nil {
 		return nil, err
 	}
+	// Without it, the NICs the kernel routes to the other nodes through (shmem/rails.go).
+	routed, err := w.routedRails(ctx)
+	if err != nil {
+		return nil, err
+	}
+	from := "ROX_NICS"
+	if len(nics) == 0 {
+		nics, from = routed, "rails from the routing table"
+	}
 	if len(nics) > 0 {
 		if cfg.Rails, err = tcp.RailsFromNICs(nics); err != nil {
-			return nil, fmt.Errorf("ROX_NICS: %w", err)
+			return nil, fmt.Errorf("%s: %w", from, err)
 		}
 	}
 	if cfg.Spray, err = env.Spray.String(); err != nil {

@@ -132,6 +132,9 @@ which row runs.`)}
 }
 
 func benchMain(args []string, stdout, stderr io.Writer) int {
+	if code, ok := railsBenchMain(args, stdout, stderr); ok { // bench_rails.go
+		return code
+	}
 	if code, ok := collBenchMain(args, stdout, stderr); ok { // bench_coll.go
 		return code
 	}

@@ -466,18 +466,13 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 	if len(rows) > 0 {
 		pes = rows[0].PEs
 	}
-	colors := []color.Color{color.RGBA{0xd6, 0x27, 0x28, 255}, color.RGBA{0x1f, 0x77, 0xb4, 255}, color.RGBA{0x2c, 0xa0, 0x2c, 255}, color.RGBA{0xff, 0x7f, 0x0e, 255}, color.RGBA{0x94, 0x67, 0xbd, 255}}
-	var grid [][]*plot.Plot
+	var grid [][]plotPanel
 	for _, test := range collTests[:5] { // team_barrier has one size: it is in the table only
-		var line []*plot.Plot
+		var line []plotPanel
 		for _, metric := range []string{"latency_us", "busbw_gbps"} {
-			p := plot.New()
-			p.Title.Text = fmt.Sprintf("%s, %d PEs: %s", test, pes, metric)
-			p.X.Label.Text = "bytes per PE"
-			p.Legend.Top = true
-			drawn := false
+			pn := plotPanel{Title: fmt.Sprintf("%s, %d PEs: %s", test, pes, metric), XLabel: "bytes per PE"}
 			for si, s := range series {
-				var xy plotter.XYs
+				sr := plotSeries{Name: s, Color: si}
 				for _, r := range data[s] {
 					if r.Test != test || (pes > 0 && r.PEs != pes) || r.SizeBytes <= 0 {
 						continue
@@ -486,8 +481,54 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 					if metric == "busbw_gbps" {
 						v = r.BusBWGBps
 					}
-					if v > 0 {
-						xy = append(xy, plotter.XY{X: float64(r.SizeBytes), Y: v})
+					sr.XY = append(sr.XY, plotter.XY{X: float64(r.SizeBytes), Y: v})
+				}
+				pn.Series = append(pn.Series, sr)
+			}
+			line = append(line, pn)
+		}
+		grid = append(grid, line)
+	}
+	return plotGrid(file, grid)
+}
+
+// plotPanel is one log-log panel of plotGrid's grid.
+type plotPanel struct {
+	Title, XLabel, YLabel string
+	Series                []plotSeries
+}
+
+// plotSeries is one line of a panel; Color indexes plotColors, so that one series keeps its
+// colour across panels.
+type plotSeries struct {
+	Name  string
+	Color int
+	XY    plotter.XYs // points at or below zero are left out (log axes)
+}
+
+var plotColors = []color.Color{color.RGBA{0xd6, 0x27, 0x28, 255}, color.RGBA{0x1f, 0x77, 0xb4, 255}, color.RGBA{0x2c, 0xa0, 0x2c, 255}, color.RGBA{0xff, 0x7f, 0x0e, 255}, color.RGBA{0x94, 0x67, 0xbd, 255}}
+
+// plotGrid draws panels, rows of them, into an SVG file: the benchmarks' one plotting code
+// (--coll's collectives, --rails's rails).
+func plotGrid(file string, panels [][]plotPanel) error {
+	cols := 0
+	for _, row := range panels {
+		cols = max(cols, len(row))
+	}
+	var grid [][]*plot.Plot
+	for _, row := range panels {
+		line := make([]*plot.Plot, cols)
+		for j, pn := range row {
+			p := plot.New()
+			p.Title.Text = pn.Title
+			p.X.Label.Text, p.Y.Label.Text = pn.XLabel, pn.YLabel
+			p.Legend.Top = true
+			drawn := false
+			for _, sr := range pn.Series {
+				var xy plotter.XYs
+				for _, pt := range sr.XY {
+					if pt.X > 0 && pt.Y > 0 {
+						xy = append(xy, pt)
 					}
 				}
 				if len(xy) == 0 {
@@ -498,9 +539,10 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 				if err != nil {
 					return err
 				}
-				l.Color, pts.Color = colors[si%len(colors)], colors[si%len(colors)]
+				c := plotColors[sr.Color%len(plotColors)]
+				l.Color, pts.Color = c, c
 				p.Add(l, pts)
-				p.Legend.Add(s, l, pts)
+				p.Legend.Add(sr.Name, l, pts)
 				drawn = true
 			}
 			if drawn { // log axes need data above zero; an empty panel keeps linear ones
@@ -509,14 +551,19 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 			} else {
 				p.Title.Text += " (no rows)"
 			}
-			line = append(line, p)
+			line[j] = p
+		}
+		for j := range line {
+			if line[j] == nil {
+				line[j] = plot.New() // a short row: blank tiles
+			}
 		}
 		grid = append(grid, line)
 	}
 	const cellW, cellH = 5 * vg.Inch, 3.2 * vg.Inch
-	cnv := vgsvg.New(2*cellW, vg.Length(len(grid))*cellH)
+	cnv := vgsvg.New(vg.Length(cols)*cellW, vg.Length(len(grid))*cellH)
 	dc := draw.New(cnv)
-	tiles := draw.Tiles{Rows: len(grid), Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4}
+	tiles := draw.Tiles{Rows: len(grid), Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4}
 	canvases := plot.Align(grid, tiles, dc)
 	for i := range grid {
 		for j := range grid[i] {

@@ -64,6 +64,9 @@ const (
 	dedupWindow            = 1 << 14 // numbered operations the target remembers per source PE
 	maxSeqGap              = dedupWindow / 2
 	rateWindow             = 20 * time.Millisecond
+	rateExpiry             = 5 * rateWindow         // a rate not sampled for this long is unknown again
+	delayWindow            = 250 * time.Millisecond // the path delay is the least of the last one or two
+	delaySamples           = 16                     // ... of at least this many samples, else unknown
 	retryDelay             = 500 * time.Millisecond
 	maxRetryDelay          = 10 * time.Second
 )
@@ -80,6 +83,7 @@ type chunk struct {
 	parent  *stripe      // the put-with-signal this chunk carries data for
 	striped bool         // a piece of a large put: sprayed; else it takes the first rail alive
 	sentAt  atomic.Int64 // unix ns of the write of its latest send
+	mark    int64        // its rail's answered bytes when its writer took it: what answers before it was ahead of it
 }
 
 // stripe holds back a put-with-signal's signal until every chunk of its data is answered.
@@ -94,15 +98,29 @@ type railState struct {
 	wake    chan struct{}
 	backlog int64   // bytes queued or unanswered on this rail
 	minRTT  float64 // seconds, least write-to-answer time seen
-	rate    float64 // bytes per second, smoothed delivery rate while busy
-	lastAck time.Time
-	// The delivery rate is sampled over windows of at least rateWindow while the rail is busy
-	// (answers come in bursts: the target gathers them into one write), restarted when the
-	// rail goes from idle to busy.
-	winStart time.Time
-	winBytes int64
-	winIdle  bool // the rail ran out of work during the window: its rate says less than it can
-	//                do (an app-limited sample), so it may only raise the estimate
+	// The path's delay, what a chunk placed on an idle rail still waits (the propagation, and
+	// the queues that other traffic keeps standing on the path): the least write-to-answer time
+	// less the time the chunk queued behind this PE's own earlier chunks on the rail (the bytes
+	// answered before it, at the rail's rate; the backlog term counts those), over the last one
+	// or two delayWindows, so that a queue that drains stops counting (an all-time minimum would
+	// keep a first sample taken under load forever).
+	delayCur, delayPrev   float64 // +Inf: no sample in that window
+	delayCurN, delayPrevN int     // samples in each
+	delayStart            time.Time
+	rate                  float64   // bytes per second, smoothed delivery rate while busy
+	rateAt                time.Time // its last sample
+	lastAck               time.Time
+	// The delivery rate is sampled over windows of at least rateWindow (answers come in bursts:
+	// the target gathers them into one write), restarted when the rail goes from idle to busy:
+	// the bytes answered over the time within the window that the rail had bytes waiting, so
+	// that a rail the spray gives a chunk now and then is not judged by its idle time.
+	winStart  time.Time
+	winBytes  int64
+	winBusy   time.Duration // busy time in the window before busySince
+	busySince time.Time     // when the rail last went from idle to busy
+	winIdle   bool          // the rail ran out of work during the window: its rate may say less
+	//                         than it can do (bursts of a chunk or two: their round trip counts),
+	//                         so it may only raise a known estimate
 	acked   int64 // bytes answered, for RailStats
 	chunks  int64
 	retired int
@@ -125,14 +143,15 @@ type remote struct {
 	open        map[uint32]struct{}
 	low, seq    uint32 // the oldest number possibly unanswered; the latest issued
 	rr          int
-	firstErr    error // the first error the target reported for a chunk since the last Quiet
-	dead        error // every rail is lost
+	firstErr    error       // the first error the target reported for a chunk since the last Quiet
+	probed      []time.Time // probed[rail]: the last probe check sent (the watchdog's only)
+	dead        error       // every rail is lost
 	closed      bool
 }
 
 func newRemote(t *Transport, pe int) *remote {
 	r := &remote{t: t, pe: pe, rails: make([]atomic.Pointer[peer], len(t.cfg.Rails)),
-		st: make([]railState, len(t.cfg.Rails)), progress: make(chan struct{}), open: map[uint32]struct{}{}, low: 1}
+		st: make([]railState, len(t.cfg.Rails)), probed: make([]time.Time, len(t.cfg.Rails)), progress: make(chan struct{}), open: map[uint32]struct{}{}, low: 1}
 	for i := range r.st {
 		r.st[i].wake = make(chan struct{}, 1)
 	}
@@ -181,6 +200,7 @@ func (r *remote) railUp(p *peer) {
 		return
 	}
 	st.p, st.backlog, st.minRTT, st.rate, st.lastAck = p, 0, 0, 0, time.Time{}
+	st.delayCur, st.delayPrev, st.delayCurN, st.delayPrevN, st.delayStart = math.Inf(1), math.Inf(1), 0, 0, time.Now()
 	r.lastAns.Store(max(r.lastAns.Load(), time.Now().UnixNano()))
 	r.kick()
 	r.mu.Unlock()
@@ -228,6 +248,24 @@ func (r *remote) railDown(p *peer, err error, lost []*chunk) {
 		t.wg.Add(1)
 		go r.redial(p.rail)
 	}
+}
+
+// delay is the rail's path delay at now: the least sample of the current and the previous
+// delayWindow, once there are delaySamples of them (the least of a few is mostly the noise of a
+// loaded host: a rail judged on them would be avoided, and never sampled again); 0 while unknown
+// (a rail the spray has given nothing for two windows gets probed again).
+func (st *railState) delay(now time.Time) float64 {
+	d, n := math.Inf(1), 0
+	switch age := now.Sub(st.delayStart); {
+	case age < delayWindow:
+		d, n = min(st.delayCur, st.delayPrev), st.delayCurN+st.delayPrevN
+	case age < 2*delayWindow:
+		d, n = st.delayCur, st.delayCurN
+	}
+	if n < delaySamples {
+		return 0
+	}
+	return d
 }
 
 func (r *remote) aliveLocked() int {
@@ -306,6 +344,7 @@ func (r *remote) writer(p *peer) {
 		size := 0
 		for len(st.queue) > 0 && (len(batch) == 0 || size+len(st.queue[0].data) <= flushThreshold) && len(batch) < 256 {
 			c := st.queue[0]
+			c.mark = st.acked
 			st.queue[0] = nil
 			st.queue = st.queue[1:]
 			batch = append(batch, c)
@@ -351,11 +390,19 @@ func (r *remote) pickLocked(size int) int {
 		}
 	default:
 		// The rail expected to finish the chunk first: what waits there, at its delivery rate,
-		// plus its round-trip time. A rail not yet measured is taken to be as fast as the
-		// fastest one, so that it gets probed.
+		// plus its path's delay. A rail not yet measured, or not for rateExpiry (the spray has
+		// given it nothing since: a low estimate must not starve it for good), is taken to be as
+		// fast as the fastest one, so that it gets probed.
+		now := time.Now()
+		rateOf := func(st *railState) float64 {
+			if now.Sub(st.rateAt) > rateExpiry {
+				return 0
+			}
+			return st.rate
+		}
 		known := 0.0
 		for i := range r.st {
-			known = max(known, r.st[i].rate)
+			known = max(known, rateOf(&r.st[i]))
 		}
 		if known == 0 {
 			known = 1e9
@@ -366,11 +413,11 @@ func (r *remote) pickLocked(size int) int {
 			if st.p == nil {
 				continue
 			}
-			rate := st.rate
+			rate := rateOf(st)
 			if rate == 0 {
 				rate = known
 			}
-			est := float64(st.backlog+int64(size))/rate + st.minRTT
+			est := float64(st.backlog+int64(size))/rate + st.delay(now)
 			if est < bestT {
 				best, bestT = i, est
 			}
@@ -391,8 +438,12 @@ func (r *remote) placeLocked(c *chunk) {
 		}
 	}
 	st := &r.st[i]
-	if st.backlog == 0 && st.winBytes == 0 {
-		st.winStart, st.winIdle = time.Now(), false // busy from now: a fresh rate window
+	if st.backlog == 0 {
+		now := time.Now()
+		st.busySince = now
+		if st.winBytes == 0 {
+			st.winStart, st.winIdle, st.winBusy = now, false, 0 // busy from now: a fresh rate window
+		}
 	}
 	st.queue = append(st.queue, c)
 	st.backlog += int64(len(c.data))
@@ -445,21 +496,45 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 		st.acked += n
 		st.chunks++
 		sent := time.Unix(0, c.sentAt.Load())
-		if rtt := now.Sub(sent).Seconds(); rtt > 0 && (st.minRTT == 0 || rtt < st.minRTT) {
-			st.minRTT = rtt
+		if rtt := now.Sub(sent).Seconds(); rtt > 0 {
+			if st.minRTT == 0 || rtt < st.minRTT {
+				st.minRTT = rtt
+			}
+			d := rtt
+			if st.rate > 0 {
+				d = max(0, rtt-float64(st.acked-n-c.mark)/st.rate)
+			}
+			switch age := now.Sub(st.delayStart); {
+			case age >= 2*delayWindow:
+				st.delayPrev, st.delayPrevN = math.Inf(1), 0
+				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
+			case age >= delayWindow:
+				st.delayPrev, st.delayPrevN = st.delayCur, st.delayCurN
+				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
+			default:
+				st.delayCur, st.delayCurN = min(st.delayCur, d), st.delayCurN+1
+			}
 		}
 		st.winBytes += n
-		if d := now.Sub(st.winStart); d >= max(rateWindow, time.Duration(2*st.minRTT*float64(time.Second))) {
-			switch s := float64(st.winBytes) / d.Seconds(); {
-			case st.rate == 0:
-				st.rate = s
-			case !st.winIdle || s > st.rate:
-				st.rate = 0.5*st.rate + 0.5*s
-			}
-			st.winStart, st.winBytes, st.winIdle = now, 0, false
-		}
 		if st.backlog == 0 {
+			st.winBusy += now.Sub(st.busySince)
 			st.winIdle = true
+		}
+		if d := now.Sub(st.winStart); d >= max(rateWindow, time.Duration(2*st.minRTT*float64(time.Second))) {
+			busy := st.winBusy
+			if st.backlog > 0 {
+				busy += now.Sub(st.busySince)
+				st.busySince = now
+			}
+			if busy > 0 {
+				switch s := float64(st.winBytes) / busy.Seconds(); {
+				case st.rate == 0 || now.Sub(st.rateAt) > rateExpiry:
+					st.rate, st.rateAt = s, now
+				case !st.winIdle || s > st.rate:
+					st.rate, st.rateAt = 0.5*st.rate+0.5*s, now
+				}
+			}
+			st.winStart, st.winBytes, st.winIdle, st.winBusy = now, 0, false, 0
 		}
 		st.lastAck = now
 	}
@@ -632,7 +707,7 @@ func (r *remote) pickSync() (*peer, error) {
 		if st.p == nil {
 			continue
 		}
-		est := st.minRTT
+		est := st.delay(time.Now())
 		if st.rate > 0 {
 			est += float64(st.backlog) / st.rate
 		}
@@ -701,37 +776,53 @@ func (r *remote) amo(req *request) (uint64, error) {
 	return pd.value, nil
 }
 
-// check retires a rail that has owed an answer for railLimit while another rail owes none or
-// still answers. When every rail owes one, the PE itself may be slow rather than the rails
-// broken: they are all kept until no rail has answered for Config.Timeout, and then the peer
-// is lost.
+// check retires a rail that has owed an answer for railLimit (or whose write has not moved for
+// as long) while another rail to the peer owes none or still answers, unless the kernel shows
+// that the rail's path works and is only slow (pathState): congested queues drop segments and
+// TCP backs off for seconds, and retiring the rail would resend its chunks into the same
+// congestion and leave a working NIC idle. When the kernel has delivered everything and the
+// answer is still late (the peer's application is slow), a probe (a flush) is sent, so that a
+// path cut since shows as data unacknowledged. When every rail owes an answer, the PE itself may
+// be slow rather than the rails broken: they are all kept until no rail has answered for
+// Config.Timeout, and then the peer is lost.
 func (r *remote) check(now time.Time) {
 	if !r.multi() {
 		return
 	}
 	limit := r.t.railLimit()
-	var stuck []*peer
+	var stuck, slow []*peer
 	fine := false
 	for i := range r.rails {
 		p := r.rails[i].Load()
 		if p == nil || p.failure("check") != nil {
 			continue
 		}
-		if p.stuck(now, limit) || p.clock.stalled(now, limit) {
-			stuck = append(stuck, p)
-		} else {
+		if !p.stuck(now, limit) && !p.clock.stalled(now, limit) {
 			fine = true
+			continue
+		}
+		alive, idle, ok := pathState(p.conn, limit)
+		if !ok || !(alive || idle) {
+			stuck = append(stuck, p)
+			continue
+		}
+		slow = append(slow, p)
+		fine = true
+		if idle && now.Sub(r.probed[i]) >= limit {
+			r.probed[i] = now
+			r.t.wg.Add(1)
+			go func() {
+				defer r.t.wg.Done()
+				p.send("probe", &request{typ: reqFlush}, nil, &pending{typ: reqFlush, done: make(chan struct{})}, true)
+			}()
 		}
 	}
-	if len(stuck) == 0 {
+	silent := time.Duration(now.UnixNano() - r.lastAns.Load())
+	if silent > r.t.cfg.Timeout && len(stuck)+len(slow) > 0 {
+		// No rail has answered for Config.Timeout: the peer is lost, whatever its kernel does.
+		stuck, limit = append(stuck, slow...), silent
+	} else if len(stuck) == 0 || !fine {
 		return
-	}
-	if !fine {
-		silent := time.Duration(now.UnixNano() - r.lastAns.Load())
-		if silent <= r.t.cfg.Timeout {
-			return
-		}
-		limit = silent
 	}
 	for _, p := range stuck {
 		p.fail(fmt.Errorf("%w: %w: PE %d: rail %d answered nothing for %v", ErrPeerLost, ErrTimeout, r.pe, p.rail, limit.Round(time.Millisecond)))
@@ -749,6 +840,7 @@ type RailStats struct {
 	Bytes   int64   // chunk bytes answered
 	Chunks  int64   // chunks answered
 	RTT     float64 // seconds: least write-to-answer time
+	Delay   float64 // seconds: the path delay the spray counts (see railState)
 	Rate    float64 // bytes/s: smoothed delivery rate
 	Retired int     // times the rail was retired
 }
@@ -764,7 +856,7 @@ func (t *Transport) RailStats(pe int) []RailStats {
 	out := make([]RailStats, r.n.Load())
 	for i := range out {
 		st := &r.st[i]
-		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Rate: st.rate, Retired: st.retired}
+		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: st.delay(time.Now()), Rate: st.rate, Retired: st.retired}
 	}
 	return out
 }

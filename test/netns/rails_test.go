@@ -50,10 +50,29 @@ func railJob(t testing.TB, rn *netns.RailNet, nrails int, spray string, heapSize
 // railJobOn is railJob on the rails listed.
 func railJobOn(t testing.TB, rn *netns.RailNet, use []int, spray string, heapSize int, timeout time.Duration) ([]*tcp.Transport, []*heap, []*logs) {
 	t.Helper()
+	var hosts []int
+	for i := range rn.Hosts {
+		hosts = append(hosts, i)
+	}
+	return railJobHostsHeaps(t, rn, hosts, use, spray, nil, heapSize, timeout)
+}
+
+// railJobHosts makes PE k on host hosts[k] with heap heaps[k], on the rails listed (a rail
+// listed twice: two connections on that NIC).
+func railJobHosts(t testing.TB, rn *netns.RailNet, hosts, use []int, spray string, heaps []*heap, timeout time.Duration) ([]*tcp.Transport, []*logs) {
+	t.Helper()
+	ts, _, ls := railJobHostsHeaps(t, rn, hosts, use, spray, heaps, 0, timeout)
+	return ts, ls
+}
+
+// railJobHostsHeaps is railJobHosts with fresh heaps of heapSize bytes when heaps is nil.
+func railJobHostsHeaps(t testing.TB, rn *netns.RailNet, hosts, use []int, spray string, heaps []*heap, heapSize int, timeout time.Duration) ([]*tcp.Transport, []*heap, []*logs) {
+	t.Helper()
 	var ts []*tcp.Transport
 	var hs []*heap
 	var ls []*logs
-	for i, h := range rn.Hosts {
+	for pe, i := range hosts {
+		h := rn.Hosts[i]
 		var rails []tcp.Rail
 		for _, r := range use {
 			ln, err := h.Listen(net.JoinHostPort(rn.RailIP(i, r), "0"))
@@ -62,8 +81,14 @@ func railJobOn(t testing.TB, rn *netns.RailNet, use []int, spray string, heapSiz
 			}
 			rails = append(rails, tcp.Rail{Listener: ln, Dial: h.Dial})
 		}
-		hp, lg := newHeap(heapSize), &logs{}
-		tr, err := tcp.New(tcp.Config{PE: i, NPEs: len(rn.Hosts), Token: token, Rails: rails, Spray: spray, Heap: hp, Timeout: timeout, Logf: lg.logf})
+		var hp *heap
+		if heaps != nil {
+			hp = heaps[pe]
+		} else {
+			hp = newHeap(heapSize)
+		}
+		lg := &logs{}
+		tr, err := tcp.New(tcp.Config{PE: pe, NPEs: len(hosts), Token: token, Rails: rails, Spray: spray, Heap: hp, Timeout: timeout, Logf: lg.logf})
 		if err != nil {
 			t.Fatal(err)
 		}
