@@ -665,10 +665,23 @@ func RunSuite(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode 
 func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmodel.Mode, opt memmodel.Options, cfg Config, out io.Writer) error {
 	var errs []error
 	var rows []memmodel.Power
+	mapped := true // every PE maps every PE's heap, so a store through roxshmem_ptr has a pointer
+	if anyPtrStore(tests) {
+		var err error
+		if mapped, err = mapsEveryHeap(ctx, w); err != nil {
+			return err
+		}
+	}
 	for i, t := range tests {
 		if in, ok := HostRuns(t); !ok { // every PE skips it: no collective call is left unmatched
 			if w.MyPE() == 0 && out != nil {
 				fmt.Fprintf(out, "Test %s skipped: the host runner has no mapping for %s\n\n", t.Name, in)
+			}
+			continue
+		}
+		if in, ok := ptrStore(t); ok && !mapped { // the same decision on every PE (mapsEveryHeap)
+			if w.MyPE() == 0 && out != nil {
+				fmt.Fprintf(out, "Test %s skipped: %s stores through roxshmem_ptr, and not every PE maps every PE's heap here (NIC path)\n\n", t.Name, in)
 			}
 			continue
 		}
@@ -719,4 +732,55 @@ func ModeOf(w *shmem.World) memmodel.Mode {
 		return memmodel.Bypass
 	}
 	return memmodel.Strict
+}
+
+// ptrStore returns a store of t to another PE's memory (through roxshmem_ptr), if it has one.
+func ptrStore(t *memmodel.Test) (string, bool) {
+	for _, c := range t.Columns {
+		for _, in := range c.Instrs {
+			if in.Op == memmodel.OpSt && in.Loc.PE != c.PE {
+				return in.Format(c.PE), true
+			}
+		}
+	}
+	return "", false
+}
+
+func anyPtrStore(tests []*memmodel.Test) bool {
+	for _, t := range tests {
+		if _, ok := ptrStore(t); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// mapsEveryHeap reports, the same on every PE, whether every PE can address every PE's heap with
+// loads and stores (it cannot over the NIC path, or across nodes): a minimum over the world of
+// each PE's own answer. Collective.
+func mapsEveryHeap(ctx context.Context, w *shmem.World) (bool, error) {
+	probe, err := shmem.Alloc[int64](w, 2)
+	if err != nil {
+		return false, err
+	}
+	defer w.Free(probe.Mem())
+	mine := int64(1)
+	for q := 0; q < w.NPEs(); q++ {
+		if probe.Ptr(q) == nil {
+			mine = 0
+		}
+	}
+	probe.Local()[0] = mine
+	src, err := probe.Slice(0, 1)
+	if err != nil {
+		return false, err
+	}
+	dst, err := probe.Slice(1, 1)
+	if err != nil {
+		return false, err
+	}
+	if err := shmem.AllReduce(ctx, w.TeamWorld(), dst, src, shmem.OpMin); err != nil {
+		return false, err
+	}
+	return dst.Local()[0] == 1, nil
 }
