@@ -131,9 +131,16 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 		return nil, err
 	}
 	// Without it, the NICs the kernel routes to the other nodes through (shmem/rails.go).
-	routed, err := w.routedRails(ctx)
+	routed, reach, err := w.routedRails(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// The rendezvous may be reached over the loopback (PE 0 on this node): that address is no
+	// use to the other nodes, which dial this PE on their first operation to it. Advertise this
+	// node's address on a subnet every node shares instead.
+	if ip := net.ParseIP(advertise); ip != nil && ip.IsLoopback() && reach != "" {
+		advertise = reach
+		cfg.Listen, cfg.Advertise = net.JoinHostPort(advertise, "0"), advertise
 	}
 	from := "ROX_NICS"
 	if len(nics) == 0 {

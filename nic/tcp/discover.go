@@ -162,6 +162,16 @@ func routedNICs(table io.Reader, addrs func(name string) ([]*net.IPNet, bool)) (
 // subnets on which every node has a NIC, each node at its own address, in subnet order. It
 // returns PE me's NIC on each, or nil when there are fewer than two, or one node only.
 func SharedNICs(me int, nodes []string, nics [][]NIC) []NIC {
+	if out := CommonNICs(me, nodes, nics); len(out) >= 2 {
+		return out
+	}
+	return nil
+}
+
+// CommonNICs is SharedNICs with any number of shared subnets: PE me's NIC on each subnet on which
+// every node has a NIC of its own, in subnet order; nil with one node only. One such NIC is an
+// address the other nodes reach this PE at, where the rendezvous's route is the loopback.
+func CommonNICs(me int, nodes []string, nics [][]NIC) []NIC {
 	perNode := map[string][]NIC{} // the first PE's NICs stand for its node
 	var order []string
 	for pe, n := range nodes {
@@ -189,7 +199,7 @@ func SharedNICs(me int, nodes []string, nics [][]NIC) []NIC {
 			shared = append(shared, cand.Net)
 		}
 	}
-	if len(shared) < 2 {
+	if len(shared) == 0 {
 		return nil
 	}
 	slices.SortFunc(shared, func(a, b string) int { return compareNet(a, b) })
