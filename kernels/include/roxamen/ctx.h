@@ -53,6 +53,8 @@ ROXI_COLD int roxi_ctx_wait(roxshmem_ctx_desc_t *c, uint64_t target, uint32_t ca
 /* Wait for every ticket reserved so far on c's ring (by any thread of this PE). */
 ROXI_FN int roxi_ctx_ring_quiet(roxshmem_ctx_desc_t *c, uint32_t call)
 {
+	if (!ROXSHMEM_RING)
+		return 1;
 	uint64_t h = roxa_ld_relaxed_u64(roxi_ctx_head(c));
 	if (roxa_ld_relaxed_u64(roxi_ctx_completion(c)) >= h)
 		return 1;
@@ -112,6 +114,9 @@ ROXI_COLD void roxi_ctx_putmem(roxshmem_ctx_t ctx, void *dest, const void *src, 
 	int path = roxi_path(pe, n, 0);
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
 		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+	} else if (!ROXSHMEM_RING) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(ROXSHMEM_CALL_NO_ROUTE, pe, 0);
 	} else {
 		roxi_gsync(g); /* every thread's writes of src precede the descriptor */
 		if (roxi_gidx(g) == 0) {
@@ -138,6 +143,9 @@ ROXI_COLD void roxi_ctx_getmem(roxshmem_ctx_t ctx, void *dest, const void *src, 
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
 		roxa_copy(dest, roxi_remote(off, pe), n, roxi_gidx(g), roxi_gsize(g),
 			  path == ROXI_PATH_SELF ? ROXA_MEM_PLAIN : ROXA_MEM_BYPASS, ROXA_MEM_PLAIN);
+	} else if (!ROXSHMEM_RING) {
+		if (roxi_gidx(g) == 0)
+			roxi_record(ROXSHMEM_CALL_NO_ROUTE, pe, 0);
 	} else if (roxi_gidx(g) == 0) {
 		uint64_t t = roxi_ctx_push(c, ROXSHMEM_OP_GET, (uint32_t)pe, n, (uint64_t)(uintptr_t)dest, off);
 		if (!nbi && t != ROXSHMEM_RING_NO_TICKET)
@@ -174,7 +182,7 @@ ROXA_API void roxshmem_ctx_fence(roxshmem_ctx_t ctx)
 	else
 		roxa_fence_sc();
 	roxshmem_ctx_desc_t *c = roxi_ctx(ctx);
-	if (c == 0)
+	if (c == 0 || !ROXSHMEM_RING)
 		return;
 	if (roxshmem_state.flags & ROXSHMEM_FLAG_RING_FENCE) {
 		if (roxa_ld_relaxed_u64(roxi_ctx_completion(c)) < roxa_ld_relaxed_u64(roxi_ctx_head(c)))
