@@ -78,6 +78,14 @@ func (rt *gpuRuntime) startCtxs() error {
 	return nil
 }
 
+// ringList is the pool's rings (none without a pool: a runtime started without contexts).
+func (p *devCtxPool) ringList() []*nic.Ring {
+	if p == nil {
+		return nil
+	}
+	return p.rings
+}
+
 // index returns the pool index of r, or -1 when r is no context ring.
 func (p *devCtxPool) index(r *nic.Ring) int {
 	if p == nil {

@@ -77,7 +77,7 @@ func (rt *gpuRuntime) startProxy() error {
 	}
 	cfg := nic.ProxyConfig{
 		PE: w.pe, NPEs: w.npes, HeapSize: uint64(w.heapSize), Routes: routes,
-		Rings: append([]*nic.Ring{rt.ring}, rt.ctxs.rings...), // the default context's, then the device contexts'
+		Rings: append([]*nic.Ring{rt.ring}, rt.ctxs.ringList()...), // the default context's, then the device contexts'
 
 		Timeout: w.timeout,
 		// At most ringCap-1 tickets between issued and completed: the completion slots are
