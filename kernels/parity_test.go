@@ -192,6 +192,22 @@ P("ba3", ROXSHMEM_BAD_ARG_WORKSPACE); P("ba4", ROXSHMEM_BAD_ARG_NOT_MAPPED);
 	}
 }
 
+// TestCtxParity compares the device context table with state.h.
+func TestCtxParity(t *testing.T) {
+	checkStruct(t, []string{"state.h"}, "roxshmem_ctx_desc_t", CtxDesc{})
+	checkStruct(t, []string{"state.h"}, "roxshmem_ctx_table_t", CtxTable{})
+	got := runC(t, []string{"state.h"}, `
+P("magic", ROXSHMEM_CTX_MAGIC); P("max", ROXSHMEM_MAX_CTXS); P("default", ROXSHMEM_CTX_DEFAULT);
+P("invalid", ROXSHMEM_CTX_INVALID + 100); P("c86", ROXSHMEM_CALL_BAD_CTX);
+`)
+	want := map[string]uint64{"magic": CtxMagic, "max": MaxCtxs, "default": CtxDefault, "invalid": CtxInvalid + 100, "c86": CallBadCtx}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("C %s = %#x (present %v), Go %#x", k, g, ok, w)
+		}
+	}
+}
+
 // TestRingParity compares ring.h with the proxy's Go definition in package nic.
 func TestRingParity(t *testing.T) {
 	checkStruct(t, []string{"ring.h"}, "roxshmem_desc_t", nic.Desc{})

@@ -10,7 +10,7 @@ import (
 
 const (
 	StateMagic   = 0x314d454d53584f52 // "ROXSMEM1" little-endian
-	StateVersion = 2                  // 2: the team table (State.Teams)
+	StateVersion = 3                  // 2: the team table (State.Teams); 3: the context table (State.Ctxs)
 	MaxPEs       = 64
 
 	// State.Flags
@@ -32,26 +32,26 @@ const (
 // State is struct roxshmem_state: the device view of one PE, filled by the host in every loaded
 // module before its kernels run (device.Module.Global(StateSymbol), then a copy).
 type State struct {
-	Magic         uint64
-	Version       uint32
-	Flags         uint32
-	MyPE          int32
-	NPEs          int32
-	HeapBase      uint64 // device address of this PE's symmetric heap
-	HeapSize      uint64
-	CEThreshold   uint64 // mapped-peer transfers of at least this many bytes take the copy engine; 0: only _ce calls
-	Ring          uint64 // device address of the command ring (header + descriptors); 0: none
-	RingCapacity  uint32 // a power of two
-	Pad0          uint32
-	RingHead      uint64         // device address of the ticket counter; 0: the ring header's head
-	RingResults   uint64         // device address of uint64[RingCapacity]: gets/fetching AMOs via the ring land in slot t&(cap-1)
-	Completion    uint64         // device address of a device-local mirror of the ring's completed; 0: poll the ring header
-	Abort         uint64         // device address of an Abort block; 0: device waits cannot be aborted
-	BarrierOff    uint64         // heap offset of the barrier workspace (BarrierBytes, zeroed)
-	RingTailCache uint64         // unused, kept for the layout (the cache is the __device__ global roxshmem_ring_tail_cache); the host writes 0
-	SDMA          uint64         // device address of the SDMA queue table (SDMATable); 0: none
-	Teams         uint64         // device address of the TeamTable; 0: none (team collectives record CallBadTeam)
-	PeerBase      [MaxPEs]uint64 // device address of PE i's heap as this GPU loads/stores it; 0: NIC path
+	Magic        uint64
+	Version      uint32
+	Flags        uint32
+	MyPE         int32
+	NPEs         int32
+	HeapBase     uint64 // device address of this PE's symmetric heap
+	HeapSize     uint64
+	CEThreshold  uint64 // mapped-peer transfers of at least this many bytes take the copy engine; 0: only _ce calls
+	Ring         uint64 // device address of the command ring (header + descriptors); 0: none
+	RingCapacity uint32 // a power of two
+	Pad0         uint32
+	RingHead     uint64         // device address of the ticket counter; 0: the ring header's head
+	RingResults  uint64         // device address of uint64[RingCapacity]: gets/fetching AMOs via the ring land in slot t&(cap-1)
+	Completion   uint64         // device address of a device-local mirror of the ring's completed; 0: poll the ring header
+	Abort        uint64         // device address of an Abort block; 0: device waits cannot be aborted
+	BarrierOff   uint64         // heap offset of the barrier workspace (BarrierBytes, zeroed)
+	Ctxs         uint64         // device address of the CtxTable (the device contexts' rings); 0: none (roxshmem_ctx_create fails)
+	SDMA         uint64         // device address of the SDMA queue table (SDMATable); 0: none
+	Teams        uint64         // device address of the TeamTable; 0: none (team collectives record CallBadTeam)
+	PeerBase     [MaxPEs]uint64 // device address of PE i's heap as this GPU loads/stores it; 0: NIC path
 }
 
 // Teams: the Go mirror of roxshmem_team_table (state.h); TestTeamParity checks the layout.
@@ -101,6 +101,37 @@ type TeamTable struct {
 	Team       [MaxTeams]TeamDesc
 }
 
+// Device contexts: the Go mirror of roxshmem_ctx_table (state.h); TestCtxParity checks the layout.
+// Handle 0 (CtxDefault) is the state's ring; handle h >= 1 is CtxTable.Ctx[h-1].
+const (
+	CtxMagic   = 0x3158544358584f52 // "ROXXCTX1" little-endian
+	MaxCtxs    = 16                 // device contexts per PE besides the default one
+	CtxDefault = 0
+	CtxInvalid = -1
+)
+
+// CtxDesc is struct roxshmem_ctx_desc: one device context's ring. The host fills all but InUse
+// and TailCache, which the device writes.
+type CtxDesc struct {
+	Ring       uint64 // device address of the context's ring (header + descriptors)
+	Head       uint64 // device address of its ticket counter; 0: the ring header's head
+	Results    uint64 // device address of uint64[Capacity]: get / fetched-AMO result slots
+	Completion uint64 // device address of a device-local mirror of the ring's completed; 0: poll the header
+	Capacity   uint32 // a power of two
+	InUse      uint32 // device-written: 1 while a kernel holds the context
+	TailCache  uint64 // device-written: producers' cached copy of the ring's tail
+	Pad        [2]uint64
+}
+
+// CtxTable is struct roxshmem_ctx_table: the pool roxshmem_ctx_create draws from.
+type CtxTable struct {
+	Magic uint64
+	NCtxs uint32 // slots the host filled (at most MaxCtxs)
+	Pad0  uint32
+	Pad   [6]uint64
+	Ctx   [MaxCtxs]CtxDesc
+}
+
 // Abort is struct roxshmem_abort (64 bytes): the host sets Word to stop every device wait; the
 // first wait that gives up stores its record in First, and every one increments Count.
 type Abort struct {
@@ -127,6 +158,7 @@ const (
 	CallBadTeam         = 0x83 // not a wait: a team handle naming no live team of this PE (Detail: the handle)
 	CallCollMismatch    = 0x84 // a member called another collective/type/size/op/root in the same round (PE: that member)
 	CallBadArg          = 0x85 // not a wait: an invalid collective argument (Detail: BadArg*)
+	CallBadCtx          = 0x86 // not a wait: a context handle naming no live context (destroyed, never created; Detail: the handle)
 
 	DetailAbortWord = 0x10000000 // | low 16 bits of Abort.Word
 	DetailRingError = 0x20000000 // | the ring's error code
@@ -148,7 +180,7 @@ func DecodeAbortRecord(r uint64) AbortRecord {
 var callNames = map[uint8]string{
 	CallWaitUntil: "wait_until", CallSignalWaitUntil: "signal_wait_until", CallQuiet: "quiet",
 	CallBarrier: "barrier", CallRing: "ring operation", CallFence: "fence", CallSync: "sync", CallSDMA: "sdma",
-	CallColl: "team collective", CallBadTeam: "bad team", CallCollMismatch: "collective mismatch", CallBadArg: "bad collective argument",
+	CallColl: "team collective", CallBadTeam: "bad team", CallCollMismatch: "collective mismatch", CallBadArg: "bad collective argument", CallBadCtx: "bad context",
 	CallBadPE: "bad PE", CallBadAddr: "bad address", CallNoRoute: "no route",
 }
 

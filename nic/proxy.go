@@ -93,18 +93,26 @@ type Proxy struct {
 	pending []bool // per route: puts issued that only its quiet completes
 	used    []bool // per device route: issued to in this batch
 	rings   []*ringState
-	waiting []completion // batches waiting for acknowledgements, in issue order
-	stop    atomic.Bool
-	done    chan struct{}
-	err     atomic.Pointer[error]
+	// nWaiting counts the batches of all rings waiting for acknowledgements; nextSeq numbers
+	// them in issue order (the oldest one is the one a blocking reap waits for)
+	nWaiting int
+	nextSeq  uint64
+	stop     atomic.Bool
+	done     chan struct{}
+	err      atomic.Pointer[error]
 }
 
 // ringState is what the proxy keeps about one ring: the device route that has its latest
-// completion write queued (devEnd) and has not necessarily executed it yet.
+// completion write queued (devEnd) and has not necessarily executed it yet, and the ring's
+// batches waiting for acknowledgements, in ticket order. Each ring completes in its own ticket
+// order only: a batch of one ring whose acknowledgement is held (a slow or stalled peer) never
+// holds back another ring's completion, so that a device context's quiet (one ring per context)
+// waits for that context's traffic alone.
 type ringState struct {
-	r      *Ring
-	dev    DeviceCompleter
-	devEnd uint64
+	r       *Ring
+	dev     DeviceCompleter
+	devEnd  uint64
+	waiting []completion
 }
 
 // NewProxy validates cfg and starts the proxy.
@@ -222,7 +230,7 @@ func (p *Proxy) loop() {
 			continue
 		}
 		if stopping {
-			for len(p.waiting) > 0 {
+			for p.nWaiting > 0 {
 				p.reap(true)
 			}
 			for _, r := range p.cfg.Rings {
@@ -252,8 +260,8 @@ func (p *Proxy) loop() {
 		}
 		if !p.poll(buf) {
 			var ack <-chan error
-			if len(p.waiting) > 0 && len(p.waiting[0].acks) > 0 {
-				ack = p.waiting[0].acks[0]
+			if rs := p.oldest(); rs != nil && len(rs.waiting[0].acks) > 0 {
+				ack = rs.waiting[0].acks[0]
 			}
 			timer.Reset(p.cfg.IdleSleep)
 			select {
@@ -261,7 +269,7 @@ func (p *Proxy) loop() {
 				timer.Stop()
 			case err := <-ack:
 				timer.Stop()
-				p.acked(err)
+				p.acked(p.oldest(), err)
 			case <-timer.C:
 			}
 		}
@@ -377,13 +385,15 @@ func (p *Proxy) execBatch(rs *ringState, first uint64, descs []Desc) {
 		p.fail(r, code, failed)
 		return
 	}
-	c := completion{rs, first, first + uint64(len(descs)), acks, dev}
-	if len(acks) == 0 && len(p.waiting) == 0 {
+	c := completion{rs, first, first + uint64(len(descs)), acks, dev, p.nextSeq}
+	if len(acks) == 0 && len(rs.waiting) == 0 {
 		p.finish(c, nil)
 		return
 	}
-	p.waiting = append(p.waiting, c) // keep ticket order
-	if len(p.waiting) >= maxWaiting {
+	p.nextSeq++
+	rs.waiting = append(rs.waiting, c) // keep the ring's ticket order
+	p.nWaiting++
+	if p.nWaiting >= maxWaiting {
 		p.reap(true)
 	}
 }
@@ -436,6 +446,7 @@ type completion struct {
 	first, upTo uint64
 	acks        []<-chan error
 	dev         DeviceCompleter
+	seq         uint64 // issue order among all rings' waiting batches
 }
 
 // maxWaiting bounds the batches in flight behind acknowledgements.
@@ -479,45 +490,70 @@ func (p *Proxy) finish(c completion, err error) {
 	rs.dev, rs.devEnd = dev, c.upTo
 }
 
-// acked takes the result of the oldest waiting acknowledgement and completes what it unblocks.
-func (p *Proxy) acked(err error) {
-	c := &p.waiting[0]
+// oldest is the ring whose first waiting batch was issued first of all rings' (nil: none waits).
+func (p *Proxy) oldest() *ringState {
+	var o *ringState
+	for _, rs := range p.rings {
+		if len(rs.waiting) > 0 && (o == nil || rs.waiting[0].seq < o.waiting[0].seq) {
+			o = rs
+		}
+	}
+	return o
+}
+
+// pop removes rs's first waiting batch and completes it (err: its acknowledgement's failure).
+func (p *Proxy) pop(rs *ringState, err error) {
+	done := rs.waiting[0]
+	rs.waiting[0] = completion{}
+	rs.waiting = rs.waiting[1:]
+	p.nWaiting--
+	p.finish(done, err)
+}
+
+// acked takes the result of the first acknowledgement of rs's first waiting batch and
+// completes what it unblocks.
+func (p *Proxy) acked(rs *ringState, err error) {
+	c := &rs.waiting[0]
 	c.acks = c.acks[1:]
 	if err != nil {
 		c.acks = nil
 	}
 	if len(c.acks) == 0 {
-		done := *c
-		p.waiting[0] = completion{}
-		p.waiting = p.waiting[1:]
-		p.finish(done, err)
+		p.pop(rs, err)
 	}
 	p.reap(false)
 }
 
-// reap completes the waiting batches whose acknowledgements are in, in order; with block, it
-// waits for the oldest. A failed ring's batches are dropped without waiting.
+// reap completes, ring by ring and in each ring's ticket order, the waiting batches whose
+// acknowledgements are in; with block, it first waits for the oldest batch of all. A failed
+// ring's batches are dropped without waiting.
 func (p *Proxy) reap(block bool) {
-	for len(p.waiting) > 0 {
-		c := &p.waiting[0]
-		var err error
-		for len(c.acks) > 0 && err == nil && c.rs.r.Err() == nil {
-			if block {
+	if block {
+		if rs := p.oldest(); rs != nil {
+			c := &rs.waiting[0]
+			var err error
+			for len(c.acks) > 0 && err == nil && rs.r.Err() == nil {
 				err = <-c.acks[0]
-			} else {
+				c.acks = c.acks[1:]
+			}
+			p.pop(rs, err)
+		}
+	}
+	for _, rs := range p.rings {
+	ring:
+		for len(rs.waiting) > 0 {
+			c := &rs.waiting[0]
+			var err error
+			for len(c.acks) > 0 && err == nil && rs.r.Err() == nil {
 				select {
 				case err = <-c.acks[0]:
 				default:
-					return
+					break ring
 				}
+				c.acks = c.acks[1:]
 			}
-			c.acks = c.acks[1:]
+			p.pop(rs, err)
 		}
-		block = false
-		done := *c
-		p.waiting[0] = completion{}
-		p.waiting = p.waiting[1:]
-		p.finish(done, err)
 	}
 }
 

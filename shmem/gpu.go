@@ -46,6 +46,7 @@ type gpuRuntime struct {
 	ringMem device.HostBuffer
 	ring    *nic.Ring
 	ringCap int
+	ctxs    *devCtxPool // the device contexts' rings (gpu_ctx.go)
 	misc    device.Ptr
 	state   kernels.State
 
@@ -209,6 +210,9 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	if rt.sdma, err = rt.startSDMA(uint64(thr)); err != nil {
 		return err
 	}
+	if err := rt.startCtxs(); err != nil {
+		return err
+	}
 	for _, m := range []device.Module{rt.runtimeMod, rt.aux} {
 		if err := rt.fillState(m); err != nil {
 			return err
@@ -303,6 +307,9 @@ func (rt *gpuRuntime) deviceError(call string) error {
 	if err := rt.ring.Err(); err != nil {
 		cause = errors.Join(cause, err)
 	}
+	if err := rt.ctxs.err(); err != nil {
+		cause = errors.Join(cause, err)
+	}
 	return w.deviceRecordError(call, first, count, cause)
 }
 
@@ -332,6 +339,8 @@ func (w *World) deviceRecordError(call string, first, count uint64, cause error)
 		kind, detail = ErrBadArgument, fmt.Sprintf("a kernel's operation to %s needs the command ring, which this module lacks", pe)
 	case kernels.CallBadTeam:
 		kind, detail = w.dteams.describe(int(int32(r.Detail)))
+	case kernels.CallBadCtx:
+		kind, detail = ErrBadArgument, fmt.Sprintf("a kernel used device context %d, which names no live context (destroyed, or never created: roxshmem_ctx_create hands out 1..%d)", int32(r.Detail), devCtxs)
 	case kernels.CallCollMismatch:
 		kind, detail = ErrMismatch, fmt.Sprintf("a kernel's team collective on PE %d met another collective, type, size, op or root on %s (its signature's low bits %#x)", w.pe, pe, r.Detail)
 	case kernels.CallBadArg:
@@ -499,6 +508,8 @@ func (rt *gpuRuntime) release() {
 	}
 	rt.sdma.release(d)
 	rt.sdma = nil
+	rt.ctxs.release(d)
+	rt.ctxs = nil
 	if rt.misc != 0 {
 		_ = d.Free(rt.misc)
 	}

@@ -65,6 +65,33 @@ extern "C" __global__ void roxg_t_rma(uint8_t *dst, const uint8_t *src, uint64_t
 		roxshmem_quiet();
 }
 
+// Device contexts (gpu_ctx_test.go): creates every context of the pool (out[0]: how many; out[1]:
+// the code of one create more), puts n bytes to pe on the first two (dst from src, dst+n from
+// src+n), quiets each, destroys them all, and creates once more (out[2]: its code).
+extern "C" __global__ void roxg_t_ctx(uint8_t *dst, const uint8_t *src, uint64_t n, int32_t pe, int32_t *out)
+{
+	if (roxa_block() != 0 || roxa_tid() != 0)
+		return;
+	roxshmem_ctx_t c[ROXSHMEM_MAX_CTXS];
+	int k = 0;
+	while (k < ROXSHMEM_MAX_CTXS && roxshmem_ctx_create(ROXSHMEM_CTX_PRIVATE, &c[k]) == 0)
+		k++;
+	roxshmem_ctx_t extra;
+	out[0] = k;
+	out[1] = roxshmem_ctx_create(0, &extra);
+	if (k >= 2) {
+		roxshmem_ctx_putmem_nbi(c[0], dst, src, n, pe);
+		roxshmem_ctx_putmem_nbi(c[1], dst + n, src + n, n, pe);
+		roxshmem_ctx_quiet(c[1]);
+		roxshmem_ctx_quiet(c[0]);
+	}
+	for (int i = 0; i < k; i++)
+		roxshmem_ctx_destroy(c[i]);
+	out[2] = roxshmem_ctx_create(0, &extra);
+	if (out[2] == 0)
+		roxshmem_ctx_destroy(extra);
+}
+
 // Contention: every thread adds 1 to ctr64 and ctr32 on pe iters times, and increments cas64 with a
 // compare-and-swap loop cas_iters times.
 extern "C" __global__ void roxg_t_amo(uint64_t *ctr64, uint32_t *ctr32, uint64_t *cas64, int32_t pe, uint32_t iters,

@@ -76,7 +76,9 @@ func (rt *gpuRuntime) startProxy() error {
 		}
 	}
 	cfg := nic.ProxyConfig{
-		PE: w.pe, NPEs: w.npes, HeapSize: uint64(w.heapSize), Routes: routes, Rings: []*nic.Ring{rt.ring},
+		PE: w.pe, NPEs: w.npes, HeapSize: uint64(w.heapSize), Routes: routes,
+		Rings: append([]*nic.Ring{rt.ring}, rt.ctxs.ringList()...), // the default context's, then the device contexts'
+
 		Timeout: w.timeout,
 		// At most ringCap-1 tickets between issued and completed: the completion slots are
 		// reused.
@@ -155,7 +157,10 @@ func (c *ceRoute) Quiet(ctx context.Context) error {
 func (c *ceRoute) CompleteAt(r *nic.Ring, upTo uint64) error {
 	rt := c.rt
 	if r != rt.ring {
-		return errors.New("the copy engine completes only this PE's ring")
+		if i := rt.ctxs.index(r); i >= 0 {
+			return rt.ctxs.completeAt(c.ce, i, upTo)
+		}
+		return errors.New("the copy engine completes only this PE's rings")
 	}
 	slot := upTo & uint64(rt.ringCap-1)
 	atomic.StoreUint64(&c.slots[slot], upTo)

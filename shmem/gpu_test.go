@@ -508,6 +508,9 @@ func TestGPUWorker(t *testing.T) {
 		cancel()
 		t.Logf("visibility probe: a kernel waiting on a host-heap word the CPU set: %v after %v", err, time.Since(t0))
 	}
+	if gpuPhase("ctx") {
+		gpuCtxPhase(t, ctx, w, mod, dst, src) // gpu_ctx_test.go
+	}
 	t.Logf("phase: stream-ordered")
 	// Stream-ordered: PE 0 puts with signal on a stream, PE 1's stream waits for the signal and then
 	// puts the data back; PE 0 waits on its stream and checks.

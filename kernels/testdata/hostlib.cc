@@ -237,8 +237,115 @@ static void test_waits(void)
 	CHECK((abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_BARRIER && (abortb.first >> 32 & 0xffff) == 1, "barrier waiting for PE 1 aborted: %llx", (unsigned long long)abortb.first);
 }
 
+/* Device contexts: a pool of NCTX rings in the context table. The consumer here is the test: it
+ * completes what it chooses, so "B's descriptor held by a blocked route" is a ticket of ring B
+ * that is never completed. */
+enum { NCTX = 2 };
+alignas(64) static uint8_t ctxring[NCTX][256 + 64 * CAP];
+alignas(64) static uint64_t ctxresults[NCTX][CAP];
+alignas(64) static roxshmem_ctx_table_t ctxtab;
+
+static void reset_ctx(void)
+{
+	reset(1);
+	__builtin_memset(&ctxtab, 0, sizeof ctxtab);
+	__builtin_memset(ctxring, 0, sizeof ctxring);
+	ctxtab.magic = ROXSHMEM_CTX_MAGIC;
+	ctxtab.n_ctxs = NCTX;
+	for (int i = 0; i < NCTX; i++) {
+		ctxtab.ctx[i].ring = (uint64_t)(uintptr_t)ctxring[i];
+		ctxtab.ctx[i].results = (uint64_t)(uintptr_t)ctxresults[i];
+		ctxtab.ctx[i].capacity = CAP;
+	}
+	roxshmem_state.ctxs = (uint64_t)(uintptr_t)&ctxtab;
+}
+
+static roxshmem_ring_header_t *ctxhdr(roxshmem_ctx_t c) { return (roxshmem_ring_header_t *)ctxring[c - 1]; }
+static roxshmem_desc_t *ctxdesc(roxshmem_ctx_t c, uint64_t t) { return (roxshmem_desc_t *)(ctxring[c - 1] + 256) + (t & (CAP - 1)); }
+
+static void test_ctx(void)
+{
+	reset_ctx();
+	roxshmem_ctx_t a = ROXSHMEM_CTX_INVALID, b = ROXSHMEM_CTX_INVALID, c = 7;
+	CHECK(roxshmem_ctx_create(0, &a) == 0 && a == 1, "create A: %d", a);
+	CHECK(roxshmem_ctx_create(ROXSHMEM_CTX_PRIVATE, &b) == 0 && b == 2, "create B: %d", b);
+	/* beyond the pool: an error code and an invalid handle, nothing recorded */
+	CHECK(roxshmem_ctx_create(0, &c) != 0 && c == ROXSHMEM_CTX_INVALID, "create beyond the pool of %d: handle %d", NCTX, c);
+	CHECK(abortb.first == 0, "a failed create recorded %llx", (unsigned long long)abortb.first);
+
+	/* each context's puts go to its own ring; the default ring stays empty */
+	roxshmem_ctx_putmem_nbi(b, heap0 + 64, src, 32, 1);
+	roxshmem_ctx_putmem_nbi(a, heap0 + 128, src + 8, 16, 1);
+	roxshmem_ctx_getmem_nbi(a, src + 200, heap0 + 256, 8, 1);
+	roxshmem_desc_t *d = ctxdesc(b, 0);
+	CHECK(d->seq == 1 && d->op == ROXSHMEM_OP_PUT && d->pe == 1 && d->size == 32 && d->dst == 64, "B's put descriptor");
+	d = ctxdesc(a, 0);
+	CHECK(d->seq == 1 && d->op == ROXSHMEM_OP_PUT && d->size == 16 && d->dst == 128 && d->src == (uint64_t)(uintptr_t)(src + 8),
+	      "A's put descriptor");
+	d = ctxdesc(a, 1);
+	CHECK(d->seq == 2 && d->op == ROXSHMEM_OP_GET && d->dst == 256 && d->src == (uint64_t)(uintptr_t)(src + 200), "A's get descriptor");
+	CHECK(ctxhdr(a)->head == 2 && ctxhdr(b)->head == 1 && ((roxshmem_ring_header_t *)ringmem)->head == 0,
+	      "heads: A %llu, B %llu, default %llu", (unsigned long long)ctxhdr(a)->head, (unsigned long long)ctxhdr(b)->head,
+	      (unsigned long long)((roxshmem_ring_header_t *)ringmem)->head);
+
+	/* A completed, B's descriptor held: A's quiet returns without waiting (with the abort word
+	 * set, a quiet that waited for B would give up and record ROXSHMEM_CALL_QUIET) */
+	ctxhdr(a)->completed = 2;
+	abortb.word = 0x44;
+	roxshmem_ctx_quiet(a);
+	roxshmemx_ctx_quiet_block(a);
+	roxshmem_ctx_fence(a);
+	CHECK(abortb.first == 0, "quiet on A waited for B's held descriptor: %llx", (unsigned long long)abortb.first);
+	/* B's quiet waits for B: it gives up on the abort word */
+	roxshmem_ctx_quiet(b);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_QUIET, 0xffff, ROXSHMEM_DETAIL_ABORT_WORD | 0x44),
+	      "quiet on B with its descriptor held: %llx", (unsigned long long)abortb.first);
+	abortb.word = 0;
+	abortb.first = 0;
+	/* B's ring failed: its quiet returns, recording B's ring error; A is untouched */
+	ctxhdr(b)->error = 3;
+	roxshmem_ctx_quiet(b);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_QUIET, 0xffff, ROXSHMEM_DETAIL_RING_ERROR | 3),
+	      "quiet on B's failed ring: %llx", (unsigned long long)abortb.first);
+	abortb.first = 0;
+	ctxhdr(b)->error = 0;
+	ctxhdr(b)->completed = 1;
+
+	/* load/store puts on a context are the plain stores */
+	roxshmem_state.peer_base[1] = (uint64_t)(uintptr_t)heap1;
+	roxshmem_ctx_putmem(a, heap0 + 512, src + 3, 40, 1);
+	roxshmemx_ctx_putmem_block(b, heap0 + 600, src + 5, 24, 1);
+	CHECK(__builtin_memcmp(heap1 + 512, src + 3, 40) == 0 && __builtin_memcmp(heap1 + 600, src + 5, 24) == 0 &&
+		      ctxhdr(a)->head == 2 && ctxhdr(b)->head == 1,
+	      "load/store puts on contexts");
+	/* the default context is the plain calls */
+	roxshmem_ctx_putmem(ROXSHMEM_CTX_DEFAULT, heap0 + 700, src, 8, 1);
+	roxshmem_ctx_quiet(ROXSHMEM_CTX_DEFAULT);
+	CHECK(__builtin_memcmp(heap1 + 700, src, 8) == 0 && abortb.first == 0, "default context");
+	roxshmem_state.peer_base[1] = 0;
+
+	/* destroy frees the slot for the next create; a destroyed handle used is recorded, skipped */
+	roxshmem_ctx_destroy(a);
+	CHECK(ctxtab.ctx[0].in_use == 0 && abortb.first == 0, "destroy A");
+	roxshmem_ctx_putmem_nbi(a, heap0 + 64, src, 8, 1);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, 1) && ctxhdr(a)->head == 2,
+	      "put on a destroyed context: %llx, head %llu", (unsigned long long)abortb.first, (unsigned long long)ctxhdr(a)->head);
+	abortb.first = 0;
+	roxshmem_ctx_quiet(a);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, 1), "quiet on a destroyed context");
+	abortb.first = 0;
+	roxshmem_ctx_putmem_nbi(9, heap0, src, 8, 1);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, 9), "put on a handle never created");
+	abortb.first = 0;
+	CHECK(roxshmem_ctx_create(0, &c) == 0 && c == 1, "create after destroy reuses the slot: %d", c);
+	/* no context table: create fails cleanly */
+	roxshmem_state.ctxs = 0;
+	CHECK(roxshmem_ctx_create(0, &c) != 0 && c == ROXSHMEM_CTX_INVALID && abortb.first == 0, "create without a table");
+}
+
 int main(void)
 {
+	test_ctx();
 	test_copy();
 	test_put_get_ls();
 	test_amo_ls();

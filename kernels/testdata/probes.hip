@@ -29,6 +29,11 @@ PROBE void probe_putmem_signal_add(roxa_u128 *dest, const roxa_u128 *src, size_t
 	roxshmem_putmem_signal(dest, src, n * 16, sig, 1, ROXSHMEM_SIGNAL_ADD, pe);
 }
 PROBE void probe_barrier_all_block(void) { roxshmemx_barrier_all_block(); }
+// device contexts: a context's fence and quiet are the default ones' memory fences (TestMappingCtx)
+PROBE void probe_ctx_fence(int ctx) { roxshmem_ctx_fence(ctx); }
+PROBE void probe_ctx_quiet(int ctx) { roxshmem_ctx_quiet(ctx); }
+PROBE void probe_ctx_create(int *out) { roxshmem_ctx_t c; out[0] = roxshmem_ctx_create(0, &c); out[1] = c; }
+PROBE void probe_ctx_destroy(int ctx) { roxshmem_ctx_destroy(ctx); }
 
 #if ROXSHMEM_RING
 // The producer: a ticket by atomic fetch_add at system scope, the descriptor, then seq with release.
@@ -37,6 +42,19 @@ PROBE void probe_ring_push(uint64_t src, uint64_t dst, int pe)
 	roxshmemx_ring_push(ROXSHMEM_OP_PUT, (uint32_t)pe, 64, src, dst, 0, 0, 0);
 }
 PROBE void probe_ring_quiet(void) { roxi_ring_quiet(ROXSHMEM_CALL_QUIET); }
+// a context's producer and its wait on its own ring
+PROBE void probe_ctx_push(int ctx, uint64_t src, uint64_t dst, int pe)
+{
+	roxshmem_ctx_desc_t *c = roxi_ctx(ctx);
+	if (c != 0)
+		roxi_ctx_push(c, ROXSHMEM_OP_PUT, (uint32_t)pe, 64, src, dst);
+}
+PROBE void probe_ctx_ring_quiet(int ctx)
+{
+	roxshmem_ctx_desc_t *c = roxi_ctx(ctx);
+	if (c != 0)
+		roxi_ctx_ring_quiet(c, ROXSHMEM_CALL_QUIET);
+}
 #endif
 
 #if ROXSHMEM_SDMA && defined(ROXA_AMDGCN)

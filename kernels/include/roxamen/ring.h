@@ -130,9 +130,9 @@ ROXI_COLD void roxi_record(uint32_t call, int pe, uint32_t detail)
 	roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, &ab->count, 1, 0);
 }
 
-/* Nonzero when a wait must give up: the host set the abort word, or (with_ring) the proxy failed.
- * The reason is recorded for the host call that synchronizes with the kernel. */
-ROXI_COLD int roxi_must_abort(uint32_t call, int pe, int with_ring)
+/* Nonzero when a wait must give up: the host set the abort word, or the ring whose error word is
+ * err (0: none) failed. The reason is recorded for the host call that synchronizes with the kernel. */
+ROXI_COLD int roxi_must_abort_on(uint32_t call, int pe, const uint32_t *err)
 {
 	roxshmem_abort_t *ab = (roxshmem_abort_t *)(uintptr_t)roxshmem_state.abort;
 	if (ab != 0) {
@@ -142,8 +142,8 @@ ROXI_COLD int roxi_must_abort(uint32_t call, int pe, int with_ring)
 			return 1;
 		}
 	}
-	if (with_ring && roxi_ring_enabled()) {
-		uint32_t e = roxa_ld_relaxed_u32(&roxi_ring()->error);
+	if (err != 0) {
+		uint32_t e = roxa_ld_relaxed_u32(err);
 		if (e != 0) {
 			roxi_record(call, pe, ROXSHMEM_DETAIL_RING_ERROR | (e & 0xffff));
 			return 1;
@@ -152,32 +152,38 @@ ROXI_COLD int roxi_must_abort(uint32_t call, int pe, int with_ring)
 	return 0;
 }
 
-/* Reserve a ticket, fill its slot, publish it (seq = ticket+1 written last, release at system
+/* ... with_ring: the default ring's error word counts */
+ROXA_FN int roxi_must_abort(uint32_t call, int pe, int with_ring)
+{
+	return roxi_must_abort_on(call, pe, with_ring && roxi_ring_enabled() ? &roxi_ring()->error : 0);
+}
+
+/* Reserve a ticket on ring r (ticket counter head, producers' tail cache tc, result slots res,
+ * cap descriptors), fill its slot, publish it (seq = ticket+1 written last, release at system
  * scope: it also makes the put's source, written before the call, visible to the copy engine or
  * NIC). Returns the ticket, or ROXSHMEM_RING_NO_TICKET when waiting for a free slot was aborted. */
-ROXI_COLD uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, uint64_t src,
-				     uint64_t dst, uint64_t value, uint64_t aux, uint32_t flags)
+ROXA_FN uint64_t roxi_ring_push_on(roxshmem_ring_header_t *r, uint64_t *head, uint64_t *tc, uint64_t *res, uint64_t cap,
+				   uint32_t op, uint32_t pe, uint64_t size, uint64_t src, uint64_t dst, uint64_t value,
+				   uint64_t aux, uint32_t flags)
 {
-	roxshmem_ring_header_t *r = roxi_ring();
-	uint64_t cap = roxshmem_state.ring_capacity;
-	uint64_t t = roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, roxi_ring_head(), 1, 0);
-	uint64_t tail = roxa_ld_relaxed_u64(&roxshmem_ring_tail_cache);
+	uint64_t t = roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, head, 1, 0);
+	uint64_t tail = roxa_ld_relaxed_u64(tc);
 	uint32_t spins = 0;
 	while (t >= tail + cap) {
 		/* looks full: re-read the consumer's tail; the cache only ever lags it */
 		tail = roxa_ld_acquire_u64(&r->tail);
 		if (t < tail + cap) {
-			if (roxa_ld_relaxed_u64(&roxshmem_ring_tail_cache) < tail)
-				roxa_st_relaxed_u64(&roxshmem_ring_tail_cache, tail);
+			if (roxa_ld_relaxed_u64(tc) < tail)
+				roxa_st_relaxed_u64(tc, tail);
 			break;
 		}
-		if ((++spins & 15) == 0 && roxi_must_abort(ROXSHMEM_CALL_RING, (int)pe, 1))
+		if ((++spins & 15) == 0 && roxi_must_abort_on(ROXSHMEM_CALL_RING, (int)pe, &r->error))
 			return ROXSHMEM_RING_NO_TICKET;
 		roxa_pause();
 	}
 	roxshmem_desc_t *d = (roxshmem_desc_t *)((uint8_t *)r + sizeof(roxshmem_ring_header_t)) + (t & (cap - 1));
 	if (src == ROXSHMEM_RING_RESULT_SLOT)
-		src = (uint64_t)(uintptr_t)roxi_ring_result(t);
+		src = (uint64_t)(uintptr_t)(res + (t & (cap - 1)));
 	d->op = op;
 	d->pe = pe;
 	d->size = size;
@@ -191,19 +197,27 @@ ROXI_COLD uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, 
 	return t;
 }
 
-/* Wait until the proxy has completed every ticket below target, then acquire: at system scope
- * when data the proxy wrote (a get, a fetched value) is read next (sys_acquire), else with the
- * mode's wait acquire. Zero when aborted. */
-ROXI_COLD int roxi_ring_wait_acq(uint64_t target, uint32_t call, int pe, int sys_acquire)
+/* A push on the default context's ring (roxshmem_state). */
+ROXI_COLD uint64_t roxshmemx_ring_push(uint32_t op, uint32_t pe, uint64_t size, uint64_t src,
+				     uint64_t dst, uint64_t value, uint64_t aux, uint32_t flags)
 {
-	const uint64_t *c = roxi_ring_completion();
+	return roxi_ring_push_on(roxi_ring(), roxi_ring_head(), &roxshmem_ring_tail_cache, roxi_ring_result(0),
+				 roxshmem_state.ring_capacity, op, pe, size, src, dst, value, aux, flags);
+}
+
+/* Wait until the proxy has completed every ticket below target (c: the ring's completed count or
+ * its mirror, err: the ring's error word), then acquire: at system scope when data the proxy
+ * wrote (a get, a fetched value) is read next (sys_acquire), else with the mode's wait acquire.
+ * Zero when aborted. */
+ROXA_FN int roxi_ring_wait_on(const uint64_t *c, const uint32_t *err, uint64_t target, uint32_t call, int pe, int sys_acquire)
+{
 	uint32_t spins = 0;
 	/* c is device-local (the proxy's mirror); the abort and ring-error words are host memory:
 	 * read them every 1024 polls only, so that many waiting blocks do not load the host bus while
 	 * the copy engine works */
 	while (roxa_ld_relaxed_u64(c) < target) {
 		++spins;
-		if ((spins & 1023) == 0 && roxi_must_abort(call, pe, 1))
+		if ((spins & 1023) == 0 && roxi_must_abort_on(call, pe, err))
 			return 0;
 		if ((spins & 15) == 0)
 			roxa_pause();
@@ -213,6 +227,12 @@ ROXI_COLD int roxi_ring_wait_acq(uint64_t target, uint32_t call, int pe, int sys
 	else
 		roxi_wait_acquire();
 	return 1;
+}
+
+ROXI_COLD int roxi_ring_wait_acq(uint64_t target, uint32_t call, int pe, int sys_acquire)
+{
+	return roxi_ring_wait_on(roxi_ring_completion(), roxi_ring_enabled() ? &roxi_ring()->error : 0, target, call, pe,
+				 sys_acquire);
 }
 
 ROXA_FN int roxi_ring_wait(uint64_t target, uint32_t call, int pe) { return roxi_ring_wait_acq(target, call, pe, 1); }

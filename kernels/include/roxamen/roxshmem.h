@@ -784,6 +784,9 @@ ROXA_API void roxshmem_sync_all(void) { roxi_grid_barrier(0, ROXSHMEM_CALL_SYNC)
 ROXA_API void roxshmemx_barrier_all_block(void) { roxi_block_barrier(1, ROXSHMEM_CALL_BARRIER); }
 ROXA_API void roxshmemx_sync_all_block(void) { roxi_block_barrier(0, ROXSHMEM_CALL_SYNC); }
 
+/* device contexts */
+#include "ctx.h"
+
 /* teams and team collectives */
 #include "coll.h"
 

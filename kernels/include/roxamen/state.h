@@ -13,7 +13,7 @@
 #include "types.h"
 
 #define ROXSHMEM_STATE_MAGIC 0x314d454d53584f52ull /* "ROXSMEM1" little-endian */
-#define ROXSHMEM_STATE_VERSION 2u /* 2: teams (the team table) */
+#define ROXSHMEM_STATE_VERSION 3u /* 2: teams (the team table); 3: contexts (the context table) */
 #define ROXSHMEM_MAX_PES 64
 
 /* flags */
@@ -52,7 +52,8 @@ typedef struct roxshmem_state {
 	                             proxy keeps current; 0: poll ring->completed */
 	uint64_t abort;           /* device address of a roxshmem_abort block; 0: waits cannot abort */
 	uint64_t barrier_off;     /* heap offset of the barrier workspace (ROXSHMEM_BARRIER_BYTES) */
-	uint64_t ring_tail_cache; /* unused (kept for the layout): see roxshmem_ring_tail_cache */
+	uint64_t ctxs;            /* device address of the roxshmem_ctx_table (below): the rings of the
+	                             device contexts; 0: none (roxshmem_ctx_create fails) */
 	uint64_t sdma;            /* device address of the roxshmem_sdma table (sdma.h): the device-written
 	                             SDMA queues of the AMD copy engines; 0: none */
 	uint64_t teams;           /* device address of the roxshmem_team_table (below) the host fills; 0: no
@@ -120,6 +121,46 @@ typedef struct roxshmem_team_table {
 ROXA_STATIC_ASSERT(sizeof(roxshmem_team_desc_t) == 64, team_desc_size);
 ROXA_STATIC_ASSERT(sizeof(roxshmem_team_table_t) == 64 + 64 * ROXSHMEM_MAX_TEAMS, team_table_size);
 
+/* ---- contexts ----------------------------------------------------------------------------------
+ * A device context (roxshmem_ctx_t) is a handle: ROXSHMEM_CTX_DEFAULT (0) is the state's ring;
+ * handle h >= 1 is slot h-1 of this table, a ring of its own with its own completed count, so that
+ * a quiet on one context waits for that context's ring traffic only. The host fills ring, head,
+ * results, completion and capacity of n_ctxs slots (device-visible, device-writable memory) before
+ * any kernel runs; roxshmem_ctx_create claims a free slot (in_use 0 -> 1, compare-and-swap) and
+ * roxshmem_ctx_destroy frees it after a quiet on it. Mirrored in Go by kernels.CtxTable
+ * (TestCtxParity). */
+#define ROXSHMEM_CTX_MAGIC 0x3158544358584f52ull /* "ROXXCTX1" little-endian */
+#define ROXSHMEM_MAX_CTXS 16 /* device contexts per PE besides the default one */
+#define ROXSHMEM_CTX_DEFAULT 0
+#define ROXSHMEM_CTX_INVALID (-1)
+/* options of roxshmem_ctx_create (OpenSHMEM's): accepted; every context is a ring of its own that
+ * any thread may use, so none of them changes what a context does */
+#define ROXSHMEM_CTX_SERIALIZED 0x1
+#define ROXSHMEM_CTX_PRIVATE 0x2
+#define ROXSHMEM_CTX_NOSTORE 0x4
+
+typedef struct roxshmem_ctx_desc {
+	uint64_t ring;       /* device address of the context's ring (header + descriptors) */
+	uint64_t head;       /* device address of its ticket counter; 0: &ring->head */
+	uint64_t results;    /* device address of uint64[capacity]: get / fetched-AMO result slots */
+	uint64_t completion; /* device address of a device-local mirror of ring->completed; 0: poll it */
+	uint32_t capacity;   /* descriptors, a power of two */
+	uint32_t in_use;     /* device-written: 1 while a kernel holds the context */
+	uint64_t tail_cache; /* device-written: the producers' cached copy of ring->tail */
+	uint64_t pad[2];
+} roxshmem_ctx_desc_t;
+
+typedef struct roxshmem_ctx_table {
+	uint64_t magic;  /* ROXSHMEM_CTX_MAGIC once filled */
+	uint32_t n_ctxs; /* slots the host filled (at most ROXSHMEM_MAX_CTXS) */
+	uint32_t pad0;
+	uint64_t pad[6];
+	roxshmem_ctx_desc_t ctx[ROXSHMEM_MAX_CTXS];
+} roxshmem_ctx_table_t;
+
+ROXA_STATIC_ASSERT(sizeof(roxshmem_ctx_desc_t) == 64, ctx_desc_size);
+ROXA_STATIC_ASSERT(sizeof(roxshmem_ctx_table_t) == 64 + 64 * ROXSHMEM_MAX_CTXS, ctx_table_size);
+
 /* The abort block (64 bytes, host-pinned and device-mapped, or device memory the host writes).
  * The host sets word when the job cannot proceed (a peer died, the proxy failed); every device wait
  * then returns, and the first one records why in first (CAS from 0), and all of them bump count. */
@@ -157,6 +198,8 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_abort_t) == 64, abort_size);
                                             low 32 bits of its signature); nothing was written */
 #define ROXSHMEM_CALL_BAD_ARG 0x85   /* not a wait: a collective's argument is invalid (root
                                         outside the team, overlapping buffers; detail says which) */
+#define ROXSHMEM_CALL_BAD_CTX 0x86   /* not a wait: a context handle that names no live context
+                                        (destroyed, never created; detail: the handle); skipped */
 #define ROXSHMEM_BAD_ARG_ROOT 1       /* details of ROXSHMEM_CALL_BAD_ARG */
 #define ROXSHMEM_BAD_ARG_OVERLAP 2
 #define ROXSHMEM_BAD_ARG_WORKSPACE 3
