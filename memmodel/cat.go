@@ -628,8 +628,10 @@ func (env *catEnv) base(t *Test, opt Options) {
 	env.vals["ctx"] = rel(func(a, b *Event) bool { return ctxOf(a) == ctxOf(b) })
 	env.vals["Dflt"] = set(func(e *Event) bool { return e.memory() && ctxOf(e) == "" })
 	env.vals["instr"] = rel(func(a, b *Event) bool {
-		return sameThread(a, b) && a.Index == b.Index && a.ID < b.ID && (a.Op == OpPutSig || b.Flow)
+		return sameThread(a, b) && a.Index == b.Index && a.ID < b.ID && ((a.Op == OpPutSig && a.Part != b.Part) || b.Flow)
 	})
+	// the two halves of one 64-bit access to a split word (both directions)
+	env.vals["wide"] = rel(func(a, b *Event) bool { return wide(a, b) })
 	// collectives: the k-th call of one collective on one team in one column matches the k-th of
 	// every member's
 	nth := map[int]int{}

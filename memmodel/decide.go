@@ -469,7 +469,11 @@ func Decide(t *Test, mode Mode, opt Options) (Verdict, error) {
 			}
 		}
 	}
-	c.decide()
+	if len(c.split) > 0 {
+		c.run() // mixed widths: the exhaustive enumeration, as in Check
+	} else {
+		c.decide()
+	}
 	for _, s := range c.states {
 		if t.EvalState(s) {
 			return Allowed, nil

@@ -104,16 +104,20 @@ type checker struct {
 	touched          []bool          // events some preserved-order pair relates
 	keySet           map[string]bool // the state's keys, as a set
 	keyScratch       []byte
-	cyclic           bool       // the preserved order alone has a cycle (under the current guess)
-	polls            []pollSite // wait_all ... test_some calls: the outcomes each may return
-	pollCat          []int8     // per poll event, under the current guess: pollFree, pollHolds, pollFails
-	regConst         []int64    // per poll call's first event: the register's value under the current guess
-	raw              bool       // Candidates: no axiom prunes, every candidate execution is listed
+	cyclic           bool         // the preserved order alone has a cycle (under the current guess)
+	polls            []pollSite   // wait_all ... test_some calls: the outcomes each may return
+	pollCat          []int8       // per poll event, under the current guess: pollFree, pollHolds, pollFails
+	regConst         []int64      // per poll call's first event: the register's value under the current guess
+	raw              bool         // Candidates: no axiom prunes, every candidate execution is listed
+	split            map[Loc]bool // words named by half: their locations are the halves (width.go)
 	fn               func(*Execution)
 }
 
 func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
-	c := &checker{t: t, mode: mode, opt: opt, evs: Events(t), locOf: map[Loc]int{}}
+	if err := checkWidths(t); err != nil {
+		return nil, fmt.Errorf("memmodel: %w", err)
+	}
+	c := &checker{t: t, mode: mode, opt: opt, evs: Events(t), locOf: map[Loc]int{}, split: splitWords(t)}
 	for _, e := range c.evs {
 		c.ins = append(c.ins, c.instrOf(e))
 	}
@@ -123,6 +127,10 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 		e := &c.evs[i]
 		if !e.memory() {
 			c.early[i], c.late[i], c.in[i], c.out[i] = -1, -1, -1, -1
+			continue
+		}
+		if e.Half == 2 { // the high half of a 64-bit access is the same access as its low half
+			c.early[i], c.late[i], c.in[i], c.out[i] = c.early[i-1], c.late[i-1], c.in[i-1], c.out[i-1]
 			continue
 		}
 		p := c.npts
@@ -161,11 +169,27 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 		return nil, err
 	}
 	for _, l := range condLocs(t) {
+		if c.split[l] { // a split word's value is its halves'
+			addLoc(l.halfLoc(1))
+			addLoc(l.halfLoc(2))
+			continue
+		}
 		addLoc(l)
 	}
 	for _, iv := range t.Init {
+		if c.split[iv.Loc] {
+			for h := 1; h <= 2; h++ {
+				if i, ok := c.locOf[iv.Loc.halfLoc(h)]; ok {
+					c.locs[i].init = halfVal(iv.Val, h)
+				}
+			}
+			continue
+		}
 		if i, ok := c.locOf[iv.Loc]; ok {
 			c.locs[i].init = iv.Val
+			if iv.Loc.half() != 0 {
+				c.locs[i].init = lo32(iv.Val)
+			}
 		}
 	}
 	c.keys = StateKeys(t)
@@ -180,6 +204,10 @@ func (c *checker) orderLocs() error {
 		if c.evs[i].Flow {
 			r, w := c.locOf[c.evs[i-1].Loc], c.locOf[c.evs[i].Loc]
 			after[w] = append(after[w], r)
+		}
+		if c.evs[i].Half == 2 { // a 64-bit RMW's high half depends on its low half's read (the carry), and a cswap's success on both
+			lo, hi := c.locOf[c.evs[i-1].Loc], c.locOf[c.evs[i].Loc]
+			after[hi] = append(after[hi], lo)
 		}
 	}
 	if len(after) == 0 {
@@ -270,7 +298,7 @@ func (c *checker) preservedOrder() {
 					continue
 				}
 				if a.Index == b.Index { // put-with-signal: the data is delivered before the signal; a
-					if a.Op == OpPutSig || b.Flow { // get's or put's read before its write
+					if (a.Op == OpPutSig && a.Part != b.Part) || b.Flow { // get's or put's read before its write
 						edge(i, j, c.out[i], c.in[j])
 					}
 					continue // the words of one wait_all ... test_some are read in any order
@@ -450,7 +478,11 @@ func Check(t *Test, mode Mode, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.decide()
+	if len(c.split) > 0 {
+		c.run() // mixed widths: the exhaustive enumeration (the fast path's pruning assumes whole words)
+	} else {
+		c.decide()
+	}
 	r := &Result{Test: t, Mode: mode, Keys: c.keys, allowed: map[string]bool{}}
 	for k, s := range c.states {
 		r.States = append(r.States, k)
@@ -662,6 +694,10 @@ func (c *checker) values(li int) bool {
 	}
 	for _, w := range c.co[li] {
 		in, e := c.ins[w], &c.evs[w]
+		if h := e.Loc.half(); h != 0 { // a 32-bit access, or a half of a 64-bit one
+			c.val[w] = c.halfWrite(w, read(w))
+			continue
+		}
 		switch {
 		case e.Op == OpPutSig && e.Part == 1:
 			c.val[w] = in.New
@@ -684,7 +720,13 @@ func (c *checker) values(li int) bool {
 		switch {
 		case !c.meets(r, v):
 			return false
-		case e.Op == OpCSwap && (v == c.ins[r].Val) != c.succeed[r]:
+		case e.Op == OpCSwap && e.Loc.half() == 0 && (v == c.ins[r].Val) != c.succeed[r]:
+			return false
+		case e.Op == OpCSwap && e.Half == 0 && e.Loc.half() != 0 && (v == lo32(c.ins[r].Val)) != c.succeed[r]:
+			return false
+		case e.Op == OpCSwap && e.Half == 1 && c.succeed[r] && v != lo32(c.ins[r].Val):
+			return false
+		case e.Op == OpCSwap && e.Half == 2 && (join64(c.readOf(r-1), v) == c.ins[r].Val) != c.succeed[r]:
 			return false
 		}
 		if e.Write {
@@ -695,9 +737,45 @@ func (c *checker) values(li int) bool {
 	return true
 }
 
+// readOf is the value read r reads from its source (a half's value, for a half).
+func (c *checker) readOf(r int) int64 {
+	if c.src[r] < 0 {
+		return c.locs[c.locOf[c.evs[r].Loc]].init
+	}
+	return c.val[c.src[r]]
+}
+
+// halfWrite is what write w to a half writes, having read old there (RMWs): a 32-bit access
+// writes the low 32 bits of its value; a 64-bit one writes its half of the 64-bit value, which for
+// an RMW's high half is computed from both halves read (the carry of an add).
+func (c *checker) halfWrite(w int, old int64) int64 {
+	in, e := c.ins[w], &c.evs[w]
+	v := in.Val
+	switch {
+	case e.Op == OpPutSig && e.Part == 1:
+		v = in.New
+		if in.SigOp == SigAdd {
+			v += old
+		}
+	case e.Op == OpCSwap:
+		v = in.New
+	case e.Read && e.Half == 2:
+		v = rmwValue(e.Op, join64(c.readOf(w-1), old), in.Val)
+	case e.Read:
+		v = rmwValue(e.Op, old, in.Val)
+	}
+	if e.Half == 2 {
+		return hi32(v)
+	}
+	return lo32(v)
+}
+
 func (c *checker) regValue(r int) int64 {
 	if c.evs[r].Op.poll() {
 		return c.regConst[r]
+	}
+	if c.evs[r].Half == 1 { // a 64-bit read of a split word: both halves, as one value
+		return join64(c.readOf(r), c.readOf(r+1))
 	}
 	if c.evs[r].Write { // read-modify-write: the register holds the old value
 		l := c.locs[c.locOf[c.evs[r].Loc]]
@@ -722,6 +800,9 @@ func (c *checker) record() {
 			v = c.val[c.co[li][n-1]]
 		}
 		s[l.loc.String()] = v
+	}
+	for l := range c.split {
+		s[l.String()] = join64(s[l.halfLoc(1).String()], s[l.halfLoc(2).String()])
 	}
 	k := s.format(c.keys)
 	if _, ok := c.states[k]; !ok {

@@ -48,6 +48,16 @@ type Event struct {
 	Acq  bool // wait_all ... test_some: the outcome chosen acquires (set per candidate)
 	// Thread: the issuing thread of the PE (columns PEn.t); program order is per thread
 	Thread int
+	// Half: 1 or 2 for the low or high half of a 64-bit access to a split word (width.go); the
+	// two are one access (they share their instants), the high half is the event right after the
+	// low one, and the register goes with the low half
+	Half int
+}
+
+// wide reports whether a and b are the two halves of one 64-bit access.
+func wide(a, b *Event) bool {
+	return a.Half != 0 && b.Half != 0 && a.Half != b.Half && (a.ID-b.ID == 1 || b.ID-a.ID == 1) &&
+		sameThread(a, b) && a.Index == b.Index && a.Part == b.Part
 }
 
 // sameThread: a and b come from one column.
@@ -190,7 +200,15 @@ func (t *Test) EvalState(s State) bool {
 func Events(t *Test) []Event {
 	var evs []Event
 	thread := 0
+	split := splitWords(t)
 	add := func(e Event) {
+		if e.memory() && split[e.Loc] { // a 64-bit access to a split word: one event per half
+			w := e.Loc
+			e.Loc, e.Half = w.halfLoc(1), 1
+			e.ID, e.Thread = len(evs), thread
+			evs = append(evs, e)
+			e.Loc, e.Half, e.Reg = w.halfLoc(2), 2, ""
+		}
 		e.ID, e.Thread = len(evs), thread
 		evs = append(evs, e)
 	}

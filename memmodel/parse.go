@@ -210,6 +210,33 @@ func isIdent(s string) bool {
 	return true
 }
 
+// isVar reports whether s names a variable: an identifier, or one with .lo or .hi (a half of the
+// 64-bit word).
+func isVar(s string) bool {
+	base, ok := strings.CutSuffix(s, loSuffix)
+	if !ok {
+		base, _ = strings.CutSuffix(s, hiSuffix)
+	}
+	return isIdent(base)
+}
+
+// variable reads a variable name: x, or x.lo / x.hi for the low / high 32-bit half of word x.
+func (p *parser) variable() string {
+	if p.tok.kind == tWord && !isVar(p.tok.text) {
+		if i := strings.IndexByte(p.tok.text, '.'); i > 0 && isIdent(p.tok.text[:i]) {
+			p.fail("variable %s: a half of word %s is %s.lo (bytes 0-3) or %s.hi (bytes 4-7)", p.tok.text, p.tok.text[:i], p.tok.text[:i], p.tok.text[:i])
+			return ""
+		}
+	}
+	if p.tok.kind != tWord || !isVar(p.tok.text) {
+		p.fail("want variable name, found %s", p.describe())
+		return ""
+	}
+	s := p.tok.text
+	p.next()
+	return s
+}
+
 func (p *parser) ident(what string) string {
 	if p.tok.kind != tWord || !isIdent(p.tok.text) {
 		p.fail("want %s name, found %s", what, p.describe())
@@ -231,7 +258,7 @@ func (p *parser) pe() int {
 
 // loc reads x@q, or a bare x meaning own's copy.
 func (p *parser) loc(own int) Loc {
-	v := p.ident("variable")
+	v := p.variable()
 	if p.is("@") {
 		p.next()
 		return Loc{v, p.pe()}
@@ -303,7 +330,7 @@ func (p *parser) init(t *Test) {
 	seen := map[Loc]bool{}
 	for p.err == nil && !p.is("}") {
 		line, col := p.tok.line, p.tok.col
-		v := p.ident("variable")
+		v := p.variable()
 		p.expect("@")
 		l := Loc{v, p.pe()}
 		p.expect("=")
@@ -496,7 +523,7 @@ func (p *parser) instr(own int) Instr {
 		in.Loc = p.ownLoc(own, "ld")
 	case OpPutNBI: // an immediate value, or the PE's own source buffer
 		in.Loc = p.loc(own)
-		if p.tok.kind == tWord && isIdent(p.tok.text) {
+		if p.tok.kind == tWord && isVar(p.tok.text) {
 			in.Src = p.ownLoc(own, "put_nbi's source")
 		} else {
 			in.Val = p.int()
@@ -767,7 +794,7 @@ func (p *parser) unary() Prop {
 		p.expect("=")
 		return Prop{Kind: PropReg, PE: pe, Reg: r, Val: p.int()}
 	case p.tok.kind == tWord:
-		v := p.ident("variable")
+		v := p.variable()
 		if !p.is("@") {
 			p.fail("want @PE after variable %s in the condition, found %s", v, p.describe())
 			return Prop{}
@@ -864,6 +891,10 @@ func (p *parser) validate(t *Test, line, col int) {
 				}
 			}
 		}
+	}
+	if err := checkWidths(t); err != nil {
+		p.failAt(line, col, "%v", err)
+		return
 	}
 	if l, ok := flowCycle(t); ok {
 		p.failAt(line, col, "test %s: a value moves in a cycle through %s (gets into locations and puts from buffers)", t.Name, l)

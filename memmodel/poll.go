@@ -100,7 +100,7 @@ func (c *checker) findPolls() {
 func (c *checker) guesses(fn func()) {
 	var cswaps []int
 	for i := range c.evs {
-		if c.evs[i].Op == OpCSwap {
+		if c.evs[i].Op == OpCSwap && c.evs[i].Half != 2 { // a 64-bit cswap's high half follows its low half's guess
 			cswaps = append(cswaps, i)
 		}
 	}
@@ -117,6 +117,9 @@ func (c *checker) guesses(fn func()) {
 				for k, i := range cswaps {
 					c.succeed[i] = mask&(1<<k) != 0
 					c.evs[i].Write = c.succeed[i]
+					if c.evs[i].Half == 1 {
+						c.succeed[i+1], c.evs[i+1].Write = c.succeed[i], c.succeed[i]
+					}
 				}
 				fn()
 			}

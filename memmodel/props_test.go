@@ -175,7 +175,56 @@ func genTest(data []byte) *Test {
 	if len(regs) > 0 {
 		t.Cond = Prop{Kind: PropAnd, Args: append(regs, t.Cond)}
 	}
+	if next()%3 == 0 {
+		mixWidths(t, next)
+	}
 	return t
+}
+
+// mixWidths splits word x: some of the accesses to x become 32-bit accesses to x.lo or x.hi (the
+// others stay 64-bit, two events sharing their instants), polls of x poll x.lo, gets into and puts
+// from buffers take y instead, and x may start with its low half all ones, so that a 64-bit add
+// carries into the high half.
+func mixWidths(t *Test, next func() int) {
+	for ci := range t.Columns {
+		for ii := range t.Columns[ci].Instrs {
+			in := &t.Columns[ci].Instrs[ii]
+			for j := range in.Locs {
+				if in.Locs[j].Var == "x" {
+					in.Locs[j].Var = "x.lo"
+				}
+			}
+			if in.Loc.Var != "x" {
+				continue
+			}
+			if in.Src.Var != "" || in.Dst.Var != "" {
+				in.Loc.Var = "y"
+				continue
+			}
+			switch in.Op {
+			case OpWait, OpSigFetch: // (on s: not reached)
+			default:
+				if h := next() % 3; h > 0 {
+					in.Loc.Var = []string{"", "x.lo", "x.hi"}[h]
+				}
+			}
+		}
+	}
+	if next()%2 == 0 {
+		pes := map[int]bool{}
+		for _, c := range t.Columns {
+			pes[c.PE] = true
+		}
+		for pe := 0; pe <= MaxPE; pe++ {
+			if pes[pe] {
+				t.Init = append(t.Init, InitVal{Loc{"x", pe}, 4294967295})
+			}
+		}
+		sortInit(t.Init)
+	}
+	if next()%2 == 0 { // the condition asks for a half's value too
+		t.Cond = Prop{Kind: PropAnd, Args: []Prop{t.Cond, {Kind: PropMem, Loc: Loc{"x.hi", 0}, Val: int64(next() % 2)}}}
+	}
 }
 
 func stateSet(t *testing.T, tt *Test, m Mode, o Options) map[string]bool {

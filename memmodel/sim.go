@@ -99,7 +99,7 @@ func (m *simMem) deliverOne(rng *rand.Rand) bool {
 			if !m.drop && o.src == op.src && o.dst == op.dst && o.ctx == op.ctx && o.epoch < op.epoch && !o.unfenced && !op.unfenced {
 				blocked = true
 			}
-			if (o.store || o.load) && (op.store || op.load) && o.src == op.src && o.loc == op.loc { // a PE's plain accesses to one word stay in order
+			if (o.store || o.load) && (op.store || op.load) && o.src == op.src && overlaps(o.loc, op.loc) { // a PE's plain accesses to one word stay in order
 				blocked = true
 			}
 		}
@@ -126,11 +126,33 @@ func (m *simMem) deliverOne(rng *rand.Rand) bool {
 // amoBusy reports whether an RMW on loc has read and not yet written.
 func (m *simMem) amoBusy(loc Loc) bool {
 	for _, o := range m.pending {
-		if o.amoWrite && o.loc == loc {
+		if o.amoWrite && overlaps(o.loc, loc) { // a 64-bit AMO and a 32-bit one on its half exclude each other
 			return true
 		}
 	}
 	return false
+}
+
+// load reads l: a whole word, or a half of one (width.go); mu held.
+func (m *simMem) load(l Loc) int64 {
+	if h := l.half(); h != 0 {
+		return halfVal(m.mem[l.word()], h)
+	}
+	return m.mem[l]
+}
+
+// store writes v to l: a 64-bit word whole, single-copy atomic; a half's 32 bits, the other half
+// untouched; mu held.
+func (m *simMem) store(l Loc, v int64) {
+	w := l.word()
+	switch l.half() {
+	case 1:
+		m.mem[w] = join64(v, hi32(m.mem[w]))
+	case 2:
+		m.mem[w] = join64(lo32(m.mem[w]), v)
+	default:
+		m.mem[l] = v
+	}
 }
 
 // drainPlain waits until the PE's buffered plain stores and late plain loads are performed.
@@ -187,7 +209,7 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 	defer cancel()
 	m := &simMem{mem: map[Loc]int64{}, epoch: map[simCtx]int{}, drop: s.Mutation == MutDropFences}
 	for _, iv := range t.Init {
-		m.mem[iv.Loc] = iv.Val
+		m.store(iv.Loc, iv.Val)
 	}
 	regs := map[string]int64{}
 	var regMu sync.Mutex
@@ -260,7 +282,7 @@ func (s SimRunner) RunOnce(ctx context.Context, t *Test, seed int64) (State, err
 		st[k] = v
 	}
 	for _, l := range condLocs(t) {
-		st[l.String()] = m.mem[l]
+		st[l.String()] = m.load(l)
 	}
 	return st, nil
 }
@@ -277,25 +299,36 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		in := in
 		switch in.Op {
 		case OpSt: // into the store buffer: delivered to memory later, ordered by fence and quiet
-			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.store(in.Loc, in.Val) }, func(o *simOp) {
 				o.store, o.loc, o.val = true, in.Loc, in.Val
+				if in.Loc.half() != 0 { // a 32-bit store writes the low 32 bits of its value
+					o.val = lo32(in.Val)
+				}
 			})
 		case OpLd:
 			m.mu.Lock()
-			forwarded := false
+			forwarded, partial := false, false
 			for _, o := range m.pending { // a PE sees its own buffered stores
 				if o.store && o.src == me && o.loc == in.Loc {
 					setReg(pe, in.Reg, o.val)
 					forwarded = true
+				} else if o.store && o.src == me && overlaps(o.loc, in.Loc) {
+					partial = true
 				}
 			}
 			m.mu.Unlock()
+			if partial { // a buffered store of another width overlaps: let the stores land first
+				if err := m.drainPlain(ctx, me); err != nil {
+					return err
+				}
+				forwarded = false
+			}
 			if forwarded {
 				break
 			}
 			// else performed later, by the network: only quiet, barrier and the PE's later plain
 			// accesses to the word order a plain load, so a later put may overtake it
-			m.issueOn(in.Ctx, me, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, pe, func() { setReg(pe, in.Reg, m.load(in.Loc)) }, func(o *simOp) {
 				o.load, o.loc, o.unfenced = true, in.Loc, true
 			})
 		case OpGet:
@@ -305,9 +338,9 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				}
 			}
 			m.mu.Lock()
-			v := m.mem[in.Loc]
+			v := m.load(in.Loc)
 			if in.Dst.Var != "" {
-				m.mem[in.Dst] = v
+				m.store(in.Dst, v)
 			}
 			m.mu.Unlock()
 			if in.Reg != "" {
@@ -316,41 +349,43 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		case OpPutNBI:
 			if in.Src.Var != "" { // the source is read at delivery: from the PE's store buffer, else memory
 				m.issueOn(in.Ctx, me, in.Loc.PE, func() {
-					v := m.mem[in.Src]
+					v := m.load(in.Src)
 					for _, o := range m.pending {
 						if o.store && o.src == me && o.loc == in.Src {
 							v = o.val
 						}
 					}
-					m.mem[in.Loc] = v
+					m.store(in.Loc, v)
 				})
 				break
 			}
-			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.store(in.Loc, in.Val) })
 		case OpPut:
-			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.store(in.Loc, in.Val) })
 		case OpSet:
-			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.store(in.Loc, in.Val) }, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 			})
 		case OpSigFetch: // a relaxed read of the own signal word: performed late, as a plain load
-			m.issueOn(in.Ctx, me, pe, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, pe, func() { setReg(pe, in.Reg, m.load(in.Loc)) }, func(o *simOp) {
 				o.load, o.loc, o.unfenced = true, in.Loc, true
 			})
 		case OpAdd, OpFAdd, OpSwap, OpCSwap, OpFetch, OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor: // fetching ones block: delivered in fence order, then waited for
 			op := m.issueOn(in.Ctx, me, in.Loc.PE, nil, func(o *simOp) {
 				o.amo, o.loc = true, in.Loc
 				o.rmw = func() func() {
-					old := m.mem[in.Loc]
+					old := m.load(in.Loc)
 					if in.Reg != "" {
 						setReg(pe, in.Reg, old)
 					}
 					switch {
 					case in.Op == OpFetch:
-					case in.Op == OpCSwap && old == in.Val:
-						return func() { m.mem[in.Loc] = in.New }
+					case in.Op == OpCSwap && in.Loc.half() != 0 && old == lo32(in.Val): // 32 bits compared
+						return func() { m.store(in.Loc, in.New) }
+					case in.Op == OpCSwap && in.Loc.half() == 0 && old == in.Val:
+						return func() { m.store(in.Loc, in.New) }
 					case in.Op != OpCSwap:
-						return func() { m.mem[in.Loc] = rmwValue(in.Op, old, in.Val) }
+						return func() { m.store(in.Loc, rmwValue(in.Op, old, in.Val)) }
 					}
 					return func() {} // fetch, failed cswap: nothing to write
 				}
@@ -368,29 +403,29 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 				if err := m.drainPlain(ctx, me); err != nil {
 					return err
 				}
-				m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Dst] = m.mem[in.Loc] }, func(o *simOp) {
+				m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.store(in.Dst, m.load(in.Loc)) }, func(o *simOp) {
 					o.unfenced = true
 				})
 				break
 			}
-			m.issueOn(in.Ctx, me, in.Loc.PE, func() { setReg(pe, in.Reg, m.mem[in.Loc]) }, func(o *simOp) {
+			m.issueOn(in.Ctx, me, in.Loc.PE, func() { setReg(pe, in.Reg, m.load(in.Loc)) }, func(o *simOp) {
 				o.unfenced = true
 			})
 		case OpPutSig:
 			signal := func() {
 				if in.SigOp == SigAdd {
-					m.mem[in.Sig] += in.New
+					m.store(in.Sig, m.load(in.Sig)+in.New)
 				} else {
-					m.mem[in.Sig] = in.New
+					m.store(in.Sig, in.New)
 				}
 			}
 			if s.Mutation == MutSignalFirst { // two deliveries the network may reorder
 				m.issueOn(in.Ctx, me, in.Loc.PE, signal)
-				m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.mem[in.Loc] = in.Val })
+				m.issueOn(in.Ctx, me, in.Loc.PE, func() { m.store(in.Loc, in.Val) })
 				break
 			}
 			m.issueOn(in.Ctx, me, in.Loc.PE, func() {
-				m.mem[in.Loc] = in.Val
+				m.store(in.Loc, in.Val)
 				signal()
 			}, func(o *simOp) {
 				o.amo, o.loc = true, in.Sig
@@ -398,7 +433,7 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		case OpWait:
 			for {
 				m.mu.Lock()
-				v := m.mem[in.Loc]
+				v := m.load(in.Loc)
 				m.mu.Unlock()
 				if in.Cmp.Holds(v, in.Val) {
 					break
@@ -457,7 +492,7 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 					if len(in.Vals) > 1 {
 						v = in.Vals[k]
 					}
-					if in.Cmp.Holds(m.mem[l], v) {
+					if in.Cmp.Holds(m.load(l), v) {
 						holds = append(holds, k)
 					}
 				}
