@@ -495,7 +495,11 @@ func (t *Team) Barrier(ctx context.Context) error {
 	if err := t.w.Quiet(); err != nil {
 		return err
 	}
-	return t.sync(ctx, "Barrier", callBarrier)
+	if err := t.sync(ctx, "Barrier", callBarrier); err != nil {
+		return err
+	}
+	t.w.acquire() // a barrier acquires, as BarrierAll does
+	return nil
 }
 
 func (t *Team) sync(ctx context.Context, call string, id collCall) error {
@@ -507,6 +511,7 @@ func (t *Team) sync(ctx context.Context, call string, id collCall) error {
 		return err
 	}
 	defer release()
+	t.w.syncPoint()
 	op, err := t.begin(ctx, call, header{call: id}, nil)
 	if err != nil {
 		return err
