@@ -64,9 +64,7 @@ func (w *World) SyncAll(ctx context.Context) error {
 		return err
 	}
 	defer c.end()
-	if w.reorder != nil {
-		w.reorder.Sync() // sync_all orders the PE's completed plain accesses
-	}
+	w.syncPoint() // sync_all orders the PE's completed plain accesses
 	return c.w.sync(ctx, c)
 }
 

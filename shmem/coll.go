@@ -49,6 +49,7 @@ const (
 	sigDone
 	sigPipe
 	sigCredit
+	sigHeaderOdd // the header's signal of odd-numbered calls (see hdrSig)
 	sigKinds
 )
 
@@ -283,6 +284,19 @@ func (t *Team) region(half, src int) (off uint64, capacity int) {
 // payloadCap is how many payload bytes one PE can send another in the header exchange.
 func (t *Team) payloadCap() int { _, c := t.region(0, 0); return c }
 
+// hdrSig is the header's signal word kind of a call of parity par. Consecutive calls signal
+// different words, as they use different regions: on a path that delivers put-with-signals out of
+// order (ROX_DELIVERY=reorder; a NIC's adaptive routing) call e+1's signal may land before call
+// e's, which, on one word, would set it back to e and leave the receiver waiting for e+1 forever.
+// Call e+2 is sent only once the sender has every member's header of e+1, which each member sends
+// after it saw call e's: e's signal has landed by then.
+func hdrSig(par int) int {
+	if par == 1 {
+		return sigHeaderOdd
+	}
+	return sigHeader
+}
+
 func (t *Team) sigOff(kind, src int) uint64 {
 	c := t.w.teams
 	return c.ctlBase + uint64(t.slot)*c.ctlStride + uint64((kind*t.w.npes+src)*8)
@@ -359,13 +373,13 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			copy(dst[off+8:off+hdrSize], hb[8:])
 			cachedCopy(dst[off+hdrSize:], data)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), e)
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(sigHeader, t.me)])), e)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(op.par), t.me)])), e)
 			continue
 		}
 		buf = append(buf[:0], make([]byte, hdrSize)...)
 		h.encode(buf)
 		buf = append(buf, data...)
-		if err := w.paths[pe].putSignal(off, buf, t.sigOff(sigHeader, t.me), SignalSet, e); err != nil {
+		if err := w.paths[pe].putSignal(off, buf, t.sigOff(hdrSig(op.par), t.me), SignalSet, e); err != nil {
 			return nil, w.pathError(call, pe, err)
 		}
 	}
@@ -382,7 +396,7 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 		if w.peers[t.members[j]] != nil {
 			err = op.waitWord(off, j, e, "")
 		} else {
-			err = op.wait(sigHeader, j, "") // "": enter the call
+			err = op.wait(hdrSig(op.par), j, "") // "": enter the call
 		}
 		if err != nil {
 			return nil, err
@@ -495,7 +509,11 @@ func (t *Team) Barrier(ctx context.Context) error {
 	if err := t.w.Quiet(); err != nil {
 		return err
 	}
-	return t.sync(ctx, "Barrier", callBarrier)
+	if err := t.sync(ctx, "Barrier", callBarrier); err != nil {
+		return err
+	}
+	t.w.acquire() // a barrier acquires, as BarrierAll does
+	return nil
 }
 
 func (t *Team) sync(ctx context.Context, call string, id collCall) error {
@@ -507,6 +525,7 @@ func (t *Team) sync(ctx context.Context, call string, id collCall) error {
 		return err
 	}
 	defer release()
+	t.w.syncPoint()
 	op, err := t.begin(ctx, call, header{call: id}, nil)
 	if err != nil {
 		return err

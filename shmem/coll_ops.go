@@ -321,6 +321,7 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 		return err
 	}
 	defer release()
+	t.w.syncPoint() // the entry orders the PE's completed plain accesses (MODEL.md §3b)
 	algo := t.pickMove(size)
 	h := header{call: callBroadcast, kind: elemKindOf[T](), count: int64(src.n), root: int64(root), algo: algo, word: s0, word2: d0}
 	var payload []byte
@@ -720,6 +721,7 @@ func AllReduce[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op) err
 		return err
 	}
 	defer release()
+	t.w.syncPoint() // the entry orders the PE's completed plain accesses (MODEL.md §3b)
 	algo := t.pickReduce(size, size)
 	h := header{call: callAllReduce, kind: kind, op: op, count: int64(src.n), algo: algo, word: s0, word2: d0}
 	switch algo {

@@ -62,6 +62,15 @@ func (w *World) acquire() {
 	}
 }
 
+// syncPoint is a collective's entry on the reordering path: sync_all, team sync, all-reduce and
+// broadcast order the PE's completed plain accesses before every member's return (MODEL.md §3b,
+// rule 8), which the path's late loads (and, in Strict, buffered stores) must then be.
+func (w *World) syncPoint() {
+	if w.reorder != nil {
+		w.reorder.Sync()
+	}
+}
+
 // mixed reaches the PEs whose heaps are mapped here by copies and atomics, the others through t.
 type mixed struct {
 	heaps nic.Mapped

@@ -210,7 +210,9 @@ func checkCmp(w *World, call string, c Cmp) error {
 }
 
 // waitSet waits on the elements of s not masked by status until done says enough of them hold.
-func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool, cmp Cmp, value T, done func(hit []int, active int) bool) ([]int, error) {
+// It then acquires, if acquires is nil (a wait) or says the outcome is a success (a test: only a
+// test that reports success acquires, as roxshmem_test does, MODEL.md §3b).
+func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool, cmp Cmp, value T, done, acquires func(hit []int, active int) bool) ([]int, error) {
 	if err := s.bounds(call, 0, s.n); err != nil {
 		return nil, err
 	}
@@ -238,7 +240,9 @@ func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool
 			}
 		}
 		if done(hit, active) {
-			s.w.acquire()
+			if acquires == nil || acquires(hit, active) {
+				s.w.acquire()
+			}
 			return hit, nil
 		}
 		if err := sp.next(func() string {
@@ -251,18 +255,19 @@ func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool
 
 func all(hit []int, active int) bool   { return len(hit) == active }
 func anyOf(hit []int, active int) bool { return len(hit) > 0 || active == 0 }
+func found(hit []int, _ int) bool      { return len(hit) > 0 }
 
 // WaitUntilAll waits until every element of s whose status entry is false (status may be nil)
 // satisfies cmp value (shmem_wait_until_all).
 func WaitUntilAll[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp Cmp, value T) error {
-	_, err := waitSet(ctx, "WaitUntilAll", s, status, cmp, value, all)
+	_, err := waitSet(ctx, "WaitUntilAll", s, status, cmp, value, all, nil)
 	return err
 }
 
 // WaitUntilAny waits until some unmasked element satisfies cmp value and returns its index, or -1
 // when status masks every element (shmem_wait_until_any).
 func WaitUntilAny[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp Cmp, value T) (int, error) {
-	hit, err := waitSet(ctx, "WaitUntilAny", s, status, cmp, value, anyOf)
+	hit, err := waitSet(ctx, "WaitUntilAny", s, status, cmp, value, anyOf, nil)
 	if err != nil || len(hit) == 0 {
 		return -1, err
 	}
@@ -272,7 +277,7 @@ func WaitUntilAny[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp Cm
 // WaitUntilSome waits until at least one unmasked element satisfies cmp value and returns the
 // indices of all that do (shmem_wait_until_some).
 func WaitUntilSome[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp Cmp, value T) ([]int, error) {
-	return waitSet(ctx, "WaitUntilSome", s, status, cmp, value, anyOf)
+	return waitSet(ctx, "WaitUntilSome", s, status, cmp, value, anyOf, nil)
 }
 
 // Test reports whether element at of this PE's s satisfies cmp value (shmem_test).
@@ -287,7 +292,11 @@ func Test[T AMOInt](s Sym[T], at int, cmp Cmp, value T) (bool, error) {
 		return false, err
 	}
 	defer s.w.leave()
-	return holds(load(s, at), cmp, value), nil
+	ok := holds(load(s, at), cmp, value)
+	if ok {
+		s.w.acquire()
+	}
+	return ok, nil
 }
 
 // TestAll reports whether every unmasked element satisfies cmp value (shmem_test_all).
@@ -296,14 +305,14 @@ func TestAll[T AMOInt](s Sym[T], status []bool, cmp Cmp, value T) (bool, error) 
 	_, err := waitSet(nil, "TestAll", s, status, cmp, value, func(hit []int, active int) bool {
 		ok = len(hit) == active
 		return true
-	})
+	}, all)
 	return ok, err
 }
 
 // TestAny returns the index of an unmasked element that satisfies cmp value, or -1
 // (shmem_test_any).
 func TestAny[T AMOInt](s Sym[T], status []bool, cmp Cmp, value T) (int, error) {
-	hit, err := waitSet(nil, "TestAny", s, status, cmp, value, func([]int, int) bool { return true })
+	hit, err := waitSet(nil, "TestAny", s, status, cmp, value, func([]int, int) bool { return true }, found)
 	if err != nil || len(hit) == 0 {
 		return -1, err
 	}
@@ -312,7 +321,7 @@ func TestAny[T AMOInt](s Sym[T], status []bool, cmp Cmp, value T) (int, error) {
 
 // TestSome returns the indices of the unmasked elements that satisfy cmp value (shmem_test_some).
 func TestSome[T AMOInt](s Sym[T], status []bool, cmp Cmp, value T) ([]int, error) {
-	return waitSet(nil, "TestSome", s, status, cmp, value, func([]int, int) bool { return true })
+	return waitSet(nil, "TestSome", s, status, cmp, value, func([]int, int) bool { return true }, found)
 }
 
 // SignalOp says how PutSignal updates its signal.

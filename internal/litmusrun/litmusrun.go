@@ -12,7 +12,10 @@ import (
 	"io"
 	"math/rand"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/nic"
@@ -162,6 +165,10 @@ type pe struct {
 	res    shmem.Sym[int64]
 	start  shmem.Sym[int64] // the time base: when this iteration's columns start (Unix ns), from PE 0
 	col    *memmodel.Column
+	cols   []*memmodel.Column // this PE's columns: more than one when it runs threads (PEn.t)
+	thread bool               // the test runs threads: plain accesses to own memory are atomic
+	teams  map[string]*shmem.Team
+	coll   shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
 	nbar   int
 	nsync  int
 	regs   map[string]int64
@@ -273,9 +280,19 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		return none, err
 	}
 	defer w.Free(p.start.Mem())
+	if p.coll, err = shmem.Alloc[int64](w, 2); err != nil {
+		return none, err
+	}
+	defer w.Free(p.coll.Mem())
+	if err := p.makeTeams(ctx); err != nil {
+		return none, err
+	}
+	defer p.destroyTeams(ctx)
+	p.thread = t.Threaded()
 	for i := range t.Columns {
 		if t.Columns[i].PE == w.MyPE() {
 			p.col = &t.Columns[i]
+			p.cols = append(p.cols, &t.Columns[i])
 		}
 		if i == 0 {
 			for _, in := range t.Columns[i].Instrs {
@@ -347,17 +364,18 @@ func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, erro
 	if p.ro != nil {
 		p.ro.Arm(true)
 	}
-	for _, c := range order {
-		p.inst = c
-		p.regs, p.nbi, p.nbiSig, p.late = p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c]
-		switch x := p.rng.Intn(16); {
-		case x < 8:
-			delay(p.rng, 2000)
-		case x == 8: // now and then a PE falls far behind: it then observes what the others left
-			delay(p.rng, 200000)
+	if len(p.cols) > 1 {
+		if err := p.runThreads(ctx, order); err != nil {
+			return nil, err
 		}
-		if err := p.runColumn(ctx, p.rng); err != nil {
-			return nil, fmt.Errorf("PE %d copy %d: %w", w.MyPE(), c, err)
+	} else {
+		for _, c := range order {
+			p.inst = c
+			p.regs, p.nbi, p.nbiSig, p.late = p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c]
+			p.copyDelay()
+			if err := p.runColumn(ctx, p.rng); err != nil {
+				return nil, fmt.Errorf("PE %d copy %d: %w", w.MyPE(), c, err)
+			}
 		}
 	}
 	if p.ro != nil {
@@ -388,6 +406,287 @@ func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, erro
 		states = append(states, st)
 	}
 	return states, nil
+}
+
+func (p *pe) copyDelay() {
+	switch x := p.rng.Intn(16); {
+	case x < 8:
+		delay(p.rng, 2000)
+	case x == 8: // now and then a PE falls far behind: it then observes what the others left
+		delay(p.rng, 200000)
+	}
+}
+
+// runThreads runs each of this PE's thread columns in its own goroutine (the runtime's calls may
+// be made from several goroutines at once, as under SHMEM_THREAD_MULTIPLE), each over every copy
+// in order with its own delays; a thread's registers are merged into the copy's once all are
+// done (the threads of a PE share register names, each register written by one thread).
+func (p *pe) runThreads(ctx context.Context, order []int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(p.cols))
+	ts := make([]*pe, len(p.cols))
+	for j, col := range p.cols {
+		tp := *p
+		tp.col = col
+		tp.rng = rand.New(rand.NewSource(p.rng.Int63()))
+		tp.iregs, tp.inbi, tp.inbiSig, tp.ilate = make([]map[string]int64, p.k), make([]map[string][]int64, p.k), make([]map[string][]uint64, p.k), make([]map[string]*uint64, p.k)
+		ts[j] = &tp
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, c := range order {
+				tp.inst = c
+				tp.regs, tp.nbi, tp.nbiSig, tp.late = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}, map[string]*uint64{}
+				tp.iregs[c], tp.inbi[c], tp.inbiSig[c], tp.ilate[c] = tp.regs, tp.nbi, tp.nbiSig, tp.late
+				tp.copyDelay()
+				if err := tp.runColumn(ctx, tp.rng); err != nil {
+					errs[j] = fmt.Errorf("PE %d thread %d copy %d: %w", p.w.MyPE(), col.Thread, c, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, tp := range ts {
+		for c := 0; c < p.k; c++ {
+			for k, v := range tp.iregs[c] {
+				p.iregs[c][k] = v
+			}
+			for k, v := range tp.inbi[c] {
+				p.inbi[c][k] = v
+			}
+			for k, v := range tp.inbiSig[c] {
+				p.inbiSig[c][k] = v
+			}
+			for k, v := range tp.ilate[c] {
+				p.ilate[c][k] = v
+			}
+		}
+	}
+	return nil
+}
+
+// teamKey names a team of a test by its PEs.
+func teamKey(pes []int) string { return fmt.Sprint(pes) }
+
+// strided returns the start and stride of pes as a strided split of the world team, or false.
+func strided(pes []int) (start, stride int, ok bool) {
+	if len(pes) == 0 {
+		return 0, 0, false
+	}
+	start, stride = pes[0], 1
+	if len(pes) > 1 {
+		stride = pes[1] - pes[0]
+	}
+	for i, q := range pes {
+		if stride < 1 || q != start+i*stride {
+			return 0, 0, false
+		}
+	}
+	return start, stride, true
+}
+
+// makeTeams makes the test's teams (barrier {0,1}, ...) by strided splits of the world team, in
+// one order on every PE (a split is collective over the world); a non-member's entry is nil.
+func (p *pe) makeTeams(ctx context.Context) error {
+	var keys []string
+	sets := map[string][]int{}
+	for _, c := range p.t.Columns {
+		for _, in := range c.Instrs {
+			if in.Team != nil {
+				k := teamKey(in.Team)
+				if _, ok := sets[k]; !ok {
+					keys = append(keys, k)
+				}
+				sets[k] = in.Team
+			}
+		}
+	}
+	sort.Strings(keys)
+	p.teams = map[string]*shmem.Team{}
+	for _, k := range keys {
+		start, stride, ok := strided(sets[k])
+		if !ok {
+			return fmt.Errorf("litmusrun: test %s: team %v is not a strided set of PEs", p.t.Name, sets[k])
+		}
+		tm, err := p.w.TeamWorld().SplitStrided(ctx, start, stride, len(sets[k]))
+		if err != nil {
+			return err
+		}
+		p.teams[k] = tm
+	}
+	return nil
+}
+
+func (p *pe) destroyTeams(ctx context.Context) {
+	var keys []string
+	for k := range p.teams {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if tm := p.teams[k]; tm != nil {
+			tm.Destroy(ctx)
+		}
+	}
+}
+
+// team returns the team a collective runs on: the world's for nil.
+func (p *pe) team(pes []int) (*shmem.Team, error) {
+	if pes == nil {
+		return p.w.TeamWorld(), nil
+	}
+	tm := p.teams[teamKey(pes)]
+	if tm == nil {
+		return nil, fmt.Errorf("PE %d is not a member of team %v", p.w.MyPE(), pes)
+	}
+	return tm, nil
+}
+
+// collective runs a barrier, sync, all-reduce or broadcast on its team.
+func (p *pe) collective(ctx context.Context, in memmodel.Instr) error {
+	if in.Team == nil {
+		switch in.Op {
+		case memmodel.OpBarrier:
+			return p.w.BarrierAll(ctx)
+		case memmodel.OpSync:
+			return p.w.SyncAll(ctx)
+		}
+	}
+	tm, err := p.team(in.Team)
+	if err != nil {
+		return err
+	}
+	src, _ := p.coll.Slice(0, 1)
+	dst, _ := p.coll.Slice(1, 1)
+	switch in.Op {
+	case memmodel.OpBarrier:
+		return tm.Barrier(ctx)
+	case memmodel.OpSync:
+		return tm.Sync(ctx)
+	case memmodel.OpAllReduce:
+		return shmem.AllReduce(ctx, tm, dst, src, shmem.OpSum)
+	case memmodel.OpBroadcast:
+		for j := 0; j < tm.NPEs(); j++ {
+			if tm.WorldPE(j) == in.Root {
+				return shmem.Broadcast(ctx, tm, dst, src, j)
+			}
+		}
+		return fmt.Errorf("broadcast root PE %d is not a member of %v", in.Root, tm)
+	}
+	return fmt.Errorf("unknown collective %s", in.Op)
+}
+
+// poll runs wait_all ... test_some: the words are the PE's own, in one array (a window of it from
+// the first to the last, the others masked), and r is set as the litmus language says (an index
+// into the instruction's words, -1, or a bit mask).
+func poll[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T], idx func(string) int) error {
+	at := make([]int, len(in.Locs))
+	lo, hi := -1, -1
+	for j, l := range in.Locs {
+		at[j] = idx(l.Var)
+		if lo < 0 || at[j] < lo {
+			lo = at[j]
+		}
+		hi = max(hi, at[j])
+	}
+	if len(in.Vals) > 1 { // a vector form: one compare value per word, which shmem has only as waits on each word
+		if in.Op != memmodel.OpWaitAll {
+			return fmt.Errorf("%s with one value per word has no host call", in.Op)
+		}
+		for j := range at {
+			if err := shmem.WaitUntil(ctx, s, at[j], cmpOf[in.Cmp], T(in.Vals[j])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	win, err := s.Slice(lo, hi-lo+1)
+	if err != nil {
+		return err
+	}
+	status := make([]bool, hi-lo+1)
+	for i := range status {
+		status[i] = true
+	}
+	pos := map[int]int{} // window index -> the word's position in the instruction
+	for j, a := range at {
+		status[a-lo] = false
+		pos[a-lo] = j
+	}
+	cmp, v := cmpOf[in.Cmp], T(in.Vals[0])
+	mask := func(hit []int) int64 {
+		var m int64
+		for _, h := range hit {
+			m |= 1 << pos[h]
+		}
+		return m
+	}
+	index := func(i int) int64 {
+		if i < 0 {
+			return -1
+		}
+		return int64(pos[i])
+	}
+	var r int64
+	switch in.Op {
+	case memmodel.OpWaitAll:
+		return shmem.WaitUntilAll(ctx, win, status, cmp, v)
+	case memmodel.OpWaitAny:
+		i, err := shmem.WaitUntilAny(ctx, win, status, cmp, v)
+		if err != nil {
+			return err
+		}
+		r = index(i)
+	case memmodel.OpWaitSome:
+		hit, err := shmem.WaitUntilSome(ctx, win, status, cmp, v)
+		if err != nil {
+			return err
+		}
+		r = mask(hit)
+	case memmodel.OpTest:
+		ok, err := shmem.Test(s, at[0], cmp, v)
+		if err != nil {
+			return err
+		}
+		r = int64(boolInt(ok))
+	case memmodel.OpTestAll:
+		ok, err := shmem.TestAll(win, status, cmp, v)
+		if err != nil {
+			return err
+		}
+		r = int64(boolInt(ok))
+	case memmodel.OpTestAny:
+		i, err := shmem.TestAny(win, status, cmp, v)
+		if err != nil {
+			return err
+		}
+		r = index(i)
+	case memmodel.OpTestSome:
+		hit, err := shmem.TestSome(win, status, cmp, v)
+		if err != nil {
+			return err
+		}
+		r = mask(hit)
+	}
+	p.regs[in.Reg] = r
+	return nil
+}
+
+// pollSig reports whether the words of a wait_all ... test_some are signal words (they must all be
+// in one array).
+func (l *layout) pollSig(in memmodel.Instr) (sig, ok bool) {
+	for j, loc := range in.Locs {
+		_, s := l.sig[loc.Var]
+		if j > 0 && s != sig {
+			return false, false
+		}
+		sig = s
+	}
+	return sig, true
 }
 
 // reset puts this PE's copy of every variable of every copy back to its initial value.
@@ -452,15 +751,14 @@ func (p *pe) report() error {
 func (p *pe) runColumn(ctx context.Context, rng *rand.Rand) error {
 	if p.col == nil { // a PE without code still takes part in the test's barriers and syncs, in order
 		for _, in := range p.t.Columns[0].Instrs {
-			var err error
 			switch in.Op {
-			case memmodel.OpBarrier:
-				err = p.w.BarrierAll(ctx)
-			case memmodel.OpSync:
-				err = p.w.SyncAll(ctx)
-			}
-			if err != nil {
-				return err
+			case memmodel.OpBarrier, memmodel.OpSync, memmodel.OpAllReduce, memmodel.OpBroadcast:
+				if in.Team != nil { // its members all have columns
+					continue
+				}
+				if err := p.collective(ctx, in); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -486,10 +784,13 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		return w.Fence()
 	case memmodel.OpQuiet:
 		return w.Quiet()
-	case memmodel.OpBarrier:
-		return w.BarrierAll(ctx)
-	case memmodel.OpSync:
-		return w.SyncAll(ctx)
+	case memmodel.OpBarrier, memmodel.OpSync, memmodel.OpAllReduce, memmodel.OpBroadcast:
+		return p.collective(ctx, in)
+	case memmodel.OpWaitAll, memmodel.OpWaitAny, memmodel.OpWaitSome, memmodel.OpTest, memmodel.OpTestAll, memmodel.OpTestAny, memmodel.OpTestSome:
+		if sig, _ := p.l.pollSig(in); sig {
+			return poll(ctx, p, in, p.sig, func(v string) int { return p.si(p.l.sig[v]) })
+		}
+		return poll(ctx, p, in, p.data, func(v string) int { return p.di(p.l.data[v]) })
 	case memmodel.OpPutSig:
 		op := shmem.SignalSet
 		if in.SigOp == memmodel.SigAdd {
@@ -557,9 +858,17 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 			peer[i] = to(in.Val)
 			return nil
 		}
+		if p.thread { // another thread of the PE reads it at the same time
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.Local()[i])), uint64(to(in.Val)))
+			return nil
+		}
 		s.Local()[i] = to(in.Val)
 		return nil
 	case memmodel.OpLd:
+		if p.thread {
+			p.regs[in.Reg] = from(T(atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.Local()[i])))))
+			return nil
+		}
 		p.regs[in.Reg] = from(s.Local()[i])
 		return nil
 	case memmodel.OpPut:
@@ -627,9 +936,10 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 }
 
 // HostRuns reports whether the host runner maps every instruction of t, and if not the first it
-// lacks: non-blocking fetching AMOs, the wait_until_all/any/some and test families, team
-// collectives, all-reduce and broadcast, and threads (PEn.t) have no mapping yet; a put from a
-// buffer and a get into a location need their words to be data words, not signal words.
+// lacks: the non-blocking fetching AMOs (shmem has no host call for them: a blocking AMO in their
+// place would test the blocking call), vector forms of the poll calls other than wait_all (shmem
+// has none), poll calls over both data and signal words, and teams that are not a strided set of
+// PEs; a put from a buffer and a get into a location need their words to be data words.
 func HostRuns(t *memmodel.Test) (string, bool) {
 	l, err := newLayout(t)
 	if err != nil {
@@ -640,12 +950,12 @@ func HostRuns(t *memmodel.Test) (string, bool) {
 			_, srcSig := l.sig[in.Src.Var]
 			_, dstSig := l.sig[in.Dst.Var]
 			_, locSig := l.sig[in.Loc.Var]
+			_, oneArray := l.pollSig(in)
+			_, _, teamOK := strided(in.Team)
 			switch {
-			case c.Thread != 0:
-				return fmt.Sprintf("PE%d.%d (a thread of a PE)", c.PE, c.Thread), false
 			case in.Op == memmodel.OpPutSig:
-			case in.NBI, in.Team != nil, in.Op == memmodel.OpAllReduce, in.Op == memmodel.OpBroadcast,
-				in.Op >= memmodel.OpWaitAll && in.Op <= memmodel.OpTestSome,
+			case in.NBI, in.Team != nil && !teamOK,
+				in.Op >= memmodel.OpWaitAll && in.Op <= memmodel.OpTestSome && (!oneArray || len(in.Vals) > 1 && in.Op != memmodel.OpWaitAll),
 				(in.Src.Var != "" || in.Dst.Var != "") && (srcSig || dstSig || locSig):
 				return in.Format(c.PE), false
 			}

@@ -85,23 +85,35 @@ func TestReorderPower(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tests []*memmodel.Test
-	var skipped []string
+	var skipped, threads []string
 	for _, tt := range all {
 		in, runs := HostRuns(tt)
 		switch {
 		case usesContexts(tt): // contexts run on the default one here: MODEL.md §3a
 		case !runs: // the runner skips it ("skipped: the host runner has no mapping for ..."): no row
 			skipped = append(skipped, tt.Name+" ("+in+")")
+		case tt.Threaded():
+			// They run (TestHostConformance, and here for forbidden states), but the runtime's fence
+			// and quiet act for the whole PE, as OpenSHMEM's THREAD_MULTIPLE says, and the path's
+			// store buffer is the PE's: what the model allows only because fence, quiet and the
+			// view of own stores are per thread cannot appear (MODEL.md §8).
+			threads = append(threads, tt.Name)
+			tests = append(tests, tt)
 		default:
 			tests = append(tests, tt)
 		}
 	}
 	t.Logf("%d tests without a host-runner mapping are not counted: %s", len(skipped), strings.Join(skipped, ", "))
+	t.Logf("%d thread tests run but count neither for power nor for mutations: %s", len(threads), strings.Join(threads, ", "))
+	counted := func(tt *memmodel.Test) bool { return !tt.Threaded() }
 	opt := memmodel.DefaultOptions()
 	start := time.Now()
 	type row struct{ test, mode string }
 	allowed, seen := map[row]bool{}, map[row]bool{}
 	for _, tt := range tests {
+		if !counted(tt) {
+			continue
+		}
 		for _, m := range []memmodel.Mode{memmodel.Strict, memmodel.Bypass} {
 			v, err := memmodel.Decide(tt, m, opt)
 			if err != nil {
@@ -126,6 +138,9 @@ func TestReorderPower(t *testing.T) {
 			for name, f := range powerRows(runJob(t, dir, tests, names, ord, "none", round)) {
 				if f[4] != "0" {
 					t.Errorf("%s %s: %s forbidden states", name, ord, f[4])
+				}
+				if f[3] == "yes" && !allowed[row{name, ord}] {
+					continue // a thread test's weak outcome: not counted, nor in seen
 				}
 				if f[3] == "yes" {
 					seen[row{name, ord}] = true
@@ -152,14 +167,26 @@ func TestReorderPower(t *testing.T) {
 	for _, mut := range []memmodel.Mutation{memmodel.MutDropFences, memmodel.MutQuietAsFence, memmodel.MutSignalFirst} {
 		mstart := time.Now()
 		matters, caught := map[string]bool{}, map[string]bool{}
+		var unseen []string
 		for _, tt := range tests {
 			ok, err := memmodel.Matters(tt, mut, memmodel.Strict, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok {
+			switch {
+			case !ok:
+			case !counted(tt):
+			case mut == memmodel.MutQuietAsFence && teamCollective(tt):
+				// a team collective's entry exchanges headers (put-with-signal) with every member,
+				// which the fence the mutation leaves orders after the PE's puts: what the quiet
+				// should have completed is delivered anyway before any member returns (MODEL.md §8)
+				unseen = append(unseen, tt.Name)
+			default:
 				matters[tt.Name] = true
 			}
+		}
+		if len(unseen) > 0 {
+			t.Logf("mutation %s: not counted where a team collective delivers what the mutation leaves pending: %s", mut, strings.Join(unseen, ", "))
 		}
 		for round := 0; len(caught) < len(matters); round++ {
 			var names []string
@@ -191,6 +218,19 @@ func TestReorderPower(t *testing.T) {
 			t.Errorf("mutation %s caught on %.0f%% of the tests where it matters, below the %.0f%% target", mut, 100*pct, 100*powerTarget)
 		}
 	}
+}
+
+// teamCollective reports whether a test calls a team collective (a team barrier or sync, an
+// all-reduce, a broadcast): calls that begin with a header exchange among the members.
+func teamCollective(t *memmodel.Test) bool {
+	for _, c := range t.Columns {
+		for _, in := range c.Instrs {
+			if in.Team != nil || in.Op == memmodel.OpAllReduce || in.Op == memmodel.OpBroadcast {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // usesContexts reports whether a test names a communication context: the host runner runs every
