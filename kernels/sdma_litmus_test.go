@@ -381,6 +381,9 @@ func TestSDMAConformance(t *testing.T) {
 // families, non-blocking fetches, puts from and gets into locations, and stores and loads through
 // roxshmem_ptr to another PE are the host runner's (internal/litmusrun), not this one's.
 func sdmaRuns(t *memmodel.Test) (string, bool) {
+	if t.Mixed() {
+		return "32-bit halves of a word (x.lo, x.hi)", false
+	}
 	for _, c := range t.Columns {
 		if c.Thread != 0 {
 			return fmt.Sprintf("PE%d.%d (a thread of a PE)", c.PE, c.Thread), false

@@ -264,6 +264,9 @@ func (p *gpuPE) batch(ctx context.Context) error {
 // gpuEncodes reports whether the roxk_litmus interpreter runs every instruction of t, and if not
 // the first it lacks.
 func gpuEncodes(t *memmodel.Test) (string, bool) {
+	if t.Mixed() {
+		return "32-bit halves of a word (x.lo, x.hi)", false
+	}
 	for _, c := range t.Columns {
 		for _, in := range c.Instrs {
 			if c.Thread != 0 || in.NBI || in.Team != nil || in.Src.Var != "" || in.Dst.Var != "" || (in.Op == memmodel.OpSt && in.Loc.PE != c.PE) {

@@ -941,6 +941,9 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 // has none), poll calls over both data and signal words, and teams that are not a strided set of
 // PEs; a put from a buffer and a get into a location need their words to be data words.
 func HostRuns(t *memmodel.Test) (string, bool) {
+	if t.Mixed() {
+		return "32-bit halves of a word (x.lo, x.hi): the runner's locations are whole words", false
+	}
 	l, err := newLayout(t)
 	if err != nil {
 		return err.Error(), false
