@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +105,7 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 	compareList := fs.String("compare", "", "also run Open MPI's collectives (mpi) in the same run, round by round, with the ratios' min/median/max")
 	rounds := fs.Int("rounds", 3, "with --compare: rounds, each one Roxamen job and one Open MPI run, alternating")
 	tests := fs.String("tests", "", "only these collectives, comma-separated (default: all)")
+	iters := fs.Int("iters", 0, "calls per row and round (default: 1000 up to 8 KiB, fewer above; a few suffice where PEs share one GPU)")
 	cpuprofile := fs.String("cpuprofile", "", "write each PE's CPU profile to this path with .PE appended")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2, true
@@ -143,6 +145,9 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 	}
 	if *cpuprofile != "" {
 		argv = append(argv, "-cpuprofile", *cpuprofile)
+	}
+	if *iters > 0 {
+		argv = append(argv, "-iters", strconv.Itoa(*iters))
 	}
 	runRox := func() ([]collRow, int) {
 		var out bytes.Buffer
@@ -271,6 +276,7 @@ func collBenchPE(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	tests := fs.String("tests", "", "")
 	cpuprofile := fs.String("cpuprofile", "", "")
+	iters := fs.Int("iters", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -293,7 +299,7 @@ func collBenchPE(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	err = runCollBench(ctx, w, *tests, json.NewEncoder(stdout))
+	err = runCollBench(ctx, w, *tests, *iters, json.NewEncoder(stdout))
 	if ferr := w.Finalize(); err == nil {
 		err = ferr
 	}
@@ -304,7 +310,7 @@ func collBenchPE(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runCollBench(ctx context.Context, w *shmem.World, tests string, enc *json.Encoder) error {
+func runCollBench(ctx context.Context, w *shmem.World, tests string, iters int, enc *json.Encoder) error {
 	np := w.NPEs()
 	team := w.TeamWorld()
 	maxb := collSizes[len(collSizes)-1]
@@ -399,6 +405,9 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, enc *json.E
 				}
 			}
 			it := collIters(sz)
+			if iters > 0 {
+				it = iters
+			}
 			for i := 0; i < min(it, 20); i++ { // warm up
 				if err := call(); err != nil {
 					return fmt.Errorf("%s %d bytes: %w", test, sz, err)
