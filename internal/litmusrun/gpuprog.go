@@ -37,6 +37,9 @@ func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
 	if t.Threaded() {
 		return nil, fmt.Errorf("litmusrun: test %s: threads of one PE (PEn.t) have no GPU encoding", t.Name)
 	}
+	if t.Mixed() {
+		return nil, fmt.Errorf("litmusrun: test %s: 32-bit halves of a word (x.lo, x.hi) have no GPU encoding (its locations are whole words)", t.Name)
+	}
 	g := &gpuTest{t: t, slot: map[string]int{}, regs: map[int][]string{}, nregs: 1, keys: memmodel.StateKeys(t)}
 	seen := map[string]bool{}
 	note := func(v string) {

@@ -979,7 +979,7 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 	var errs []error
 	var rows []memmodel.Power
 	mapped := true // every PE maps every PE's heap, so a store through roxshmem_ptr has a pointer
-	if anyPtrStore(tests) {
+	if anyPtrStore(tests) && w.Reorder() == nil { // the reordering path stores to every PE's heap itself
 		var err error
 		if mapped, err = mapsEveryHeap(ctx, w); err != nil {
 			return err

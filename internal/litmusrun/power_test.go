@@ -23,7 +23,7 @@ const powerTarget = 0.9
 // the tests where the mutation matters and it was not yet caught. Counts, not time, bound them, so
 // that a loaded machine makes the test slower, not weaker.
 const (
-	powerRounds    = 8
+	powerRounds    = 16
 	mutationRounds = 4
 )
 
