@@ -978,8 +978,10 @@ func RunSuite(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode 
 func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmodel.Mode, opt memmodel.Options, cfg Config, out io.Writer) error {
 	var errs []error
 	var rows []memmodel.Power
-	mapped := true // every PE maps every PE's heap, so a store through roxshmem_ptr has a pointer
-	if anyPtrStore(tests) && w.Reorder() == nil { // the reordering path stores to every PE's heap itself
+	// Whether every PE maps every PE's heap, so that a store through roxshmem_ptr has a pointer.
+	// The reordering path stores to every PE's heap itself.
+	mapped := true
+	if anyPtrStore(tests) && w.Reorder() == nil {
 		var err error
 		if mapped, err = mapsEveryHeap(ctx, w); err != nil {
 			return err
