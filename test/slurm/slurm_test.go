@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCluster starts a one-node cluster, runs a 2-task srun on it, and checks that Stop leaves
@@ -60,10 +61,13 @@ func TestStopEndsRunningJob(t *testing.T) {
 	if n, err := stdout.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "started") {
 		t.Fatalf("the job's first output: %q, %v\n%s", buf[:n], err, c.Logs())
 	}
+	// The echo comes before the exec: the shell becomes sleep a moment after "started".
 	sleeping := false
-	for _, pid := range c.processes() {
-		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "sleep" {
-			sleeping = true
+	for end := time.Now().Add(30 * time.Second); !sleeping && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for _, pid := range c.processes() {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "sleep" {
+				sleeping = true
+			}
 		}
 	}
 	if !sleeping {
