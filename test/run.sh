@@ -40,7 +40,10 @@ if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit
 # Everything, without the race detector (it needs cgo for its runtime, never for our code).
 go test -count=1 -timeout 30m ./...
 # The concurrent core again under the race detector.
-CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/...
+# TestRailsPutSignalAfterEveryChunk is left out there: its reader and the transport's are ordered
+# through the rails' sockets and a signal, which the race detector cannot see (it runs above).
+CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
+  -skip '^TestRailsPutSignalAfterEveryChunk$'
 # Every decoder of untrusted bytes, and the allocator against its model, fuzzed for a bounded time
 # each from its committed corpus (testdata/fuzz/NAME): about 70 s in all. A crash fails the run
 # and leaves its input in the package's testdata/fuzz/NAME, to be fixed and committed.

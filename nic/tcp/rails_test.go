@@ -107,6 +107,7 @@ func TestRailsPutSignalAfterEveryChunk(t *testing.T) {
 	j := startRails(t, 2, 4, 2*size+4096, 10*time.Second, SprayCAS)
 	const sigOff = 0
 	done := make(chan error, 1)
+	var checked atomic.Uint64 // the last round the reader has finished checking
 	go func() {
 		h := j.heaps[1]
 		var last uint64
@@ -123,6 +124,7 @@ func TestRailsPutSignalAfterEveryChunk(t *testing.T) {
 				}
 			}
 			last = s
+			checked.Store(s)
 		}
 		done <- nil
 	}()
@@ -132,7 +134,14 @@ func TestRailsPutSignalAfterEveryChunk(t *testing.T) {
 			binary.LittleEndian.PutUint64(payload[k:], i)
 		}
 		// Two buffers, alternately: the reader checks round s while s+1 is written elsewhere;
-		// the fence keeps round s+2 from overwriting it early.
+		// round s+2, into s's buffer, waits until the reader is done with s.
+		for i > 2 && checked.Load() < i-2 {
+			select {
+			case err := <-done:
+				t.Fatal(err)
+			default:
+			}
+		}
 		if err := j.ts[0].PutSignal(1, 4096+(i%2)*size, payload, sigOff, nic.SignalSet, i); err != nil {
 			t.Fatal(err)
 		}

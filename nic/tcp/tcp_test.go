@@ -21,12 +21,19 @@ import (
 // memHeap is a bounds-checked symmetric heap in aligned Go memory.
 type memHeap struct{ b []byte }
 
+// heapMu orders the tests' own writes to a heap (fill) before the transport's reader takes the
+// heap's bytes (Bytes): in a real job the network orders them, which the race detector cannot
+// see through a socket.
+var heapMu sync.Mutex
+
 func newHeap(n int) *memHeap { return &memHeap{nic.AlignedBytes(n)} }
 
 func (h *memHeap) Bytes(off uint64, n int) ([]byte, error) {
 	if n < 0 || off > uint64(len(h.b)) || uint64(n) > uint64(len(h.b))-off {
 		return nil, fmt.Errorf("range [%#x, %#x) outside the %d-byte heap", off, off+uint64(n), len(h.b))
 	}
+	heapMu.Lock()
+	defer heapMu.Unlock()
 	return h.b[off : off+uint64(n) : off+uint64(n)], nil
 }
 
@@ -105,6 +112,8 @@ func pattern(n int, seed byte) []byte {
 }
 
 func fill(b []byte, v byte) {
+	heapMu.Lock()
+	defer heapMu.Unlock()
 	for i := range b {
 		b[i] = v
 	}
