@@ -39,6 +39,7 @@ func FuzzFrames(f *testing.F) {
 	f.Add(cat(req(reqPut, 0, 0, 1<<40, 3, 0, 0, 1, 2, 3), req(reqAMO, 99, 3, 4095, 0, 0, 0), req(reqGet, 0, 0, 4090, 100, 0, 0)))
 	f.Add(encodeResp(encodeResp(encodeResp(nil, reqGet|respFlag, 16, ""), reqAMO|respFlag, 7, "oops"), reqFlush|respFlag, 0, ""))
 	f.Add(append(encodeResp(nil, reqGet|respFlag, 16, ""), make([]byte, 16)...))
+	f.Add(encodeResp(nil, reqBye|respFlag, 0, "PE 1: exiting")) // a farewell with its reason
 	f.Add([]byte{reqPut, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	f.Add([]byte{0x80 | reqGet, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -48,8 +49,8 @@ func FuzzFrames(f *testing.F) {
 			guard[i] = 0xa5
 		}
 		heap := &memHeap{guard[heapSize : 2*heapSize : 2*heapSize]}
-		tr := &Transport{cfg: Config{PE: 0, NPEs: 2, Heap: heap, Timeout: time.Second}, done: make(chan struct{})}
-		rem := newRemote(tr, 1) // one rail: the frames take the single-connection path
+		tr := newTransport(Config{PE: 0, NPEs: 2, Heap: heap, Timeout: time.Second})
+		rem := tr.rems[1] // no rails listed: the frames take the single-connection path
 		p := &peer{t: tr, pe: 1, rem: rem, conn: streamConn{bytes.NewReader(data)}, failed: make(chan struct{}), wake: make(chan struct{}, 1)}
 		pend := []*pending{
 			{typ: reqGet, dst: make([]byte, 16), done: make(chan struct{})},

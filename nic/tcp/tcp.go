@@ -174,26 +174,7 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.StripeThreshold <= 0 {
 		cfg.StripeThreshold = defaultStripeThreshold
 	}
-	t := &Transport{
-		cfg:    cfg,
-		peers:  make([]atomic.Pointer[peer], cfg.NPEs),
-		rems:   make([]*remote, cfg.NPEs),
-		links:  make([]link, cfg.NPEs),
-		conns:  map[net.Conn]struct{}{},
-		joined: make(chan struct{}, 1),
-		done:   make(chan struct{}),
-	}
-	if len(cfg.Rails) > 1 {
-		t.dedup = make([]dedup, cfg.NPEs)
-	}
-	for pe := range t.rems {
-		if pe != cfg.PE {
-			t.rems[pe] = newRemote(t, pe)
-		}
-		l := &t.links[pe]
-		l.dialing, l.accepting = make([]bool, len(cfg.Rails)), make([]bool, len(cfg.Rails))
-		l.changed = make(chan struct{})
-	}
+	t := newTransport(cfg)
 	for i, rl := range cfg.Rails {
 		addr, ln, err := listenRail(rl)
 		if err != nil {
@@ -214,6 +195,32 @@ func New(cfg Config) (*Transport, error) {
 	}
 	go t.watchdog()
 	return t, nil
+}
+
+// newTransport makes a transport's per-PE state, before it listens: New and the frame fuzzer
+// share it, so the decoder under test sees the state a running transport has.
+func newTransport(cfg Config) *Transport {
+	t := &Transport{
+		cfg:    cfg,
+		peers:  make([]atomic.Pointer[peer], cfg.NPEs),
+		rems:   make([]*remote, cfg.NPEs),
+		links:  make([]link, cfg.NPEs),
+		conns:  map[net.Conn]struct{}{},
+		joined: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	if len(cfg.Rails) > 1 {
+		t.dedup = make([]dedup, cfg.NPEs)
+	}
+	for pe := range t.rems {
+		if pe != cfg.PE {
+			t.rems[pe] = newRemote(t, pe)
+		}
+		l := &t.links[pe]
+		l.dialing, l.accepting = make([]bool, len(cfg.Rails)), make([]bool, len(cfg.Rails))
+		l.changed = make(chan struct{})
+	}
+	return t
 }
 
 // listenRail listens on one rail and returns the address other PEs dial it at.
