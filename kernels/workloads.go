@@ -31,6 +31,13 @@ const (
 	EPSignals    = 6
 )
 
+// CallEPExpert is the abort-record call (AbortRecord.Call) of ep.h's routing meeting an expert
+// index outside [-1, Experts) (ROXEP_CALL_EXPERT; Detail: the index as an int32, saturated). The
+// workload libraries' calls start at 0x90, clear of the runtime's.
+const CallEPExpert = 0x90
+
+func init() { callNames[CallEPExpert] = "ep expert index" }
+
 // GEMM is struct roxgemm (include/roxamen/gemm.h): one PE's tensor-parallel GEMM. Part
 // (P*Tiles*Slot float32), TSig (Tiles*P uint64, zeroed) and Ack (P uint64, zeroed) are symmetric;
 // Stage (Tiles*Slot float32) is local.

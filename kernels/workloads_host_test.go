@@ -190,6 +190,18 @@ func (pe *wlPE) allocAddr(n int) uint64 {
 // watchdog sets every abort word (the waits then give up) and fails, with each PE's record.
 func (nd *wlNode) run(t *testing.T, what string, f func(p int, pe *wlPE, tid uint32)) {
 	t.Helper()
+	nd.exec(t, what, f)
+	for p, pe := range nd.pes {
+		if pe.abort.First != 0 {
+			r := kernels.DecodeAbortRecord(pe.abort.First)
+			t.Fatalf("%s: PE %d recorded %s PE %d detail %#x", what, p, r.CallName(), r.PE, r.Detail)
+		}
+	}
+}
+
+// exec is run without the check of the abort records.
+func (nd *wlNode) exec(t *testing.T, what string, f func(p int, pe *wlPE, tid uint32)) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for p, pe := range nd.pes {
 		for tid := uint32(0); tid < wlThreads; tid++ {
@@ -210,12 +222,6 @@ func (nd *wlNode) run(t *testing.T, what string, f func(p int, pe *wlPE, tid uin
 		}
 		<-done
 		t.Fatalf("%s did not finish in %v (abort words set to end it)", what, wlWatchdog)
-	}
-	for p, pe := range nd.pes {
-		if pe.abort.First != 0 {
-			r := kernels.DecodeAbortRecord(pe.abort.First)
-			t.Fatalf("%s: PE %d recorded %s PE %d detail %#x", what, p, r.CallName(), r.PE, r.Detail)
-		}
 	}
 }
 
@@ -449,6 +455,77 @@ func TestEPDeviceHost(t *testing.T) {
 		for _, bypass := range []bool{false, true} {
 			name := fmt.Sprintf("%s/%v/%dpe/h%d/k%d/%s/b%d/bypass=%v", c.cfg.Mode, c.cfg.DType, c.npes, c.cfg.Hidden, c.cfg.TopK, c.kind, c.nblk, bypass)
 			t.Run(name, func(t *testing.T) { runEPHost(t, c.npes, c.cfg, c.kind, bypass, c.nblk, c.calls) })
+		}
+	}
+}
+
+// TestEPDeviceHostBadExpert: an expert index out of range, which only the device sees in a
+// stream-ordered Dispatch, is recorded (ep.h's call, the PE, the value) and that PE dispatches none
+// of its tokens in that call; its peer's call completes with the reference of the job in which it
+// sent nothing, its own Combine gives zeros, and the next call on the buffer is whole again.
+func TestEPDeviceHostBadExpert(t *testing.T) {
+	const npes = 2
+	for _, mode := range []ep.Mode{ep.LowLatency, ep.Normal} {
+		for _, bad := range []int64{6, -2, 1 << 40} {
+			t.Run(fmt.Sprintf("%v/%d", mode, bad), func(t *testing.T) {
+				cfg := ep.Config{Hidden: 24, TopK: 3, Experts: 6, MaxTokens: 5, DType: ep.DTypeBF16, Mode: mode}
+				es := 2
+				heap := 2<<20 + npes*cfg.MaxTokens*(align8(align8(cfg.Hidden*es)+8*cfg.TopK+4)+cfg.Hidden*es) + 4096
+				nd := newWLNode(t, npes, heap, 4<<20, false)
+				sts := []*epPE{newEP(nd.pes[0], cfg, npes), newEP(nd.pes[1], cfg, npes)}
+				for c := 1; c <= 2; c++ {
+					ins := []eptest.Input{eptest.Gen(cfg, npes, 0, uint64(c), eptest.Full), eptest.Gen(cfg, npes, 1, uint64(c), eptest.Full)}
+					ref := ins
+					if c == 1 { // PE 0's token 3, choice 2
+						ins[0].Idx[3*cfg.TopK+2] = bad
+						ref = []eptest.Input{{}, ins[1]}
+					}
+					for p, st := range sts {
+						copy(st.x, tokBytes(cfg, ins[p].X))
+						copy(st.idx, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ins[p].Idx))), 8*len(ins[p].Idx)))
+						copy(st.w, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ins[p].Weights))), 4*len(ins[p].Weights)))
+					}
+					nd.exec(t, "dispatch", func(p int, pe *wlPE, tid uint32) {
+						st := sts[p]
+						pe.dispatch(tid, uintptr(st.eAddr), uintptr(ptr(st.x)), uintptr(ptr(st.idx)), uintptr(ptr(st.w)), int32(ins[p].N),
+							uint64(c), uintptr(ptr(st.ox)), uintptr(ptr(st.osrc)), uintptr(ptr(st.ow)), 2)
+					})
+					if c == 1 {
+						r := kernels.DecodeAbortRecord(nd.pes[0].abort.First)
+						want := int32(bad)
+						if bad > 1<<31-1 {
+							want = 1<<31 - 1
+						}
+						if !r.Valid || r.Call != kernels.CallEPExpert || r.PE != 0 || int32(r.Detail) != want || r.CallName() != "ep expert index" {
+							t.Fatalf("PE 0 recorded %+v (%s), want %s PE 0 detail %d", r, r.CallName(), "ep expert index", want)
+						}
+						if nd.pes[1].abort.First != 0 {
+							t.Fatalf("PE 1 recorded %+v", kernels.DecodeAbortRecord(nd.pes[1].abort.First))
+						}
+						nd.pes[0].abort.First, nd.pes[0].abort.Count = 0, 0
+					}
+					for p := range nd.pes {
+						r := recvOf(nd.pes[p], cfg, npes, p, sts[p])
+						if err := eptest.CheckDispatch(cfg, ref, p, r); err != nil {
+							t.Fatalf("call %d PE %d: %v", c, p, err)
+						}
+						copy(sts[p].y, tokBytes(cfg, eptest.Apply(cfg, r)))
+					}
+					nd.run(t, "combine", func(p int, pe *wlPE, tid uint32) {
+						st := sts[p]
+						pe.combine(tid, uintptr(st.eAddr), uintptr(ptr(st.y)), uintptr(ptr(st.oc)), int32(ins[p].N), uint64(c), 2)
+					})
+					for p := range nd.pes {
+						want := tokBytes(cfg, eptest.Combined(cfg, npes, ref[p]))
+						if c == 1 && p == 0 {
+							want = make([]byte, ins[0].N*cfg.Hidden*es) // refused: zeros
+						}
+						if got := sts[p].oc[:len(want)]; string(got) != string(want) {
+							t.Fatalf("call %d PE %d: Combine differs from the reference", c, p)
+						}
+					}
+				}
+			})
 		}
 	}
 }

@@ -40,6 +40,10 @@
 #define ROXEP_SIG_COMB_ACK 5
 #define ROXEP_NSIGS 6
 
+/* The abort-record call (state.h's ROXSHMEM_CALL_*; the workload libraries' start at 0x90) of an
+ * expert index out of range (roxep_route); kernels.CallEPExpert. */
+#define ROXEP_CALL_EXPERT 0x90
+
 /* One PE's buffer: the shape, its symmetric regions (this PE's addresses; the same offsets on every
  * PE) and its local scratch. The host fills it (shmem/ep on a GPU World, or a test harness) in
  * device-visible memory and passes its address to every phase. Sizes: P = n_pes, M = max_tokens,
@@ -87,20 +91,39 @@ ROXA_FN void roxep_wait(const roxep_t *ep, int block, int pe, uint64_t v)
 }
 
 /* Route: which tokens go to which PE, in token order, and how many rows each expert gets.
- * idx[t*K+k] is token t's k-th expert, -1 for none (the host validated the range). One block. */
+ * idx[t*K+k] is token t's k-th expert, -1 for none. Only the device sees a stream-ordered call's
+ * indices, so the range is checked here: an index outside [-1, experts) is recorded in the abort
+ * block (ROXEP_CALL_EXPERT, detail: the value, saturated to int32; the host reports it at its next
+ * synchronization with the stream, naming the PE and the value) and this PE then dispatches no
+ * token in this call: its peers' calls complete, seeing no token from it, and none of its routing
+ * travels. One block (rows[0] is its flag until roxep_dispatch_recv_map writes the row count). */
 ROXI_COLD void roxep_route(const roxep_t *ep, const int64_t *idx, int n)
 {
 	int P = roxshmem_state.n_pes, K = ep->topk, L = ep->local;
 	uint32_t tid = roxa_tid(), nt = roxa_nthreads();
+	uint32_t *bad = (uint32_t *)ep->rows;
 	for (int e = (int)tid; e < ep->experts; e += (int)nt)
 		ep->per_expert[e] = 0;
+	if (tid == 0)
+		roxa_st_relaxed_u32(bad, 0);
 	roxa_sync_block();
+	for (int i = (int)tid; i < n * K; i += (int)nt) {
+		int64_t e = idx[i];
+		if (e < -1 || e >= ep->experts) {
+			int64_t v = e < -2147483647LL - 1 ? -2147483647LL - 1 : e > 2147483647LL ? 2147483647LL : e;
+			roxi_record(ROXEP_CALL_EXPERT, roxshmem_state.my_pe, (uint32_t)(int32_t)v);
+			roxa_st_relaxed_u32(bad, 1);
+		}
+	}
+	roxa_sync_block();
+	/* refused: every token's slots are -1 (Combine returns zeros for them), nothing is sent */
+	int kk = roxa_ld_relaxed_u32(bad) != 0 ? 0 : K;
 	/* thread d walks the tokens for destination d: its slots are in token order */
 	for (int d = (int)tid; d < P; d += (int)nt) {
 		int c = 0;
 		for (int t = 0; t < n; t++) {
 			int here = 0;
-			for (int k = 0; k < K; k++) {
+			for (int k = 0; k < kk; k++) {
 				int64_t e = idx[t * K + k];
 				if (e >= 0 && (int)(e / L) == d) {
 					here = 1;
