@@ -352,7 +352,9 @@ func (w *World) deviceRecordError(call string, first, count uint64, cause error)
 		}
 		kind, detail = ErrBadArgument, "a kernel's team collective was given "+why
 	default:
-		if r.Detail&kernels.DetailAbortWord != 0 {
+		if dec, ok := deviceRecordDecoder(r.Call); ok {
+			kind, detail = dec(w, r)
+		} else if r.Detail&kernels.DetailAbortWord != 0 {
 			detail += ": " + abortReasons[uint64(r.Detail&0xffff)]
 		} else if r.Detail&kernels.DetailRingError != 0 {
 			detail += ": " + nic.RingErrCode(r.Detail&0xffff).String()
