@@ -104,15 +104,32 @@ func (m *Module) Global(name string) (device.Ptr, int, error) {
 // Sync waits for it. Arguments are int32, uint32, int64, uint64, float32, float64, device.Ptr or
 // uintptr (a Sym's Device() address for symmetric data).
 func (m *Module) Launch(name string, grid, block device.Dim3, sharedBytes int, args ...any) error {
-	if err := m.check("Module.Launch"); err != nil {
+	return m.launch("Module.Launch", m.stream, name, grid, block, sharedBytes, args...)
+}
+
+// LaunchOn is Launch on st, a stream of this PE's device (World.NewStream), in order with the
+// stream-ordered operations and the other kernels enqueued on it; SyncStream waits for it and
+// reports what its device calls recorded.
+func (m *Module) LaunchOn(st device.Stream, name string, grid, block device.Dim3, sharedBytes int, args ...any) error {
+	if st == nil {
+		if err := m.check("Module.LaunchOn"); err != nil {
+			return err
+		}
+		return m.w.errorf("Module.LaunchOn", ErrBadArgument, "nil stream")
+	}
+	return m.launch("Module.LaunchOn", st, name, grid, block, sharedBytes, args...)
+}
+
+func (m *Module) launch(call string, st device.Stream, name string, grid, block device.Dim3, sharedBytes int, args ...any) error {
+	if err := m.check(call); err != nil {
 		return err
 	}
-	f, err := m.function("Module.Launch", name)
+	f, err := m.function(call, name)
 	if err != nil {
 		return err
 	}
-	if err := m.stream.Launch(f, grid, block, sharedBytes, args...); err != nil {
-		return &Error{Call: "Module.Launch", PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("kernel %q grid %v block %v shared %d", name, grid, block, sharedBytes), Err: err}
+	if err := st.Launch(f, grid, block, sharedBytes, args...); err != nil {
+		return &Error{Call: call, PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("kernel %q grid %v block %v shared %d", name, grid, block, sharedBytes), Err: err}
 	}
 	return nil
 }
