@@ -56,7 +56,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -193,7 +192,8 @@ type Handle struct {
 	// entries[from[s][i]:from[s][i+1]].
 	from    [][]int32
 	entries []entry
-	rows    int // rows dispatched to this PE
+	rows    int  // rows dispatched to this PE (-1: a DispatchOnStream's, not read yet)
+	dev     bool // the device holds the routing (GPU World)
 }
 
 type entry struct {
@@ -227,6 +227,7 @@ type Buffer struct {
 	dispEpoch, combEpoch uint64
 	arrived, combArrived []uint64 // LowLatency: arrivals counted so far, per source
 	freed                bool
+	dev                  *devBuf // the device side, on a GPU World
 }
 
 // Signal blocks (each npes elements, element s about PE s).
@@ -268,12 +269,6 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 	bad := func(format string, args ...any) error {
 		return &shmem.Error{Call: "ep.New", PE: me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf(format, args...)}
 	}
-	if d := w.Device().Driver; d != "host" {
-		// The transfers and the grouping read this PE's heap from the CPU; the device side
-		// (kernels over roxamen/roxshmem.h) is not written yet.
-		return nil, &shmem.Error{Call: "ep.New", PE: me, Kind: device.ErrNotSupported,
-			Detail: fmt.Sprintf("the %s backend: ep runs on the host backend only so far (ROX_DEVICE=host)", d)}
-	}
 	switch {
 	case cfg.Hidden < 1:
 		return nil, bad("Hidden %d, want at least 1", cfg.Hidden)
@@ -295,13 +290,18 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 		payload: payload, rowBytes: row,
 		arrived: make([]uint64, npes), combArrived: make([]uint64, npes)}
 	slots := npes * cfg.MaxTokens
+	gpu := w.Device().Driver != "host"
 	// A heap too small for the buffers is the usual failure: say how much they need.
 	heap := func(err error, free ...shmem.Mem) error {
 		for _, m := range free {
 			err = errors.Join(err, w.Free(m))
 		}
 		if errors.Is(err, shmem.ErrOutOfMemory) {
-			return fmt.Errorf("ep.New on PE %d: the buffers of %+v take %d bytes of symmetric heap on %d PEs (ep.HeapBytes; set ROX_HEAP_SIZE): %w", me, cfg, HeapBytes(cfg, npes), npes, err)
+			need, fn := HeapBytes(cfg, npes), "ep.HeapBytes"
+			if gpu {
+				need, fn = DeviceHeapBytes(cfg, npes), "ep.DeviceHeapBytes"
+			}
+			return fmt.Errorf("ep.New on PE %d: the buffers of %+v take %d bytes of symmetric heap on %d PEs (%s; set ROX_HEAP_SIZE): %w", me, cfg, need, npes, fn, err)
 		}
 		return err
 	}
@@ -318,6 +318,12 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 	if b.sig, err = shmem.Alloc[uint64](w, nSigs*npes); err != nil {
 		return nil, heap(err, b.layout.Mem(), b.comb.Mem(), b.recv.Mem())
 	}
+	if gpu {
+		if err := b.newDevice(); err != nil {
+			return nil, heap(err, b.sig.Mem(), b.layout.Mem(), b.comb.Mem(), b.recv.Mem())
+		}
+		return b, nil
+	}
 	b.stage = make([]byte, slots*row)
 	b.cstage = make([]byte, slots*cfg.Hidden*cfg.DType.size())
 	return b, nil
@@ -331,8 +337,17 @@ func (b *Buffer) Free() error {
 	if b.freed {
 		return b.errorf("ep.Free", ErrClosed, "buffer already freed")
 	}
+	var dev error
+	if b.dev != nil {
+		if last := b.dev.last; last != nil {
+			if done, err := last.Query(); err == nil && !done {
+				return b.errorf("ep.Free", shmem.ErrConcurrent, "the buffer's latest call still runs on its stream: synchronize it first")
+			}
+		}
+		dev = errors.Join(b.w.Free(b.dev.mem.Mem()), releaseModule(b.w))
+	}
 	b.freed = true
-	return errors.Join(b.w.Free(b.sig.Mem()), b.w.Free(b.layout.Mem()), b.w.Free(b.comb.Mem()), b.w.Free(b.recv.Mem()))
+	return errors.Join(dev, b.w.Free(b.sig.Mem()), b.w.Free(b.layout.Mem()), b.w.Free(b.comb.Mem()), b.w.Free(b.recv.Mem()))
 }
 
 func (b *Buffer) sigAt(block, pe int) int { return block*b.npes + pe }
@@ -386,6 +401,9 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 	n, err := b.checkDispatch(x, topkIdx, topkWeights)
 	if err != nil {
 		return nil, nil, err
+	}
+	if b.dev != nil {
+		return b.dispatchBlocking(ctx, call, n, x, topkIdx, topkWeights)
 	}
 	cfg, P, M, K := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.TopK
 	b.dispEpoch++
@@ -593,19 +611,24 @@ func (b *Buffer) signalled(src []byte, dst shmem.Sym[byte], at, block int, v uin
 func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, error) {
 	const call = "ep.Combine"
 	cfg, P, M, H := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.Hidden
-	switch {
-	case b.freed:
-		return Tokens{}, b.errorf(call, ErrClosed, "the buffer was freed")
-	case h == nil:
-		return Tokens{}, b.errorf(call, ErrForeignHandle, "nil handle")
-	case h.buf != b:
-		return Tokens{}, b.errorf(call, ErrForeignHandle, "the handle is from buffer %d (Dispatch call %d), this is buffer %d", h.buf.id, h.epoch, b.id)
+	if err := b.checkHandle(call, h); err != nil {
+		return Tokens{}, err
 	}
 	if other := map[DType]int{DTypeBF16: len(y.BF16), DTypeF32: len(y.F32)}; other[1-cfg.DType] != 0 {
 		return Tokens{}, b.errorf(call, ErrShape, "y holds %d %v elements; this buffer's DType is %v", other[1-cfg.DType], 1-cfg.DType, cfg.DType)
 	}
-	if got := y.len(cfg.DType); got != h.rows*H {
-		return Tokens{}, b.errorf(call, ErrShape, "y has %d elements, want the dispatched rows times Hidden = %d*%d", got, h.rows, H)
+	rows := h.rows
+	if b.dev != nil {
+		var err error
+		if rows, err = b.rowsOf(call, h); err != nil {
+			return Tokens{}, err
+		}
+	}
+	if got := y.len(cfg.DType); got != rows*H {
+		return Tokens{}, b.errorf(call, ErrShape, "y has %d elements, want the dispatched rows times Hidden = %d*%d", got, rows, H)
+	}
+	if b.dev != nil {
+		return b.combineBlocking(ctx, call, y, h)
 	}
 	b.combEpoch++
 	e := b.combEpoch
