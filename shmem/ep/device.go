@@ -197,13 +197,24 @@ func (d *devBuf) ptr(off int) device.Ptr { return d.base.Add(off) }
 // CombineOnStream's y must too.
 func (b *Buffer) MaxRows() int { return b.npes * b.cfg.MaxTokens * min(b.cfg.TopK, b.local) }
 
-// streamCheck refuses a stream-ordered call that cannot be enqueued on st.
-func (b *Buffer) streamCheck(call string, st device.Stream) error {
+// streamArgs refuses a stream-ordered call on a freed buffer or a nil stream.
+func (b *Buffer) streamArgs(call string, st device.Stream) error {
 	switch {
 	case b.freed:
 		return b.errorf(call, ErrClosed, "the buffer was freed")
 	case st == nil:
 		return b.errorf(call, shmem.ErrBadArgument, "nil stream")
+	}
+	return nil
+}
+
+// streamCheck refuses a stream-ordered call that cannot be enqueued on st (after its arguments
+// were checked, on any backend).
+func (b *Buffer) streamCheck(call string, st device.Stream) error {
+	if err := b.streamArgs(call, st); err != nil {
+		return err
+	}
+	switch {
 	case b.dev == nil:
 		return &shmem.Error{Call: call, PE: b.me, Kind: device.ErrNotSupported,
 			Detail: "the stream-ordered forms run on a GPU World; on the host backend use the blocking Dispatch and Combine"}
@@ -262,10 +273,13 @@ func (b *Buffer) checkDeviceDispatch(call string, x DeviceTokens, idx, w device.
 // ErrExpertRange, naming the PE and the index.
 func (b *Buffer) DispatchOnStream(st device.Stream, x DeviceTokens, topkIdx, topkWeights device.Ptr) (*DeviceRecv, *Handle, error) {
 	const call = "ep.DispatchOnStream"
-	if err := b.streamCheck(call, st); err != nil {
+	if err := b.streamArgs(call, st); err != nil {
 		return nil, nil, err
 	}
 	if err := b.checkDeviceDispatch(call, x, topkIdx, topkWeights); err != nil {
+		return nil, nil, err
+	}
+	if err := b.streamCheck(call, st); err != nil {
 		return nil, nil, err
 	}
 	return b.dispatchDevice(call, st, x, topkIdx, topkWeights)
@@ -340,6 +354,9 @@ func (b *Buffer) checkHandle(call string, h *Handle) error {
 // comment documents. h is the handle of the buffer's latest Dispatch.
 func (b *Buffer) CombineOnStream(st device.Stream, y DeviceTokens, h *Handle) (DeviceTokens, error) {
 	const call = "ep.CombineOnStream"
+	if err := b.streamArgs(call, st); err != nil {
+		return DeviceTokens{}, err
+	}
 	if err := b.checkHandle(call, h); err != nil {
 		return DeviceTokens{}, err
 	}
@@ -538,12 +555,13 @@ func (b *Buffer) rowsOf(call string, h *Handle) (int, error) {
 	return h.rows, nil
 }
 
-func init() {
-	shmem.RegisterDeviceRecord(kernels.CallEPExpert, func(w *shmem.World, r kernels.AbortRecord) (error, string) {
-		v := fmt.Sprint(int32(r.Detail))
-		if int32(r.Detail) == math.MaxInt32 || int32(r.Detail) == math.MinInt32 {
-			v += " or beyond (saturated)"
-		}
-		return ErrExpertRange, fmt.Sprintf("ep.DispatchOnStream on PE %d: topkIdx holds expert %s, want -1 (none) or 0 <= expert < the buffer's Experts; this PE dispatched none of its tokens in that call", r.PE, v)
-	})
+func init() { shmem.RegisterDeviceRecord(kernels.CallEPExpert, expertRecord) }
+
+// expertRecord names ep.h's record of an expert index out of range.
+func expertRecord(_ *shmem.World, r kernels.AbortRecord) (error, string) {
+	v := fmt.Sprint(int32(r.Detail))
+	if int32(r.Detail) == math.MaxInt32 || int32(r.Detail) == math.MinInt32 {
+		v += " or beyond (saturated)"
+	}
+	return ErrExpertRange, fmt.Sprintf("ep.DispatchOnStream on PE %d: topkIdx holds expert %s, want -1 (none) or 0 <= expert < the buffer's Experts; this PE dispatched none of its tokens in that call", r.PE, v)
 }
