@@ -1,7 +1,20 @@
 // Package ep is expert-parallel dispatch and combine for mixture-of-experts layers on Roxamen's
 // symmetric heap: what DeepEP gives NVSHMEM users, built on shmem's point-to-point calls (put,
-// put-with-signal, atomics, signal waits), which is also the path DeepEP's kernels take. It runs
-// on the host backend (the CPU); the device side is not written yet, and New says so on a GPU.
+// put-with-signal, atomics, signal waits), which is also the path DeepEP's kernels take.
+//
+// # What runs where
+//
+// On the host backend the CPU runs everything: Dispatch and Combine move the rows with shmem's
+// calls and group and sum them in Go. On a GPU World (cuda, hip) the device runs everything: New
+// allocates roxamen/ep.h's regions in the symmetric heap (DeviceHeapBytes) and loads the workload
+// code object once per World (World.LoadModule), and each call is ep.h's block-level phases, one
+// kernel launch each, on a stream. DispatchOnStream and CombineOnStream take device-resident
+// tokens, indices and weights, enqueue the phases on the caller's stream and return at once
+// (DeepEP's calling convention); their results (DeviceRecv, the combined tokens) are in the
+// buffer's device memory. The blocking Dispatch and Combine work on both backends: on a GPU they
+// copy the host Tokens to the device, run the stream form on the buffer's own stream, wait, and
+// copy the results back, so one program runs everywhere. The stream forms are GPU only (the host
+// backend refuses them with device.ErrNotSupported after checking their arguments).
 //
 // A Buffer (New) holds the symmetric landing zones, allocated once. Dispatch sends each token
 // to the PEs that own its top-k experts (experts are split evenly over the PEs: PE p owns experts
@@ -44,6 +57,16 @@
 // with bad input returns the error before it writes anything; the other PEs' calls then fail with
 // shmem.ErrTimeout after ROX_TIMEOUT (or ErrPEFailed when the job stops), as any collective a PE
 // leaves does.
+//
+// The stream forms check on the host what the host sees (shapes, alignment, the handle, the
+// stream) before they enqueue anything. The expert indices of a stream-ordered Dispatch are in
+// device memory, so the device checks them: an index outside [-1, Experts) makes that PE dispatch
+// none of its tokens in that call (its peers' calls complete and see no token from it; its own
+// Combine gives zeros for them) and the stream's next SyncStream on that PE fails with
+// ErrExpertRange, naming the PE and the value. On a GPU the device keeps the routing of the
+// buffer's latest Dispatch only: Combine takes that Dispatch's handle (an earlier one is
+// ErrStaleHandle), and a buffer's calls go on one stream at a time (ErrConcurrent while its
+// previous call still runs on another).
 package ep
 
 import (
