@@ -529,6 +529,10 @@ func (w *World) LocalNPEs() int { return w.rank.LocalNPEs }
 // Ordering returns the memory-model mode the job runs in (ROX_ORDERING).
 func (w *World) Ordering() Ordering { return w.ordering }
 
+// Timeout is how long a wait may last before the job is declared failed (WithTimeout, or
+// ROX_TIMEOUT): libraries built on shmem bound their own waits by it.
+func (w *World) Timeout() time.Duration { return w.timeout }
+
 // Device returns the device this PE's symmetric heap lives on.
 func (w *World) Device() device.Info { return w.dev.Info() }
 

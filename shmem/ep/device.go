@@ -394,8 +394,18 @@ func (b *Buffer) combineDevice(call string, st device.Stream, y device.Ptr, h *H
 	return DeviceTokens{Ptr: oc, Rows: h.tokens}, nil
 }
 
-// sync waits for the buffer's stream (the blocking forms).
+// sync waits for the buffer's stream (the blocking forms): as the host backend's waits, for at
+// most the World's timeout (ROX_TIMEOUT) unless ctx has a deadline of its own; a wait that gives
+// up aborts this PE's device work, as SyncStream does.
 func (b *Buffer) sync(ctx context.Context, call string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.w.Timeout())
+		defer cancel()
+	}
 	if err := b.w.SyncStream(ctx, b.dev.mod.Stream()); err != nil {
 		return fmt.Errorf("%s: %w", call, err)
 	}

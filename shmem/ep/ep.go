@@ -224,7 +224,8 @@ type entry struct {
 	w   float32
 }
 
-// Rows returns the number of rows Combine expects in y (Recv.Rows).
+// Rows returns the number of rows Combine expects in y (Recv.Rows); for a DispatchOnStream's
+// handle, whose row count is on the device, -1 until a blocking Combine has read it.
 func (h *Handle) Rows() int { return h.rows }
 
 var bufferIDs atomic.Uint64
