@@ -177,7 +177,9 @@ func (b *Buffer) newDevice() error {
 	}
 	e := kernels.EP{Hidden: int32(cfg.Hidden), TopK: int32(cfg.TopK), Experts: int32(cfg.Experts), MaxTokens: int32(cfg.MaxTokens),
 		Local: int32(b.local), ESize: int32(cfg.DType.size()), Mode: mode, Payload: uint32(b.payload), RowBytes: uint32(b.rowBytes),
-		// the copy engine takes the bulk puts the runtime's own threshold sends there (ROX_CE_THRESHOLD)
+		// ep.h's own copy-engine threshold stays off: the runtime's (ROX_CE_THRESHOLD, in the
+		// module's state) already sends every put at least that large by the copy engine, Normal
+		// mode's bulk puts included
 		CEMin: 0,
 		Recv:  uint64(b.recv.Device()), Comb: uint64(b.comb.Device()), Layout: uint64(b.layout.Device()), Sig: uint64(b.sig.Device()),
 		Stage: at(lay.stage), CStage: at(lay.cstage), NSent: at(lay.nsent), Sent: at(lay.sent), SlotOf: at(lay.slotOf),
