@@ -43,10 +43,6 @@ type DeviceRecv struct {
 	Transfers device.Ptr   // int32[NPEs]: the tokens that travelled from each PE
 }
 
-// ErrStaleHandle: on a GPU World, the device keeps the routing of the buffer's latest Dispatch
-// only, so a Combine takes that Dispatch's handle.
-var ErrStaleHandle = errors.New("handle of an earlier Dispatch")
-
 const (
 	devThreads   = 256 // threads per block of every phase (the workload kernels are built for at most 256)
 	devMaxBlocks = 32  // blocks of the phases that split their work

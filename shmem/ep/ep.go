@@ -144,6 +144,7 @@ var (
 	ErrExpertRange   = errors.New("expert index out of range")
 	ErrTooManyTokens = errors.New("more tokens than MaxTokens")
 	ErrForeignHandle = errors.New("handle from another buffer")
+	ErrStaleHandle   = errors.New("handle of an earlier Dispatch") // GPU: the device keeps the latest routing only
 	ErrShape         = errors.New("bad shape")
 	ErrClosed        = errors.New("buffer freed")
 )
