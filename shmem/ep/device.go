@@ -287,7 +287,7 @@ func (b *Buffer) dispatchDevice(call string, st device.Stream, x DeviceTokens, i
 	d := b.dev
 	b.dispEpoch++
 	e := b.dispEpoch
-	h := &Handle{buf: b, epoch: e, tokens: x.Rows, rows: -1, dev: true}
+	h := &Handle{buf: b, epoch: e, tokens: x.Rows, rows: -1}
 	ep := d.ptr(d.lay.ep)
 	ox, osrc, ow := d.ptr(d.lay.ox), d.ptr(d.lay.osrc), d.ptr(d.lay.ow)
 	phases := []phase{{"roxep_k_route", 1, []any{ep, idx, int32(x.Rows)}}}

@@ -216,8 +216,7 @@ type Handle struct {
 	// entries[from[s][i]:from[s][i+1]].
 	from    [][]int32
 	entries []entry
-	rows    int  // rows dispatched to this PE (-1: a DispatchOnStream's, not read yet)
-	dev     bool // the device holds the routing (GPU World)
+	rows    int // rows dispatched to this PE (-1: a DispatchOnStream's, not read yet)
 }
 
 type entry struct {
