@@ -262,3 +262,39 @@ func (c *Ctx) pendingPEs() []int {
 	}
 	return out
 }
+
+// ctxAMONBI is amoNBI on context c: c's Quiet completes it, so the target counts as written
+// even for a fetch (the context's Quiet must wait for the value).
+func ctxAMONBI[T AMOStd](c *Ctx, call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T, fetch *T) error {
+	if err := ctxSym(c, call, s, op != nic.AMOFetch); err != nil {
+		return err
+	}
+	if err := amoNBI(call, s, at, pe, op, val, cmp, fetch); err != nil {
+		return err
+	}
+	c.wrote(pe)
+	return nil
+}
+
+// CtxAtomicFetchNBI is AtomicFetchNBI on context c: *fetch is defined after c.Quiet.
+func CtxAtomicFetchNBI[T AMOStd](c *Ctx, s Sym[T], at, pe int, fetch *T) error {
+	var z T
+	return ctxAMONBI(c, "CtxAtomicFetchNBI", s, at, pe, nic.AMOFetch, z, z, fetch)
+}
+
+// CtxAtomicSwapNBI is AtomicSwapNBI on context c.
+func CtxAtomicSwapNBI[T AMOStd](c *Ctx, s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return ctxAMONBI(c, "CtxAtomicSwapNBI", s, at, pe, nic.AMOSwap, v, z, fetch)
+}
+
+// CtxAtomicCompareSwapNBI is AtomicCompareSwapNBI on context c.
+func CtxAtomicCompareSwapNBI[T AMOInt](c *Ctx, s Sym[T], at int, cond, v T, pe int, fetch *T) error {
+	return ctxAMONBI(c, "CtxAtomicCompareSwapNBI", s, at, pe, nic.AMOCompareSwap, v, cond, fetch)
+}
+
+// CtxAtomicFetchAddNBI is AtomicFetchAddNBI on context c.
+func CtxAtomicFetchAddNBI[T AMOInt](c *Ctx, s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return ctxAMONBI(c, "CtxAtomicFetchAddNBI", s, at, pe, nic.AMOFetchAdd, v, z, fetch)
+}
