@@ -99,8 +99,10 @@ func (c *Ctx) check(call string, store bool) error {
 	return nil
 }
 
+// wrote notes that the context issued a write to pe that its Quiet must complete: one through the
+// NIC path, or any on the reordering delivery path (which queues even a PE's writes to itself).
 func (c *Ctx) wrote(pe int) {
-	if c.w.peers[pe] == nil && !c.dirty[pe].Load() {
+	if (c.w.peers[pe] == nil || c.w.reorder != nil) && !c.dirty[pe].Load() {
 		c.dirty[pe].Store(true)
 	}
 }

@@ -171,6 +171,11 @@ type pe struct {
 	col    *memmodel.Column
 	cols   []*memmodel.Column // this PE's columns: more than one when it runs threads (PEn.t)
 	thread bool               // the test runs threads: plain accesses to own memory are atomic
+	// tctx is the communication context a thread column issues on (one per thread of the PE):
+	// its fence and quiet then order and complete that thread's operations only, as the model's
+	// per-thread fence and quiet do (MODEL.md §3b), where the default context's act for the PE.
+	tctx  *shmem.Ctx
+	tctxs []*shmem.Ctx // per column of cols, when the PE runs several threads
 	teams  map[string]*shmem.Team
 	coll   shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
 	nbar   int
@@ -184,8 +189,8 @@ type pe struct {
 	// or 8 (a line per variable) chosen per iteration; each PE runs its column over every copy
 	// in a tight loop, with a random delay before each.
 	k, spread int
-	inst      int                  // the copy being run
-	iregs     []map[string]int64   // per copy: registers
+	inst      int                       // the copy being run
+	iregs     []map[string]int64        // per copy: registers
 	iafter    []map[string]func() int64 // per copy: the registers read after quiet
 
 	// ro is the reordering delivery path (ROX_DELIVERY=reorder), or nil: plain loads and stores
@@ -315,6 +320,16 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 			}
 		}
 	}
+	if len(p.cols) > 1 {
+		for range p.cols {
+			c, err := w.CreateCtx(shmem.CtxSerialized)
+			if err != nil {
+				return none, err
+			}
+			defer c.Destroy()
+			p.tctxs = append(p.tctxs, c)
+		}
+	}
 	// every PE draws the same spreads and copy orders from the seed; the delays differ per PE
 	shared := rand.New(rand.NewSource(cfg.Seed))
 	p.rng = rand.New(rand.NewSource(cfg.Seed*7919 + int64(w.MyPE())))
@@ -437,7 +452,7 @@ func (p *pe) runThreads(ctx context.Context, order []int) error {
 	ts := make([]*pe, len(p.cols))
 	for j, col := range p.cols {
 		tp := *p
-		tp.col = col
+		tp.col, tp.tctx = col, p.tctxs[j]
 		tp.rng = rand.New(rand.NewSource(p.rng.Int63()))
 		tp.iregs, tp.ilate, tp.iafter = make([]map[string]int64, p.k), make([]map[string]*uint64, p.k), make([]map[string]func() int64, p.k)
 		ts[j] = &tp
@@ -773,8 +788,14 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 	half := in.Loc.Half() // a 32-bit access to a half of the word (mixed widths)
 	switch in.Op {
 	case memmodel.OpFence:
+		if p.tctx != nil {
+			return p.tctx.Fence()
+		}
 		return w.Fence()
 	case memmodel.OpQuiet:
+		if p.tctx != nil {
+			return p.tctx.Quiet()
+		}
 		return w.Quiet()
 	case memmodel.OpBarrier, memmodel.OpSync, memmodel.OpAllReduce, memmodel.OpBroadcast:
 		return p.collective(ctx, in)
@@ -805,8 +826,9 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		}
 		return shmem.PutSignal(p.data, di, []int64{in.Val}, p.sig, p.si(p.l.sig[in.Sig.Var]), uint64(in.New), op, in.Loc.PE)
 	}
-	if p.ro != nil {
-		// plain accesses (and signal_fetch, a relaxed read) through the emulated CPU and cache
+	if p.ro != nil && !(p.tctx != nil && (in.Op == memmodel.OpPutNBI || in.Op == memmodel.OpGet)) {
+		// plain accesses (and signal_fetch, a relaxed read) through the emulated CPU and cache;
+		// a thread's put from a buffer or get into a location goes through its context (ctxExec)
 		off := p.data.Mem().Offset() + uint64(di)*8
 		if isSig {
 			off = p.sig.Mem().Offset() + uint64(si)*8
@@ -876,6 +898,67 @@ func atomicLoad[T word](a *T) T {
 	return T(atomic.LoadUint64((*uint64)(unsafe.Pointer(a))))
 }
 
+// ctxExec runs a thread's network operation on the thread's context and reports whether in is
+// one (plain accesses, waits and polls are not); an operation shmem has no context form of is an
+// error, since the thread's quiet would not complete it.
+func ctxExec[T word](p *pe, in memmodel.Instr, s shmem.Sym[T], i int, to func(int64) T, from func(T) int64) (bool, error) {
+	c, q := p.tctx, in.Loc.PE
+	var v T
+	var err error
+	if in.NBI {
+		res := new(T)
+		p.after[in.Reg] = func() int64 { return from(*res) }
+		switch in.Op {
+		case memmodel.OpFAdd:
+			return true, shmem.CtxAtomicFetchAddNBI(c, s, i, to(in.Val), q, res)
+		case memmodel.OpSwap:
+			return true, shmem.CtxAtomicSwapNBI(c, s, i, to(in.Val), q, res)
+		case memmodel.OpCSwap:
+			return true, shmem.CtxAtomicCompareSwapNBI(c, s, i, to(in.Val), to(in.New), q, res)
+		case memmodel.OpFetch:
+			return true, shmem.CtxAtomicFetchNBI(c, s, i, q, res)
+		}
+		return true, fmt.Errorf("%s_nbi has no context form in shmem: thread %d could not complete it with its quiet", in.Op, p.col.Thread)
+	}
+	switch in.Op {
+	case memmodel.OpSt, memmodel.OpLd, memmodel.OpWait:
+		return false, nil
+	case memmodel.OpPut:
+		return true, shmem.CtxP(c, s, q, i, to(in.Val))
+	case memmodel.OpPutNBI:
+		if in.Src.Var != "" {
+			b := p.di(p.l.data[in.Src.Var])
+			return true, shmem.CtxPutNBI(c, s, q, i, s.Local()[b:b+1])
+		}
+		return true, shmem.CtxPutNBI(c, s, q, i, []T{to(in.Val)})
+	case memmodel.OpGet:
+		if in.Dst.Var != "" {
+			d := p.di(p.l.data[in.Dst.Var])
+			return true, shmem.CtxGet(c, s, q, i, s.Local()[d:d+1])
+		}
+		v, err = shmem.CtxG(c, s, q, i)
+	case memmodel.OpFetch:
+		v, err = shmem.CtxAtomicFetch(c, s, i, q)
+	case memmodel.OpSwap:
+		v, err = shmem.CtxAtomicSwap(c, s, i, to(in.Val), q)
+	case memmodel.OpCSwap:
+		v, err = shmem.CtxAtomicCompareSwap(c, s, i, to(in.Val), to(in.New), q)
+	case memmodel.OpFAdd:
+		v, err = shmem.CtxAtomicFetchAdd(c, s, i, to(in.Val), q)
+	case memmodel.OpAdd:
+		return true, shmem.CtxAtomicAdd(c, s, i, to(in.Val), q)
+	case memmodel.OpSet:
+		return true, shmem.CtxAtomicSet(c, s, i, to(in.Val), q)
+	default:
+		return true, fmt.Errorf("%s has no context form in shmem: thread %d could not complete it with its quiet", in.Op, p.col.Thread)
+	}
+	if err != nil {
+		return true, err
+	}
+	p.regs[in.Reg] = from(v)
+	return true, nil
+}
+
 // fetchNBI issues a fetching AMO's _nbi form; its register is read after the copy's quiet.
 func fetchNBI[T word](p *pe, in memmodel.Instr, s shmem.Sym[T], i int, to func(int64) T, from func(T) int64) error {
 	q := in.Loc.PE
@@ -907,6 +990,11 @@ func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T
 	q := in.Loc.PE
 	var v T
 	var err error
+	if p.tctx != nil {
+		if done, err := ctxExec(p, in, s, i, to, from); done {
+			return err
+		}
+	}
 	if in.NBI {
 		return fetchNBI(p, in, s, i, to, from)
 	}
@@ -1013,9 +1101,11 @@ func HostFeatures(mapsHeaps bool) memmodel.FeatureSet {
 
 // HostStronger are the features the host runner runs with more order than the model promises,
 // so that an Allowed weak outcome of a test using one may be out of reach (a power run does not
-// count it): every operation of a named context runs on the default context (MODEL.md §3a), and
-// the threads of a PE share its fence and quiet (OpenSHMEM's THREAD_MULTIPLE: a quiet completes
-// what every thread issued) where the model orders per thread (MODEL.md §3b).
+// count it). Every operation of a named context runs on the default context (MODEL.md §3a). The
+// threads of a PE issue on a context each, so that a thread's fence and quiet are its own as in
+// the model (MODEL.md §3b), but a context's quiet and fence on the host paths act on every
+// operation to the PEs the context wrote, other contexts' too (one ordered connection or delivery
+// pool per pair of PEs, see shmem.Ctx), and the threads share the reordering path's store buffer.
 var HostStronger = memmodel.Features(memmodel.Contexts, memmodel.Threads)
 
 // RunSuite runs every test in turn (RunPE for each) and joins the failures, so that one forbidden
