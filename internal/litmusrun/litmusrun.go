@@ -176,13 +176,13 @@ type pe struct {
 	// per-thread fence and quiet do (MODEL.md §3b), where the default context's act for the PE.
 	tctx  *shmem.Ctx
 	tctxs []*shmem.Ctx // per column of cols, when the PE runs several threads
-	teams  map[string]*shmem.Team
-	coll   shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
-	nbar   int
-	nsync  int
-	regs   map[string]int64
-	after  map[string]func() int64 // registers known only after the copy's quiet: get_nbi's and _nbi fetches' results, late loads of halves
-	rng    *rand.Rand
+	teams map[string]*shmem.Team
+	coll  shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
+	nbar  int
+	nsync int
+	regs  map[string]int64
+	after map[string]func() int64 // registers known only after the copy's quiet: get_nbi's and _nbi fetches' results, late loads of halves
+	rng   *rand.Rand
 
 	// Instances: every iteration runs k copies of the test side by side (litmus7's -s), copy c's
 	// variable v at element (c*n+v)*spread of its array, spread 1 (the copies share cache lines)
