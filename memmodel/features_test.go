@@ -87,3 +87,29 @@ func TestFeatureSetDifference(t *testing.T) {
 		t.Errorf("AllFeatures has %d features, want %d", n, numFeatures)
 	}
 }
+
+// A test a runner lacks a feature of has a power row that says which, and counts for nothing.
+func TestPowerNotRunRow(t *testing.T) {
+	var nbi *Test
+	for _, tt := range suite(t) {
+		if tt.Name == "LB+fadd_nbi+put" {
+			nbi = tt
+		}
+	}
+	if nbi == nil {
+		t.Fatal("LB+fadd_nbi+put is not in testdata")
+	}
+	p, err := NotRunPower(nbi, Strict, DefaultOptions(), AllFeatures.Minus(Features(FetchNBI, Teams)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NotRun != Features(FetchNBI) || p.Verdict != Allowed {
+		t.Errorf("not-run row %+v, want verdict Allowed and not run for fetch_nbi", p)
+	}
+	var out strings.Builder
+	PrintPower(&out, "test", []Power{p})
+	if !strings.Contains(out.String(), "LB+fadd_nbi+put  strict  Allowed           -     -          -       -  fetch_nbi\n") ||
+		!strings.Contains(out.String(), "weak outcome seen on 0 of 0 Allowed (test, mode) rows (100%), 0 forbidden states observed; 1 rows not run") {
+		t.Errorf("power table:\n%s", out.String())
+	}
+}
