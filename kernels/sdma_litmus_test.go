@@ -341,8 +341,8 @@ func TestSDMAConformance(t *testing.T) {
 			if n > 4 {
 				continue
 			}
-			if why, ok := sdmaRuns(lt); !ok {
-				t.Logf("%s: skipped, the SDMA runner does not implement %s", lt.Name, why)
+			if miss := lt.Unsupported(sdmaFeatures); !miss.Empty() {
+				t.Logf("%s: not run, the SDMA runner lacks %s", lt.Name, miss)
 				continue
 			}
 			nd := nodes[n]
@@ -376,27 +376,9 @@ func TestSDMAConformance(t *testing.T) {
 	}
 }
 
-// sdmaRuns reports whether the SDMA runner implements every instruction shape of t, and if not,
-// the first it lacks: threads of one PE, team-scoped and collective calls, the wait and test
-// families, non-blocking fetches, puts from and gets into locations, and stores and loads through
-// roxshmem_ptr to another PE are the host runner's (internal/litmusrun), not this one's.
-func sdmaRuns(t *memmodel.Test) (string, bool) {
-	if t.Mixed() {
-		return "32-bit halves of a word (x.lo, x.hi)", false
-	}
-	for _, c := range t.Columns {
-		if c.Thread != 0 {
-			return fmt.Sprintf("PE%d.%d (a thread of a PE)", c.PE, c.Thread), false
-		}
-		for _, in := range c.Instrs {
-			switch {
-			case in.Team != nil, in.NBI, in.Src.Var != "", in.Dst.Var != "",
-				in.Op == memmodel.OpAllReduce, in.Op == memmodel.OpBroadcast,
-				in.Op >= memmodel.OpWaitAll && in.Op <= memmodel.OpTestSome,
-				(in.Op == memmodel.OpSt || in.Op == memmodel.OpLd) && in.Loc.PE != c.PE:
-				return in.Format(c.PE), false
-			}
-		}
-	}
-	return "", true
-}
+// sdmaFeatures is what the SDMA runner implements beyond the core: put-with-signal, sync,
+// signal_fetch, the inc and bitwise AMOs, and named contexts (on the default one). Threads of a
+// PE, teams and collectives, the polls, the _nbi fetches and putsig_nbi, puts from and gets into
+// locations, stores through roxshmem_ptr and 32-bit halves are the host runner's
+// (internal/litmusrun), not this one's.
+var sdmaFeatures = memmodel.Features(memmodel.Signals, memmodel.Sync, memmodel.SignalFetch, memmodel.AMOInc, memmodel.AMOBitwise, memmodel.Contexts)

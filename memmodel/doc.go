@@ -78,4 +78,11 @@
 // Runner is what a backend implements; Conform runs a test many times, prints a litmus7-style
 // Histogram and returns a *ForbiddenError for any outcome the selected mode forbids. The host
 // backend's runner lives in internal/litmusrun; `roxrun litmus --run N` drives it.
+//
+// Test.Features says which of the language's shapes beyond the core a test uses (Feature:
+// fetch_nbi, putsig_nbi, mixed_width, threads, ptr_store, contexts, teams, irregular_team,
+// collectives, sync, signals, signal_fetch, amo_inc, amo_bitwise, polls, poll_vector, mixed_poll,
+// put_from_buffer, get_into_location, signal_buffer); each runner declares the FeatureSet it
+// supports, and Test.Unsupported, the set difference, is what it skips and why (the power
+// table's "not run" column, NotRunPower). MODEL.md §8 lists what each runner supports.
 package memmodel

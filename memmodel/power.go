@@ -21,6 +21,15 @@ type Power struct {
 	Weak      bool    // Verdict Allowed and a state satisfying the condition observed
 	Forbidden int     // distinct observed states the model forbids
 	Runs      int
+	// NotRun, when not empty, marks a test the runner did not run: the features it uses that the
+	// runner does not support (Test.Unsupported); the counts are then zero.
+	NotRun FeatureSet
+}
+
+// NotRunPower is the power row of a test a runner with the features supported skips in mode.
+func NotRunPower(t *Test, mode Mode, opt Options, supported FeatureSet) (Power, error) {
+	v, err := Decide(t, mode, opt)
+	return Power{Test: t.Name, Mode: mode, Verdict: v, NotRun: t.Unsupported(supported)}, err
 }
 
 // NewPower measures histogram h against the model's result r.
@@ -39,9 +48,13 @@ func NewPower(h *Histogram, r *Result) Power {
 	return p
 }
 
-// PowerSummary counts the Allowed rows whose weak outcome was seen and the forbidden states.
+// PowerSummary counts the Allowed rows whose weak outcome was seen and the forbidden states, over
+// the rows of tests that ran.
 func PowerSummary(rows []Power) (weak, allowed, forbidden int) {
 	for _, p := range rows {
+		if !p.NotRun.Empty() {
+			continue
+		}
 		if p.Verdict == Allowed {
 			allowed++
 			if p.Weak {
@@ -53,14 +66,22 @@ func PowerSummary(rows []Power) (weak, allowed, forbidden int) {
 	return weak, allowed, forbidden
 }
 
-// PrintPower writes the power table, one row per test and mode, and a summary line.
+// PrintPower writes the power table, one row per test and mode, and a summary line. A row of a
+// test the runner did not run shows "-" for its counts and, in the last column, the features it
+// lacks (the reason); a row that ran has "-" there.
 func PrintPower(w io.Writer, backend string, rows []Power) {
 	width := len("test")
 	for _, p := range rows {
 		width = max(width, len(p.Test))
 	}
-	fmt.Fprintf(w, "Power (%s)\n%-*s  %-6s  %-9s  %8s  %4s  %9s  %s\n", backend, width, "test", "mode", "verdict", "states", "weak", "forbidden", "runs")
+	fmt.Fprintf(w, "Power (%s)\n%-*s  %-6s  %-9s  %8s  %4s  %9s  %6s  %s\n", backend, width, "test", "mode", "verdict", "states", "weak", "forbidden", "runs", "not run (features the runner lacks)")
+	notRun := 0
 	for _, p := range rows {
+		if !p.NotRun.Empty() {
+			notRun++
+			fmt.Fprintf(w, "%-*s  %-6s  %-9s  %8s  %4s  %9s  %6s  %s\n", width, p.Test, p.Mode, p.Verdict, "-", "-", "-", "-", p.NotRun)
+			continue
+		}
 		weak := "-"
 		if p.Verdict == Allowed {
 			weak = "no"
@@ -68,14 +89,18 @@ func PrintPower(w io.Writer, backend string, rows []Power) {
 				weak = "yes"
 			}
 		}
-		fmt.Fprintf(w, "%-*s  %-6s  %-9s  %8s  %4s  %9d  %d\n", width, p.Test, p.Mode, p.Verdict, fmt.Sprintf("%d/%d", p.Observed, p.Allowed), weak, p.Forbidden, p.Runs)
+		fmt.Fprintf(w, "%-*s  %-6s  %-9s  %8s  %4s  %9d  %6d  %s\n", width, p.Test, p.Mode, p.Verdict, fmt.Sprintf("%d/%d", p.Observed, p.Allowed), weak, p.Forbidden, p.Runs, "-")
 	}
 	weak, allowed, forbidden := PowerSummary(rows)
 	pct := 100.0
 	if allowed > 0 {
 		pct = 100 * float64(weak) / float64(allowed)
 	}
-	fmt.Fprintf(w, "power: weak outcome seen on %d of %d Allowed (test, mode) rows (%.0f%%), %d forbidden states observed\n", weak, allowed, pct, forbidden)
+	fmt.Fprintf(w, "power: weak outcome seen on %d of %d Allowed (test, mode) rows (%.0f%%), %d forbidden states observed", weak, allowed, pct, forbidden)
+	if notRun > 0 {
+		fmt.Fprintf(w, "; %d rows not run", notRun)
+	}
+	fmt.Fprintln(w)
 }
 
 // Mutate returns t as the model sees a backend with mutation m: fences dropped, quiets turned
@@ -158,7 +183,7 @@ func Caught(tests []*Test, rows []Power, m Mutation, opt Options) (caught, matte
 	}
 	for _, p := range rows {
 		t := byName[p.Test]
-		if t == nil {
+		if t == nil || !p.NotRun.Empty() {
 			continue
 		}
 		ok, err := Matters(t, m, p.Mode, opt)

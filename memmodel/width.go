@@ -162,3 +162,10 @@ func checkWidths(t *Test) error {
 	}
 	return nil
 }
+
+// Half reports which half of a 64-bit word l names: 0 the whole word, 1 the low half (x.lo,
+// bytes 0-3 of the little-endian word), 2 the high half (x.hi, bytes 4-7).
+func (l Loc) Half() int { return l.half() }
+
+// Word returns the 64-bit word that l is, or is a half of.
+func (l Loc) Word() Loc { return l.word() }

@@ -33,6 +33,14 @@ type NBIGetter interface {
 	GetNBI(pe int, src uint64, dst []byte) error
 }
 
+// NBIFetcher is implemented by transports whose fetching AMOs can complete later (OpenSHMEM
+// 1.5's shmem_atomic_fetch_*_nbi): the AMO is ordered by Fence like a non-fetching one, and its old
+// value is written into result (width bytes, little-endian) when it is performed, by the next
+// Quiet at the latest.
+type NBIFetcher interface {
+	FetchAMONBI(pe int, op AMOOp, width int, dst uint64, value, compare uint64, result []byte) error
+}
+
 // Mutation is a deliberate bug of the reordering path's ordering code.
 type Mutation int
 
@@ -108,6 +116,7 @@ type rop struct {
 	compare  uint64
 	into     *uint64 // a late plain load's register
 	src      int64   // put from the own heap (put_nbi's source buffer): its offset, read at delivery; else -1
+	result   []byte  // a non-blocking fetching AMO's destination for the old value (width bytes)
 	done     bool
 }
 
@@ -292,7 +301,12 @@ func (r *Reorder) apply(op *rop) error {
 		if err := r.inner.Fence(op.pe); err != nil {
 			return err
 		}
-		_, err := r.amo(op.pe, op.op, op.width, op.off, op.value, op.compare)
+		old, err := r.amo(op.pe, op.op, op.width, op.off, op.value, op.compare)
+		if err == nil && op.result != nil {
+			var b [8]byte
+			binary.LittleEndian.PutUint64(b[:], old)
+			copy(op.result, b[:op.width])
+		}
 		return err
 	case ropStore:
 		h := r.cfg.Local
@@ -456,6 +470,22 @@ func (r *Reorder) PostAMO(pe int, op AMOOp, width int, dst uint64, value, compar
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.issue(&rop{kind: ropAMO, pe: pe, off: dst, op: op, width: width, value: value, compare: compare})
+	return nil
+}
+
+// FetchAMONBI queues a fetching AMO whose old value lands in result when it is delivered: like a
+// posted AMO it waits in the pool (ordered by Fence, performed by Quiet at the latest), so the
+// value is defined only after the PE's next Quiet.
+func (r *Reorder) FetchAMONBI(pe int, op AMOOp, width int, dst uint64, value, compare uint64, result []byte) error {
+	if err := CheckAMO(op, width, dst); err != nil {
+		return err
+	}
+	if len(result) != width {
+		return fmt.Errorf("%v on PE %d at heap offset %d: result buffer of %d bytes for a %d-byte AMO", op, pe, dst, len(result), width)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.issue(&rop{kind: ropAMO, pe: pe, off: dst, op: op, width: width, value: value, compare: compare, result: result})
 	return nil
 }
 
@@ -698,10 +728,14 @@ func (m Mapped) heap(pe int, off uint64, n int) ([]byte, error) {
 
 func (m Mapped) Put(pe int, dst uint64, src []byte) error {
 	b, err := m.heap(pe, dst, len(src))
-	if err == nil && len(src) == 8 && uintptr(unsafe.Pointer(&b[0]))%8 == 0 {
+	switch {
+	case err == nil && len(src) == 8 && uintptr(unsafe.Pointer(&b[0]))%8 == 0:
 		// one aligned word lands whole, as a store of the CPU or a NIC's write does
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[0])), binary.LittleEndian.Uint64(src))
-	} else if err == nil {
+	case err == nil && len(src) == 4 && uintptr(unsafe.Pointer(&b[0]))%4 == 0:
+		// so does an aligned 32-bit half, beside 64-bit accesses to its word (mixed widths)
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[0])), binary.LittleEndian.Uint32(src))
+	case err == nil:
 		copy(b, src)
 	}
 	return err
@@ -709,7 +743,12 @@ func (m Mapped) Put(pe int, dst uint64, src []byte) error {
 
 func (m Mapped) Get(pe int, src uint64, dst []byte) error {
 	b, err := m.heap(pe, src, len(dst))
-	if err == nil {
+	switch {
+	case err == nil && len(dst) == 8 && uintptr(unsafe.Pointer(&b[0]))%8 == 0: // one aligned word, read whole
+		binary.LittleEndian.PutUint64(dst, atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[0]))))
+	case err == nil && len(dst) == 4 && uintptr(unsafe.Pointer(&b[0]))%4 == 0:
+		binary.LittleEndian.PutUint32(dst, atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[0]))))
+	case err == nil:
 		copy(dst, b)
 	}
 	return err

@@ -169,3 +169,97 @@ func AtomicXor[T AMOBit](s Sym[T], at int, v T, pe int) error {
 	_, err := amo("AtomicXor", s, at, pe, nic.AMOFetchXor, v, z)
 	return err
 }
+
+// The non-blocking fetching atomics (OpenSHMEM 1.5, shmem_atomic_fetch_*_nbi): each issues the
+// AMO and returns; the old value is written to *fetch when the AMO is performed, and is defined
+// only after the next Quiet (or a context's Quiet, for the Ctx forms). Fence orders them as any
+// AMO; they order nothing after them. Over the reordering delivery path (ROX_DELIVERY=reorder) the
+// AMO really waits in the delivery pool; over paths that perform AMOs at once it completes before
+// the call returns, which the contract allows.
+
+// amoNBI issues op on element at of s on pe, its old value to land in *fetch by the next Quiet.
+func amoNBI[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T, fetch *T) error {
+	if fetch == nil {
+		if err := s.w.check(call); err != nil {
+			return err
+		}
+		return s.w.errorf(call, ErrBadArgument, "nil fetch pointer (target PE %d, element %d)", pe, at)
+	}
+	off, size, err := s.target(call, pe, at, 1)
+	if err != nil {
+		return err
+	}
+	if off%uint64(size) != 0 {
+		return s.w.errorf(call, ErrMisaligned, "heap offset %d is not a multiple of the %d-byte word", off, size)
+	}
+	if err := s.w.enter(call); err != nil {
+		return err
+	}
+	defer s.w.leave()
+	if err := s.w.alive(call, pe); err != nil {
+		return err
+	}
+	if r, ok := s.w.paths[pe].(remote); ok {
+		if f, ok := r.t.(nic.NBIFetcher); ok {
+			if err := f.FetchAMONBI(pe, op, size, off, toBits(val), toBits(cmp), unsafe.Slice((*byte)(unsafe.Pointer(fetch)), size)); err != nil {
+				return s.w.pathError(call, pe, err)
+			}
+			return nil
+		}
+	}
+	old, err := s.w.paths[pe].amo(op, size, off, toBits(val), toBits(cmp))
+	if err != nil {
+		return s.w.pathError(call, pe, err)
+	}
+	*fetch = fromBits[T](old)
+	return nil
+}
+
+// AtomicFetchNBI atomically reads element at of s on pe into *fetch, defined after the next Quiet
+// (shmem_atomic_fetch_nbi).
+func AtomicFetchNBI[T AMOStd](s Sym[T], at, pe int, fetch *T) error {
+	var z T
+	return amoNBI("AtomicFetchNBI", s, at, pe, nic.AMOFetch, z, z, fetch)
+}
+
+// AtomicSwapNBI atomically writes v; the old value lands in *fetch (shmem_atomic_swap_nbi).
+func AtomicSwapNBI[T AMOStd](s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return amoNBI("AtomicSwapNBI", s, at, pe, nic.AMOSwap, v, z, fetch)
+}
+
+// AtomicCompareSwapNBI writes v if the element equals cond; the old value lands in *fetch
+// (shmem_atomic_compare_swap_nbi).
+func AtomicCompareSwapNBI[T AMOInt](s Sym[T], at int, cond, v T, pe int, fetch *T) error {
+	return amoNBI("AtomicCompareSwapNBI", s, at, pe, nic.AMOCompareSwap, v, cond, fetch)
+}
+
+// AtomicFetchAddNBI adds v; the old value lands in *fetch (shmem_atomic_fetch_add_nbi).
+func AtomicFetchAddNBI[T AMOInt](s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return amoNBI("AtomicFetchAddNBI", s, at, pe, nic.AMOFetchAdd, v, z, fetch)
+}
+
+// AtomicFetchIncNBI adds one; the old value lands in *fetch (shmem_atomic_fetch_inc_nbi).
+func AtomicFetchIncNBI[T AMOInt](s Sym[T], at, pe int, fetch *T) error {
+	var z T
+	return amoNBI("AtomicFetchIncNBI", s, at, pe, nic.AMOFetchAdd, T(1), z, fetch)
+}
+
+// AtomicFetchAndNBI ands v in; the old value lands in *fetch (shmem_atomic_fetch_and_nbi).
+func AtomicFetchAndNBI[T AMOBit](s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return amoNBI("AtomicFetchAndNBI", s, at, pe, nic.AMOFetchAnd, v, z, fetch)
+}
+
+// AtomicFetchOrNBI ors v in; the old value lands in *fetch (shmem_atomic_fetch_or_nbi).
+func AtomicFetchOrNBI[T AMOBit](s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return amoNBI("AtomicFetchOrNBI", s, at, pe, nic.AMOFetchOr, v, z, fetch)
+}
+
+// AtomicFetchXorNBI xors v in; the old value lands in *fetch (shmem_atomic_fetch_xor_nbi).
+func AtomicFetchXorNBI[T AMOBit](s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return amoNBI("AtomicFetchXorNBI", s, at, pe, nic.AMOFetchXor, v, z, fetch)
+}

@@ -99,8 +99,10 @@ func (c *Ctx) check(call string, store bool) error {
 	return nil
 }
 
+// wrote notes that the context issued a write to pe that its Quiet must complete: one through the
+// NIC path, or any on the reordering delivery path (which queues even a PE's writes to itself).
 func (c *Ctx) wrote(pe int) {
-	if c.w.peers[pe] == nil && !c.dirty[pe].Load() {
+	if (c.w.peers[pe] == nil || c.w.reorder != nil) && !c.dirty[pe].Load() {
 		c.dirty[pe].Store(true)
 	}
 }
@@ -261,4 +263,40 @@ func (c *Ctx) pendingPEs() []int {
 		}
 	}
 	return out
+}
+
+// ctxAMONBI is amoNBI on context c: c's Quiet completes it, so the target counts as written
+// even for a fetch (the context's Quiet must wait for the value).
+func ctxAMONBI[T AMOStd](c *Ctx, call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T, fetch *T) error {
+	if err := ctxSym(c, call, s, op != nic.AMOFetch); err != nil {
+		return err
+	}
+	if err := amoNBI(call, s, at, pe, op, val, cmp, fetch); err != nil {
+		return err
+	}
+	c.wrote(pe)
+	return nil
+}
+
+// CtxAtomicFetchNBI is AtomicFetchNBI on context c: *fetch is defined after c.Quiet.
+func CtxAtomicFetchNBI[T AMOStd](c *Ctx, s Sym[T], at, pe int, fetch *T) error {
+	var z T
+	return ctxAMONBI(c, "CtxAtomicFetchNBI", s, at, pe, nic.AMOFetch, z, z, fetch)
+}
+
+// CtxAtomicSwapNBI is AtomicSwapNBI on context c.
+func CtxAtomicSwapNBI[T AMOStd](c *Ctx, s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return ctxAMONBI(c, "CtxAtomicSwapNBI", s, at, pe, nic.AMOSwap, v, z, fetch)
+}
+
+// CtxAtomicCompareSwapNBI is AtomicCompareSwapNBI on context c.
+func CtxAtomicCompareSwapNBI[T AMOInt](c *Ctx, s Sym[T], at int, cond, v T, pe int, fetch *T) error {
+	return ctxAMONBI(c, "CtxAtomicCompareSwapNBI", s, at, pe, nic.AMOCompareSwap, v, cond, fetch)
+}
+
+// CtxAtomicFetchAddNBI is AtomicFetchAddNBI on context c.
+func CtxAtomicFetchAddNBI[T AMOInt](c *Ctx, s Sym[T], at int, v T, pe int, fetch *T) error {
+	var z T
+	return ctxAMONBI(c, "CtxAtomicFetchAddNBI", s, at, pe, nic.AMOFetchAdd, v, z, fetch)
 }

@@ -26,7 +26,7 @@ func TestGPUProgramRoundTrip(t *testing.T) {
 	}
 	npes := NPEs(tests)
 	for _, lt := range tests {
-		if in, ok := gpuEncodes(lt); !ok { // RunSuiteGPU skips it and says so: the encoder must refuse it too
+		if miss := lt.Unsupported(GPUFeatures); !miss.Empty() { // RunSuiteGPU skips it and says so: the encoder must refuse it too
 			g, err := newGPUTest(lt)
 			refused := err != nil
 			for pe := 0; pe < npes && !refused; pe++ {
@@ -34,7 +34,7 @@ func TestGPUProgramRoundTrip(t *testing.T) {
 				refused = err != nil
 			}
 			if !refused {
-				t.Errorf("%s: gpuEncodes rejects %s, the encoder takes it", lt.Name, in)
+				t.Errorf("%s: GPUFeatures lacks %s, the encoder takes it", lt.Name, miss)
 			}
 			continue
 		}
@@ -262,7 +262,7 @@ func TestGPUProgramSimulated(t *testing.T) {
 	npes := NPEs(tests)
 	ctx := context.Background()
 	for i, lt := range tests {
-		if _, ok := gpuEncodes(lt); !ok {
+		if !lt.Unsupported(GPUFeatures).Empty() {
 			continue
 		}
 		for _, mode := range []memmodel.Mode{memmodel.Strict, memmodel.Bypass} {

@@ -61,12 +61,15 @@ func lastAt(s string) int {
 // layout maps a test's variables to slots of two symmetric arrays (signal words must be uint64
 // for put-with-signal) and its final-state keys to slots of PE 0's result array.
 type layout struct {
-	data, sig map[string]int // variable -> index
+	data, sig map[string]int // variable (a 64-bit word; x.lo and x.hi are halves of x) -> index
 	keys      []string
 	owner     []int // PE that reports each key
 	reg       []string
 	loc       []memmodel.Loc
 }
+
+// wordVar is the 64-bit word a variable name is or is a half of ("" stays "").
+func wordVar(v string) string { return memmodel.Loc{Var: v}.Word().Var }
 
 func newLayout(t *memmodel.Test) (*layout, error) {
 	l := &layout{data: map[string]int{}, sig: map[string]int{}}
@@ -84,25 +87,25 @@ func newLayout(t *memmodel.Test) (*layout, error) {
 				l.sig[in.Sig.Var] = 0
 			}
 			if in.Loc.Var != "" {
-				note(in.Loc.Var)
+				note(wordVar(in.Loc.Var))
 			}
 			if in.Sig.Var != "" {
 				note(in.Sig.Var)
 			}
-			for _, l := range []memmodel.Loc{in.Src, in.Dst} { // a put's source buffer, a get's destination
+			for _, l := range append([]memmodel.Loc{in.Src, in.Dst}, in.Locs...) { // a put's source buffer, a get's destination, a poll's words
 				if l.Var != "" {
-					note(l.Var)
+					note(wordVar(l.Var))
 				}
 			}
 		}
 	}
 	for _, iv := range t.Init {
-		note(iv.Loc.Var)
+		note(wordVar(iv.Loc.Var))
 	}
 	var walk func(p *memmodel.Prop)
 	walk = func(p *memmodel.Prop) {
 		if p.Kind == memmodel.PropMem {
-			note(p.Loc.Var)
+			note(wordVar(p.Loc.Var))
 		}
 		for i := range p.Args {
 			walk(&p.Args[i])
@@ -161,30 +164,34 @@ type pe struct {
 	t      *memmodel.Test
 	l      *layout
 	data   shmem.Sym[int64]
+	data32 shmem.Sym[uint32] // data's words as 32-bit halves: word i's low half is 2i, its high half 2i+1
 	sig    shmem.Sym[uint64]
 	res    shmem.Sym[int64]
 	start  shmem.Sym[int64] // the time base: when this iteration's columns start (Unix ns), from PE 0
 	col    *memmodel.Column
 	cols   []*memmodel.Column // this PE's columns: more than one when it runs threads (PEn.t)
 	thread bool               // the test runs threads: plain accesses to own memory are atomic
-	teams  map[string]*shmem.Team
-	coll   shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
-	nbar   int
-	nsync  int
-	regs   map[string]int64
-	nbi    map[string][]int64 // get_nbi destinations, valid after quiet
-	nbiSig map[string][]uint64
-	rng    *rand.Rand
+	// tctx is the communication context a thread column issues on (one per thread of the PE):
+	// its fence and quiet then order and complete that thread's operations only, as the model's
+	// per-thread fence and quiet do (MODEL.md §3b), where the default context's act for the PE.
+	tctx  *shmem.Ctx
+	tctxs []*shmem.Ctx // per column of cols, when the PE runs several threads
+	teams map[string]*shmem.Team
+	coll  shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
+	nbar  int
+	nsync int
+	regs  map[string]int64
+	after map[string]func() int64 // registers known only after the copy's quiet: get_nbi's and _nbi fetches' results, late loads of halves
+	rng   *rand.Rand
 
 	// Instances: every iteration runs k copies of the test side by side (litmus7's -s), copy c's
 	// variable v at element (c*n+v)*spread of its array, spread 1 (the copies share cache lines)
 	// or 8 (a line per variable) chosen per iteration; each PE runs its column over every copy
 	// in a tight loop, with a random delay before each.
 	k, spread int
-	inst      int                  // the copy being run
-	iregs     []map[string]int64   // per copy: registers
-	inbi      []map[string][]int64 // per copy: get_nbi destinations
-	inbiSig   []map[string][]uint64
+	inst      int                       // the copy being run
+	iregs     []map[string]int64        // per copy: registers
+	iafter    []map[string]func() int64 // per copy: the registers read after quiet
 
 	// ro is the reordering delivery path (ROX_DELIVERY=reorder), or nil: plain loads and stores
 	// then go through its emulated store buffer and cache, and its mutation is armed while the
@@ -214,6 +221,11 @@ type Config struct {
 // di and si place variable i of the current copy in the data and signal arrays.
 func (p *pe) di(i int) int { return (p.inst*max(1, len(p.l.data)) + i) * p.spread }
 func (p *pe) si(i int) int { return (p.inst*max(1, len(p.l.sig)) + i) * p.spread }
+
+// hi places half-word variable v (x.lo, x.hi) of the current copy in data32.
+func (p *pe) hi(v string) int {
+	return 2*p.di(p.l.data[wordVar(v)]) + memmodel.Loc{Var: v}.Half() - 1
+}
 
 // spinSink keeps the delay loop from being optimized away.
 var spinSink uint64
@@ -262,6 +274,9 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		return none, err
 	}
 	defer w.Free(p.data.Mem())
+	if p.data32, err = shmem.As[uint32](p.data.Mem()); err != nil {
+		return none, err
+	}
 	if p.sig, err = shmem.Alloc[uint64](w, max(1, len(l.sig))*k*maxSpread); err != nil {
 		return none, err
 	}
@@ -303,6 +318,16 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 					p.nsync++
 				}
 			}
+		}
+	}
+	if len(p.cols) > 1 {
+		for range p.cols {
+			c, err := w.CreateCtx(shmem.CtxSerialized)
+			if err != nil {
+				return none, err
+			}
+			defer c.Destroy()
+			p.tctxs = append(p.tctxs, c)
 		}
 	}
 	// every PE draws the same spreads and copy orders from the seed; the delays differ per PE
@@ -371,7 +396,7 @@ func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, erro
 	} else {
 		for _, c := range order {
 			p.inst = c
-			p.regs, p.nbi, p.nbiSig, p.late = p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c]
+			p.regs, p.late, p.after = p.iregs[c], p.ilate[c], p.iafter[c]
 			p.copyDelay()
 			if err := p.runColumn(ctx, p.rng); err != nil {
 				return nil, fmt.Errorf("PE %d copy %d: %w", w.MyPE(), c, err)
@@ -427,17 +452,17 @@ func (p *pe) runThreads(ctx context.Context, order []int) error {
 	ts := make([]*pe, len(p.cols))
 	for j, col := range p.cols {
 		tp := *p
-		tp.col = col
+		tp.col, tp.tctx = col, p.tctxs[j]
 		tp.rng = rand.New(rand.NewSource(p.rng.Int63()))
-		tp.iregs, tp.inbi, tp.inbiSig, tp.ilate = make([]map[string]int64, p.k), make([]map[string][]int64, p.k), make([]map[string][]uint64, p.k), make([]map[string]*uint64, p.k)
+		tp.iregs, tp.ilate, tp.iafter = make([]map[string]int64, p.k), make([]map[string]*uint64, p.k), make([]map[string]func() int64, p.k)
 		ts[j] = &tp
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for _, c := range order {
 				tp.inst = c
-				tp.regs, tp.nbi, tp.nbiSig, tp.late = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}, map[string]*uint64{}
-				tp.iregs[c], tp.inbi[c], tp.inbiSig[c], tp.ilate[c] = tp.regs, tp.nbi, tp.nbiSig, tp.late
+				tp.regs, tp.late, tp.after = map[string]int64{}, map[string]*uint64{}, map[string]func() int64{}
+				tp.iregs[c], tp.ilate[c], tp.iafter[c] = tp.regs, tp.late, tp.after
 				tp.copyDelay()
 				if err := tp.runColumn(ctx, tp.rng); err != nil {
 					errs[j] = fmt.Errorf("PE %d thread %d copy %d: %w", p.w.MyPE(), col.Thread, c, err)
@@ -455,14 +480,11 @@ func (p *pe) runThreads(ctx context.Context, order []int) error {
 			for k, v := range tp.iregs[c] {
 				p.iregs[c][k] = v
 			}
-			for k, v := range tp.inbi[c] {
-				p.inbi[c][k] = v
-			}
-			for k, v := range tp.inbiSig[c] {
-				p.inbiSig[c][k] = v
-			}
 			for k, v := range tp.ilate[c] {
 				p.ilate[c][k] = v
+			}
+			for k, v := range tp.iafter[c] {
+				p.iafter[c][k] = v
 			}
 		}
 	}
@@ -471,23 +493,6 @@ func (p *pe) runThreads(ctx context.Context, order []int) error {
 
 // teamKey names a team of a test by its PEs.
 func teamKey(pes []int) string { return fmt.Sprint(pes) }
-
-// strided returns the start and stride of pes as a strided split of the world team, or false.
-func strided(pes []int) (start, stride int, ok bool) {
-	if len(pes) == 0 {
-		return 0, 0, false
-	}
-	start, stride = pes[0], 1
-	if len(pes) > 1 {
-		stride = pes[1] - pes[0]
-	}
-	for i, q := range pes {
-		if stride < 1 || q != start+i*stride {
-			return 0, 0, false
-		}
-	}
-	return start, stride, true
-}
 
 // makeTeams makes the test's teams (barrier {0,1}, ...) by strided splits of the world team, in
 // one order on every PE (a split is collective over the world); a non-member's entry is nil.
@@ -508,7 +513,7 @@ func (p *pe) makeTeams(ctx context.Context) error {
 	sort.Strings(keys)
 	p.teams = map[string]*shmem.Team{}
 	for _, k := range keys {
-		start, stride, ok := strided(sets[k])
+		start, stride, ok := memmodel.StridedTeam(sets[k])
 		if !ok {
 			return fmt.Errorf("litmusrun: test %s: team %v is not a strided set of PEs", p.t.Name, sets[k])
 		}
@@ -583,7 +588,7 @@ func (p *pe) collective(ctx context.Context, in memmodel.Instr) error {
 // poll runs wait_all ... test_some: the words are the PE's own, in one array (a window of it from
 // the first to the last, the others masked), and r is set as the litmus language says (an index
 // into the instruction's words, -1, or a bit mask).
-func poll[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T], idx func(string) int) error {
+func poll[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T], idx func(string) int) error {
 	at := make([]int, len(in.Locs))
 	lo, hi := -1, -1
 	for j, l := range in.Locs {
@@ -694,17 +699,19 @@ func (p *pe) reset() {
 	me := p.w.MyPE()
 	clear(p.data.Local())
 	clear(p.sig.Local())
-	p.iregs, p.inbi, p.inbiSig = make([]map[string]int64, p.k), make([]map[string][]int64, p.k), make([]map[string][]uint64, p.k)
-	p.ilate = make([]map[string]*uint64, p.k)
+	p.iregs = make([]map[string]int64, p.k)
+	p.ilate, p.iafter = make([]map[string]*uint64, p.k), make([]map[string]func() int64, p.k)
 	for c := 0; c < p.k; c++ {
 		p.inst = c
-		p.iregs[c], p.inbi[c], p.inbiSig[c], p.ilate[c] = map[string]int64{}, map[string][]int64{}, map[string][]uint64{}, map[string]*uint64{}
+		p.iregs[c], p.ilate[c], p.iafter[c] = map[string]int64{}, map[string]*uint64{}, map[string]func() int64{}
 		for _, iv := range p.t.Init {
 			if iv.Loc.PE != me {
 				continue
 			}
 			if i, ok := p.l.sig[iv.Loc.Var]; ok {
 				p.sig.Local()[p.si(i)] = uint64(iv.Val)
+			} else if h := iv.Loc.Half(); h != 0 {
+				p.data32.Local()[p.hi(iv.Loc.Var)] = uint32(iv.Val)
 			} else {
 				p.data.Local()[p.di(p.l.data[iv.Loc.Var])] = iv.Val
 			}
@@ -726,17 +733,16 @@ func (p *pe) report() error {
 			var v int64
 			if p.l.reg[i] != "" {
 				v = p.iregs[c][p.l.reg[i]]
-				if b, ok := p.inbi[c][p.l.reg[i]]; ok {
-					v = b[0]
-				}
-				if b, ok := p.inbiSig[c][p.l.reg[i]]; ok {
-					v = int64(b[0])
-				}
 				if b, ok := p.ilate[c][p.l.reg[i]]; ok {
 					v = int64(*b)
 				}
+				if f, ok := p.iafter[c][p.l.reg[i]]; ok {
+					v = f()
+				}
 			} else if j, ok := p.l.sig[p.l.loc[i].Var]; ok {
 				v = int64(p.sig.Local()[p.si(j)])
+			} else if p.l.loc[i].Half() != 0 {
+				v = int64(p.data32.Local()[p.hi(p.l.loc[i].Var)])
 			} else {
 				v = p.data.Local()[p.di(p.l.data[p.l.loc[i].Var])]
 			}
@@ -778,11 +784,18 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 	w := p.w
 	si, isSig := p.l.sig[in.Loc.Var]
 	si = p.si(si)
-	di := p.di(p.l.data[in.Loc.Var])
+	di := p.di(p.l.data[wordVar(in.Loc.Var)])
+	half := in.Loc.Half() // a 32-bit access to a half of the word (mixed widths)
 	switch in.Op {
 	case memmodel.OpFence:
+		if p.tctx != nil {
+			return p.tctx.Fence()
+		}
 		return w.Fence()
 	case memmodel.OpQuiet:
+		if p.tctx != nil {
+			return p.tctx.Quiet()
+		}
 		return w.Quiet()
 	case memmodel.OpBarrier, memmodel.OpSync, memmodel.OpAllReduce, memmodel.OpBroadcast:
 		return p.collective(ctx, in)
@@ -790,7 +803,19 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		if sig, _ := p.l.pollSig(in); sig {
 			return poll(ctx, p, in, p.sig, func(v string) int { return p.si(p.l.sig[v]) })
 		}
-		return poll(ctx, p, in, p.data, func(v string) int { return p.di(p.l.data[v]) })
+		halves := 0
+		for _, l := range in.Locs {
+			if l.Half() != 0 {
+				halves++
+			}
+		}
+		switch halves {
+		case 0:
+			return poll(ctx, p, in, p.data, func(v string) int { return p.di(p.l.data[v]) })
+		case len(in.Locs): // 32-bit words: the halves of data's words
+			return poll(ctx, p, in, p.data32, p.hi)
+		}
+		return errors.New("a poll over both 32-bit halves and 64-bit words has no host call (one array of one width)")
 	case memmodel.OpPutSig:
 		op := shmem.SignalSet
 		if in.SigOp == memmodel.SigAdd {
@@ -801,14 +826,18 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		}
 		return shmem.PutSignal(p.data, di, []int64{in.Val}, p.sig, p.si(p.l.sig[in.Sig.Var]), uint64(in.New), op, in.Loc.PE)
 	}
-	if p.ro != nil {
-		// plain accesses (and signal_fetch, a relaxed read) through the emulated CPU and cache
+	if p.ro != nil && !(p.tctx != nil && (in.Op == memmodel.OpPutNBI || in.Op == memmodel.OpGet)) {
+		// plain accesses (and signal_fetch, a relaxed read) through the emulated CPU and cache;
+		// a thread's put from a buffer or get into a location goes through its context (ctxExec)
 		off := p.data.Mem().Offset() + uint64(di)*8
 		if isSig {
 			off = p.sig.Mem().Offset() + uint64(si)*8
 		}
 		switch in.Op {
 		case memmodel.OpSt: // to a peer's copy: a store through roxshmem_ptr
+			if half != 0 {
+				return errors.New("a plain 32-bit store has no emulation on the reordering path (its store buffer holds whole words)")
+			}
 			p.ro.StoreTo(in.Loc.PE, off, uint64(in.Val))
 			return nil
 		case memmodel.OpPutNBI:
@@ -823,6 +852,9 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		case memmodel.OpLd, memmodel.OpSigFetch:
 			v := new(uint64)
 			p.late[in.Reg] = v
+			if half != 0 { // a 32-bit load: the half of the word the emulation loads whole
+				p.after[in.Reg] = func() int64 { return int64(uint32(*v >> (32 * (half - 1)))) }
+			}
 			p.ro.Load(off, v)
 			return nil
 		}
@@ -837,17 +869,135 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		p.regs[in.Reg] = int64(v)
 		return err
 	}
-	if isSig {
-		return execOn(ctx, p, in, p.sig, si, func(v int64) uint64 { return uint64(v) }, func(v uint64) int64 { return int64(v) }, p.nbiSig)
+	switch {
+	case isSig:
+		return execOn(ctx, p, in, p.sig, si, func(v int64) uint64 { return uint64(v) }, func(v uint64) int64 { return int64(v) })
+	case half != 0:
+		return execOn(ctx, p, in, p.data32, 2*di+half-1, func(v int64) uint32 { return uint32(v) }, func(v uint32) int64 { return int64(v) })
 	}
-	return execOn(ctx, p, in, p.data, di, func(v int64) int64 { return v }, func(v int64) int64 { return v }, p.nbi)
+	return execOn(ctx, p, in, p.data, di, func(v int64) int64 { return v }, func(v int64) int64 { return v })
+}
+
+// word is an element type of the runner's arrays: data (int64), signals (uint64), halves (uint32).
+type word interface{ int64 | uint64 | uint32 }
+
+// atomicStore and atomicLoad are a plain access's store and load where another goroutine (a
+// thread of the PE) may access the word at the same time.
+func atomicStore[T word](a *T, v T) {
+	if unsafe.Sizeof(v) == 4 {
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(a)), uint32(v))
+		return
+	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(a)), uint64(v))
+}
+
+func atomicLoad[T word](a *T) T {
+	if unsafe.Sizeof(*a) == 4 {
+		return T(atomic.LoadUint32((*uint32)(unsafe.Pointer(a))))
+	}
+	return T(atomic.LoadUint64((*uint64)(unsafe.Pointer(a))))
+}
+
+// ctxExec runs a thread's network operation on the thread's context and reports whether in is
+// one (plain accesses, waits and polls are not); an operation shmem has no context form of is an
+// error, since the thread's quiet would not complete it.
+func ctxExec[T word](p *pe, in memmodel.Instr, s shmem.Sym[T], i int, to func(int64) T, from func(T) int64) (bool, error) {
+	c, q := p.tctx, in.Loc.PE
+	var v T
+	var err error
+	if in.NBI {
+		res := new(T)
+		p.after[in.Reg] = func() int64 { return from(*res) }
+		switch in.Op {
+		case memmodel.OpFAdd:
+			return true, shmem.CtxAtomicFetchAddNBI(c, s, i, to(in.Val), q, res)
+		case memmodel.OpSwap:
+			return true, shmem.CtxAtomicSwapNBI(c, s, i, to(in.Val), q, res)
+		case memmodel.OpCSwap:
+			return true, shmem.CtxAtomicCompareSwapNBI(c, s, i, to(in.Val), to(in.New), q, res)
+		case memmodel.OpFetch:
+			return true, shmem.CtxAtomicFetchNBI(c, s, i, q, res)
+		}
+		return true, fmt.Errorf("%s_nbi has no context form in shmem: thread %d could not complete it with its quiet", in.Op, p.col.Thread)
+	}
+	switch in.Op {
+	case memmodel.OpSt, memmodel.OpLd, memmodel.OpWait:
+		return false, nil
+	case memmodel.OpPut:
+		return true, shmem.CtxP(c, s, q, i, to(in.Val))
+	case memmodel.OpPutNBI:
+		if in.Src.Var != "" {
+			b := p.di(p.l.data[in.Src.Var])
+			return true, shmem.CtxPutNBI(c, s, q, i, s.Local()[b:b+1])
+		}
+		return true, shmem.CtxPutNBI(c, s, q, i, []T{to(in.Val)})
+	case memmodel.OpGet:
+		if in.Dst.Var != "" {
+			d := p.di(p.l.data[in.Dst.Var])
+			return true, shmem.CtxGet(c, s, q, i, s.Local()[d:d+1])
+		}
+		v, err = shmem.CtxG(c, s, q, i)
+	case memmodel.OpFetch:
+		v, err = shmem.CtxAtomicFetch(c, s, i, q)
+	case memmodel.OpSwap:
+		v, err = shmem.CtxAtomicSwap(c, s, i, to(in.Val), q)
+	case memmodel.OpCSwap:
+		v, err = shmem.CtxAtomicCompareSwap(c, s, i, to(in.Val), to(in.New), q)
+	case memmodel.OpFAdd:
+		v, err = shmem.CtxAtomicFetchAdd(c, s, i, to(in.Val), q)
+	case memmodel.OpAdd:
+		return true, shmem.CtxAtomicAdd(c, s, i, to(in.Val), q)
+	case memmodel.OpSet:
+		return true, shmem.CtxAtomicSet(c, s, i, to(in.Val), q)
+	default:
+		return true, fmt.Errorf("%s has no context form in shmem: thread %d could not complete it with its quiet", in.Op, p.col.Thread)
+	}
+	if err != nil {
+		return true, err
+	}
+	p.regs[in.Reg] = from(v)
+	return true, nil
+}
+
+// fetchNBI issues a fetching AMO's _nbi form; its register is read after the copy's quiet.
+func fetchNBI[T word](p *pe, in memmodel.Instr, s shmem.Sym[T], i int, to func(int64) T, from func(T) int64) error {
+	q := in.Loc.PE
+	res := new(T)
+	p.after[in.Reg] = func() int64 { return from(*res) }
+	switch in.Op {
+	case memmodel.OpFAdd:
+		return shmem.AtomicFetchAddNBI(s, i, to(in.Val), q, res)
+	case memmodel.OpSwap:
+		return shmem.AtomicSwapNBI(s, i, to(in.Val), q, res)
+	case memmodel.OpCSwap:
+		return shmem.AtomicCompareSwapNBI(s, i, to(in.Val), to(in.New), q, res)
+	case memmodel.OpFetch:
+		return shmem.AtomicFetchNBI(s, i, q, res)
+	case memmodel.OpFInc:
+		return shmem.AtomicFetchIncNBI(s, i, q, res)
+	case memmodel.OpFAnd:
+		return shmem.AtomicFetchAndNBI(s, i, to(in.Val), q, res)
+	case memmodel.OpFOr:
+		return shmem.AtomicFetchOrNBI(s, i, to(in.Val), q, res)
+	case memmodel.OpFXor:
+		return shmem.AtomicFetchXorNBI(s, i, to(in.Val), q, res)
+	}
+	return fmt.Errorf("%s has no non-blocking form", in.Op)
 }
 
 // execOn runs one memory instruction on the array that holds its variable.
-func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T], i int, to func(int64) T, from func(T) int64, nbi map[string][]T) error {
+func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T], i int, to func(int64) T, from func(T) int64) error {
 	q := in.Loc.PE
 	var v T
 	var err error
+	if p.tctx != nil {
+		if done, err := ctxExec(p, in, s, i, to, from); done {
+			return err
+		}
+	}
+	if in.NBI {
+		return fetchNBI(p, in, s, i, to, from)
+	}
 	switch in.Op {
 	case memmodel.OpSt:
 		if q != p.w.MyPE() { // a store through roxshmem_ptr
@@ -859,14 +1009,14 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 			return nil
 		}
 		if p.thread { // another thread of the PE reads it at the same time
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.Local()[i])), uint64(to(in.Val)))
+			atomicStore(&s.Local()[i], to(in.Val))
 			return nil
 		}
 		s.Local()[i] = to(in.Val)
 		return nil
 	case memmodel.OpLd:
 		if p.thread {
-			p.regs[in.Reg] = from(T(atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.Local()[i])))))
+			p.regs[in.Reg] = from(atomicLoad(&s.Local()[i]))
 			return nil
 		}
 		p.regs[in.Reg] = from(s.Local()[i])
@@ -891,7 +1041,7 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 			return s.GetNBI(q, i, s.Local()[d:d+1])
 		}
 		buf := make([]T, 1)
-		nbi[in.Reg] = buf
+		p.after[in.Reg] = func() int64 { return from(buf[0]) }
 		return s.GetNBI(q, i, buf)
 	case memmodel.OpFAdd:
 		v, err = shmem.AtomicFetchAdd(s, i, to(in.Val), q)
@@ -935,37 +1085,28 @@ func execOn[T int64 | uint64](ctx context.Context, p *pe, in memmodel.Instr, s s
 	return nil
 }
 
-// HostRuns reports whether the host runner maps every instruction of t, and if not the first it
-// lacks: the non-blocking fetching AMOs (shmem has no host call for them: a blocking AMO in their
-// place would test the blocking call), vector forms of the poll calls other than wait_all (shmem
-// has none), poll calls over both data and signal words, and teams that are not a strided set of
-// PEs; a put from a buffer and a get into a location need their words to be data words.
-func HostRuns(t *memmodel.Test) (string, bool) {
-	if t.Mixed() {
-		return "32-bit halves of a word (x.lo, x.hi): the runner's locations are whole words", false
+// HostFeatures is what the host runner supports (memmodel.Feature), where every PE can address
+// every PE's heap (mapsHeaps) or not: a store through roxshmem_ptr needs a pointer (the reordering
+// path stores to every PE's heap itself). It lacks the vector forms of the polls other than
+// wait_all (shmem has no call for them), polls over both signal and data words and puts from or
+// gets into signal words (the runner keeps the two kinds in arrays of their own), and teams that
+// are not strided sets of PEs (it makes teams by strided splits of the world team).
+func HostFeatures(mapsHeaps bool) memmodel.FeatureSet {
+	s := memmodel.AllFeatures.Minus(memmodel.Features(memmodel.PollVector, memmodel.MixedPoll, memmodel.SignalBuffer, memmodel.IrregularTeam))
+	if !mapsHeaps {
+		s = s.Minus(memmodel.Features(memmodel.PtrStore))
 	}
-	l, err := newLayout(t)
-	if err != nil {
-		return err.Error(), false
-	}
-	for _, c := range t.Columns {
-		for _, in := range c.Instrs {
-			_, srcSig := l.sig[in.Src.Var]
-			_, dstSig := l.sig[in.Dst.Var]
-			_, locSig := l.sig[in.Loc.Var]
-			_, oneArray := l.pollSig(in)
-			_, _, teamOK := strided(in.Team)
-			switch {
-			case in.Op == memmodel.OpPutSig:
-			case in.NBI, in.Team != nil && !teamOK,
-				in.Op >= memmodel.OpWaitAll && in.Op <= memmodel.OpTestSome && (!oneArray || len(in.Vals) > 1 && in.Op != memmodel.OpWaitAll),
-				(in.Src.Var != "" || in.Dst.Var != "") && (srcSig || dstSig || locSig):
-				return in.Format(c.PE), false
-			}
-		}
-	}
-	return "", true
+	return s
 }
+
+// HostStronger are the features the host runner runs with more order than the model promises,
+// so that an Allowed weak outcome of a test using one may be out of reach (a power run does not
+// count it). Every operation of a named context runs on the default context (MODEL.md §3a). The
+// threads of a PE issue on a context each, so that a thread's fence and quiet are its own as in
+// the model (MODEL.md §3b), but a context's quiet and fence on the host paths act on every
+// operation to the PEs the context wrote, other contexts' too (one ordered connection or delivery
+// pool per pair of PEs, see shmem.Ctx), and the threads share the reordering path's store buffer.
+var HostStronger = memmodel.Features(memmodel.Contexts, memmodel.Threads)
 
 // RunSuite runs every test in turn (RunPE for each) and joins the failures, so that one forbidden
 // outcome does not hide the others; PE 0 ends with the power table. Every PE must call it with
@@ -981,23 +1122,27 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 	// Whether every PE maps every PE's heap, so that a store through roxshmem_ptr has a pointer.
 	// The reordering path stores to every PE's heap itself.
 	mapped := true
-	if anyPtrStore(tests) && w.Reorder() == nil {
+	var used memmodel.FeatureSet
+	for _, t := range tests {
+		used |= t.Features()
+	}
+	if used.Has(memmodel.PtrStore) && w.Reorder() == nil {
 		var err error
 		if mapped, err = mapsEveryHeap(ctx, w); err != nil {
 			return err
 		}
 	}
+	supported := HostFeatures(mapped) // the same on every PE (mapsEveryHeap)
 	for i, t := range tests {
-		if in, ok := HostRuns(t); !ok { // every PE skips it: no collective call is left unmatched
+		if miss := t.Unsupported(supported); !miss.Empty() { // every PE skips it: no collective call is left unmatched
 			if w.MyPE() == 0 && out != nil {
-				fmt.Fprintf(out, "Test %s skipped: the host runner has no mapping for %s\n\n", t.Name, in)
+				fmt.Fprintf(out, "Test %s not run: the host runner lacks %s%s\n\n", t.Name, miss, heapNote(miss, mapped))
 			}
-			continue
-		}
-		if in, ok := ptrStore(t); ok && !mapped { // the same decision on every PE (mapsEveryHeap)
-			if w.MyPE() == 0 && out != nil {
-				fmt.Fprintf(out, "Test %s skipped: %s stores through roxshmem_ptr, and not every PE maps every PE's heap here (NIC path)\n\n", t.Name, in)
+			p, err := memmodel.NotRunPower(t, mode, opt, supported)
+			if err != nil {
+				return errors.Join(append(errs, err)...)
 			}
+			rows = append(rows, p)
 			continue
 		}
 		c := cfg
@@ -1049,25 +1194,12 @@ func ModeOf(w *shmem.World) memmodel.Mode {
 	return memmodel.Strict
 }
 
-// ptrStore returns a store of t to another PE's memory (through roxshmem_ptr), if it has one.
-func ptrStore(t *memmodel.Test) (string, bool) {
-	for _, c := range t.Columns {
-		for _, in := range c.Instrs {
-			if in.Op == memmodel.OpSt && in.Loc.PE != c.PE {
-				return in.Format(c.PE), true
-			}
-		}
+// heapNote says why ptr_store is missing, when it is.
+func heapNote(miss memmodel.FeatureSet, mapped bool) string {
+	if miss.Has(memmodel.PtrStore) && !mapped {
+		return " (not every PE maps every PE's heap here: the NIC path)"
 	}
-	return "", false
-}
-
-func anyPtrStore(tests []*memmodel.Test) bool {
-	for _, t := range tests {
-		if _, ok := ptrStore(t); ok {
-			return true
-		}
-	}
-	return false
+	return ""
 }
 
 // mapsEveryHeap reports, the same on every PE, whether every PE can address every PE's heap with
