@@ -890,7 +890,7 @@ func parallel(sc *scratch, n, work int, f func(i0, i1 int, part []float32) error
 // multiply-add); unrolled by four, which the compiler does not do itself.
 func axpyF32(w float32, x, acc []float32) {
 	acc = acc[:len(x)]
-	j := 0
+	j := axpyF32Vec(w, x, acc)
 	for ; j+4 <= len(x); j += 4 {
 		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
 		b[0] += float32(w * a[0])
@@ -906,7 +906,7 @@ func axpyF32(w float32, x, acc []float32) {
 // axpyBF16 is axpyF32 for bf16 x.
 func axpyBF16(w float32, x []BF16, acc []float32) {
 	acc = acc[:len(x)]
-	j := 0
+	j := axpyBF16Vec(w, x, acc)
 	for ; j+4 <= len(x); j += 4 {
 		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
 		b[0] += float32(w * math.Float32frombits(uint32(a[0])<<16))
@@ -927,8 +927,8 @@ func encode(dt DType, f []float32, out []byte) {
 		return
 	}
 	o := unsafe.Slice((*BF16)(unsafe.Pointer(&out[0])), len(f))
-	for j, v := range f {
-		o[j] = BF16FromFloat32(v)
+	for j := encodeBF16Vec(f, o); j < len(f); j++ {
+		o[j] = BF16FromFloat32(f[j])
 	}
 }
 
@@ -940,8 +940,9 @@ func addDecoded(dt DType, in []byte, acc []float32) {
 		}
 		return
 	}
-	for j, v := range unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc)) {
-		acc[j] += math.Float32frombits(uint32(v) << 16)
+	x := unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc))
+	for j := addBF16Vec(x, acc); j < len(acc); j++ {
+		acc[j] += math.Float32frombits(uint32(x[j]) << 16)
 	}
 }
 
