@@ -770,13 +770,16 @@ func (b *Buffer) CombineInto(ctx context.Context, out, y Tokens, h *Handle) (Tok
 	pay := H * es
 	partial := func(s, i0, i1 int, part []float32, dst []byte) error {
 		for i := i0; i < i1; i++ {
-			clear(part)
-			for _, en := range h.entries[h.from[s][i]:h.from[s][i+1]] {
-				// The float32 conversions keep each product rounded: no fused multiply-add.
+			ens := h.entries[h.from[s][i]:h.from[s][i+1]]
+			if len(ens) == 0 {
+				clear(part)
+			}
+			for k, en := range ens {
+				// The first term is written, not added to a cleared row: the same bits.
 				if cfg.DType == DTypeF32 {
-					axpyF32(en.w, y.F32[int(en.row)*H:int(en.row+1)*H], part)
+					axpyF32(en.w, y.F32[int(en.row)*H:int(en.row+1)*H], part, k == 0)
 				} else {
-					axpyBF16(en.w, y.BF16[int(en.row)*H:int(en.row+1)*H], part)
+					axpyBF16(en.w, y.BF16[int(en.row)*H:int(en.row+1)*H], part, k == 0)
 				}
 			}
 			if dst != nil {
@@ -844,11 +847,15 @@ func (b *Buffer) CombineInto(ctx context.Context, out, y Tokens, h *Handle) (Tok
 	land := b.comb.Local()
 	sum := sc.sum
 	for t := 0; t < T; t++ {
-		clear(sum)
+		first := true
 		for d := 0; d < P; d++ {
 			if i := int(slot[d*T+t]); i >= 0 {
-				addDecoded(cfg.DType, land[(d*M+i)*pay:(d*M+i+1)*pay], sum)
+				addDecoded(cfg.DType, land[(d*M+i)*pay:(d*M+i+1)*pay], sum, first)
+				first = false
 			}
+		}
+		if first {
+			clear(sum) // a token with no expert
 		}
 		encode(cfg.DType, sum, ob[t*pay:(t+1)*pay])
 	}
@@ -887,10 +894,17 @@ func parallel(sc *scratch, n, work int, f func(i0, i1 int, part []float32) error
 }
 
 // axpyF32 adds w*x to acc, each product rounded to float32 (the conversions forbid a fused
-// multiply-add); unrolled by four, which the compiler does not do itself.
-func axpyF32(w float32, x, acc []float32) {
+// multiply-add); unrolled by four, which the compiler does not do itself. With set it writes
+// w*x + 0 instead: what adding to a cleared acc gives (+0 for a product of -0), without the clear.
+func axpyF32(w float32, x, acc []float32, set bool) {
 	acc = acc[:len(x)]
-	j := axpyF32Vec(w, x, acc)
+	j := axpyF32Vec(w, x, acc, set)
+	if set {
+		for ; j < len(x); j++ {
+			acc[j] = float32(w*x[j]) + 0
+		}
+		return
+	}
 	for ; j+4 <= len(x); j += 4 {
 		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
 		b[0] += float32(w * a[0])
@@ -904,9 +918,15 @@ func axpyF32(w float32, x, acc []float32) {
 }
 
 // axpyBF16 is axpyF32 for bf16 x.
-func axpyBF16(w float32, x []BF16, acc []float32) {
+func axpyBF16(w float32, x []BF16, acc []float32, set bool) {
 	acc = acc[:len(x)]
-	j := axpyBF16Vec(w, x, acc)
+	j := axpyBF16Vec(w, x, acc, set)
+	if set {
+		for ; j < len(x); j++ {
+			acc[j] = float32(w*math.Float32frombits(uint32(x[j])<<16)) + 0
+		}
+		return
+	}
 	for ; j+4 <= len(x); j += 4 {
 		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
 		b[0] += float32(w * math.Float32frombits(uint32(a[0])<<16))
@@ -932,16 +952,31 @@ func encode(dt DType, f []float32, out []byte) {
 	}
 }
 
-// addDecoded adds the len(acc) dt values of in to acc, in float32.
-func addDecoded(dt DType, in []byte, acc []float32) {
+// addDecoded adds the len(acc) dt values of in to acc, in float32; with set it writes each
+// value + 0 instead (as axpyF32).
+func addDecoded(dt DType, in []byte, acc []float32, set bool) {
 	if dt == DTypeF32 {
-		for j, v := range unsafe.Slice((*float32)(unsafe.Pointer(&in[0])), len(acc)) {
+		x := unsafe.Slice((*float32)(unsafe.Pointer(&in[0])), len(acc))
+		if set {
+			for j, v := range x {
+				acc[j] = v + 0
+			}
+			return
+		}
+		for j, v := range x {
 			acc[j] += v
 		}
 		return
 	}
 	x := unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc))
-	for j := addBF16Vec(x, acc); j < len(acc); j++ {
+	j := addBF16Vec(x, acc, set)
+	if set {
+		for ; j < len(acc); j++ {
+			acc[j] = math.Float32frombits(uint32(x[j])<<16) + 0
+		}
+		return
+	}
+	for ; j < len(acc); j++ {
 		acc[j] += math.Float32frombits(uint32(x[j]) << 16)
 	}
 }

@@ -31,30 +31,53 @@ func addBF16AVX2(x []BF16, acc []float32)
 //go:noescape
 func encodeBF16AVX2(f []float32, out []BF16)
 
-func axpyF32Vec(w float32, x, acc []float32) int {
+// The set variants write acc[j] = (the term) + 0 instead of adding to acc[j].
+//
+//go:noescape
+func setF32AVX2(w float32, x, acc []float32)
+
+//go:noescape
+func setBF16AVX2(w float32, x []BF16, acc []float32)
+
+//go:noescape
+func setAddBF16AVX2(x []BF16, acc []float32)
+
+func axpyF32Vec(w float32, x, acc []float32, set bool) int {
 	n := len(x) &^ 7
-	if !haveAVX2 || n == 0 {
+	switch {
+	case !haveAVX2 || n == 0:
 		return 0
+	case set:
+		setF32AVX2(w, x[:n], acc[:n])
+	default:
+		axpyF32AVX2(w, x[:n], acc[:n])
 	}
-	axpyF32AVX2(w, x[:n], acc[:n])
 	return n
 }
 
-func axpyBF16Vec(w float32, x []BF16, acc []float32) int {
+func axpyBF16Vec(w float32, x []BF16, acc []float32, set bool) int {
 	n := len(x) &^ 7
-	if !haveAVX2 || n == 0 {
+	switch {
+	case !haveAVX2 || n == 0:
 		return 0
+	case set:
+		setBF16AVX2(w, x[:n], acc[:n])
+	default:
+		axpyBF16AVX2(w, x[:n], acc[:n])
 	}
-	axpyBF16AVX2(w, x[:n], acc[:n])
 	return n
 }
 
-func addBF16Vec(x []BF16, acc []float32) int {
+func addBF16Vec(x []BF16, acc []float32, set bool) int {
 	n := len(x) &^ 7
-	if !haveAVX2 || n == 0 {
+	switch {
+	case !haveAVX2 || n == 0:
 		return 0
+	case set:
+		setAddBF16AVX2(x[:n], acc[:n])
+	default:
+		addBF16AVX2(x[:n], acc[:n])
 	}
-	addBF16AVX2(x[:n], acc[:n])
 	return n
 }
 

@@ -121,3 +121,78 @@ encodeloop:
 encodedone:
 	VZEROUPPER
 	RET
+
+// The set variants: acc[j] = (their term) + 0, what clearing acc and adding gives, without
+// the clear.
+
+// func setF32AVX2(w float32, x, acc []float32)
+TEXT ·setF32AVX2(SB), NOSPLIT, $0-56
+	VBROADCASTSS w+0(FP), Y0
+	MOVQ x_base+8(FP), SI
+	MOVQ x_len+16(FP), CX
+	MOVQ acc_base+32(FP), DI
+	VXORPS Y3, Y3, Y3 // +0
+	SHRQ $3, CX
+	JZ   setf32done
+
+setf32loop:
+	VMOVUPS (SI), Y1
+	VMULPS  Y1, Y0, Y1 // w*x, rounded
+	VADDPS  Y3, Y1, Y2 // w*x + 0
+	VMOVUPS Y2, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     setf32loop
+
+setf32done:
+	VZEROUPPER
+	RET
+
+// func setBF16AVX2(w float32, x []BF16, acc []float32)
+TEXT ·setBF16AVX2(SB), NOSPLIT, $0-56
+	VBROADCASTSS w+0(FP), Y0
+	MOVQ x_base+8(FP), SI
+	MOVQ x_len+16(FP), CX
+	MOVQ acc_base+32(FP), DI
+	VXORPS Y3, Y3, Y3 // +0
+	SHRQ $3, CX
+	JZ   setbf16done
+
+setbf16loop:
+	VPMOVZXWD (SI), Y1  // eight bf16, widened to 32 bits
+	VPSLLD    $16, Y1, Y1 // their float32 bits
+	VMULPS    Y1, Y0, Y1
+	VADDPS    Y3, Y1, Y2
+	VMOVUPS   Y2, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       setbf16loop
+
+setbf16done:
+	VZEROUPPER
+	RET
+
+// func setAddBF16AVX2(x []BF16, acc []float32)
+TEXT ·setAddBF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	MOVQ acc_base+24(FP), DI
+	VXORPS Y3, Y3, Y3 // +0
+	SHRQ $3, CX
+	JZ   setaddbf16done
+
+setaddbf16loop:
+	VPMOVZXWD (SI), Y1
+	VPSLLD    $16, Y1, Y1
+	VADDPS    Y3, Y1, Y2
+	VMOVUPS   Y2, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       setaddbf16loop
+
+setaddbf16done:
+	VZEROUPPER
+	RET

@@ -1,6 +1,7 @@
 package ep
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -33,16 +34,27 @@ func vecInputs(rng *rand.Rand, n int) []float32 {
 }
 
 // TestVecMatchesScalar: the combine's loops (axpy, the bf16 rounding, the sum of what came
-// back) give the bits of the plain one-element-at-a-time Go loops, at every length (the
+// back, and their forms that write a sum's first term instead of adding it to a cleared row)
+// give the bits of the plain one-element-at-a-time Go loops, at every length (the
 // vector prefix and the Go tail) and on special values, on any machine (with AVX2 or without).
 // The one freedom: where both operands of an add are NaNs, the result is a NaN whose payload is
 // one of theirs, and which one is the processor's rule (it differs between the scalar and the
 // vector instructions on this project's EPYC).
 func TestVecMatchesScalar(t *testing.T) {
 	t.Logf("AVX2 loops: %v", haveAVX2)
+	for _, vec := range []bool{false, haveAVX2} {
+		saved := haveAVX2
+		haveAVX2 = vec
+		testVec(t)
+		haveAVX2 = saved
+	}
+}
+
+func testVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 17))
 	same := func(what string, n int, got, want []float32) {
 		t.Helper()
+		what = fmt.Sprintf("%s (vector loops %v)", what, haveAVX2)
 		for j := range want {
 			if isNaN(want[j]) && isNaN(got[j]) {
 				continue // which NaN's payload survives a sum of two is the hardware's choice
@@ -65,28 +77,55 @@ func TestVecMatchesScalar(t *testing.T) {
 				xb[j] = BF16(math.Float32bits(v) >> 16)
 			}
 
-			got, want := append([]float32(nil), acc0...), append([]float32(nil), acc0...)
-			axpyF32(w, x, got)
-			for j := range want {
-				want[j] += float32(w * x[j])
-			}
-			same("axpyF32", n, got, want)
+			// set: the first term of a sum, written over whatever acc held; want: added to a
+			// cleared row.
+			for _, set := range []bool{false, true} {
+				start := acc0
+				if set {
+					start = make([]float32, n)
+				}
+				got, want := append([]float32(nil), acc0...), append([]float32(nil), start...)
+				if !set {
+					got = append([]float32(nil), start...)
+				}
+				axpyF32(w, x, got, set)
+				for j := range want {
+					want[j] += float32(w * x[j])
+				}
+				same(fmt.Sprintf("axpyF32 (set %v)", set), n, got, want)
 
-			got, want = append([]float32(nil), acc0...), append([]float32(nil), acc0...)
-			axpyBF16(w, xb, got)
-			for j := range want {
-				want[j] += float32(w * xb[j].Float32())
-			}
-			same("axpyBF16", n, got, want)
+				got, want = append([]float32(nil), acc0...), append([]float32(nil), start...)
+				if !set {
+					got = append([]float32(nil), start...)
+				}
+				axpyBF16(w, xb, got, set)
+				for j := range want {
+					want[j] += float32(w * xb[j].Float32())
+				}
+				same(fmt.Sprintf("axpyBF16 (set %v)", set), n, got, want)
 
-			got, want = append([]float32(nil), acc0...), append([]float32(nil), acc0...)
-			if n > 0 {
-				addDecoded(DTypeBF16, Tokens{BF16: xb}.bytes(DTypeBF16), got)
+				for _, dt := range []DType{DTypeBF16, DTypeF32} {
+					got, want = append([]float32(nil), acc0...), append([]float32(nil), start...)
+					if !set {
+						got = append([]float32(nil), start...)
+					}
+					if n > 0 {
+						in := Tokens{BF16: xb}
+						if dt == DTypeF32 {
+							in = Tokens{F32: x}
+						}
+						addDecoded(dt, in.bytes(dt), got, set)
+					}
+					for j := range want {
+						if dt == DTypeF32 {
+							want[j] += x[j]
+						} else {
+							want[j] += xb[j].Float32()
+						}
+					}
+					same(fmt.Sprintf("addDecoded %v (set %v)", dt, set), n, got, want)
+				}
 			}
-			for j := range want {
-				want[j] += xb[j].Float32()
-			}
-			same("addDecoded", n, got, want)
 
 			if n > 0 {
 				out := make([]BF16, n)
