@@ -7,6 +7,6 @@ package ep
 var haveAVX2 = false // a var, as on amd64, so that the tests can run the Go loops alone there
 
 func axpyF32Vec(float32, []float32, []float32, bool) int { return 0 }
-func axpyBF16Vec(float32, []BF16, []float32, bool) int  { return 0 }
+func axpyBF16Vec(float32, []BF16, []float32, bool) int   { return 0 }
 func addBF16Vec([]BF16, []float32, bool) int             { return 0 }
 func encodeBF16Vec([]float32, []BF16) int                { return 0 }
