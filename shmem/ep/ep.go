@@ -26,6 +26,12 @@
 // one to the sender's arrival counter there; after its last token the sender sets its count signal
 // on every PE. A receiver waits for each count and then for that many arrivals.
 //
+// A destination whose heap is mapped into this process (a PE of the same node: Sym.Ptr) is
+// written in place, in both modes and both directions: the sender stores each row (or partial
+// sum) straight into its landing slot, with no copy through a staging buffer, and one signal
+// (the arrival counter raised by the number of rows, or the epoch set) covers them all, its
+// atomic ordering the stores before it. Destinations reached through the NIC get the puts above.
+//
 // # Arithmetic and summation order
 //
 // Weights are float32 and Combine accumulates in float32. The order is fixed, so results are the
