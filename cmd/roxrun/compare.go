@@ -26,6 +26,7 @@ type comparison struct {
 	compiler string   // oshcc, mpicc
 	launcher []string // the launcher and its flags, before -np N PROGRAM ITERS ROUNDS
 	packages string   // where Debian has them, for the error when they are missing
+	cflags   []string // the compiler's options; nil: -O2
 }
 
 var comparisons = map[string]comparison{
@@ -119,7 +120,11 @@ func runComparison(c comparison, npes, iters, rounds int, tests string, timeout 
 	if err := os.WriteFile(src, []byte(c.source), 0o644); err != nil {
 		return fail("%v", err)
 	}
-	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+	cflags := c.cflags
+	if cflags == nil {
+		cflags = []string{"-O2"}
+	}
+	if out, err := exec.Command(cc, append(cflags, "-o", bin, src)...).CombinedOutput(); err != nil {
 		return fail("building the comparison program with %s: %v\n%s", c.compiler, err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -39,6 +39,12 @@
 // one to the sender's arrival counter there; after its last token the sender sets its count signal
 // on every PE. A receiver waits for each count and then for that many arrivals.
 //
+// A destination whose heap is mapped into this process (a PE of the same node: Sym.Ptr) is
+// written in place, in both modes and both directions: the sender stores each row (or partial
+// sum) straight into its landing slot, with no copy through a staging buffer, and one signal
+// (the arrival counter raised by the number of rows, or the epoch set) covers them all, its
+// atomic ordering the stores before it. Destinations reached through the NIC get the puts above.
+//
 // # Arithmetic and summation order
 //
 // Weights are float32 and Combine accumulates in float32. The order is fixed, so results are the
@@ -251,7 +257,8 @@ type Buffer struct {
 	dispEpoch, combEpoch uint64
 	arrived, combArrived []uint64 // LowLatency: arrivals counted so far, per source
 	freed                bool
-	dev                  *devBuf // the device side, on a GPU World
+	dev                  *devBuf  // the device side, on a GPU World
+	scratch              *scratch // the host path's reusable state, made by its first call
 }
 
 // Signal blocks (each npes elements, element s about PE s).
@@ -420,7 +427,17 @@ func (b *Buffer) checkDispatch(x Tokens, idx []int64, weights []float32) (int, e
 // Dispatch sends this PE's tokens x ([tokens][Hidden]) to the PEs owning their experts:
 // topkIdx[t*TopK+k] is token t's k-th expert (-1 for none) and topkWeights the matching weight.
 // It returns the rows this PE received, grouped by local expert, and the handle Combine needs.
+// The Recv is new; DispatchInto delivers into one of an earlier call instead.
 func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWeights []float32) (*Recv, *Handle, error) {
+	return b.DispatchInto(ctx, nil, x, topkIdx, topkWeights)
+}
+
+// DispatchInto is Dispatch delivering into r, a Recv from an earlier call that the caller is done
+// with (nil: a new one), and returning it: its slices are reused where they are large enough, so
+// that a loop of calls does not allocate, zero and fault in a fresh [Rows][Hidden] matrix each
+// time (as an MPI program reuses its receive buffer). Nothing of r may be in use any more, its
+// X included (as the y of a Combine still to come); Handles do not refer to it.
+func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []int64, topkWeights []float32) (*Recv, *Handle, error) {
 	const call = "ep.Dispatch"
 	n, err := b.checkDispatch(x, topkIdx, topkWeights)
 	if err != nil {
@@ -430,14 +447,20 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 		return b.dispatchBlocking(ctx, call, n, x, topkIdx, topkWeights)
 	}
 	cfg, P, M, K := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.TopK
+	sc := b.hostScratch()
 	b.dispEpoch++
 	e := b.dispEpoch
 	h := &Handle{buf: b, epoch: e, tokens: n, sent: make([][]int32, P), from: make([][]int32, P)}
 
-	// Route: the slots of each destination, one per token that has an expert there.
-	xb := x.bytes(cfg.DType)
-	pay := cfg.Hidden * cfg.DType.size()
-	perExpert := make([]uint64, cfg.Experts)
+	// Route: the slots of each destination, one per token that has an expert there. Nothing is
+	// copied yet: once a destination may be written, the rows go straight into its landing zone
+	// when its heap is mapped here, through the stage otherwise.
+	sent := make([]int32, P*n)
+	for d := range h.sent {
+		h.sent[d] = sent[d*n : d*n : (d+1)*n]
+	}
+	perExpert := sc.perExpert
+	clear(perExpert)
 	for t := 0; t < n; t++ {
 		ks := topkIdx[t*K : (t+1)*K]
 		for k, ex := range ks {
@@ -453,23 +476,9 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 					break
 				}
 			}
-			if !first {
-				continue
+			if first {
+				h.sent[d] = append(h.sent[d], int32(t))
 			}
-			i := len(h.sent[d])
-			h.sent[d] = append(h.sent[d], int32(t))
-			row := b.stage[(d*M+i)*b.rowBytes : (d*M+i+1)*b.rowBytes]
-			copy(row, xb[t*pay:(t+1)*pay])
-			meta := row[b.payload:]
-			for kk, ex2 := range ks {
-				li := int32(-1)
-				if ex2 >= 0 && int(ex2)/b.local == d {
-					li = int32(int(ex2) - d*b.local)
-				}
-				putU32(meta[4*kk:], uint32(li))
-				putU32(meta[4*(K+kk):], math.Float32bits(topkWeights[t*K+kk]))
-			}
-			putU32(meta[8*K:], uint32(t))
 		}
 	}
 	// Each destination must have consumed the previous call's rows before they are overwritten.
@@ -479,12 +488,18 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 		}
 	}
 
-	start := make([]int, P) // first row of source s in this PE's landing zone
-	counts := make([]int, P)
+	xb := x.bytes(cfg.DType)
+	// pack writes the rows of the tokens of PE d, in slot order, into rows (row i at i*rowBytes).
+	pack := func(rows []byte, d int) {
+		for i, t := range h.sent[d] {
+			b.packRow(rows[i*b.rowBytes:(i+1)*b.rowBytes], xb, int(t), d, topkIdx[int(t)*K:int(t+1)*K], topkWeights[int(t)*K:int(t+1)*K])
+		}
+	}
+	start, counts := sc.start, sc.counts // first row of source s in this PE's landing zone, its rows
 	if cfg.Mode == Normal {
 		// Layout: this PE's tokens per PE and per expert, to every PE.
 		lw := P + cfg.Experts
-		lay := make([]uint64, lw)
+		lay := sc.lay
 		for d := 0; d < P; d++ {
 			lay[d] = uint64(len(h.sent[d]))
 		}
@@ -503,16 +518,34 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 		// Rows land compactly, by source: source s's rows for PE d start after those of PEs < s.
 		for s := 0; s < P; s++ {
 			counts[s] = int(all[s*lw+b.me])
+			start[s] = 0
 			if s > 0 {
 				start[s] = start[s-1] + counts[s-1]
 			}
+		}
+		if last := start[P-1] + counts[P-1]; last > P*M {
+			return nil, nil, b.errorf(call, shmem.ErrMismatch, "the PEs' layouts put %d rows into a landing zone of %d: the PEs' Configs differ", last, P*M)
 		}
 		for d := 0; d < P; d++ {
 			off := 0
 			for s := 0; s < b.me; s++ {
 				off += int(all[s*lw+d])
 			}
+			if dst := b.recv.Ptr(d); dst != nil {
+				// d's heap is mapped here: the rows are written where they land, with no copy
+				// through the stage, and one signal says they are all in (its atomic orders
+				// the stores before it).
+				if off+len(h.sent[d]) > P*M {
+					return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d's layout puts this PE's rows at %d..%d of its %d: the PEs' Configs differ", d, off, off+len(h.sent[d]), P*M)
+				}
+				pack(dst[off*b.rowBytes:], d)
+				if err := shmem.AtomicSet(b.sig, b.sigAt(sigData, b.me), e, d); err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", call, err)
+				}
+				continue
+			}
 			rows := b.stage[d*M*b.rowBytes : (d*M+len(h.sent[d]))*b.rowBytes]
+			pack(rows, d)
 			if err := b.signalled(rows, b.recv, off*b.rowBytes, sigData, e, d); err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", call, err)
 			}
@@ -523,8 +556,20 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 			}
 		}
 	} else {
-		// Low latency: every row straight into its slot, then the counts.
+		// Low latency: every row straight into its slot, then the counts. Into a mapped heap the
+		// rows are written in place and one arrival signal covers them all; through the NIC each
+		// row is its own put-with-signal, so that a receiver counts rows as they arrive.
 		for d := 0; d < P; d++ {
+			if dst := b.recv.Ptr(d); dst != nil {
+				pack(dst[b.me*M*b.rowBytes:], d)
+				if len(h.sent[d]) > 0 {
+					if err := shmem.AtomicAdd(b.sig, b.sigAt(sigData, b.me), uint64(len(h.sent[d])), d); err != nil {
+						return nil, nil, fmt.Errorf("%s: %w", call, err)
+					}
+				}
+				continue
+			}
+			pack(b.stage[d*M*b.rowBytes:], d)
 			for i := range h.sent[d] {
 				row := b.stage[(d*M+i)*b.rowBytes : (d*M+i+1)*b.rowBytes]
 				if err := shmem.PutSignalNBI(b.recv, (b.me*M+i)*b.rowBytes, row, b.sig, b.sigAt(sigData, b.me), 1, shmem.SignalAdd, d); err != nil {
@@ -546,6 +591,9 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled the count of call %d, this PE is in call %d", s, v>>32, e)
 			}
 			counts[s] = int(v & 0xffffffff)
+			if counts[s] > M {
+				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled %d rows, MaxTokens is %d: the PEs' Configs differ", s, counts[s], M)
+			}
 			start[s] = s * M
 			b.arrived[s] += uint64(counts[s])
 			if _, err := b.wait(ctx, call, sigData, s, b.arrived[s]); err != nil {
@@ -556,8 +604,17 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 
 	// Group the received rows by local expert.
 	land := b.recv.Local()
-	r := &Recv{Counts: make([]int, b.local), Offsets: make([]int, b.local+1), Transfers: counts}
+	if r == nil {
+		r = &Recv{}
+	}
+	r.Counts = resize(r.Counts, b.local)
+	clear(r.Counts)
+	r.Offsets = resize(r.Offsets, b.local+1)
+	r.Transfers = resize(r.Transfers, P)
+	copy(r.Transfers, counts)
+	received := 0
 	for s := 0; s < P; s++ {
+		received += counts[s]
 		for i := 0; i < counts[s]; i++ {
 			meta := land[(start[s]+i)*b.rowBytes+b.payload:]
 			for k := 0; k < K; k++ {
@@ -571,18 +628,23 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 			}
 		}
 	}
+	r.Offsets[0] = 0
 	for l := 0; l < b.local; l++ {
 		r.Offsets[l+1] = r.Offsets[l] + r.Counts[l]
 	}
 	r.Rows = r.Offsets[b.local]
-	r.X = makeTokens(cfg.DType, r.Rows*cfg.Hidden)
-	r.Weights = make([]float32, r.Rows)
-	r.Src = make([]Source, r.Rows)
-	r.Experts = make([]int, r.Rows)
+	r.X = resizeTokens(cfg.DType, r.X, r.Rows*cfg.Hidden)
+	r.Weights = resize(r.Weights, r.Rows)
+	r.Src = resize(r.Src, r.Rows)
+	r.Experts = resize(r.Experts, r.Rows)
 	xo := r.X.bytes(cfg.DType)
-	next := append([]int(nil), r.Offsets[:b.local]...)
+	pay := cfg.Hidden * cfg.DType.size()
+	next := sc.next
+	copy(next, r.Offsets[:b.local])
+	from := make([]int32, received+P)
+	h.entries = make([]entry, 0, r.Rows)
 	for s := 0; s < P; s++ {
-		h.from[s] = make([]int32, counts[s]+1)
+		h.from[s], from = from[:counts[s]+1], from[counts[s]+1:]
 		for i := 0; i < counts[s]; i++ {
 			base := (start[s] + i) * b.rowBytes
 			meta := land[base+b.payload:]
@@ -619,6 +681,89 @@ func (b *Buffer) Dispatch(ctx context.Context, x Tokens, topkIdx []int64, topkWe
 	return r, h, nil
 }
 
+// packRow writes token t's row for PE d into row (rowBytes): its payload, then its routing
+// metadata as rowLayout describes (ks and ws: the token's TopK experts and weights).
+func (b *Buffer) packRow(row, xb []byte, t, d int, ks []int64, ws []float32) {
+	pay := b.cfg.Hidden * b.cfg.DType.size()
+	K := b.cfg.TopK
+	row = row[:b.rowBytes]
+	copy(row[:pay], xb[t*pay:(t+1)*pay])
+	meta := row[b.payload:]
+	for k, ex := range ks {
+		li := int32(-1)
+		if ex >= 0 && int(ex)/b.local == d {
+			li = int32(int(ex) - d*b.local)
+		}
+		putU32(meta[4*k:], uint32(li))
+		putU32(meta[4*(K+k):], math.Float32bits(ws[k]))
+	}
+	putU32(meta[8*K:], uint32(t))
+}
+
+// scratch is what a Buffer's host path reuses from call to call, so that a call allocates only
+// what it returns: made on the first call (hostScratch).
+type scratch struct {
+	perExpert []uint64    // Normal: this PE's tokens per expert
+	lay       []uint64    // Normal: the layout row put to every PE (read until Quiet)
+	start     []int       // per source: its first row in the landing zone
+	counts    []int       // per source: its rows
+	next      []int       // per local expert: the next row of its group
+	workers   int         // goroutines for the partial sums (parallel)
+	parts     [][]float32 // per worker: a row of partial sums
+	sum       []float32   // a row of Combine's final sum
+	slot      []int32     // Combine: [npes][tokens] the slot of each token on each PE, or -1
+}
+
+func (b *Buffer) hostScratch() *scratch {
+	if b.scratch != nil {
+		return b.scratch
+	}
+	// The partial sums spread over the cores this PE has to itself: PEs whose heaps are mapped
+	// here share this node's, and goroutines beyond that only contend with the other PEs (and
+	// wait for them to be scheduled).
+	local := 0
+	for pe := 0; pe < b.npes; pe++ {
+		if b.recv.Ptr(pe) != nil {
+			local++
+		}
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), runtime.NumCPU()/max(local, 1)))
+	H := b.cfg.Hidden
+	sc := &scratch{
+		perExpert: make([]uint64, b.cfg.Experts),
+		lay:       make([]uint64, b.npes+b.cfg.Experts),
+		start:     make([]int, b.npes),
+		counts:    make([]int, b.npes),
+		next:      make([]int, b.local),
+		workers:   workers,
+		parts:     make([][]float32, workers),
+		sum:       make([]float32, H),
+		slot:      make([]int32, b.npes*b.cfg.MaxTokens),
+	}
+	for k := range sc.parts {
+		sc.parts[k] = make([]float32, H)
+	}
+	b.scratch = sc
+	return sc
+}
+
+// resize returns s with length n, reusing its storage when it is large enough; the elements are
+// not cleared.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// resizeTokens is resize for the matrix of dt in t (the other type's slice is dropped).
+func resizeTokens(dt DType, t Tokens, n int) Tokens {
+	if dt == DTypeBF16 {
+		return Tokens{BF16: resize(t.BF16, n)}
+	}
+	return Tokens{F32: resize(t.F32, n)}
+}
+
 // signalled puts src (which may be empty) into dst on pe at element at and sets this PE's signal
 // of block to v there, the data first.
 func (b *Buffer) signalled(src []byte, dst shmem.Sym[byte], at, block int, v uint64, pe int) error {
@@ -631,8 +776,14 @@ func (b *Buffer) signalled(src []byte, dst shmem.Sym[byte], at, block int, v uin
 // Combine sends each expert output y (one row per Recv row, in Recv's order, [Rows][Hidden] in
 // the buffer's DType) back to its token's PE and returns, for this PE's tokens of the Dispatch
 // that gave h, the top-k weighted sums ([tokens][Hidden]), in the order documented in the
-// package comment.
+// package comment. The result is new; CombineInto writes into an earlier one instead.
 func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, error) {
+	return b.CombineInto(ctx, Tokens{}, y, h)
+}
+
+// CombineInto is Combine writing the sums into out's storage when it is large enough (out: an
+// earlier result the caller is done with; the zero Tokens: a new one) and returning it.
+func (b *Buffer) CombineInto(ctx context.Context, out, y Tokens, h *Handle) (Tokens, error) {
 	const call = "ep.Combine"
 	cfg, P, M, H := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.Hidden
 	if err := b.checkHandle(call, h); err != nil {
@@ -654,6 +805,7 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 	if b.dev != nil {
 		return b.combineBlocking(ctx, call, y, h)
 	}
+	sc := b.hostScratch()
 	b.combEpoch++
 	e := b.combEpoch
 	for d := 0; d < P; d++ {
@@ -662,22 +814,30 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 		}
 	}
 	// Partial sums per (token, this PE), in k order, in float32, rounded to the DType for the
-	// way back, pushed as they are computed. The rows of one source are split over up to
-	// GOMAXPROCS goroutines: with uneven splits the PE that received most is the one every other
-	// PE waits for. Each slot's sum is computed by one goroutine in the same order, so the split
-	// changes no bit.
+	// way back. Into a PE whose heap is mapped here they are written where they land and one
+	// signal covers them; through the NIC they go from the stage (LowLatency: each pushed as it
+	// is computed). The rows of one source are split over the goroutines of parallel: with
+	// uneven splits the PE that received most is the one every other PE waits for. Each slot's
+	// sum is computed by one goroutine in the same order, so the split changes no bit.
 	es := cfg.DType.size()
 	pay := H * es
-	partial := func(s, i0, i1 int, part []float32) error {
+	partial := func(s, i0, i1 int, part []float32, dst []byte) error {
 		for i := i0; i < i1; i++ {
-			clear(part)
-			for _, en := range h.entries[h.from[s][i]:h.from[s][i+1]] {
-				// The float32 conversions keep each product rounded: no fused multiply-add.
+			ens := h.entries[h.from[s][i]:h.from[s][i+1]]
+			if len(ens) == 0 {
+				clear(part)
+			}
+			for k, en := range ens {
+				// The first term is written, not added to a cleared row: the same bits.
 				if cfg.DType == DTypeF32 {
-					axpyF32(en.w, y.F32[int(en.row)*H:int(en.row+1)*H], part)
+					axpyF32(en.w, y.F32[int(en.row)*H:int(en.row+1)*H], part, k == 0)
 				} else {
-					axpyBF16(en.w, y.BF16[int(en.row)*H:int(en.row+1)*H], part)
+					axpyBF16(en.w, y.BF16[int(en.row)*H:int(en.row+1)*H], part, k == 0)
 				}
+			}
+			if dst != nil {
+				encode(cfg.DType, part, dst[(b.me*M+i)*pay:(b.me*M+i+1)*pay])
+				continue
 			}
 			out := b.cstage[(s*M+i)*pay : (s*M+i+1)*pay]
 			encode(cfg.DType, part, out)
@@ -691,26 +851,30 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 	}
 	for s := 0; s < P; s++ {
 		n := len(h.from[s]) - 1
-		if err := parallel(n, len(h.entries[h.from[s][0]:h.from[s][n]])*H, H, func(i0, i1 int, part []float32) error {
-			return partial(s, i0, i1, part)
+		dst := b.comb.Ptr(s)
+		if err := parallel(sc, n, len(h.entries[h.from[s][0]:h.from[s][n]])*H, func(i0, i1 int, part []float32) error {
+			return partial(s, i0, i1, part, dst)
 		}); err != nil {
 			return Tokens{}, err
 		}
-		if cfg.Mode == Normal {
-			var err error
-			if n == 0 {
-				err = shmem.AtomicSet(b.sig, b.sigAt(sigComb, b.me), e, s)
-			} else {
-				err = shmem.PutSignalNBI(b.comb, b.me*M*pay, b.cstage[s*M*pay:(s*M+n)*pay], b.sig, b.sigAt(sigComb, b.me), e, shmem.SignalSet, s)
+		var err error
+		switch {
+		case cfg.Mode == LowLatency:
+			// Through the NIC every sum went with its own signal.
+			if dst != nil && n > 0 {
+				err = shmem.AtomicAdd(b.sig, b.sigAt(sigComb, b.me), uint64(n), s)
 			}
-			if err != nil {
-				return Tokens{}, fmt.Errorf("%s: %w", call, err)
-			}
+		case dst != nil || n == 0:
+			err = shmem.AtomicSet(b.sig, b.sigAt(sigComb, b.me), e, s)
+		default:
+			err = shmem.PutSignalNBI(b.comb, b.me*M*pay, b.cstage[s*M*pay:(s*M+n)*pay], b.sig, b.sigAt(sigComb, b.me), e, shmem.SignalSet, s)
+		}
+		if err != nil {
+			return Tokens{}, fmt.Errorf("%s: %w", call, err)
 		}
 	}
-	// Sum what came back in float32, PE by PE in ascending order.
-	acc := make([]float32, h.tokens*H)
-	land := b.comb.Local()
+	// Sum what came back in float32, PE by PE in ascending order, token by token in a row that
+	// stays in the cache, rounded to the DType once.
 	for d := 0; d < P; d++ {
 		want := e
 		if cfg.Mode == LowLatency {
@@ -720,9 +884,33 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 		if _, err := b.wait(ctx, call, sigComb, d, want); err != nil {
 			return Tokens{}, err
 		}
+	}
+	T := h.tokens
+	slot := sc.slot[:P*T]
+	for i := range slot {
+		slot[i] = -1
+	}
+	for d := 0; d < P; d++ {
 		for i, t := range h.sent[d] {
-			addDecoded(cfg.DType, land[(d*M+i)*pay:(d*M+i+1)*pay], acc[int(t)*H:int(t+1)*H])
+			slot[d*T+int(t)] = int32(i)
 		}
+	}
+	out = resizeTokens(cfg.DType, out, T*H)
+	ob := out.bytes(cfg.DType)
+	land := b.comb.Local()
+	sum := sc.sum
+	for t := 0; t < T; t++ {
+		first := true
+		for d := 0; d < P; d++ {
+			if i := int(slot[d*T+t]); i >= 0 {
+				addDecoded(cfg.DType, land[(d*M+i)*pay:(d*M+i+1)*pay], sum, first)
+				first = false
+			}
+		}
+		if first {
+			clear(sum) // a token with no expert
+		}
+		encode(cfg.DType, sum, ob[t*pay:(t+1)*pay])
 	}
 	if err := b.w.Quiet(); err != nil {
 		return Tokens{}, fmt.Errorf("%s: %w", call, err)
@@ -732,21 +920,18 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 			return Tokens{}, fmt.Errorf("%s: %w", call, err)
 		}
 	}
-	if cfg.DType == DTypeF32 {
-		return Tokens{F32: acc}, nil
-	}
-	return Tokens{BF16: BF16sFromFloat32(acc)}, nil
+	return out, nil
 }
 
 // parallelMin is the work (multiply-adds) below which parallel runs on the calling goroutine.
 const parallelMin = 1 << 18
 
-// parallel calls f on [0, n) split into contiguous ranges, one per goroutine (up to GOMAXPROCS,
-// only when work is at least parallelMin), each with its own scratch row of h floats.
-func parallel(n, work, h int, f func(i0, i1 int, part []float32) error) error {
-	g := min(runtime.GOMAXPROCS(0), n)
+// parallel calls f on [0, n) split into contiguous ranges, one per goroutine (up to sc.workers,
+// only when work is at least parallelMin), each with its own scratch row of sc.parts.
+func parallel(sc *scratch, n, work int, f func(i0, i1 int, part []float32) error) error {
+	g := min(sc.workers, n)
 	if g <= 1 || work < parallelMin {
-		return f(0, n, make([]float32, h))
+		return f(0, n, sc.parts[0])
 	}
 	errs := make([]error, g)
 	var wg sync.WaitGroup
@@ -754,7 +939,7 @@ func parallel(n, work, h int, f func(i0, i1 int, part []float32) error) error {
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()
-			errs[k] = f(k*n/g, (k+1)*n/g, make([]float32, h))
+			errs[k] = f(k*n/g, (k+1)*n/g, sc.parts[k])
 		}(k)
 	}
 	wg.Wait()
@@ -762,10 +947,17 @@ func parallel(n, work, h int, f func(i0, i1 int, part []float32) error) error {
 }
 
 // axpyF32 adds w*x to acc, each product rounded to float32 (the conversions forbid a fused
-// multiply-add); unrolled by four, which the compiler does not do itself.
-func axpyF32(w float32, x, acc []float32) {
+// multiply-add); unrolled by four, which the compiler does not do itself. With set it writes
+// w*x + 0 instead: what adding to a cleared acc gives (+0 for a product of -0), without the clear.
+func axpyF32(w float32, x, acc []float32, set bool) {
 	acc = acc[:len(x)]
-	j := 0
+	j := axpyF32Vec(w, x, acc, set)
+	if set {
+		for ; j < len(x); j++ {
+			acc[j] = float32(w*x[j]) + 0
+		}
+		return
+	}
 	for ; j+4 <= len(x); j += 4 {
 		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
 		b[0] += float32(w * a[0])
@@ -779,9 +971,15 @@ func axpyF32(w float32, x, acc []float32) {
 }
 
 // axpyBF16 is axpyF32 for bf16 x.
-func axpyBF16(w float32, x []BF16, acc []float32) {
+func axpyBF16(w float32, x []BF16, acc []float32, set bool) {
 	acc = acc[:len(x)]
-	j := 0
+	j := axpyBF16Vec(w, x, acc, set)
+	if set {
+		for ; j < len(x); j++ {
+			acc[j] = float32(w*math.Float32frombits(uint32(x[j])<<16)) + 0
+		}
+		return
+	}
 	for ; j+4 <= len(x); j += 4 {
 		a, b := x[j:j+4:j+4], acc[j:j+4:j+4]
 		b[0] += float32(w * math.Float32frombits(uint32(a[0])<<16))
@@ -802,21 +1000,37 @@ func encode(dt DType, f []float32, out []byte) {
 		return
 	}
 	o := unsafe.Slice((*BF16)(unsafe.Pointer(&out[0])), len(f))
-	for j, v := range f {
-		o[j] = BF16FromFloat32(v)
+	for j := encodeBF16Vec(f, o); j < len(f); j++ {
+		o[j] = BF16FromFloat32(f[j])
 	}
 }
 
-// addDecoded adds the len(acc) dt values of in to acc, in float32.
-func addDecoded(dt DType, in []byte, acc []float32) {
+// addDecoded adds the len(acc) dt values of in to acc, in float32; with set it writes each
+// value + 0 instead (as axpyF32).
+func addDecoded(dt DType, in []byte, acc []float32, set bool) {
 	if dt == DTypeF32 {
-		for j, v := range unsafe.Slice((*float32)(unsafe.Pointer(&in[0])), len(acc)) {
+		x := unsafe.Slice((*float32)(unsafe.Pointer(&in[0])), len(acc))
+		if set {
+			for j, v := range x {
+				acc[j] = v + 0
+			}
+			return
+		}
+		for j, v := range x {
 			acc[j] += v
 		}
 		return
 	}
-	for j, v := range unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc)) {
-		acc[j] += math.Float32frombits(uint32(v) << 16)
+	x := unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc))
+	j := addBF16Vec(x, acc, set)
+	if set {
+		for ; j < len(acc); j++ {
+			acc[j] = math.Float32frombits(uint32(x[j])<<16) + 0
+		}
+		return
+	}
+	for ; j < len(acc); j++ {
+		acc[j] += math.Float32frombits(uint32(x[j]) << 16)
 	}
 }
 

@@ -3,7 +3,8 @@
    user writes it. Dispatch: pack each token once per destination rank (payload and the same
    routing metadata as shmem/ep's rows), MPI_Alltoall of the counts, MPI_Alltoallv of the rows,
    then copy the rows into per-local-expert groups. Combine: the weighted partial sum per (token,
-   rank) in float32, rounded to bf16, MPI_Alltoallv back, summed per token in float32. The
+   rank) in float32, rounded to bf16, MPI_Alltoallv back, summed per token in float32 and rounded
+   to bf16 once (shmem/ep's Combine returns bf16). The
    routings are cmd/roxrun/bench_ep.go's, from the same splitmix64 generator, so that every rank
    sends the same uneven splits as in Roxamen's rows. Rows: ep_dispatch_ll / ep_combine_ll (128
    tokens, hidden 7168) and ep_dispatch / ep_combine (1024 tokens, hidden 1024), bf16, top-8,
@@ -110,6 +111,11 @@ static void run(const char *dname, const char *cname, int tokens, int hidden, in
   int *ccnt_s = calloc(np, sizeof(int)), *ccnt_r = calloc(np, sizeof(int));
   int *cdisp_s = calloc(np, sizeof(int)), *cdisp_r = calloc(np, sizeof(int));
   int *entry_from = malloc(sizeof(int) * (tokens * np + 1));
+  uint16_t *outb = malloc(pay * (n + 1));
+  /* The row type is made once, as a program that exchanges rows of one shape would. */
+  MPI_Datatype rowt;
+  MPI_Type_contiguous((int)rowb, MPI_BYTE, &rowt);
+  MPI_Type_commit(&rowt);
   double dper[100], cper[100], dbytes = 0, cbytes = 0;
   for (int d = 0; d < np; d++) dbytes += (double)scount[d] * pay;
   cbytes = 0;
@@ -138,11 +144,7 @@ static void run(const char *dname, const char *cname, int tokens, int hidden, in
       MPI_Alltoall(scount, 1, MPI_INT, rcount, 1, MPI_INT, MPI_COMM_WORLD);
       int roff = 0;
       for (int d = 0; d < np; d++) rdisp[d] = roff, roff += rcount[d];
-      MPI_Datatype rowt;
-      MPI_Type_contiguous((int)rowb, MPI_BYTE, &rowt);
-      MPI_Type_commit(&rowt);
       MPI_Alltoallv(sbuf, scount, sdisp, rowt, rbuf, rcount, rdisp, rowt, MPI_COMM_WORLD);
-      MPI_Type_free(&rowt);
       /* group by local expert */
       int counts[16] = {0}, next[16];
       for (int i = 0; i < roff; i++) {
@@ -194,6 +196,8 @@ static void run(const char *dname, const char *cname, int tokens, int hidden, in
           uint16_t *src = cr + (size_t)(sdisp[d] + i) * hidden;
           for (int j = 0; j < hidden; j++) out[(size_t)t * hidden + j] += bf2f(src[j]);
         }
+      /* the output in bf16, rounded once, as shmem/ep's Combine returns it */
+      for (size_t j = 0; j < (size_t)n * hidden; j++) outb[j] = f2bf(out[j]);
       double t2 = MPI_Wtime();
       td += t1 - t0, tc += t2 - t1;
       if (c == 0 && r < 0) {
@@ -208,7 +212,8 @@ static void run(const char *dname, const char *cname, int tokens, int hidden, in
   if (want(cname)) row(cname, (size_t)tokens * pay, cper, rounds, cbytes);
   free(x), free(idx), free(wts), free(scount), free(rcount), free(sdisp), free(rdisp), free(slot_tok);
   free(sbuf), free(rbuf), free(grouped), free(gw), free(entry_row), free(cs), free(cr), free(part), free(out);
-  free(ccnt_s), free(ccnt_r), free(cdisp_s), free(cdisp_r), free(entry_from);
+  free(ccnt_s), free(ccnt_r), free(cdisp_s), free(cdisp_r), free(entry_from), free(outb);
+  MPI_Type_free(&rowt);
 }
 
 int main(int argc, char **argv) {
