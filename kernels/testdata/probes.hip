@@ -47,7 +47,7 @@ PROBE void probe_ctx_push(int ctx, uint64_t src, uint64_t dst, int pe)
 {
 	roxshmem_ctx_desc_t *c = roxi_ctx(ctx);
 	if (c != 0)
-		roxi_ctx_push(c, ROXSHMEM_OP_PUT, (uint32_t)pe, 64, src, dst);
+		roxi_ctx_push(c, ROXSHMEM_OP_PUT, (uint32_t)pe, 64, src, dst, 0, 0, 0);
 }
 PROBE void probe_ctx_ring_quiet(int ctx)
 {
