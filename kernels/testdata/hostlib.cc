@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 enum { HEAP = 1 << 16, CAP = 8 };
@@ -591,9 +592,21 @@ static void test_ctx_ops(void)
 	abortb.first = 0;
 }
 
+/* A call that waits for the wrong ring would wait forever: after a minute the guard sets the
+ * abort word (again every second, since the tests reset it), so that every wait gives up and the
+ * checks after it say what did not arrive. */
+static volatile sig_atomic_t guard_fired;
+static void guard(int)
+{
+	guard_fired = 1;
+	__atomic_store_n(&abortb.word, 0xdead, __ATOMIC_RELAXED);
+	alarm(1);
+}
+
 int main(void)
 {
-	alarm(120); /* a call that waits for the wrong ring would wait forever: end the harness */
+	signal(SIGALRM, guard);
+	alarm(60);
 	test_ctx();
 	test_ctx_ops();
 	test_copy();
@@ -602,6 +615,8 @@ int main(void)
 	test_bad_input();
 	test_ring();
 	test_waits();
+	alarm(0);
+	CHECK(!guard_fired, "a call waited for a minute: the guard set the abort word");
 	printf("done %d %d\n", checks, failures);
 	return failures != 0;
 }
