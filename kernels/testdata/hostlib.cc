@@ -574,14 +574,38 @@ static void test_ctx_ops(void)
 	CHECK(*(uint64_t *)(heap1 + 4504) == 3 && *(int *)(heap1 + 4512) == 1 && roxshmem_ctx_short_g(b, (short *)(heap0 + 4516), 1) == 99 &&
 		      __builtin_memcmp(heap1 + 4600, src + 1, 33) == 0 && *(uint64_t *)(heap1 + 4520) == 4 && head_of(a) == ha && head_of(b) == 3,
 	      "load/store context forms");
+	/* a copy-engine put on a context to a mapped peer: the context's ring, not the default's */
+	roxshmemx_ctx_putmem_ce_nbi(a, heap0 + 4800, src + 2, 100, 1);
+	CHECK(head_of(a) == ha + 1 && head_of(0) == 1 && heap1[4800] == 0, "ctx putmem_ce: A head %llu, default head %llu",
+	      (unsigned long long)head_of(a), (unsigned long long)head_of(0));
+	serve(a);
+	roxshmem_ctx_quiet(a);
+	CHECK(__builtin_memcmp(heap1 + 4800, src + 2, 100) == 0 && abortb.first == 0, "ctx putmem_ce delivered");
 	roxshmem_state.peer_base[1] = 0;
+
+	/* ring fence markers (ROXSHMEM_FLAG_RING_FENCE): a fence on a context with operations
+	 * outstanding publishes a fence descriptor on its own ring; on an idle one, nothing */
+	roxshmem_state.flags |= ROXSHMEM_FLAG_RING_FENCE;
+	roxshmem_ctx_uint64_atomic_add(b, (uint64_t *)(heap0 + 4000), 1, 1);
+	uint64_t hb = head_of(b), ha2 = head_of(a);
+	roxshmem_ctx_fence(b);
+	roxshmem_ctx_fence(a);
+	CHECK(head_of(b) == hb + 1 && ((roxshmem_desc_t *)(ctxring[b - 1] + 256) + (hb & (CAP - 1)))->op == ROXSHMEM_OP_FENCE &&
+		      head_of(a) == ha2 && head_of(0) == 1,
+	      "ctx fence markers: B head %llu (want %llu), A head %llu (want %llu)", (unsigned long long)head_of(b),
+	      (unsigned long long)hb + 1, (unsigned long long)head_of(a), (unsigned long long)ha2);
+	serve(b);
+	roxshmem_ctx_quiet(b);
+	CHECK(*(uint64_t *)(heap1 + 4000) == 102 && abortb.first == 0, "B's AMO before its fence marker");
+	roxshmem_state.flags &= ~ROXSHMEM_FLAG_RING_FENCE;
 
 	/* a dead handle: recorded, skipped, returns 0 */
 	roxshmem_ctx_destroy(b);
 	abortb.first = 0;
 	*(uint64_t *)(heap1 + 4700) = 9;
+	uint64_t hdead = head_of(b);
 	CHECK(roxshmem_ctx_uint64_atomic_fetch_add(b, (uint64_t *)(heap0 + 4700), 1, 1) == 0 && *(uint64_t *)(heap1 + 4700) == 9 &&
-		      head_of(b) == 3 && abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, (uint32_t)b),
+		      head_of(b) == hdead && abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, (uint32_t)b),
 	      "fetch_add on a destroyed context: %llx", (unsigned long long)abortb.first);
 	abortb.first = 0;
 	CHECK(roxshmem_ctx_long_g(b, l, 1) == 0 && abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, (uint32_t)b),
