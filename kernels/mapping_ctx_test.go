@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,17 +17,27 @@ import (
 // completion and ends with an acquire, create claims a slot by a system-scope compare-and-swap
 // followed by an acquire, and destroy releases before it frees the slot.
 func TestMappingCtx(t *testing.T) {
+	ctxOpProbes := []string{"probe_ctx_p", "probe_ctx_g", "probe_ctx_putmem", "probe_ctx_getmem", "probe_ctx_fetch_add",
+		"probe_ctx_add32", "probe_ctx_compare_swap", "probe_ctx_swap32", "probe_ctx_fetch_xor", "probe_ctx_putmem_signal_set",
+		"probe_ctx_putmem_signal_add"}
 	needClang(t)
-	var fenceRules []rule
+	var fenceRules, opRules []rule
 	for _, set := range [][]rule{gfx942Rules, gfx90aRules, nvptxRules} {
 		for _, r := range set {
-			if r.probe == "probe_fence" || r.probe == "probe_quiet" {
+			switch r.probe {
+			case "probe_fence", "probe_quiet":
 				r.probe = strings.Replace(r.probe, "probe_", "probe_ctx_", 1)
 				fenceRules = append(fenceRules, r)
+			default:
+				if p := strings.Replace(r.probe, "probe_", "probe_ctx_", 1); slices.Contains(ctxOpProbes, p) {
+					r.probe = p
+					opRules = append(opRules, r)
+				}
 			}
 		}
 	}
 	for _, target := range build.Targets {
+		covered := map[string]bool{} // the context probes some rule applied to, in either mode
 		for _, mode := range []int{strict, bypass} {
 			funcs := probeFuncs(t, target, fmt.Sprintf("ROXSHMEM_ORDERING=%d", mode), "ROXSHMEM_RING=0")
 			applied := 0
@@ -45,6 +56,26 @@ func TestMappingCtx(t *testing.T) {
 			}
 			if applied != 2 {
 				t.Errorf("%s mode %d: %d fence/quiet rules applied to the context probes, want 2", target.Arch, mode, applied)
+			}
+			// the context forms of the operations: exactly the default probes' rules (the
+			// context lookup before them is a relaxed load of the slot's in_use, no fence)
+			for _, r := range opRules {
+				if (r.mode != 0 && r.mode != mode) || (r.arch != "") != target.AMD || (target.AMD && r.arch != target.Arch) {
+					continue
+				}
+				ins, ok := funcs[r.probe]
+				if !ok {
+					t.Fatalf("probe %s missing from the %s output", r.probe, target.Arch)
+				}
+				covered[r.probe] = true
+				for _, b := range r.check(ins) {
+					t.Errorf("%s %s mode %d (ring compiled out): %s", target.Arch, r.probe, mode, b)
+				}
+			}
+		}
+		for _, p := range ctxOpProbes {
+			if !covered[p] {
+				t.Errorf("%s: no rule applied to %s in either mode", target.Arch, p)
 			}
 		}
 		var rs []rule
@@ -77,6 +108,22 @@ func TestMappingCtx(t *testing.T) {
 					order: [2]string{`^atom\.relaxed\.sys\.cas\.b32 `, `^fence\.acq_rel\.sys;$`}},
 				{probe: "probe_ctx_destroy", must: []string{`^st\.relaxed\.sys\.u32 `},
 					order: [2]string{`^fence\.acq_rel\.sys;$`, `^st\.relaxed\.sys\.u32 `}},
+			}
+		}
+		// with the ring, the context forms hold the context ring's producer, and the blocking
+		// ones its wait (polls of the completion, then the acquire)
+		for _, r := range rs {
+			var to []string
+			switch r.probe {
+			case "probe_ctx_push":
+				// (put-with-signal through the ring is a call on amdgcn, out of line)
+				to = []string{"probe_ctx_p", "probe_ctx_g", "probe_ctx_putmem", "probe_ctx_fetch_add", "probe_ctx_add32"}
+			case "probe_ctx_ring_quiet":
+				to = []string{"probe_ctx_g", "probe_ctx_fetch_add", "probe_ctx_compare_swap"}
+			}
+			for _, p := range to {
+				r.probe = p
+				rs = append(rs, r)
 			}
 		}
 		funcs := probeFuncs(t, target, "ROXSHMEM_ORDERING=1")

@@ -67,8 +67,12 @@ extern "C" __global__ void roxg_t_rma(uint8_t *dst, const uint8_t *src, uint64_t
 
 // Device contexts (gpu_ctx_test.go): creates every context of the pool (out[0]: how many; out[1]:
 // the code of one create more), puts n bytes to pe on the first two (dst from src, dst+n from
-// src+n), quiets each, destroys them all, and creates once more (out[2]: its code).
-extern "C" __global__ void roxg_t_ctx(uint8_t *dst, const uint8_t *src, uint64_t n, int32_t pe, int32_t *out)
+// src+n), then on pe's words: AMOs on the first context (fetch_add 5, add 2, inc, quiet, then
+// compare_swap 108 -> 200 on words[0]), p/g on the second (long -77 to words[1]), a put-with-signal
+// on each (64 bytes of src to dst+2n with SET 9 on words[2] on the second, quiet, then ADD 1 on
+// the first); quiets each, writes the fetched values to this PE's words[4..6] (fetch_add's,
+// compare_swap's, g's), destroys them all, and creates once more (out[2]: its code).
+extern "C" __global__ void roxg_t_ctx(uint8_t *dst, const uint8_t *src, uint64_t n, int32_t pe, int32_t *out, uint64_t *words)
 {
 	if (roxa_block() != 0 || roxa_tid() != 0)
 		return;
@@ -82,8 +86,22 @@ extern "C" __global__ void roxg_t_ctx(uint8_t *dst, const uint8_t *src, uint64_t
 	if (k >= 2) {
 		roxshmem_ctx_putmem_nbi(c[0], dst, src, n, pe);
 		roxshmem_ctx_putmem_nbi(c[1], dst + n, src + n, n, pe);
+		uint64_t f = roxshmem_ctx_uint64_atomic_fetch_add(c[0], &words[0], 5, pe);
+		roxshmem_ctx_uint64_atomic_add(c[0], &words[0], 2, pe);
+		roxshmem_ctx_uint64_atomic_inc(c[0], &words[0], pe);
+		roxshmem_ctx_quiet(c[0]);
+		uint64_t cs = roxshmem_ctx_uint64_atomic_compare_swap(c[0], &words[0], 108, 200, pe);
+		roxshmem_ctx_long_p(c[1], (long *)&words[1], -77, pe);
+		roxshmem_ctx_quiet(c[1]);
+		long g = roxshmem_ctx_long_g(c[1], (const long *)&words[1], pe);
+		roxshmem_ctx_putmem_signal_nbi(c[1], dst + 2 * n, src, 64, &words[2], 9, ROXSHMEM_SIGNAL_SET, pe);
+		roxshmem_ctx_quiet(c[1]);
+		roxshmem_ctx_putmem_signal(c[0], dst + 2 * n, src, 64, &words[2], 1, ROXSHMEM_SIGNAL_ADD, pe);
 		roxshmem_ctx_quiet(c[1]);
 		roxshmem_ctx_quiet(c[0]);
+		words[4] = f;
+		words[5] = cs;
+		words[6] = (uint64_t)g;
 	}
 	for (int i = 0; i < k; i++)
 		roxshmem_ctx_destroy(c[i]);

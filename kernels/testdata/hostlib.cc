@@ -7,6 +7,11 @@
 
 #include "check.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
 enum { HEAP = 1 << 16, CAP = 8 };
 alignas(64) static uint8_t heap0[HEAP], heap1[HEAP];
 alignas(64) static uint8_t src[HEAP];
@@ -343,15 +348,299 @@ static void test_ctx(void)
 	CHECK(roxshmem_ctx_create(0, &c) != 0 && c == ROXSHMEM_CTX_INVALID && abortb.first == 0, "create without a table");
 }
 
+/* The consumer of the rings in test_ctx_ops: it executes published descriptors against PE 1's
+ * heap (heap1) as the proxy does (nic/proxy.go: put, get, put-with-signal, AMOs with the old value
+ * to the descriptor's src) and advances tail and completed. serve runs in the test's thread, so
+ * that what stays held is the test's choice; the server thread serves the rings in served (bit 0:
+ * the default ring, bit i: context i), so that blocking calls on them return. */
+static void execute(const roxshmem_desc_t *d)
+{
+	uint8_t *at = heap1 + d->dst;
+	uint32_t kind = d->flags & 0xff, width = (d->flags >> 8) & 0xff;
+	switch (d->op) {
+	case ROXSHMEM_OP_PUT: __builtin_memcpy(at, (const void *)(uintptr_t)d->src, d->size); break;
+	case ROXSHMEM_OP_GET: __builtin_memcpy((void *)(uintptr_t)d->src, at, d->size); break;
+	case ROXSHMEM_OP_PUT_SIGNAL: {
+		__builtin_memcpy(at, (const void *)(uintptr_t)d->src, d->size);
+		uint64_t *s = (uint64_t *)(heap1 + d->aux);
+		*s = kind == ROXSHMEM_SIGNAL_ADD ? *s + d->value : d->value;
+		break;
+	}
+	case ROXSHMEM_OP_AMO: {
+		uint64_t old = 0, v = d->value, mask = width == 8 ? ~0ull : 0xffffffffull, nv;
+		__builtin_memcpy(&old, at, width);
+		switch (kind) {
+		case ROXSHMEM_AMO_SET: case ROXSHMEM_AMO_SWAP: nv = v; break;
+		case ROXSHMEM_AMO_COMPARE_SWAP: nv = old == (d->aux & mask) ? v : old; break;
+		case ROXSHMEM_AMO_FETCH_ADD: nv = old + v; break;
+		case ROXSHMEM_AMO_FETCH_AND: nv = old & v; break;
+		case ROXSHMEM_AMO_FETCH_OR: nv = old | v; break;
+		case ROXSHMEM_AMO_FETCH_XOR: nv = old ^ v; break;
+		default: nv = old; break;
+		}
+		__builtin_memcpy(at, &nv, width);
+		if (d->src != 0)
+			__builtin_memcpy((void *)(uintptr_t)d->src, &old, 8);
+		break;
+	}
+	default: break;
+	}
+}
+
+static uint8_t *ring_of(int i) { return i == 0 ? ringmem : ctxring[i - 1]; }
+
+/* Executes what ring i (0: the default ring, else context i) has published; returns how many. */
+static int serve(int i)
+{
+	roxshmem_ring_header_t *h = (roxshmem_ring_header_t *)ring_of(i);
+	uint64_t t = __atomic_load_n(&h->completed, __ATOMIC_ACQUIRE), n = 0;
+	for (;;) {
+		roxshmem_desc_t *d = (roxshmem_desc_t *)(ring_of(i) + 256) + (t & (CAP - 1));
+		if (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != t + 1)
+			break;
+		execute(d);
+		t++, n++;
+		__atomic_store_n(&h->tail, t, __ATOMIC_RELEASE);
+		__atomic_store_n(&h->completed, t, __ATOMIC_RELEASE);
+	}
+	return (int)n;
+}
+
+static uint32_t served, stop_server;
+static void *server(void *)
+{
+	while (!__atomic_load_n(&stop_server, __ATOMIC_ACQUIRE)) {
+		uint32_t m = __atomic_load_n(&served, __ATOMIC_ACQUIRE);
+		for (int i = 0; i <= NCTX; i++)
+			if (m & (1u << i))
+				serve(i);
+		sched_yield();
+	}
+	return 0;
+}
+
+static uint64_t head_of(int i) { return __atomic_load_n(&((roxshmem_ring_header_t *)ring_of(i))->head, __ATOMIC_ACQUIRE); }
+
+/* The context forms of the AMOs, p/g, typed and sized put/get and put-with-signal: through the
+ * ring each takes its context's ring only and gives the default context's results; a quiet on one
+ * context completes its own AMOs and put-with-signals while another's stay held; on load/store
+ * peers they are the plain stores and AMOs; a dead handle is recorded and skipped. */
+static void test_ctx_ops(void)
+{
+	reset_ctx();
+	roxshmem_ctx_t a = ROXSHMEM_CTX_INVALID, b = ROXSHMEM_CTX_INVALID;
+	CHECK(roxshmem_ctx_create(0, &a) == 0 && roxshmem_ctx_create(ROXSHMEM_CTX_NOSTORE, &b) == 0, "create A and B");
+	pthread_t th;
+	__atomic_store_n(&stop_server, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&served, 1u << a, __ATOMIC_RELEASE);
+	CHECK(pthread_create(&th, 0, server, 0) == 0, "server thread");
+
+	/* AMOs on A through the NIC: every op, 8- and 4-byte, fetch and non-fetch */
+	uint64_t *u = (uint64_t *)(heap0 + 1024);
+	uint64_t *U = (uint64_t *)(heap1 + 1024);
+	*U = 10;
+	CHECK(roxshmem_ctx_uint64_atomic_fetch_add(a, u, 5, 1) == 10 && *U == 15, "ctx fetch_add: %llu", (unsigned long long)*U);
+	CHECK(roxshmem_ctx_uint64_atomic_fetch_inc(a, u, 1) == 15, "ctx fetch_inc");
+	roxshmem_ctx_uint64_atomic_add(a, u, 4, 1);
+	roxshmem_ctx_uint64_atomic_inc(a, u, 1);
+	CHECK(roxshmem_ctx_uint64_atomic_fetch(a, u, 1) == 21, "ctx add/inc then fetch: %llu", (unsigned long long)*U);
+	CHECK(roxshmem_ctx_uint64_atomic_compare_swap(a, u, 21, 0xff, 1) == 21 && *U == 0xff, "ctx cswap hit");
+	CHECK(roxshmem_ctx_uint64_atomic_compare_swap(a, u, 21, 1, 1) == 0xff && *U == 0xff, "ctx cswap miss");
+	CHECK(roxshmem_ctx_uint64_atomic_swap(a, u, 0xf0f0, 1) == 0xff, "ctx swap");
+	CHECK(roxshmem_ctx_uint64_atomic_fetch_and(a, u, 0xff00, 1) == 0xf0f0, "ctx fetch_and");
+	CHECK(roxshmem_ctx_uint64_atomic_fetch_or(a, u, 0x3, 1) == 0xf000, "ctx fetch_or");
+	CHECK(roxshmem_ctx_uint64_atomic_fetch_xor(a, u, 0x1001, 1) == 0xf003, "ctx fetch_xor");
+	roxshmem_ctx_uint64_atomic_and(a, u, 0xe00f, 1);
+	roxshmem_ctx_uint64_atomic_or(a, u, 0x100, 1);
+	roxshmem_ctx_uint64_atomic_xor(a, u, 0x3, 1);
+	roxshmem_ctx_uint64_atomic_set(a, u + 1, 77, 1);
+	roxshmem_ctx_quiet(a);
+	CHECK(*U == (((0xe002ull & 0xe00f) | 0x100) ^ 0x3) && U[1] == 77, "ctx and/or/xor/set: %llx %llu", (unsigned long long)*U,
+	      (unsigned long long)U[1]);
+	int *i32 = (int *)(heap0 + 1100);
+	*(int *)(heap1 + 1100) = -3;
+	*(int *)(heap1 + 1104) = 0x5a5a;
+	CHECK(roxshmem_ctx_int_atomic_fetch_add(a, i32, -4, 1) == -3 && *(int *)(heap1 + 1100) == -7 && *(int *)(heap1 + 1104) == 0x5a5a,
+	      "ctx int AMOs are 4 bytes");
+	CHECK(roxshmem_ctx_uint_atomic_compare_swap(a, (unsigned *)i32, (unsigned)-7, 9u, 1) == (unsigned)-7 && *(int *)(heap1 + 1100) == 9,
+	      "ctx uint cswap");
+	long long *ll = (long long *)(heap0 + 1112);
+	roxshmem_ctx_longlong_atomic_set(a, ll, -5, 1);
+	CHECK(roxshmem_ctx_longlong_atomic_fetch(a, ll, 1) == -5, "ctx longlong set/fetch");
+	float *f = (float *)(heap0 + 1120);
+	roxshmem_ctx_float_atomic_set(a, f, 1.5f, 1);
+	CHECK(roxshmem_ctx_float_atomic_swap(a, f, 3.0f, 1) == 1.5f && roxshmem_ctx_float_atomic_fetch(a, f, 1) == 3.0f, "ctx float set/swap/fetch");
+	double *df = (double *)(heap0 + 1128);
+	roxshmem_ctx_double_atomic_set(a, df, -2.25, 1);
+	CHECK(roxshmem_ctx_double_atomic_swap(a, df, 8.0, 1) == -2.25 && roxshmem_ctx_double_atomic_fetch(a, df, 1) == 8.0, "ctx double set/swap/fetch");
+
+	/* p/g on A: 8 bytes (an AMO set), 2 and 1 bytes (compare-and-swap on the word), double */
+	long *l = (long *)(heap0 + 1200);
+	roxshmem_ctx_long_p(a, l, -12345, 1);
+	CHECK(roxshmem_ctx_long_g(a, l, 1) == -12345 && *(long *)(heap1 + 1200) == -12345, "ctx long p/g");
+	*(uint32_t *)(heap1 + 1208) = 0x11223344;
+	roxshmem_ctx_short_p(a, (short *)(heap0 + 1210), -7, 1);
+	roxshmem_ctx_uchar_p(a, heap0 + 1208, 0xab, 1);
+	CHECK(roxshmem_ctx_short_g(a, (short *)(heap0 + 1210), 1) == -7 && *(uint32_t *)(heap1 + 1208) == 0xfff933ab,
+	      "ctx short/uchar p/g keep the word's other bytes: %x", *(uint32_t *)(heap1 + 1208));
+	roxshmem_ctx_double_p(a, (double *)(heap0 + 1216), 2.5, 1);
+	CHECK(roxshmem_ctx_double_g(a, (double *)(heap0 + 1216), 1) == 2.5, "ctx double p/g");
+
+	/* typed and sized put/get on A, blocking and not, thread and group forms */
+	roxshmem_ctx_int_put(a, (int *)(heap0 + 2048), (const int *)src, 5, 1);
+	CHECK(__builtin_memcmp(heap1 + 2048, src, 20) == 0, "ctx int put");
+	static uint8_t back[256];
+	roxshmem_ctx_int_get(a, (int *)back, (const int *)(heap0 + 2048), 5, 1);
+	CHECK(__builtin_memcmp(back, src, 20) == 0, "ctx int get");
+	roxshmem_ctx_put64_nbi(a, heap0 + 2112, src + 24, 3, 1);
+	roxshmemx_ctx_double_put_block(a, (double *)(heap0 + 2176), (const double *)(src + 64), 2, 1);
+	roxshmemx_ctx_putmem_nbi_warp(a, heap0 + 2200, src + 90, 7, 1);
+	roxshmem_ctx_quiet(a);
+	CHECK(__builtin_memcmp(heap1 + 2112, src + 24, 24) == 0 && __builtin_memcmp(heap1 + 2176, src + 64, 16) == 0 &&
+		      __builtin_memcmp(heap1 + 2200, src + 90, 7) == 0,
+	      "ctx put64_nbi, double_put_block, putmem_nbi_warp");
+	roxshmem_ctx_get32_nbi(a, back + 32, heap0 + 2112, 2, 1);
+	roxshmemx_ctx_getmem_nbi_block(a, back + 64, heap0 + 2200, 7, 1);
+	roxshmem_ctx_quiet(a);
+	CHECK(__builtin_memcmp(back + 32, src + 24, 8) == 0 && __builtin_memcmp(back + 64, src + 90, 7) == 0, "ctx get32_nbi, getmem_nbi_block");
+
+	/* put-with-signal on A: blocking SET, nbi ADD, block form */
+	uint64_t *sig = (uint64_t *)(heap0 + 3000);
+	uint64_t *SIG = (uint64_t *)(heap1 + 3000);
+	roxshmem_ctx_putmem_signal(a, heap0 + 3100, src + 5, 40, sig, 7, ROXSHMEM_SIGNAL_SET, 1);
+	CHECK(__builtin_memcmp(heap1 + 3100, src + 5, 40) == 0 && *SIG == 7, "ctx putmem_signal SET");
+	roxshmem_ctx_putmem_signal_nbi(a, heap0 + 3200, src + 6, 16, sig, 3, ROXSHMEM_SIGNAL_ADD, 1);
+	roxshmemx_ctx_putmem_signal_nbi_block(a, heap0 + 3300, src + 7, 16, sig, 2, ROXSHMEM_SIGNAL_ADD, 1);
+	roxshmem_ctx_quiet(a);
+	CHECK(__builtin_memcmp(heap1 + 3200, src + 6, 16) == 0 && __builtin_memcmp(heap1 + 3300, src + 7, 16) == 0 && *SIG == 12,
+	      "ctx putmem_signal_nbi ADD and the block form: signal %llu", (unsigned long long)*SIG);
+	CHECK(head_of(0) == 0 && head_of(b) == 0 && abortb.first == 0, "A's calls took another ring (default head %llu, B head %llu) or recorded %llx",
+	      (unsigned long long)head_of(0), (unsigned long long)head_of(b), (unsigned long long)abortb.first);
+	uint64_t a_head = head_of(a);
+
+	/* the server stops: B's non-fetching AMOs and put-with-signal stay held; A's are served by
+	 * this thread; A's quiet returns (with the abort word set, a quiet that waited for B would give
+	 * up and record), and only A's effects are there */
+	__atomic_store_n(&served, 0, __ATOMIC_RELEASE);
+	*(uint64_t *)(heap1 + 4000) = 100;
+	*(uint64_t *)(heap1 + 4008) = 200;
+	roxshmem_ctx_uint64_atomic_add(b, (uint64_t *)(heap0 + 4000), 1, 1);
+	roxshmem_ctx_putmem_signal_nbi(b, heap0 + 4100, src + 11, 8, (uint64_t *)(heap0 + 4016), 1, ROXSHMEM_SIGNAL_SET, 1);
+	roxshmem_ctx_long_p(b, (long *)(heap0 + 4024), 5, 1);
+	roxshmem_ctx_uint64_atomic_add(a, (uint64_t *)(heap0 + 4008), 1, 1);
+	roxshmem_ctx_putmem_signal_nbi(a, heap0 + 4200, src + 12, 8, (uint64_t *)(heap0 + 4032), 1, ROXSHMEM_SIGNAL_SET, 1);
+	roxshmem_ctx_int_p(a, (int *)(heap0 + 4040), 6, 1);
+	CHECK(head_of(b) == 3 && head_of(a) == a_head + 3 && head_of(0) == 0, "held: B head %llu, A head %llu", (unsigned long long)head_of(b),
+	      (unsigned long long)head_of(a));
+	abortb.word = 0x55;
+	serve(a);
+	roxshmem_ctx_quiet(a);
+	roxshmemx_ctx_quiet_warp(a);
+	CHECK(abortb.first == 0, "quiet on A waited for B's held AMOs: %llx", (unsigned long long)abortb.first);
+	CHECK(*(uint64_t *)(heap1 + 4008) == 201 && *(uint64_t *)(heap1 + 4032) == 1 && __builtin_memcmp(heap1 + 4200, src + 12, 8) == 0 &&
+		      *(int *)(heap1 + 4040) == 6,
+	      "A's AMO, put-with-signal and p complete after A's quiet");
+	CHECK(*(uint64_t *)(heap1 + 4000) == 100 && *(uint64_t *)(heap1 + 4016) == 0 && *(uint64_t *)(heap1 + 4024) == 0 && heap1[4100] == 0,
+	      "B's held operations took effect");
+	roxshmem_ctx_quiet(b);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_QUIET, 0xffff, ROXSHMEM_DETAIL_ABORT_WORD | 0x55),
+	      "quiet on B with its AMOs held: %llx", (unsigned long long)abortb.first);
+	abortb.word = 0;
+	abortb.first = 0;
+	abortb.count = 0;
+	serve(b);
+	roxshmem_ctx_quiet(b);
+	CHECK(abortb.first == 0 && *(uint64_t *)(heap1 + 4000) == 101 && *(uint64_t *)(heap1 + 4016) == 1 && *(long *)(heap1 + 4024) == 5 &&
+		      __builtin_memcmp(heap1 + 4100, src + 11, 8) == 0,
+	      "B's operations after B is served: %llx", (unsigned long long)abortb.first);
+
+	/* the default context through the ctx forms: the default ring */
+	__atomic_store_n(&served, 1u, __ATOMIC_RELEASE);
+	*(uint64_t *)(heap1 + 4400) = 40;
+	CHECK(roxshmem_ctx_uint64_atomic_fetch_add(ROXSHMEM_CTX_DEFAULT, (uint64_t *)(heap0 + 4400), 2, 1) == 40 && head_of(0) == 1,
+	      "ctx fetch_add on the default context: default head %llu", (unsigned long long)head_of(0));
+	__atomic_store_n(&stop_server, 1, __ATOMIC_RELEASE);
+	pthread_join(th, 0);
+
+	/* load/store peers: the plain stores and AMOs, no ring */
+	roxshmem_state.peer_base[1] = (uint64_t)(uintptr_t)heap1;
+	uint64_t ha = head_of(a);
+	*(uint64_t *)(heap1 + 4504) = 1;
+	uint64_t got = roxshmem_ctx_uint64_atomic_fetch_add(a, (uint64_t *)(heap0 + 4504), 2, 1);
+	CHECK(got == 1, "ctx fetch_add to a load/store peer: %llu, recorded %llx", (unsigned long long)got, (unsigned long long)abortb.first);
+	roxshmem_ctx_int_atomic_inc(b, (int *)(heap0 + 4512), 1);
+	roxshmem_ctx_short_p(a, (short *)(heap0 + 4516), 99, 1);
+	roxshmemx_ctx_putmem_signal_block(b, heap0 + 4600, src + 1, 33, (uint64_t *)(heap0 + 4520), 4, ROXSHMEM_SIGNAL_ADD, 1);
+	CHECK(*(uint64_t *)(heap1 + 4504) == 3 && *(int *)(heap1 + 4512) == 1 && roxshmem_ctx_short_g(b, (short *)(heap0 + 4516), 1) == 99 &&
+		      __builtin_memcmp(heap1 + 4600, src + 1, 33) == 0 && *(uint64_t *)(heap1 + 4520) == 4 && head_of(a) == ha && head_of(b) == 3,
+	      "load/store context forms");
+	/* a copy-engine put on a context to a mapped peer: the context's ring, not the default's */
+	roxshmemx_ctx_putmem_ce_nbi(a, heap0 + 4800, src + 2, 100, 1);
+	CHECK(head_of(a) == ha + 1 && head_of(0) == 1 && heap1[4800] == 0, "ctx putmem_ce: A head %llu, default head %llu",
+	      (unsigned long long)head_of(a), (unsigned long long)head_of(0));
+	serve(a);
+	roxshmem_ctx_quiet(a);
+	CHECK(__builtin_memcmp(heap1 + 4800, src + 2, 100) == 0 && abortb.first == 0, "ctx putmem_ce delivered");
+	roxshmem_state.peer_base[1] = 0;
+
+	/* ring fence markers (ROXSHMEM_FLAG_RING_FENCE): a fence on a context with operations
+	 * outstanding publishes a fence descriptor on its own ring; on an idle one, nothing */
+	roxshmem_state.flags |= ROXSHMEM_FLAG_RING_FENCE;
+	roxshmem_ctx_uint64_atomic_add(b, (uint64_t *)(heap0 + 4000), 1, 1);
+	uint64_t hb = head_of(b), ha2 = head_of(a);
+	roxshmem_ctx_fence(b);
+	roxshmem_ctx_fence(a);
+	CHECK(head_of(b) == hb + 1 && ((roxshmem_desc_t *)(ctxring[b - 1] + 256) + (hb & (CAP - 1)))->op == ROXSHMEM_OP_FENCE &&
+		      head_of(a) == ha2 && head_of(0) == 1,
+	      "ctx fence markers: B head %llu (want %llu), A head %llu (want %llu)", (unsigned long long)head_of(b),
+	      (unsigned long long)hb + 1, (unsigned long long)head_of(a), (unsigned long long)ha2);
+	serve(b);
+	roxshmem_ctx_quiet(b);
+	CHECK(*(uint64_t *)(heap1 + 4000) == 102 && abortb.first == 0, "B's AMO before its fence marker");
+	roxshmem_state.flags &= ~ROXSHMEM_FLAG_RING_FENCE;
+
+	/* a dead handle: recorded, skipped, returns 0 */
+	roxshmem_ctx_destroy(b);
+	abortb.first = 0;
+	*(uint64_t *)(heap1 + 4700) = 9;
+	uint64_t hdead = head_of(b);
+	CHECK(roxshmem_ctx_uint64_atomic_fetch_add(b, (uint64_t *)(heap0 + 4700), 1, 1) == 0 && *(uint64_t *)(heap1 + 4700) == 9 &&
+		      head_of(b) == hdead && abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, (uint32_t)b),
+	      "fetch_add on a destroyed context: %llx", (unsigned long long)abortb.first);
+	abortb.first = 0;
+	CHECK(roxshmem_ctx_long_g(b, l, 1) == 0 && abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, (uint32_t)b),
+	      "g on a destroyed context");
+	abortb.first = 0;
+	roxshmem_ctx_putmem_signal(5, heap0, src, 8, sig, 1, ROXSHMEM_SIGNAL_SET, 1);
+	CHECK(head_of(0) == 1 && abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_CTX, 0xffff, 5), "put-with-signal on a handle never created");
+	abortb.first = 0;
+}
+
+/* A call that waits for the wrong ring would wait forever: after a minute the guard sets the
+ * abort word (again every second, since the tests reset it), so that every wait gives up and the
+ * checks after it say what did not arrive. */
+static volatile sig_atomic_t guard_fired;
+static void guard(int)
+{
+	guard_fired = 1;
+	__atomic_store_n(&abortb.word, 0xdead, __ATOMIC_RELAXED);
+	alarm(1);
+}
+
 int main(void)
 {
+	signal(SIGALRM, guard);
+	alarm(60);
 	test_ctx();
+	test_ctx_ops();
 	test_copy();
 	test_put_get_ls();
 	test_amo_ls();
 	test_bad_input();
 	test_ring();
 	test_waits();
+	alarm(0);
+	CHECK(!guard_fired, "a call waited for a minute: the guard set the abort word");
 	printf("done %d %d\n", checks, failures);
 	return failures != 0;
 }

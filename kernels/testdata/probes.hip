@@ -34,6 +34,25 @@ PROBE void probe_ctx_fence(int ctx) { roxshmem_ctx_fence(ctx); }
 PROBE void probe_ctx_quiet(int ctx) { roxshmem_ctx_quiet(ctx); }
 PROBE void probe_ctx_create(int *out) { roxshmem_ctx_t c; out[0] = roxshmem_ctx_create(0, &c); out[1] = c; }
 PROBE void probe_ctx_destroy(int ctx) { roxshmem_ctx_destroy(ctx); }
+// the context forms of the point-to-point calls: with the ring compiled out, the default probes'
+// rules hold for them (TestMappingCtx); with the ring, they hold the context ring's producer
+PROBE void probe_ctx_p(int ctx, long *dest, int pe) { roxshmem_ctx_long_p(ctx, dest, 42, pe); }
+PROBE void probe_ctx_g(int ctx, long *src, long *out, int pe) { out[0] = roxshmem_ctx_long_g(ctx, src, pe); }
+PROBE void probe_ctx_putmem(int ctx, roxa_u128 *dest, const roxa_u128 *src, size_t n, int pe) { roxshmem_ctx_putmem(ctx, dest, src, n * 16, pe); }
+PROBE void probe_ctx_getmem(int ctx, roxa_u128 *dest, const roxa_u128 *src, size_t n, int pe) { roxshmem_ctx_getmem(ctx, dest, src, n * 16, pe); }
+PROBE void probe_ctx_fetch_add(int ctx, uint64_t *dest, uint64_t *out, int pe) { out[0] = roxshmem_ctx_uint64_atomic_fetch_add(ctx, dest, 5, pe); }
+PROBE void probe_ctx_add32(int ctx, int *dest, int pe) { roxshmem_ctx_int_atomic_add(ctx, dest, 5, pe); }
+PROBE void probe_ctx_compare_swap(int ctx, uint64_t *dest, uint64_t *out, int pe) { out[0] = roxshmem_ctx_uint64_atomic_compare_swap(ctx, dest, 1, 2, pe); }
+PROBE void probe_ctx_swap32(int ctx, uint32_t *dest, uint32_t *out, int pe) { out[0] = roxshmem_ctx_uint32_atomic_swap(ctx, dest, 7, pe); }
+PROBE void probe_ctx_fetch_xor(int ctx, uint64_t *dest, uint64_t *out, int pe) { out[0] = roxshmem_ctx_uint64_atomic_fetch_xor(ctx, dest, 7, pe); }
+PROBE void probe_ctx_putmem_signal_set(int ctx, roxa_u128 *dest, const roxa_u128 *src, size_t n, uint64_t *sig, int pe)
+{
+	roxshmem_ctx_putmem_signal(ctx, dest, src, n * 16, sig, 1, ROXSHMEM_SIGNAL_SET, pe);
+}
+PROBE void probe_ctx_putmem_signal_add(int ctx, roxa_u128 *dest, const roxa_u128 *src, size_t n, uint64_t *sig, int pe)
+{
+	roxshmem_ctx_putmem_signal(ctx, dest, src, n * 16, sig, 1, ROXSHMEM_SIGNAL_ADD, pe);
+}
 
 #if ROXSHMEM_RING
 // The producer: a ticket by atomic fetch_add at system scope, the descriptor, then seq with release.
@@ -47,7 +66,7 @@ PROBE void probe_ctx_push(int ctx, uint64_t src, uint64_t dst, int pe)
 {
 	roxshmem_ctx_desc_t *c = roxi_ctx(ctx);
 	if (c != 0)
-		roxi_ctx_push(c, ROXSHMEM_OP_PUT, (uint32_t)pe, 64, src, dst);
+		roxi_ctx_push(c, ROXSHMEM_OP_PUT, (uint32_t)pe, 64, src, dst, 0, 0, 0);
 }
 PROBE void probe_ctx_ring_quiet(int ctx)
 {

@@ -247,5 +247,105 @@ ROXI_FN int roxi_ring_quiet(uint32_t call)
 		return 1;
 	return roxi_ring_wait_acq(h, call, -1, 0);
 }
+
+/* ---- the rings of the device contexts (ctx.h) ------------------------------------------------
+ * Every point-to-point call is one implementation that takes the ring of its context: c, the
+ * context's slot in the context table, or 0 for the default context (the state's ring above). */
+
+ROXA_FN roxshmem_ctx_table_t *roxi_ctx_table(void)
+{
+	return (roxshmem_ctx_table_t *)(uintptr_t)roxshmem_state.ctxs;
+}
+
+/* The slot of a live non-default context, else 0 (recorded as ROXSHMEM_CALL_BAD_CTX, pe: -1). */
+ROXI_FN roxshmem_ctx_desc_t *roxi_ctx(roxshmem_ctx_t ctx)
+{
+	roxshmem_ctx_table_t *tb = roxi_ctx_table();
+	if (tb != 0 && ctx >= 1 && (uint32_t)ctx <= tb->n_ctxs && (uint32_t)ctx <= ROXSHMEM_MAX_CTXS) {
+		roxshmem_ctx_desc_t *c = &tb->ctx[ctx - 1];
+		if (roxa_ld_relaxed_u32(&c->in_use) == 1)
+			return c;
+	}
+	roxi_record(ROXSHMEM_CALL_BAD_CTX, -1, (uint32_t)ctx);
+	return 0;
+}
+
+/* The ring of ctx for the internals: *c = 0 for the default context, else its slot. Zero when ctx
+ * names no live context (recorded by roxi_ctx): the call is skipped. */
+ROXA_FN int roxi_ctx_q(roxshmem_ctx_t ctx, roxshmem_ctx_desc_t **c)
+{
+	*c = 0;
+	return ctx == ROXSHMEM_CTX_DEFAULT || (*c = roxi_ctx(ctx)) != 0;
+}
+
+ROXA_FN roxshmem_ring_header_t *roxi_ctx_ring(roxshmem_ctx_desc_t *c) { return (roxshmem_ring_header_t *)(uintptr_t)c->ring; }
+ROXA_FN uint64_t *roxi_ctx_head(roxshmem_ctx_desc_t *c)
+{
+	return c->head != 0 ? (uint64_t *)(uintptr_t)c->head : &roxi_ctx_ring(c)->head;
+}
+ROXA_FN const uint64_t *roxi_ctx_completion(roxshmem_ctx_desc_t *c)
+{
+	return c->completion != 0 ? (const uint64_t *)(uintptr_t)c->completion : &roxi_ctx_ring(c)->completed;
+}
+
+ROXI_COLD uint64_t roxi_ctx_push(roxshmem_ctx_desc_t *c, uint32_t op, uint32_t pe, uint64_t size, uint64_t src, uint64_t dst,
+				 uint64_t value, uint64_t aux, uint32_t flags)
+{
+	return roxi_ring_push_on(roxi_ctx_ring(c), roxi_ctx_head(c), &c->tail_cache, (uint64_t *)(uintptr_t)c->results,
+				 c->capacity, op, pe, size, src, dst, value, aux, flags);
+}
+
+ROXI_COLD int roxi_ctx_wait(roxshmem_ctx_desc_t *c, uint64_t target, uint32_t call, int pe, int sys_acquire)
+{
+	return roxi_ring_wait_on(roxi_ctx_completion(c), &roxi_ctx_ring(c)->error, target, call, pe, sys_acquire);
+}
+
+/* Wait for every ticket reserved so far on c's ring (by any thread of this PE). */
+ROXI_FN int roxi_ctx_ring_quiet(roxshmem_ctx_desc_t *c, uint32_t call)
+{
+	if (!ROXSHMEM_RING)
+		return 1;
+	uint64_t h = roxa_ld_relaxed_u64(roxi_ctx_head(c));
+	if (roxa_ld_relaxed_u64(roxi_ctx_completion(c)) >= h)
+		return 1;
+	return roxi_ctx_wait(c, h, call, -1, 0);
+}
+
+/* The ring of context c (0: the default context's). A live context always has its ring (unless
+ * ROXSHMEM_RING=0 compiled rings out); the default context has one when the runtime made it. */
+ROXA_FN int roxi_q_enabled(roxshmem_ctx_desc_t *c) { return c != 0 ? ROXSHMEM_RING : roxi_ring_enabled(); }
+ROXA_FN const uint32_t *roxi_q_error(roxshmem_ctx_desc_t *c)
+{
+	return c != 0 ? &roxi_ctx_ring(c)->error : roxi_ring_enabled() ? &roxi_ring()->error : 0;
+}
+ROXA_FN uint64_t roxi_q_push(roxshmem_ctx_desc_t *c, uint32_t op, uint32_t pe, uint64_t size, uint64_t src, uint64_t dst,
+			     uint64_t value, uint64_t aux, uint32_t flags)
+{
+	if (c != 0)
+		return roxi_ctx_push(c, op, pe, size, src, dst, value, aux, flags);
+	return roxshmemx_ring_push(op, pe, size, src, dst, value, aux, flags);
+}
+/* Wait for ticket target-1 of c's ring, ending with a system-scope acquire (what the proxy wrote
+ * is read next). Zero when aborted. */
+ROXA_FN int roxi_q_wait(roxshmem_ctx_desc_t *c, uint64_t target, uint32_t call, int pe)
+{
+	return c != 0 ? roxi_ctx_wait(c, target, call, pe, 1) : roxi_ring_wait(target, call, pe);
+}
+ROXA_FN uint64_t *roxi_q_result(roxshmem_ctx_desc_t *c, uint64_t ticket)
+{
+	if (c != 0)
+		return (uint64_t *)(uintptr_t)c->results + (ticket & (c->capacity - 1));
+	return roxi_ring_result(ticket);
+}
+ROXA_FN int roxi_q_quiet(roxshmem_ctx_desc_t *c, uint32_t call)
+{
+	return c != 0 ? roxi_ctx_ring_quiet(c, call) : roxi_ring_quiet(call);
+}
+ROXA_FN int roxi_q_idle(roxshmem_ctx_desc_t *c)
+{
+	if (c != 0)
+		return roxa_ld_relaxed_u64(roxi_ctx_completion(c)) >= roxa_ld_relaxed_u64(roxi_ctx_head(c));
+	return roxa_ld_relaxed_u64(roxi_ring_completion()) >= roxa_ld_relaxed_u64(roxi_ring_head());
+}
 #endif /* ROXA_GPU_LANG */
 #endif /* ROXAMEN_RING_H */

@@ -99,14 +99,16 @@ ROXA_FN void *roxi_remote(uint64_t off, int pe)
 
 ROXA_FN void *roxi_local(uint64_t off) { return (void *)(uintptr_t)(roxshmem_state.heap_base + off); }
 
-/* The ring is needed but absent: record instead of hanging. */
-ROXI_FN int roxi_have_ring(int pe)
+/* The ring of context c (0: the default context) is needed but absent: record instead of hanging. */
+ROXI_FN int roxi_q_have(roxshmem_ctx_desc_t *c, int pe)
 {
-	if (roxi_ring_enabled())
+	if (roxi_q_enabled(c))
 		return 1;
 	roxi_record(ROXSHMEM_CALL_NO_ROUTE, pe, 0);
 	return 0;
 }
+
+ROXA_FN int roxi_have_ring(int pe) { return roxi_q_have(0, pe); }
 
 #ifdef ROXI_HAVE_SDMA
 /* A put (sig != 0: with its signal) through pe's SDMA queue, issued by the group's leader once
@@ -127,7 +129,11 @@ ROXI_COLD void roxi_sdma_putmem(void *dst, const void *src, uint64_t n, uint64_t
 }
 #endif
 
-ROXI_COLD void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi, int force_ce)
+/* The internals below take the ring of the call's context, c (0: the default context). Puts
+ * that the default context would send to an AMD SDMA queue take a context's ring instead (the
+ * proxy's copy-engine route): the SDMA queues are shared by all contexts, so a context's quiet
+ * could not complete its own puts there without waiting for every other context's. */
+ROXI_COLD void roxi_putmem(roxshmem_ctx_desc_t *c, void *dest, const void *src, uint64_t n, int pe, int g, int nbi, int force_ce)
 {
 	uint64_t off;
 	if (!roxi_check(dest, n, pe, &off))
@@ -137,22 +143,22 @@ ROXI_COLD void roxi_putmem(void *dest, const void *src, uint64_t n, int pe, int 
 		/* to self too: in CacheBypass every API delivery bypasses the caches */
 		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
 #ifdef ROXI_HAVE_SDMA
-	} else if (path == ROXI_PATH_SDMA) {
+	} else if (path == ROXI_PATH_SDMA && c == 0) {
 		roxi_sdma_putmem(roxi_remote(off, pe), src, n, 0, 0, 0, pe, g, nbi);
 #endif
 	} else {
 		roxi_gsync(g); /* every thread's writes of src precede the descriptor */
-		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
-			uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_PUT, (uint32_t)pe, n, (uint64_t)(uintptr_t)src, off, 0, 0, 0);
+		if (roxi_gidx(g) == 0 && roxi_q_have(c, pe)) {
+			uint64_t t = roxi_q_push(c, ROXSHMEM_OP_PUT, (uint32_t)pe, n, (uint64_t)(uintptr_t)src, off, 0, 0, 0);
 			if (!nbi && t != ROXSHMEM_RING_NO_TICKET)
-				roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe);
+				roxi_q_wait(c, t + 1, ROXSHMEM_CALL_RING, pe);
 		}
 	}
 	if (!nbi)
 		roxi_gsync(g);
 }
 
-ROXI_COLD void roxi_getmem(void *dest, const void *src, uint64_t n, int pe, int g, int nbi)
+ROXI_COLD void roxi_getmem(roxshmem_ctx_desc_t *c, void *dest, const void *src, uint64_t n, int pe, int g, int nbi)
 {
 	uint64_t off;
 	if (!roxi_check(src, n, pe, &off))
@@ -163,10 +169,10 @@ ROXI_COLD void roxi_getmem(void *dest, const void *src, uint64_t n, int pe, int 
 		roxa_copy(dest, roxi_remote(off, pe), n, roxi_gidx(g), roxi_gsize(g),
 			  path == ROXI_PATH_SELF ? ROXA_MEM_PLAIN : ROXA_MEM_BYPASS, ROXA_MEM_PLAIN);
 	} else {
-		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
-			uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_GET, (uint32_t)pe, n, (uint64_t)(uintptr_t)dest, off, 0, 0, 0);
+		if (roxi_gidx(g) == 0 && roxi_q_have(c, pe)) {
+			uint64_t t = roxi_q_push(c, ROXSHMEM_OP_GET, (uint32_t)pe, n, (uint64_t)(uintptr_t)dest, off, 0, 0, 0);
 			if (!nbi && t != ROXSHMEM_RING_NO_TICKET)
-				roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe);
+				roxi_q_wait(c, t + 1, ROXSHMEM_CALL_RING, pe);
 		}
 	}
 	if (!nbi) {
@@ -197,10 +203,10 @@ ROXA_FN uint64_t roxi_ld_width(const void *p, uint32_t width)
 	}
 }
 
-ROXI_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe);
+ROXI_FN uint64_t roxi_amo(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe);
 
 /* p: one element, one strong (single-copy atomic) store at system scope. */
-ROXI_FN void roxi_p(void *dest, uint64_t bits, uint32_t width, int pe)
+ROXI_FN void roxi_p(roxshmem_ctx_desc_t *c, void *dest, uint64_t bits, uint32_t width, int pe)
 {
 	uint64_t off;
 	if (!roxi_check(dest, width, pe, &off))
@@ -209,37 +215,36 @@ ROXI_FN void roxi_p(void *dest, uint64_t bits, uint32_t width, int pe)
 		roxi_st_width(roxi_remote(off, pe), bits, width);
 		return;
 	}
-	if (!roxi_have_ring(pe))
+	if (!roxi_q_have(c, pe))
 		return;
 	if (width >= 4) {
 		/* the value travels in the descriptor: an AMO set */
-		roxshmemx_ring_push(ROXSHMEM_OP_AMO, (uint32_t)pe, width, 0, off, bits, 0,
-				    ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_SET, width));
+		roxi_q_push(c, ROXSHMEM_OP_AMO, (uint32_t)pe, width, 0, off, bits, 0, ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_SET, width));
 		return;
 	}
 	/* 1 or 2 bytes through the NIC: compare-and-swap the aligned 4-byte word that holds them */
 	uint64_t woff = off & ~3ull, shift = (off & 3) * 8, mask = (width == 1 ? 0xffull : 0xffffull) << shift;
-	uint64_t cur = roxi_amo(ROXSHMEM_AMO_FETCH, roxi_local(woff), 0, 0, 4, pe);
+	uint64_t cur = roxi_amo(c, ROXSHMEM_AMO_FETCH, roxi_local(woff), 0, 0, 4, pe);
 	for (int i = 0; i < 1 << 20; i++) {
 		uint64_t want = (cur & ~mask) | ((bits << shift) & mask);
-		uint64_t got = roxi_amo(ROXSHMEM_AMO_COMPARE_SWAP, roxi_local(woff), want, cur, 4, pe);
-		if (got == cur || roxi_must_abort(ROXSHMEM_CALL_RING, pe, 1))
+		uint64_t got = roxi_amo(c, ROXSHMEM_AMO_COMPARE_SWAP, roxi_local(woff), want, cur, 4, pe);
+		if (got == cur || roxi_must_abort_on(ROXSHMEM_CALL_RING, pe, roxi_q_error(c)))
 			break;
 		cur = got;
 	}
 }
 
-ROXI_FN uint64_t roxi_g(const void *src, uint32_t width, int pe)
+ROXI_FN uint64_t roxi_g(roxshmem_ctx_desc_t *c, const void *src, uint32_t width, int pe)
 {
 	uint64_t off, v = 0;
 	if (!roxi_check(src, width, pe, &off))
 		return 0;
 	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC) {
 		v = roxi_ld_width(roxi_remote(off, pe), width);
-	} else if (roxi_have_ring(pe)) {
-		uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_GET, (uint32_t)pe, width, ROXSHMEM_RING_RESULT_SLOT, off, 0, 0, 0);
-		if (t != ROXSHMEM_RING_NO_TICKET && roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe))
-			v = roxi_ld_width(roxi_ring_result(t), width);
+	} else if (roxi_q_have(c, pe)) {
+		uint64_t t = roxi_q_push(c, ROXSHMEM_OP_GET, (uint32_t)pe, width, ROXSHMEM_RING_RESULT_SLOT, off, 0, 0, 0);
+		if (t != ROXSHMEM_RING_NO_TICKET && roxi_q_wait(c, t + 1, ROXSHMEM_CALL_RING, pe))
+			v = roxi_ld_width(roxi_q_result(c, t), width);
 	}
 	if (!roxi_bypass())
 		roxa_fence_acquire();
@@ -250,7 +255,8 @@ ROXA_FN int roxi_fetching(uint32_t kind) { return kind != ROXSHMEM_AMO_SET; }
 
 /* An AMO of width 4 or 8 at system scope; returns the old value (0 for set). Non-fetching AMOs
  * through the NIC are not waited for (quiet completes them). */
-ROXI_FN uint64_t roxi_amo_nbi(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe, int nbi)
+ROXI_FN uint64_t roxi_amo_nbi(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe,
+			     int nbi)
 {
 	uint64_t off, old = 0;
 	if (!roxi_check(dest, width, pe, &off))
@@ -268,33 +274,32 @@ ROXI_FN uint64_t roxi_amo_nbi(uint32_t kind, void *dest, uint64_t v, uint64_t cm
 		else
 			old = acq ? roxa_amo_acq_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp)
 				  : roxa_amo_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp);
-	} else if (roxi_have_ring(pe)) {
-		uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_AMO, (uint32_t)pe, width,
-						 nbi ? 0 : ROXSHMEM_RING_RESULT_SLOT, off, v, cmp,
-						 ROXSHMEM_DESC_FLAGS(kind, width));
+	} else if (roxi_q_have(c, pe)) {
+		uint64_t t = roxi_q_push(c, ROXSHMEM_OP_AMO, (uint32_t)pe, width, nbi ? 0 : ROXSHMEM_RING_RESULT_SLOT, off, v, cmp,
+					 ROXSHMEM_DESC_FLAGS(kind, width));
 		/* the ring wait ends with a system-scope acquire */
-		if (!nbi && t != ROXSHMEM_RING_NO_TICKET && roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe))
-			old = roxi_ld_width(roxi_ring_result(t), width);
+		if (!nbi && t != ROXSHMEM_RING_NO_TICKET && roxi_q_wait(c, t + 1, ROXSHMEM_CALL_RING, pe))
+			old = roxi_ld_width(roxi_q_result(c, t), width);
 	}
 	return old;
 }
 
-ROXI_FN uint64_t roxi_amo(uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe)
+ROXI_FN uint64_t roxi_amo(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe)
 {
-	return roxi_amo_nbi(kind, dest, v, cmp, width, pe, !roxi_fetching(kind));
+	return roxi_amo_nbi(c, kind, dest, v, cmp, width, pe, !roxi_fetching(kind));
 }
 
 /* Data, then the signal: the signal update is a release (Strict) or follows the drain of the
  * cache-bypassing data stores (CacheBypass); through the ring one descriptor carries both. */
-ROXI_COLD void roxi_putmem_signal_path(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal,
-				     int sig_op, int pe, int g, int nbi, int force_ce)
+ROXI_COLD void roxi_putmem_signal_path(roxshmem_ctx_desc_t *c, void *dest, const void *src, uint64_t n, uint64_t *sig,
+				     uint64_t signal, int sig_op, int pe, int g, int nbi, int force_ce)
 {
 	uint64_t off, soff;
 	if (!roxi_check(dest, n, pe, &off) || !roxi_check(sig, 8, pe, &soff))
 		return;
 	int path = roxi_path(pe, n, force_ce);
 #ifdef ROXI_HAVE_SDMA
-	if (path == ROXI_PATH_SDMA) {
+	if (path == ROXI_PATH_SDMA && c == 0) {
 		roxi_sdma_putmem(roxi_remote(off, pe), src, n, (uint64_t)(uintptr_t)roxi_remote(soff, pe), signal, sig_op, pe, g, nbi);
 		return;
 	}
@@ -334,21 +339,21 @@ ROXI_COLD void roxi_putmem_signal_path(void *dest, const void *src, uint64_t n, 
 		}
 	} else {
 		roxi_gsync(g);
-		if (roxi_gidx(g) == 0 && roxi_have_ring(pe)) {
-			uint64_t t = roxshmemx_ring_push(ROXSHMEM_OP_PUT_SIGNAL, (uint32_t)pe, n, (uint64_t)(uintptr_t)src,
-							 off, signal, soff, ROXSHMEM_DESC_FLAGS(sig_op, 8));
+		if (roxi_gidx(g) == 0 && roxi_q_have(c, pe)) {
+			uint64_t t = roxi_q_push(c, ROXSHMEM_OP_PUT_SIGNAL, (uint32_t)pe, n, (uint64_t)(uintptr_t)src, off, signal, soff,
+						 ROXSHMEM_DESC_FLAGS(sig_op, 8));
 			if (!nbi && t != ROXSHMEM_RING_NO_TICKET)
-				roxi_ring_wait(t + 1, ROXSHMEM_CALL_RING, pe);
+				roxi_q_wait(c, t + 1, ROXSHMEM_CALL_RING, pe);
 		}
 	}
 	if (!nbi)
 		roxi_gsync(g);
 }
 
-ROXA_FN void roxi_putmem_signal(void *dest, const void *src, uint64_t n, uint64_t *sig, uint64_t signal, int sig_op,
-				int pe, int g, int nbi)
+ROXA_FN void roxi_putmem_signal(roxshmem_ctx_desc_t *c, void *dest, const void *src, uint64_t n, uint64_t *sig,
+				uint64_t signal, int sig_op, int pe, int g, int nbi)
 {
-	roxi_putmem_signal_path(dest, src, n, sig, signal, sig_op, pe, g, nbi, 0);
+	roxi_putmem_signal_path(c, dest, src, n, sig, signal, sig_op, pe, g, nbi, 0);
 }
 
 ROXA_FN int roxi_cmp(uint64_t a, int cmp, uint64_t b, int is_signed)
@@ -544,85 +549,109 @@ ROXA_API uint64_t roxshmemx_aborted(void)
 	return ab ? roxa_ld_relaxed_u64(&ab->word) : 0;
 }
 
-/* RMA, bytes */
-ROXA_API void roxshmem_putmem(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 0, 0); }
-ROXA_API void roxshmem_putmem_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 1, 0); }
-ROXA_API void roxshmem_getmem(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_THREAD, 0); }
-ROXA_API void roxshmem_getmem_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_THREAD, 1); }
-/* cooperative: every thread of the warp (wavefront) or block calls with the same arguments */
-ROXA_API void roxshmemx_putmem_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_WARP, 0, 0); }
-ROXA_API void roxshmemx_putmem_nbi_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_WARP, 1, 0); }
-ROXA_API void roxshmemx_putmem_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 0, 0); }
-ROXA_API void roxshmemx_putmem_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 1, 0); }
-ROXA_API void roxshmemx_getmem_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_WARP, 0); }
-ROXA_API void roxshmemx_getmem_nbi_warp(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_WARP, 1); }
-ROXA_API void roxshmemx_getmem_block(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_BLOCK, 0); }
-ROXA_API void roxshmemx_getmem_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_getmem(dest, source, nelems, pe, ROXI_BLOCK, 1); }
-/* always the copy engine: zero SMs move the data. On AMD with SDMA queues, the calling thread
- * writes the packets into the peer's SDMA queue itself; elsewhere the proxy drives the copy
- * engine through the ring. The _sdma names are the same calls under rocSHMEM's word for it. */
-ROXA_API void roxshmemx_putmem_sdma(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 0, 1); }
-ROXA_API void roxshmemx_putmem_sdma_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 1, 1); }
-ROXA_API void roxshmemx_putmem_sdma_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 0, 1); }
-ROXA_API void roxshmemx_putmem_sdma_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 1, 1); }
+/* Every point-to-point call below is one definition that makes two calls: the default context's
+ * (roxshmem_NAME, roxshmemx_NAME: c = 0, the state's ring) and the context form of OpenSHMEM 1.5
+ * (roxshmem_ctx_NAME(ctx, ...), roxshmemx_ctx_NAME(ctx, ...)), whose handle names the ring it
+ * takes (ctx.h). A handle that names no live context is recorded (ROXSHMEM_CALL_BAD_CTX) and the
+ * call is skipped (returning 0); ROXSHMEM_CTX_DEFAULT is the plain call. A family macro X(P, PX,
+ * CP, Q, ...) gets the name prefixes P and PX, the context parameter CP and Q(RET), the statement
+ * that sets c; ROXI_ON_BOTH(X, ...) expands it for both. */
+#define ROXI_NO_CTX_PARAM
+#define ROXI_CTX_PARAM roxshmem_ctx_t ctx,
+#define ROXI_NO_CTX_Q(RET) roxshmem_ctx_desc_t *const c = 0;
+#define ROXI_CTX_Q(RET)                                                                                                 \
+	roxshmem_ctx_desc_t *c;                                                                                     \
+	if (!roxi_ctx_q(ctx, &c))                                                                                   \
+		return RET;
+#define ROXI_ON_BOTH(X, ...)                                                                                            \
+	X(roxshmem_, roxshmemx_, ROXI_NO_CTX_PARAM, ROXI_NO_CTX_Q, __VA_ARGS__)                                     \
+	X(roxshmem_ctx_, roxshmemx_ctx_, ROXI_CTX_PARAM, ROXI_CTX_Q, __VA_ARGS__)
+
+/* RMA, bytes. The group forms (_warp, _block): every thread of the warp (wavefront) or block calls
+ * with the same arguments. _ce: always the copy engine, zero SMs move the data (through the ring;
+ * on AMD the default context's go to the device-written SDMA queues). */
+#define ROXI_RMA_MEM(P, PX, CP, Q, _)                                                                                   \
+	ROXA_API void P##putmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 0, 0); } \
+	ROXA_API void P##putmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 1, 0); } \
+	ROXA_API void P##getmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_THREAD, 0); } \
+	ROXA_API void P##getmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_THREAD, 1); } \
+	ROXA_API void PX##putmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_WARP, 0, 0); } \
+	ROXA_API void PX##putmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_WARP, 1, 0); } \
+	ROXA_API void PX##putmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 0, 0); } \
+	ROXA_API void PX##putmem_nbi_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 1, 0); } \
+	ROXA_API void PX##getmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_WARP, 0); } \
+	ROXA_API void PX##getmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_WARP, 1); } \
+	ROXA_API void PX##getmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_BLOCK, 0); } \
+	ROXA_API void PX##getmem_nbi_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_BLOCK, 1); } \
+	ROXA_API void PX##putmem_ce(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 0, 1); } \
+	ROXA_API void PX##putmem_ce_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 1, 1); } \
+	ROXA_API void PX##putmem_ce_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 0, 1); } \
+	ROXA_API void PX##putmem_ce_nbi_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 1, 1); }
+ROXI_ON_BOTH(ROXI_RMA_MEM, 0)
+
+/* The copy engine under rocSHMEM's word for it (default context only: the SDMA queues are shared
+ * by all contexts). On AMD with SDMA queues, the calling thread writes the packets into the peer's
+ * SDMA queue itself; elsewhere the proxy drives the copy engine through the ring. */
+ROXA_API void roxshmemx_putmem_sdma(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(0, dest, source, nelems, pe, ROXI_THREAD, 0, 1); }
+ROXA_API void roxshmemx_putmem_sdma_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(0, dest, source, nelems, pe, ROXI_THREAD, 1, 1); }
+ROXA_API void roxshmemx_putmem_sdma_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(0, dest, source, nelems, pe, ROXI_BLOCK, 0, 1); }
+ROXA_API void roxshmemx_putmem_sdma_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(0, dest, source, nelems, pe, ROXI_BLOCK, 1, 1); }
 /* put-with-signal by the copy engine: the engine sets (or adds to) the signal after the data */
 ROXA_API void roxshmemx_putmem_signal_sdma(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 0, 1);
+	roxi_putmem_signal_path(0, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 0, 1);
 }
 ROXA_API void roxshmemx_putmem_signal_sdma_nbi(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 1, 1);
+	roxi_putmem_signal_path(0, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 1, 1);
 }
 ROXA_API void roxshmemx_putmem_signal_sdma_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 0, 1);
+	roxi_putmem_signal_path(0, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 0, 1);
 }
 ROXA_API void roxshmemx_putmem_signal_sdma_nbi_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	roxi_putmem_signal_path(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 1, 1);
+	roxi_putmem_signal_path(0, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 1, 1);
 }
-/* always the copy engine (through the ring): zero SMs move the data */
-ROXA_API void roxshmemx_putmem_ce(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 0, 1); }
-ROXA_API void roxshmemx_putmem_ce_nbi(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_THREAD, 1, 1); }
-ROXA_API void roxshmemx_putmem_ce_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 0, 1); }
-ROXA_API void roxshmemx_putmem_ce_nbi_block(void *dest, const void *source, size_t nelems, int pe) { roxi_putmem(dest, source, nelems, pe, ROXI_BLOCK, 1, 1); }
 
 /* RMA, sized */
-#define ROXI_SIZED(BITS)                                                                                               \
-	ROXA_API void roxshmem_put##BITS(void *dest, const void *source, size_t nelems, int pe) { roxshmem_putmem(dest, source, nelems * (BITS / 8), pe); } \
-	ROXA_API void roxshmem_get##BITS(void *dest, const void *source, size_t nelems, int pe) { roxshmem_getmem(dest, source, nelems * (BITS / 8), pe); } \
-	ROXA_API void roxshmem_put##BITS##_nbi(void *dest, const void *source, size_t nelems, int pe) { roxshmem_putmem_nbi(dest, source, nelems * (BITS / 8), pe); } \
-	ROXA_API void roxshmem_get##BITS##_nbi(void *dest, const void *source, size_t nelems, int pe) { roxshmem_getmem_nbi(dest, source, nelems * (BITS / 8), pe); }
-ROXI_SIZED(8)
-ROXI_SIZED(16)
-ROXI_SIZED(32)
-ROXI_SIZED(64)
-ROXI_SIZED(128)
+#define ROXI_SIZED(P, PX, CP, Q, BITS)                                                                                 \
+	ROXA_API void P##put##BITS(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems * (BITS / 8), pe, ROXI_THREAD, 0, 0); } \
+	ROXA_API void P##get##BITS(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems * (BITS / 8), pe, ROXI_THREAD, 0); } \
+	ROXA_API void P##put##BITS##_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems * (BITS / 8), pe, ROXI_THREAD, 1, 0); } \
+	ROXA_API void P##get##BITS##_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems * (BITS / 8), pe, ROXI_THREAD, 1); }
+ROXI_ON_BOTH(ROXI_SIZED, 8)
+ROXI_ON_BOTH(ROXI_SIZED, 16)
+ROXI_ON_BOTH(ROXI_SIZED, 32)
+ROXI_ON_BOTH(ROXI_SIZED, 64)
+ROXI_ON_BOTH(ROXI_SIZED, 128)
 
 /* RMA, typed: the OpenSHMEM standard RMA types (long double is not a device type on nvptx). */
-#define ROXI_RMA(NAME, T)                                                                                               \
-	ROXA_API void roxshmem_##NAME##_p(T *dest, T value, int pe)                                                 \
+#define ROXI_RMA_ON(P, PX, CP, Q, NAME, T)                                                                              \
+	ROXA_API void P##NAME##_p(CP T *dest, T value, int pe)                                                      \
 	{                                                                                                           \
+		Q()                                                                                                 \
 		uint64_t bits = 0;                                                                                  \
 		roxa_bytecopy(&bits, &value, sizeof(T));                                                         \
-		roxi_p(dest, bits, sizeof(T), pe);                                                                  \
+		roxi_p(c, dest, bits, sizeof(T), pe);                                                               \
 	}                                                                                                           \
-	ROXA_API T roxshmem_##NAME##_g(const T *source, int pe)                                                     \
+	ROXA_API T P##NAME##_g(CP const T *source, int pe)                                                          \
 	{                                                                                                           \
-		uint64_t bits = roxi_g(source, sizeof(T), pe);                                                      \
+		Q(0)                                                                                                \
+		uint64_t bits = roxi_g(c, source, sizeof(T), pe);                                                   \
 		T v;                                                                                                \
 		roxa_bytecopy(&v, &bits, sizeof(T));                                                             \
 		return v;                                                                                           \
 	}                                                                                                           \
-	ROXA_API void roxshmem_##NAME##_put(T *dest, const T *source, size_t nelems, int pe) { roxshmem_putmem(dest, source, nelems * sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_get(T *dest, const T *source, size_t nelems, int pe) { roxshmem_getmem(dest, source, nelems * sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_put_nbi(T *dest, const T *source, size_t nelems, int pe) { roxshmem_putmem_nbi(dest, source, nelems * sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_get_nbi(T *dest, const T *source, size_t nelems, int pe) { roxshmem_getmem_nbi(dest, source, nelems * sizeof(T), pe); } \
-	ROXA_API void roxshmemx_##NAME##_put_block(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_putmem_block(dest, source, nelems * sizeof(T), pe); } \
-	ROXA_API void roxshmemx_##NAME##_get_block(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_getmem_block(dest, source, nelems * sizeof(T), pe); } \
-	ROXA_API void roxshmemx_##NAME##_put_warp(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_putmem_warp(dest, source, nelems * sizeof(T), pe); } \
-	ROXA_API void roxshmemx_##NAME##_get_warp(T *dest, const T *source, size_t nelems, int pe) { roxshmemx_getmem_warp(dest, source, nelems * sizeof(T), pe); }
+	ROXA_API void P##NAME##_put(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems * sizeof(T), pe, ROXI_THREAD, 0, 0); } \
+	ROXA_API void P##NAME##_get(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems * sizeof(T), pe, ROXI_THREAD, 0); } \
+	ROXA_API void P##NAME##_put_nbi(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems * sizeof(T), pe, ROXI_THREAD, 1, 0); } \
+	ROXA_API void P##NAME##_get_nbi(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems * sizeof(T), pe, ROXI_THREAD, 1); } \
+	ROXA_API void PX##NAME##_put_block(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems * sizeof(T), pe, ROXI_BLOCK, 0, 0); } \
+	ROXA_API void PX##NAME##_get_block(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems * sizeof(T), pe, ROXI_BLOCK, 0); } \
+	ROXA_API void PX##NAME##_put_warp(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems * sizeof(T), pe, ROXI_WARP, 0, 0); } \
+	ROXA_API void PX##NAME##_get_warp(CP T *dest, const T *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems * sizeof(T), pe, ROXI_WARP, 0); }
+#define ROXI_RMA(NAME, T) ROXI_ON_BOTH(ROXI_RMA_ON, NAME, T)
 
 #define ROXI_RMA_TYPES(X)                                                                                               \
 	X(float, float) X(double, double) X(char, char) X(schar, signed char) X(short, short) X(int, int) X(long, long)   \
@@ -632,28 +661,32 @@ ROXI_SIZED(128)
 	X(ptrdiff, ptrdiff_t)
 ROXI_RMA_TYPES(ROXI_RMA)
 
-/* AMOs (OpenSHMEM 1.5 names): relaxed, system scope, single-copy atomic among themselves. */
-#define ROXI_AMO_STD(NAME, T)                                                                                          \
-	ROXA_API T roxshmem_##NAME##_atomic_fetch(const T *source, int pe)                                         \
+/* AMOs (OpenSHMEM 1.5 names): relaxed, system scope, single-copy atomic among themselves. The
+ * non-fetching ones through the NIC are not waited for: a quiet on their context completes them. */
+#define ROXI_AMO_STD_ON(P, PX, CP, Q, NAME, T)                                                                          \
+	ROXA_API T P##NAME##_atomic_fetch(CP const T *source, int pe)                                               \
 	{                                                                                                           \
-		return (T)roxi_amo(ROXSHMEM_AMO_FETCH, (void *)source, 0, 0, sizeof(T), pe);                         \
+		Q(0)                                                                                                \
+		return (T)roxi_amo(c, ROXSHMEM_AMO_FETCH, (void *)source, 0, 0, sizeof(T), pe);                      \
 	}                                                                                                           \
-	ROXA_API void roxshmem_##NAME##_atomic_set(T *dest, T value, int pe) { roxi_amo(ROXSHMEM_AMO_SET, dest, (uint64_t)value, 0, sizeof(T), pe); } \
-	ROXA_API T roxshmem_##NAME##_atomic_swap(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_SWAP, dest, (uint64_t)value, 0, sizeof(T), pe); } \
-	ROXA_API T roxshmem_##NAME##_atomic_compare_swap(T *dest, T cond, T value, int pe)                         \
+	ROXA_API void P##NAME##_atomic_set(CP T *dest, T value, int pe) { Q() roxi_amo(c, ROXSHMEM_AMO_SET, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API T P##NAME##_atomic_swap(CP T *dest, T value, int pe) { Q(0) return (T)roxi_amo(c, ROXSHMEM_AMO_SWAP, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API T P##NAME##_atomic_compare_swap(CP T *dest, T cond, T value, int pe)                               \
 	{                                                                                                           \
-		return (T)roxi_amo(ROXSHMEM_AMO_COMPARE_SWAP, dest, (uint64_t)value, (uint64_t)cond, sizeof(T), pe); \
+		Q(0)                                                                                                \
+		return (T)roxi_amo(c, ROXSHMEM_AMO_COMPARE_SWAP, dest, (uint64_t)value, (uint64_t)cond, sizeof(T), pe); \
 	}                                                                                                           \
-	ROXA_API T roxshmem_##NAME##_atomic_fetch_add(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_ADD, dest, (uint64_t)value, 0, sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_atomic_add(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_ADD, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
-	ROXA_API T roxshmem_##NAME##_atomic_fetch_inc(T *dest, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_ADD, dest, 1, 0, sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_atomic_inc(T *dest, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_ADD, dest, 1, 0, sizeof(T), pe, 1); } \
-	ROXA_API T roxshmem_##NAME##_atomic_fetch_and(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_AND, dest, (uint64_t)value, 0, sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_atomic_and(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_AND, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
-	ROXA_API T roxshmem_##NAME##_atomic_fetch_or(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_OR, dest, (uint64_t)value, 0, sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_atomic_or(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_OR, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
-	ROXA_API T roxshmem_##NAME##_atomic_fetch_xor(T *dest, T value, int pe) { return (T)roxi_amo(ROXSHMEM_AMO_FETCH_XOR, dest, (uint64_t)value, 0, sizeof(T), pe); } \
-	ROXA_API void roxshmem_##NAME##_atomic_xor(T *dest, T value, int pe) { roxi_amo_nbi(ROXSHMEM_AMO_FETCH_XOR, dest, (uint64_t)value, 0, sizeof(T), pe, 1); }
+	ROXA_API T P##NAME##_atomic_fetch_add(CP T *dest, T value, int pe) { Q(0) return (T)roxi_amo(c, ROXSHMEM_AMO_FETCH_ADD, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void P##NAME##_atomic_add(CP T *dest, T value, int pe) { Q() roxi_amo_nbi(c, ROXSHMEM_AMO_FETCH_ADD, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
+	ROXA_API T P##NAME##_atomic_fetch_inc(CP T *dest, int pe) { Q(0) return (T)roxi_amo(c, ROXSHMEM_AMO_FETCH_ADD, dest, 1, 0, sizeof(T), pe); } \
+	ROXA_API void P##NAME##_atomic_inc(CP T *dest, int pe) { Q() roxi_amo_nbi(c, ROXSHMEM_AMO_FETCH_ADD, dest, 1, 0, sizeof(T), pe, 1); } \
+	ROXA_API T P##NAME##_atomic_fetch_and(CP T *dest, T value, int pe) { Q(0) return (T)roxi_amo(c, ROXSHMEM_AMO_FETCH_AND, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void P##NAME##_atomic_and(CP T *dest, T value, int pe) { Q() roxi_amo_nbi(c, ROXSHMEM_AMO_FETCH_AND, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
+	ROXA_API T P##NAME##_atomic_fetch_or(CP T *dest, T value, int pe) { Q(0) return (T)roxi_amo(c, ROXSHMEM_AMO_FETCH_OR, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void P##NAME##_atomic_or(CP T *dest, T value, int pe) { Q() roxi_amo_nbi(c, ROXSHMEM_AMO_FETCH_OR, dest, (uint64_t)value, 0, sizeof(T), pe, 1); } \
+	ROXA_API T P##NAME##_atomic_fetch_xor(CP T *dest, T value, int pe) { Q(0) return (T)roxi_amo(c, ROXSHMEM_AMO_FETCH_XOR, dest, (uint64_t)value, 0, sizeof(T), pe); } \
+	ROXA_API void P##NAME##_atomic_xor(CP T *dest, T value, int pe) { Q() roxi_amo_nbi(c, ROXSHMEM_AMO_FETCH_XOR, dest, (uint64_t)value, 0, sizeof(T), pe, 1); }
+#define ROXI_AMO_STD(NAME, T) ROXI_ON_BOTH(ROXI_AMO_STD_ON, NAME, T)
 
 #define ROXI_AMO_TYPES(X)                                                                                               \
 	X(int, int) X(long, long) X(longlong, long long) X(uint, unsigned int) X(ulong, unsigned long)                     \
@@ -662,57 +695,68 @@ ROXI_RMA_TYPES(ROXI_RMA)
 ROXI_AMO_TYPES(ROXI_AMO_STD)
 
 /* extended AMOs on floating point: fetch, set, swap (bitwise) */
-#define ROXI_AMO_EXT(NAME, T, U)                                                                                        \
-	ROXA_API T roxshmem_##NAME##_atomic_fetch(const T *source, int pe)                                         \
+#define ROXI_AMO_EXT_ON(P, PX, CP, Q, NAME, T, U)                                                                       \
+	ROXA_API T P##NAME##_atomic_fetch(CP const T *source, int pe)                                               \
 	{                                                                                                           \
-		U bits = (U)roxi_amo(ROXSHMEM_AMO_FETCH, (void *)source, 0, 0, sizeof(T), pe);                       \
+		Q(0)                                                                                                \
+		U bits = (U)roxi_amo(c, ROXSHMEM_AMO_FETCH, (void *)source, 0, 0, sizeof(T), pe);                    \
 		T v;                                                                                                \
 		roxa_bytecopy(&v, &bits, sizeof(T));                                                             \
 		return v;                                                                                           \
 	}                                                                                                           \
-	ROXA_API void roxshmem_##NAME##_atomic_set(T *dest, T value, int pe)                                       \
+	ROXA_API void P##NAME##_atomic_set(CP T *dest, T value, int pe)                                             \
 	{                                                                                                           \
+		Q()                                                                                                 \
 		U bits;                                                                                             \
 		roxa_bytecopy(&bits, &value, sizeof(T));                                                         \
-		roxi_amo(ROXSHMEM_AMO_SET, dest, bits, 0, sizeof(T), pe);                                           \
+		roxi_amo(c, ROXSHMEM_AMO_SET, dest, bits, 0, sizeof(T), pe);                                        \
 	}                                                                                                           \
-	ROXA_API T roxshmem_##NAME##_atomic_swap(T *dest, T value, int pe)                                         \
+	ROXA_API T P##NAME##_atomic_swap(CP T *dest, T value, int pe)                                               \
 	{                                                                                                           \
+		Q(0)                                                                                                \
 		U bits;                                                                                             \
 		roxa_bytecopy(&bits, &value, sizeof(T));                                                         \
-		bits = (U)roxi_amo(ROXSHMEM_AMO_SWAP, dest, bits, 0, sizeof(T), pe);                                \
+		bits = (U)roxi_amo(c, ROXSHMEM_AMO_SWAP, dest, bits, 0, sizeof(T), pe);                             \
 		T v;                                                                                                \
 		roxa_bytecopy(&v, &bits, sizeof(T));                                                             \
 		return v;                                                                                           \
 	}
-ROXI_AMO_EXT(float, float, uint32_t)
-ROXI_AMO_EXT(double, double, uint64_t)
+ROXI_ON_BOTH(ROXI_AMO_EXT_ON, float, float, uint32_t)
+ROXI_ON_BOTH(ROXI_AMO_EXT_ON, double, double, uint64_t)
 
 /* put-with-signal: the data is delivered before the signal update becomes visible */
-ROXA_API void roxshmem_putmem_signal(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
-{
-	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 0);
-}
-ROXA_API void roxshmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
-{
-	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 1);
-}
-ROXA_API void roxshmemx_putmem_signal_warp(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
-{
-	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_WARP, 0);
-}
-ROXA_API void roxshmemx_putmem_signal_nbi_warp(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
-{
-	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_WARP, 1);
-}
-ROXA_API void roxshmemx_putmem_signal_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
-{
-	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 0);
-}
-ROXA_API void roxshmemx_putmem_signal_nbi_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
-{
-	roxi_putmem_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 1);
-}
+#define ROXI_SIGNAL_ON(P, PX, CP, Q, _)                                                                                 \
+	ROXA_API void P##putmem_signal(CP void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) \
+	{                                                                                                           \
+		Q()                                                                                                 \
+		roxi_putmem_signal(c, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 0);           \
+	}                                                                                                           \
+	ROXA_API void P##putmem_signal_nbi(CP void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) \
+	{                                                                                                           \
+		Q()                                                                                                 \
+		roxi_putmem_signal(c, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_THREAD, 1);           \
+	}                                                                                                           \
+	ROXA_API void PX##putmem_signal_warp(CP void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) \
+	{                                                                                                           \
+		Q()                                                                                                 \
+		roxi_putmem_signal(c, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_WARP, 0);             \
+	}                                                                                                           \
+	ROXA_API void PX##putmem_signal_nbi_warp(CP void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) \
+	{                                                                                                           \
+		Q()                                                                                                 \
+		roxi_putmem_signal(c, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_WARP, 1);             \
+	}                                                                                                           \
+	ROXA_API void PX##putmem_signal_block(CP void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) \
+	{                                                                                                           \
+		Q()                                                                                                 \
+		roxi_putmem_signal(c, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 0);            \
+	}                                                                                                           \
+	ROXA_API void PX##putmem_signal_nbi_block(CP void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) \
+	{                                                                                                           \
+		Q()                                                                                                 \
+		roxi_putmem_signal(c, dest, source, nelems, sig_addr, signal, sig_op, pe, ROXI_BLOCK, 1);            \
+	}
+ROXI_ON_BOTH(ROXI_SIGNAL_ON, 0)
 /* a relaxed read of a local signal word */
 ROXA_API uint64_t roxshmem_signal_fetch(const uint64_t *sig_addr) { return roxa_ld_relaxed_u64(sig_addr); }
 ROXA_API uint64_t roxshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value)
@@ -738,31 +782,17 @@ ROXI_P2P_TYPES(ROXI_P2P)
 
 /* Ordering and completion. */
 
-/* fence: operations to each PE issued before it are delivered before those issued after it. */
-ROXA_API void roxshmem_fence(void)
+/* The memory fences of fence and quiet (every context's: load/store puts and AMOs are this
+ * thread's stores, whatever their context), then the ring part on the context's own ring. */
+ROXA_FN void roxi_fence_mem(void)
 {
 	if (roxi_bypass())
 		roxa_drain();
 	else
 		roxa_fence_sc();
-#ifdef ROXI_HAVE_SDMA
-	/* a later put to the same PE may take load/store or another queue: SDMA puts complete first */
-	roxi_sdma_quiet(ROXSHMEM_CALL_FENCE);
-#endif
-	if (!roxi_ring_enabled())
-		return;
-	if (roxshmem_state.flags & ROXSHMEM_FLAG_RING_FENCE) {
-		/* ring and load/store reach disjoint PEs: the proxy keeps per-PE order across the marker */
-		if (roxa_ld_relaxed_u64(roxi_ring_completion()) < roxa_ld_relaxed_u64(roxi_ring_head()))
-			roxshmemx_ring_push(ROXSHMEM_OP_FENCE, ROXSHMEM_DESC_ALL_PES, 0, 0, 0, 0, 0, 0);
-	} else {
-		/* a later load/store put to a PE the ring also reaches must not overtake ring operations */
-		roxi_ring_quiet(ROXSHMEM_CALL_FENCE);
-	}
 }
 
-/* quiet: every operation this PE issued before it is complete (delivered, results in hand). */
-ROXA_API void roxshmem_quiet(void)
+ROXA_FN void roxi_quiet_mem(void)
 {
 	if (roxi_bypass()) {
 		roxa_drain();
@@ -770,10 +800,41 @@ ROXA_API void roxshmem_quiet(void)
 	} else {
 		roxa_fence_sc();
 	}
+}
+
+ROXI_FN void roxi_fence_ring(roxshmem_ctx_desc_t *c)
+{
+	if (!roxi_q_enabled(c))
+		return;
+	if (roxshmem_state.flags & ROXSHMEM_FLAG_RING_FENCE) {
+		/* ring and load/store reach disjoint PEs: the proxy keeps per-PE order across the marker */
+		if (!roxi_q_idle(c))
+			roxi_q_push(c, ROXSHMEM_OP_FENCE, ROXSHMEM_DESC_ALL_PES, 0, 0, 0, 0, 0, 0);
+	} else {
+		/* a later load/store put to a PE the ring also reaches must not overtake ring operations */
+		roxi_q_quiet(c, ROXSHMEM_CALL_FENCE);
+	}
+}
+
+/* fence: operations to each PE issued before it are delivered before those issued after it. */
+ROXA_API void roxshmem_fence(void)
+{
+	roxi_fence_mem();
+#ifdef ROXI_HAVE_SDMA
+	/* a later put to the same PE may take load/store or another queue: SDMA puts complete first */
+	roxi_sdma_quiet(ROXSHMEM_CALL_FENCE);
+#endif
+	roxi_fence_ring(0);
+}
+
+/* quiet: every operation this PE issued before it is complete (delivered, results in hand). */
+ROXA_API void roxshmem_quiet(void)
+{
+	roxi_quiet_mem();
 #ifdef ROXI_HAVE_SDMA
 	roxi_sdma_quiet(ROXSHMEM_CALL_QUIET);
 #endif
-	roxi_ring_quiet(ROXSHMEM_CALL_QUIET);
+	roxi_q_quiet(0, ROXSHMEM_CALL_QUIET);
 }
 
 /* Every thread of every block of the grid calls it; all blocks must be resident (a cooperative

@@ -133,6 +133,7 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_team_table_t) == 64 + 64 * ROXSHMEM_MAX_TEAMS
 #define ROXSHMEM_MAX_CTXS 16 /* device contexts per PE besides the default one */
 #define ROXSHMEM_CTX_DEFAULT 0
 #define ROXSHMEM_CTX_INVALID (-1)
+typedef int32_t roxshmem_ctx_t;
 /* options of roxshmem_ctx_create (OpenSHMEM's): accepted; every context is a ring of its own that
  * any thread may use, so none of them changes what a context does */
 #define ROXSHMEM_CTX_SERIALIZED 0x1
