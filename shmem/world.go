@@ -116,6 +116,8 @@ type World struct {
 	scollOnce sync.Once
 
 	initReport InitReport // what Init cost (InitReport)
+	nodeNames  []string   // each PE's node, from Init's exchange
+	railPick   *railPick  // the default rails, once chosen (rails.go)
 
 	closed   atomic.Bool
 	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
@@ -316,6 +318,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		nodeNames[pe] = node
 		nodes[node] = true
 	}
+	w.nodeNames = nodeNames
 	// The node's handles are fetched all at once: one round trip, not one per PE of the node.
 	handles := make([][]byte, w.npes)
 	herrs := make([]error, w.npes)

@@ -131,7 +131,7 @@ func dial(ctx context.Context, r Rank, timeout time.Duration, s *Server, cfg Con
 			c.addr = s.Addr()
 		}
 	}
-	if cfg.PEAddr != nil {
+	if cfg.PEAddr != nil || cfg.Lookup != nil {
 		if cfg.Fanout < 2 {
 			return fail(fmt.Errorf("%s: tree fanout %d is below 2", call, cfg.Fanout))
 		}
@@ -324,12 +324,23 @@ func (c *Client) Err() error {
 // Exits delivers the exit status of a PE that aborted the job.
 func (c *Client) Exits() <-chan int { return c.exits }
 
-// Stats returns this PE's bootstrap traffic so far, by phase (see Stats).
+// Stats returns this PE's bootstrap traffic so far, by phase (see Stats). When this PE hosts the
+// rendezvous server (PE 0 under a foreign launcher or PMIx), the server's traffic, which is the
+// root's, is part of it: it is what this PE's process handles.
 func (c *Client) Stats() Stats {
+	mode := "star"
 	if c.tree != nil {
-		return c.stats.snapshot("tree")
+		mode = "tree"
 	}
-	return c.stats.snapshot("star")
+	st := c.stats.snapshot(mode)
+	if c.server != nil {
+		root := c.server.stats.snapshot(mode)
+		for p := range st.Phases {
+			st.Phases[p] = st.Phases[p].Add(root.Phases[p])
+		}
+		st.Conns += root.Conns
+	}
+	return st
 }
 
 // Rank returns the rank the client joined with.

@@ -9,8 +9,23 @@ import (
 // joinTree is Dial in tree mode: listen at this PE's derived address (before joining, so that
 // its children can join it as soon as they start), then join the parent.
 func (c *Client) joinTree(ctx context.Context, call string, cfg Config) error {
-	shape := treeShape{n: c.rank.NPEs, k: cfg.Fanout}
-	n := newNode(c.rank.PE, shape, c.rank.Token, cfg.Net, cfg.PEAddr, c.timeout, &c.stats)
+	shape, err := newShape(c.rank.NPEs, cfg.Fanout, cfg.Layout)
+	if err != nil {
+		return fmt.Errorf("%s: %w", call, err)
+	}
+	addrOf := cfg.Lookup
+	var hier *treeAddrs
+	switch {
+	case cfg.Layout != nil:
+		j, _ := shape.locate(c.rank.PE)
+		hier = &treeAddrs{c: c, node: j, cache: map[int]string{}}
+		addrOf = hier.addrOf
+	case addrOf == nil:
+		addrOf = func(_ context.Context, pe int) (string, error) { return cfg.PEAddr(pe), nil }
+	}
+	n := newNode(c.rank.PE, shape, c.rank.Token, cfg.Net, addrOf, c.timeout, &c.stats)
+	n.local = cfg.PEAddr
+	c.tree = n
 	n.onFail = func(e *PeerError) {
 		if e.Aborted && e.PE != c.rank.PE {
 			select {
@@ -20,27 +35,49 @@ func (c *Client) joinTree(ctx context.Context, call string, cfg Config) error {
 		}
 		c.fail(e)
 	}
-	addr := cfg.PEAddr(c.rank.PE)
-	ln, err := cfg.Net.Listen(addr)
-	if err != nil {
-		return fmt.Errorf("%s: listening for its children in the bootstrap tree at %s: %w", call, addr, err)
+	ln := cfg.Listener
+	if ln == nil {
+		addr := cfg.PEAddr(c.rank.PE)
+		var err error
+		if ln, err = cfg.Net.Listen(addr); err != nil {
+			return fmt.Errorf("%s: listening for its children in the bootstrap tree at %s: %w", call, addr, err)
+		}
 	}
 	n.listen(ln)
 	parent := c.addr
-	if p := shape.parent(c.rank.PE); p >= 0 {
-		parent = cfg.PEAddr(p)
+	switch p := shape.parent(c.rank.PE); {
+	case hier != nil && shape.isLeader(c.rank.PE):
+		listen := tcpListen
+		if cfg.LeaderAddr != nil {
+			j, _ := shape.locate(c.rank.PE)
+			listen = cfg.LeaderAddr(j)
+		}
+		if parent, err = c.joinLeader(ctx, call, cfg.Net, listen); err != nil {
+			c.stopTree()
+			return err
+		}
+	case p >= 0:
+		if parent, err = addrOf(ctx, p); err != nil {
+			c.stopTree()
+			return fmt.Errorf("%s: the address of PE %d, its parent in the bootstrap tree: %w", call, p, err)
+		}
 	}
 	l, err := n.join(ctx, parent, call)
 	if err != nil {
-		n.stop()
+		c.stopTree()
 		return err
 	}
 	n.parent = l
-	c.tree = n
 	n.wg.Add(1)
 	go n.readParent()
 	close(c.readerDone)
 	return nil
+}
+
+// stopTree undoes a joinTree that failed.
+func (c *Client) stopTree() {
+	c.tree.stop()
+	c.tree = nil
 }
 
 // await waits for a tree-mode reply, the context, the timeout or the job's failure.
@@ -77,11 +114,18 @@ func (c *Client) usable() error {
 }
 
 func (c *Client) treePut(ctx context.Context, key string, val []byte) error {
-	name := fmt.Sprintf("Put(%q)", key)
+	return c.putAt(ctx, fmt.Sprintf("Put(%q)", key), owner(key, c.rank.NPEs), key, val)
+}
+
+func (c *Client) treeGet(ctx context.Context, key string) ([]byte, error) {
+	return c.getAt(ctx, fmt.Sprintf("Get(%q)", key), owner(key, c.rank.NPEs), key)
+}
+
+// putAt stores key in the directory of PE pe (-1: the root's).
+func (c *Client) putAt(ctx context.Context, name string, pe int, key string, val []byte) error {
 	if err := c.usable(); err != nil {
 		return &CallError{Call: name, PE: c.rank.PE, Err: err}
 	}
-	pe := owner(key, c.rank.NPEs)
 	if pe == c.rank.PE {
 		c.tree.kvPut(key, val)
 		return nil
@@ -95,17 +139,16 @@ func (c *Client) treePut(ctx context.Context, key string, val []byte) error {
 		return &CallError{Call: name, PE: c.rank.PE, Err: err}
 	}
 	_, err = c.await(ctx, name, ch, func() { o.forget(id) },
-		func() string { return fmt.Sprintf("PE %d, the key's owner, to store it", pe) })
+		func() string { return fmt.Sprintf("%s, the key's owner, to store it", peName(pe)) })
 	return err
 }
 
-func (c *Client) treeGet(ctx context.Context, key string) ([]byte, error) {
-	name := fmt.Sprintf("Get(%q)", key)
+// getAt reads key from the directory of PE pe (-1: the root's), waiting until it is there.
+func (c *Client) getAt(ctx context.Context, name string, pe int, key string) ([]byte, error) {
 	if err := c.usable(); err != nil {
 		return nil, &CallError{Call: name, PE: c.rank.PE, Err: err}
 	}
-	pe := owner(key, c.rank.NPEs)
-	waiting := func() string { return fmt.Sprintf("key %q (owned by PE %d)", key, pe) }
+	waiting := func() string { return fmt.Sprintf("key %q (owned by %s)", key, peName(pe)) }
 	if pe == c.rank.PE {
 		local := make(chan []byte, 1)
 		if v, ok := c.tree.kvGet(key, kvWaiter{ch: local}); ok {
@@ -131,6 +174,13 @@ func (c *Client) treeGet(ctx context.Context, key string) ([]byte, error) {
 		return nil, &CallError{Call: name, PE: c.rank.PE, Err: err}
 	}
 	return c.await(ctx, name, ch, func() { o.forget(id) }, waiting)
+}
+
+func peName(pe int) string {
+	if pe < 0 {
+		return "the root"
+	}
+	return fmt.Sprintf("PE %d", pe)
 }
 
 func (c *Client) treeColl(ctx context.Context, name string, key collKey, val []byte) ([][]byte, error) {

@@ -14,7 +14,8 @@
 //     any node), a key lives at the PE that owns hash(key) and is reached directly, failures are
 //     reported up and flooded down. No node handles O(N) messages.
 //
-// Dial takes the tree for jobs above StarMax PEs whose PE addresses it can derive; DialConfig
+// Dial takes the tree for jobs above StarMax PEs (ROX_BOOTSTRAP_TREE=auto; on: at any size; off:
+// never) wherever the PEs' addresses can be had without the root handing out every one; DialConfig
 // chooses explicitly and over any Network (the scale simulation, sim/, runs both shapes for
 // thousands of virtual PEs over an in-memory network).
 //
@@ -28,9 +29,20 @@
 // holds the port and cannot be checked in advance; roxrun pre-binding every PE's socket and
 // passing the fd works for the PEs roxrun forks itself but not for those it starts through ssh,
 // nor for foreign launchers; PMIx's key-value store needs a fence, i.e. the launcher's own tree,
-// which is exactly the piece that is missing without PMIx. Across nodes no address is derivable
-// without the launcher's help, so a multi-node job stays in star mode until the launcher gives
-// the node leaders' addresses (the next step: roxrun's per-host agent, or PMIx where it runs).
+// which is exactly the piece that is missing without PMIx. Across nodes no address is derivable,
+// so the launcher's help is taken where it exists:
+//
+//   - Under PMIx (mpirun, srun --mpi=pmix; pmix.go), every PE listens on TCP and publishes its
+//     address with PMIx_Put in the commit and fence the PMIx path makes anyway (the launcher's
+//     own fence, which scales); a PE then reads with PMIx_Get only the addresses of the PEs it
+//     dials: its parent and the directory owners it uses. The tree is the one-level k-ary one.
+//   - Under roxrun across hosts (hier.go), roxrun tells every PE and its server how many PEs each
+//     host runs (ROX_LAYOUT). The tree becomes two-level: each node's first PE (its leader)
+//     listens on TCP, registers at the root and reads its parent leader's address there, and
+//     the leaders form the k-ary tree across nodes; within a node the abstract-socket tree
+//     hangs under the leader. The root handles O(nodes) registrations, and its k children.
+//   - Other foreign launchers across nodes (Slurm without PMIx, torchrun, Open MPI's variables
+//     alone) give neither, so those jobs keep the star.
 //
 // Lifetimes: a Server lives until its Close, and whoever called NewServer closes it (roxrun, or a
 // Client that hosts it because its Rank says Host). A Client lives until Close, which says goodbye

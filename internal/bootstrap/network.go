@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/roxamen/roxamen/internal/env"
 )
 
 // Network is what the bootstrap's connections run over: the operating system's sockets (SysNet)
@@ -50,6 +52,18 @@ type Config struct {
 	// children in the bootstrap tree and for the PEs whose directory keys it owns. Every PE must
 	// derive the same addresses without asking anyone; only the root's (Rank.Addr) is given.
 	PEAddr func(pe int) string
+	// Lookup, instead of PEAddr, puts the job in tree mode with addresses that are published,
+	// not derived (PMIx: each PE's address is in the launcher's key-value store): it returns
+	// where to dial PE pe, and is asked only for the PEs this one dials (its parent and the
+	// directory owners it uses). Listener is then this PE's own, already published.
+	Lookup   func(ctx context.Context, pe int) (string, error)
+	Listener net.Listener
+	// Layout, with PEAddr for the PEs of one node, makes the tree two-level (hier.go): the PEs
+	// per node, nodes in PE order (roxrun across hosts: ROX_LAYOUT). Each node's first PE, its
+	// leader, also listens at LeaderAddr(node) (nil: ":0", every interface, on SysNet) for the
+	// others. A Server given a Layout is the root of such a tree.
+	Layout     []int
+	LeaderAddr func(node int) string
 	// Fanout is the tree's k (children per node); 0 is DefaultFanout.
 	Fanout int
 }
@@ -71,10 +85,27 @@ const StarMax = 64
 // convention collides, and roxrun's remote PEs are started through ssh), so those jobs stay in
 // star mode (doc.go).
 func defaultConfig(r Rank) Config {
-	if r.NPEs <= StarMax || r.LocalNPEs != r.NPEs {
+	switch {
+	case !treeWanted(r.NPEs):
 		return Config{}
+	case r.LocalNPEs == r.NPEs:
+		return Config{PEAddr: UnixPEAddr(r.Token)}
+	case len(r.Layout) > 1:
+		return Config{PEAddr: UnixPEAddr(r.Token), Layout: r.Layout}
 	}
-	return Config{PEAddr: UnixPEAddr(r.Token)}
+	return Config{}
+}
+
+// treeWanted says whether a job of npes PEs takes the tree where its addresses can be had:
+// ROX_BOOTSTRAP_TREE (auto: above StarMax).
+func treeWanted(npes int) bool {
+	switch v, _ := env.BootTree.String(); v {
+	case "on":
+		return npes > 1
+	case "off":
+		return false
+	}
+	return npes > StarMax
 }
 
 // UnixPEAddr returns the abstract unix socket addresses of a one-node job's PEs in tree mode.

@@ -26,6 +26,9 @@ var pmixProbe = pmix.Probe
 const (
 	pmixKey    = "roxamen.bootstrap.v1"
 	arrivedKey = "roxamen.arrived.v1"
+	// treeKey is where, in a job above StarMax PEs, every PE publishes its own bootstrap-tree
+	// listener: "NODEID HOST:PORT[,HOST:PORT...]".
+	treeKey = "roxamen.tree.v1"
 )
 
 // missingPEs returns, in order, the PEs (of the first 1024) whose arrivedKey cannot be read
@@ -78,10 +81,16 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: connecting to the launcher's PMIx server (%s): %w", call, r.PMIxServer, err)
 	}
-	var s *Server
+	var (
+		s    *Server
+		tree net.Listener // tree mode: this PE's listener, published under treeKey
+	)
 	fail := func(err error) (*Client, error) {
 		if s != nil {
 			s.Close()
+		}
+		if tree != nil {
+			tree.Close()
 		}
 		pc.Finalize()
 		return nil, fmt.Errorf("%s: %w", call, err)
@@ -147,6 +156,22 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 			return fail(err)
 		}
 	}
+	// Above StarMax PEs the job runs in tree mode across however many nodes it spans: every PE
+	// listens on TCP and publishes where, in the same commit and fence as the rest (the fence is
+	// the launcher's, which scales); later it reads only the addresses of the PEs it dials (its
+	// parent, its directory owners), not every PE's (pmixTreeConfig).
+	if treeWanted(r.NPEs) {
+		if tree, err = SysNet.Listen(":0"); err != nil {
+			return fail(fmt.Errorf("listening for the bootstrap tree: %w", err))
+		}
+		addrs, err := reachableAddrs(r.Addr, tree.Addr().String())
+		if err != nil {
+			return fail(err)
+		}
+		if err := pc.Put(treeKey, fmt.Sprintf("%d %s", node, strings.Join(addrs, ","))); err != nil {
+			return fail(err)
+		}
+	}
 	// Every PE also says it got this far, so that a failed fence can name who did not.
 	if err := pc.Put(arrivedKey, "1"); err != nil {
 		return fail(err)
@@ -154,7 +179,14 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 	if err := pc.Commit(); err != nil {
 		return fail(err)
 	}
-	if err := pc.Fence(timeout); err != nil {
+	// In tree mode no PE reads more than a few others' records (PE 0's, its parent's, its
+	// directory owners'): the fence leaves the data where it was committed (direct modex), so
+	// that no node's PMIx server receives every PE's.
+	fence := pc.Fence
+	if tree != nil {
+		fence = pc.FenceDirect
+	}
+	if err := fence(timeout); err != nil {
 		missing := missingPEs(pc, r.NPEs, r.PE)
 		switch {
 		case len(missing) > 0 && missing[0] == 0:
@@ -183,14 +215,48 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 			"rendezvous %s (published %s), job token sha256:%s\n",
 			r.PE, r.PMIxServer, pc.Namespace(), r.PE, r.NPEs, node, r.Node, r.Addr, strings.Join(addrs, ","), hex.EncodeToString(sum[:8]))
 	}
-	c, err := dial(ctx, r, timeout, s, defaultConfig(r))
+	cfg := Config{}
+	if tree != nil {
+		cfg = pmixTreeConfig(pc, tree, node, timeout)
+		if on, _ := env.Debug.Bool(); on {
+			fmt.Fprintf(os.Stderr, "roxamen: PE %d: bootstrap tree through PMIx: listening at %s, addresses read from PMIx on first use\n", r.PE, tree.Addr())
+		}
+	}
+	c, err := dial(ctx, r, timeout, s, cfg)
 	s = nil // dial owns it now, and closed it on failure
 	if err != nil {
+		if tree != nil {
+			tree.Close()
+		}
 		pc.Finalize()
 		return nil, err
 	}
 	c.pmix = pc
 	return c, nil
+}
+
+// pmixTreeConfig is tree mode over the addresses the PEs published under treeKey: a PE's
+// address is read from PMIx (PMIx_Get, answered by the local PMIx server from what the fence
+// brought, or fetched by it on demand) only when this PE first dials that PE.
+func pmixTreeConfig(pc *pmix.Client, ln net.Listener, node int, timeout time.Duration) Config {
+	return Config{
+		Listener: ln,
+		Lookup: func(ctx context.Context, pe int) (string, error) {
+			rec, err := pc.GetString(pe, treeKey, timeout)
+			if err != nil {
+				return "", fmt.Errorf("reading PE %d's bootstrap-tree address from PMIx: %w", pe, err)
+			}
+			f := strings.Fields(rec)
+			peNode, err := 0, error(nil)
+			if len(f) == 2 {
+				peNode, err = strconv.Atoi(f[0])
+			}
+			if len(f) != 2 || err != nil {
+				return "", fmt.Errorf("PE %d's bootstrap-tree record %q is not NODEID ADDRS", pe, rec)
+			}
+			return pickAddr(strings.Split(f[1], ","), peNode == node)
+		},
+	}
 }
 
 // fenceError is a PMIx fence that failed because of another PE: it matches ErrPeerFailed and

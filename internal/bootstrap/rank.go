@@ -23,7 +23,10 @@ type Rank struct {
 	LocalPE, LocalNPEs int
 	// Node: ROX_NODE, else the host name; under PMIx, the launcher's name for the node, which
 	// Dial fills in (Detect leaves it empty).
-	Node   string
+	Node string
+	// Layout: the PEs of each node, nodes in PE order (ROX_LAYOUT, which roxrun sets across
+	// hosts); nil when the launcher does not say. It lets the bootstrap tree span nodes (hier.go).
+	Layout []int
 	Source string // "roxrun", "pmix", "ompi", "pmi", "slurm", "torchrun" or "single"
 	Addr   string // HOST:PORT of the rendezvous, "" if unknown
 	Token  string
@@ -161,7 +164,39 @@ func detectRoxrun(getenv func(string) string) (Rank, error) {
 	if r.Token, r.Addr, err = parseBootstrap(v, true); err != nil {
 		return Rank{}, err
 	}
+	if v := getenv(env.Layout.Name); v != "" {
+		if r.Layout, err = parseLayout(v, r); err != nil {
+			return Rank{}, err
+		}
+	}
 	return r, nil
+}
+
+// parseLayout reads ROX_LAYOUT ("4,4,8": PEs per node, in PE order) and checks it against the
+// rank: the counts add up to the job and this PE's node has LocalNPEs PEs, this one at LocalPE.
+func parseLayout(v string, r Rank) ([]int, error) {
+	name := env.Layout.Name
+	var layout []int
+	sum, node, local := 0, -1, -1
+	for _, f := range strings.Split(v, ",") {
+		c, err := strconv.Atoi(f)
+		if err != nil || c < 1 {
+			return nil, rankErr("%s=%q: %q is no count of PEs", name, v, f)
+		}
+		if r.PE >= sum && r.PE < sum+c {
+			node, local = c, r.PE-sum
+		}
+		layout = append(layout, c)
+		sum += c
+	}
+	switch {
+	case sum != r.NPEs:
+		return nil, rankErr("%s=%q adds up to %d PEs, %s=%d", name, v, sum, env.NPEs.Name, r.NPEs)
+	case r.LocalNPEs >= 0 && (node != r.LocalNPEs || local != r.LocalPE):
+		return nil, rankErr("%s=%q puts PE %d at %d of a node of %d, %s and %s say %d of %d", name, v, r.PE, local, node,
+			env.LocalPE.Name, env.LocalNPEs.Name, r.LocalPE, r.LocalNPEs)
+	}
+	return layout, nil
 }
 
 // parseBootstrap splits TOKEN@HOST:PORT; the token is required when roxrun set it.

@@ -214,3 +214,32 @@ func FuzzExpandNodelist(f *testing.F) {
 		}
 	})
 }
+
+// TestLayout: ROX_LAYOUT, which roxrun sets across hosts, becomes Rank.Layout when it agrees with
+// the rank, and is refused, naming both, when it does not.
+func TestLayout(t *testing.T) {
+	base := map[string]string{"ROX_PE": "5", "ROX_NPES": "8", "ROX_LOCAL_PE": "2", "ROX_LOCAL_NPES": "5",
+		"ROX_BOOTSTRAP": "tok@10.0.0.1:4242", "ROX_LAYOUT": "3,5"}
+	r, err := Detect(envOf(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{3, 5}, r.Layout); diff != "" {
+		t.Errorf("Layout (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct{ layout, want string }{
+		{"3,4", "adds up to 7 PEs"},
+		{"4,4", "puts PE 5 at 1 of a node of 4"},
+		{"3,x", `"x" is no count`},
+		{"8,0", `"0" is no count`},
+	} {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		env["ROX_LAYOUT"] = tc.layout
+		if _, err := Detect(envOf(env)); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ROX_LAYOUT") {
+			t.Errorf("ROX_LAYOUT=%s: %v, want an error naming ROX_LAYOUT and %q", tc.layout, err, tc.want)
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // handshakeTimeout bounds how long an unauthenticated connection may hold a server goroutine.
-const handshakeTimeout = 10 * time.Second
+var handshakeTimeout = 10 * time.Second // a variable: tests shorten it
 
 // writeTimeout bounds a write to one PE, so that a stopped PE cannot stall the whole job.
 const writeTimeout = 10 * time.Second
@@ -57,6 +57,7 @@ type Server struct {
 	mode    string       // "star" or "tree", set by the first PE to join
 	aborts  map[int]bool // tree mode: the PEs whose abort the launcher was told of
 	stats   counters
+	layout  []int // Config.Layout: the root of a tree across nodes
 	// exitWait, when positive, is how long a dropped connection waits for the launcher to report
 	// the PE's exit (Exited), so that the others learn how it ended and not just that it is gone.
 	exitWait time.Duration
@@ -113,12 +114,16 @@ func NewServerConfig(addr string, npes int, token string, cfg Config) (*Server, 
 	if nw == nil {
 		nw = SysNet
 	}
+	if _, err := newShape(npes, DefaultFanout, cfg.Layout); err != nil {
+		return nil, fmt.Errorf("bootstrap: NewServer(%q): %w", addr, err)
+	}
 	ln, err := nw.Listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: NewServer: %w", err)
 	}
 	s := newServer(npes, token)
 	s.ln = ln
+	s.layout = cfg.Layout
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -597,7 +602,8 @@ func (s *Server) treeRoot(conn net.Conn, f frame) *node {
 	}
 	s.mode = "tree"
 	s.aborts = map[int]bool{}
-	root := newNode(-1, treeShape{n: s.npes, k: k}, string(s.token), nil, nil, 0, &s.stats)
+	shape, _ := newShape(s.npes, k, s.layout) // checked by NewServerConfig
+	root := newNode(-1, shape, string(s.token), nil, nil, 0, &s.stats)
 	root.failure = s.failure // a PE that exited before the first join
 	root.onFail = s.treeFailed
 	root.onLost = s.treeLost

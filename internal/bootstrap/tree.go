@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,43 +36,106 @@ const (
 	rolePeer  = 1
 )
 
-// treeShape is the tree over N PEs with fanout k.
-type treeShape struct{ n, k int }
+// treeShape is the tree over N PEs with fanout k. With a layout (PEs per node, nodes in PE
+// order: roxrun across hosts) it is two-level (hier.go): the node leaders (each node's first
+// PE) form a k-ary tree under the root, and each node's PEs a k-ary tree under their leader, so
+// that only leaders' links cross nodes.
+type treeShape struct {
+	n, k   int
+	layout []int // nil: one k-ary tree over the PEs
+	starts []int // layout's prefix sums: node j's first PE
+}
 
 // parent is PE p's parent PE, -1 for the root.
-func (t treeShape) parent(p int) int { return p/t.k - 1 }
+func (t treeShape) parent(p int) int {
+	if t.layout == nil {
+		return p/t.k - 1
+	}
+	j, l := t.locate(p)
+	if l == 0 {
+		if pj := j/t.k - 1; pj >= 0 {
+			return t.starts[pj]
+		}
+		return -1
+	}
+	return t.starts[j] + (l-1)/t.k
+}
 
 // children are PE p's children (p = -1: the root's).
 func (t treeShape) children(p int) []int {
 	var out []int
-	v := p + 1
-	for c := t.k*v + 1; c <= t.k*v+t.k && c <= t.n; c++ {
-		out = append(out, c-1)
+	if t.layout == nil {
+		v := p + 1
+		for c := t.k*v + 1; c <= t.k*v+t.k && c <= t.n; c++ {
+			out = append(out, c-1)
+		}
+		return out
+	}
+	nodes := func(v int) { // the leaders of node-tree vertex v's children
+		for m := t.k * v; m < t.k*v+t.k && m < len(t.layout); m++ {
+			out = append(out, t.starts[m])
+		}
+	}
+	if p < 0 {
+		nodes(0)
+		return out
+	}
+	j, l := t.locate(p)
+	for c := t.k*l + 1; c <= t.k*l+t.k && c < t.layout[j]; c++ {
+		out = append(out, t.starts[j]+c)
+	}
+	if l == 0 {
+		nodes(j + 1)
 	}
 	return out
 }
 
-// subtree is the number of PEs in p's subtree, p included (the root's: every PE).
-func (t treeShape) subtree(p int) int {
-	lo, hi, size := p+1, p+1, 0
-	for lo <= t.n {
-		size += min(hi, t.n) - lo + 1
-		lo, hi = t.k*lo+1, t.k*hi+t.k
-	}
-	if p < 0 {
-		size-- // the root is no PE
+// kSubtree counts the vertices of v's subtree in the k-ary tree over 0..last (children of u:
+// k*u+1 .. k*u+k), v included; weight, when not nil, weighs each vertex.
+func kSubtree(v, last, k int, weight func(int) int) int {
+	lo, hi, size := v, v, 0
+	for lo <= last {
+		for u := lo; u <= min(hi, last); u++ {
+			if weight == nil {
+				size += min(hi, last) - lo + 1
+				break
+			}
+			size += weight(u)
+		}
+		lo, hi = k*lo+1, k*hi+k
 	}
 	return size
 }
 
+// subtree is the number of PEs in p's subtree, p included (the root's: every PE).
+func (t treeShape) subtree(p int) int {
+	if p < 0 {
+		return t.n
+	}
+	if t.layout == nil {
+		return kSubtree(p+1, t.n, t.k, nil)
+	}
+	j, l := t.locate(p)
+	if l == 0 { // the leader: its node and every node below it, whole
+		return kSubtree(j+1, len(t.layout), t.k, func(v int) int { return t.layout[v-1] })
+	}
+	return kSubtree(l, t.layout[j]-1, t.k, nil)
+}
+
 // depth is the number of hops from the root to the deepest PE.
 func (t treeShape) depth() int {
-	d, last := 0, 0
-	for last < t.n {
-		last = t.k*last + t.k
-		d++
+	levels := func(n int) int { // of a k-ary tree under a root over n more vertices
+		d, last := 0, 0
+		for last < n {
+			last = t.k*last + t.k
+			d++
+		}
+		return d
 	}
-	return d
+	if t.layout == nil {
+		return levels(t.n)
+	}
+	return levels(len(t.layout)) + levels(slices.Max(t.layout)-1)
 }
 
 // owner is the PE whose directory holds key.
@@ -89,6 +153,8 @@ type link struct {
 	st   *counters
 	wmu  sync.Mutex
 	bye  bool // (child links) said goodbye: its drop is no failure
+	// ready: (child links) welcomed, so that other frames may follow (guarded by the node's mu).
+	ready bool
 }
 
 func (l *link) write(p Phase, msg []byte) error {
@@ -130,10 +196,10 @@ type node struct {
 	shape   treeShape
 	token   string
 	net     Network
-	addrOf  func(int) string
+	addrOf  func(ctx context.Context, pe int) (string, error) // where to dial PE pe (-1: the root)
 	timeout time.Duration
 	st      *counters
-	ln      net.Listener
+	lns     []net.Listener // its unix socket; a node leader's TCP listener too
 	parent  *link
 	// onFail is told the job's first failure (and every abort, for its status); onLost, at the
 	// root only, a child's report that PE pe's link dropped.
@@ -154,9 +220,12 @@ type node struct {
 	done     chan struct{} // closed at msgDone: every PE has said goodbye
 	doneOnce sync.Once
 	stopped  bool
+	local    func(pe int) string // hierarchical tree: the addresses of this node's PEs
+	leaders  []byte              // hierarchical tree: the msgLeaders frame, once the root has it
+	relays   []net.Conn          // hierarchical tree, at a leader: the connections it relays
 }
 
-func newNode(pe int, shape treeShape, token string, nw Network, addrOf func(int) string, timeout time.Duration, st *counters) *node {
+func newNode(pe int, shape treeShape, token string, nw Network, addrOf func(context.Context, int) (string, error), timeout time.Duration, st *counters) *node {
 	return &node{
 		pe: pe, shape: shape, token: token, net: nw, addrOf: addrOf, timeout: timeout, st: st,
 		children: map[int]*link{},
@@ -170,7 +239,9 @@ func newNode(pe int, shape treeShape, token string, nw Network, addrOf func(int)
 
 // listen starts serving children and directory clients on ln.
 func (n *node) listen(ln net.Listener) {
-	n.ln = ln
+	n.mu.Lock()
+	n.lns = append(n.lns, ln)
+	n.mu.Unlock()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -205,17 +276,26 @@ func (n *node) serveConn(conn net.Conn, first *frame) {
 	if first != nil {
 		f = *first
 	} else {
-		conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+		conn.SetReadDeadline(time.Now().Add(n.handshake()))
 		var err error
 		if f, err = readFrame(conn, maxHelloFrame); err != nil {
 			refuse(fmt.Sprintf("no valid join: %v", err))
 			return
 		}
+		if f.typ == msgRelay { // hier.go: a dialer on another node, through this leader
+			if !n.relay(conn, f) {
+				return
+			}
+			if f, err = readFrame(conn, maxHelloFrame); err != nil {
+				refuse(fmt.Sprintf("no valid join: %v", err))
+				return
+			}
+		}
 		conn.SetReadDeadline(time.Time{})
 	}
 	n.st.recv(PhaseConnect, f.size())
 	d := &dec{b: f.body}
-	token, pe, npes, version, k, role := d.bytes(), d.i32(), d.i32(), d.u32(), d.i32(), d.u8()
+	token, pe, npes, version, k, role, layout := d.bytes(), d.i32(), d.i32(), d.u32(), d.i32(), d.u8(), d.u64()
 	switch {
 	case f.typ != msgJoin || d.err != nil:
 		refuse("no valid join")
@@ -228,6 +308,9 @@ func (n *node) serveConn(conn net.Conn, first *frame) {
 		return
 	case npes != n.shape.n || k != n.shape.k:
 		refuse(fmt.Sprintf("PE %d says the job has %d PEs in a tree of fanout %d, this node has %d and %d", pe, npes, k, n.shape.n, n.shape.k))
+		return
+	case layout != n.shape.sum():
+		refuse(fmt.Sprintf("PE %d has another layout of the job's PEs over nodes than %s (ROX_LAYOUT: PEs disagree on the job's shape)", pe, n.name()))
 		return
 	case pe < 0 || pe >= n.shape.n:
 		refuse(fmt.Sprintf("PE %d is outside [0,%d)", pe, n.shape.n))
@@ -266,6 +349,17 @@ func (n *node) serveConn(conn net.Conn, first *frame) {
 	if failure != nil && role == roleChild {
 		l.write(PhaseControl, failFrame(failure))
 	}
+	if role == roleChild {
+		// Frames sent to every child (the leader table) go to this one from now on; if the table
+		// came before, it goes here (leaderTable and gotLeaders take only ready links).
+		n.mu.Lock()
+		l.ready = true
+		table := n.leaders
+		n.mu.Unlock()
+		if table != nil && n.shape.isLeader(pe) {
+			l.write(PhaseConnect, table)
+		}
+	}
 	var err error
 	for {
 		var f frame
@@ -282,6 +376,12 @@ func (n *node) serveConn(conn net.Conn, first *frame) {
 		n.childGone(l, err)
 	}
 }
+
+// handshake is how long a PE's listener waits for a join: at least as long as any other wait of
+// the job (ROX_TIMEOUT). A join through a leader's relay arrives after the relay's own dial, and
+// in a burst of first look-ups (every PE at once, once the leader table is out) a node with
+// thousands of virtual PEs on two cores (the simulation at 8,192) took more than 10 s.
+func (n *node) handshake() time.Duration { return max(handshakeTimeout, n.timeout) }
 
 func (n *node) name() string {
 	if n.pe < 0 {
@@ -329,12 +429,12 @@ func (n *node) dialRetry(ctx context.Context, addr string, role int, call, what 
 
 // dialLink opens one authenticated link.
 func (n *node) dialLink(ctx context.Context, addr string, role int, deadline time.Time) (*link, error) {
-	conn, err := n.net.Dial(ctx, addr)
+	conn, err := n.dialVia(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
 	conn.SetDeadline(deadline)
-	msg := newFrame(msgJoin, 0).str(n.token).i32(n.pe).i32(n.shape.n).u32(protocolVersion).i32(n.shape.k).u8(byte(role)).finish()
+	msg := newFrame(msgJoin, 0).str(n.token).i32(n.pe).i32(n.shape.n).u32(protocolVersion).i32(n.shape.k).u8(byte(role)).u64(n.shape.sum()).finish()
 	if _, err := conn.Write(msg); err != nil {
 		conn.Close()
 		return nil, err
@@ -383,6 +483,8 @@ func (n *node) readParent() {
 		case msgDone:
 			n.st.recv(PhaseControl, f.size())
 			n.finish()
+		case msgLeaders:
+			n.gotLeaders(f, frameBytes(f))
 		default:
 			n.st.recv(PhaseControl, f.size())
 		}
@@ -669,6 +771,9 @@ func (n *node) kvPut(key string, val []byte) {
 	ws := n.kv.waiters[key]
 	delete(n.kv.waiters, key)
 	n.mu.Unlock()
+	if n.pe < 0 && n.shape.layout != nil && strings.HasPrefix(key, leaderKeyPrefix) {
+		n.leaderTable()
+	}
 	for _, w := range ws {
 		if w.l == nil {
 			w.ch <- val
@@ -753,7 +858,12 @@ func (n *node) ownerOf(ctx context.Context, pe int) (*ownerLink, error) {
 		o = &ownerLink{ready: make(chan struct{}), calls: map[uint64]pendingCall{}}
 		n.owners[pe] = o
 		n.mu.Unlock()
-		o.l, o.err = n.dialRetry(ctx, n.addrOf(pe), rolePeer, "reaching a directory owner", fmt.Sprintf("PE %d, a directory owner,", pe))
+		var addr string
+		if addr, o.err = n.addrOf(ctx, pe); o.err != nil {
+			o.err = fmt.Errorf("reaching PE %d, a directory owner: %w", pe, o.err)
+		} else {
+			o.l, o.err = n.dialRetry(ctx, addr, rolePeer, "reaching a directory owner", fmt.Sprintf("PE %d, a directory owner,", pe))
+		}
 		if o.err == nil {
 			o.l.pe = pe
 			n.wg.Add(1)
@@ -946,6 +1056,7 @@ func (n *node) stop() {
 		links = append(links, l)
 	}
 	links = append(links, n.inbound...)
+	relays, lns := n.relays, n.lns
 	owners := make([]*ownerLink, 0, len(n.owners))
 	for _, o := range n.owners {
 		owners = append(owners, o)
@@ -960,11 +1071,14 @@ func (n *node) stop() {
 	if n.parent != nil {
 		links = append(links, n.parent)
 	}
-	if n.ln != nil {
-		n.ln.Close()
+	for _, ln := range lns {
+		ln.Close()
 	}
 	for _, l := range links {
 		l.conn.Close()
+	}
+	for _, c := range relays {
+		c.Close()
 	}
 	n.wg.Wait()
 }

@@ -14,14 +14,27 @@ import (
 // and loopback TCP (the root), all joining at once.
 func treeJob(t *testing.T, npes, k int) (*Server, []*Client) {
 	t.Helper()
+	return treeJobLayout(t, npes, k, nil)
+}
+
+// treeJobLayout is treeJob with the two-level tree over layout's nodes (hier.go): node leaders
+// listen on loopback TCP, and a PE reaches another node's PEs only through its leader's relay
+// (all of it in one network namespace, but addressed as if the nodes were apart).
+func treeJobLayout(t *testing.T, npes, k int, layout []int) (*Server, []*Client) {
+	t.Helper()
+	return treeJobLayoutTimeout(t, npes, k, layout, testTimeout)
+}
+
+func treeJobLayoutTimeout(t *testing.T, npes, k int, layout []int, timeout time.Duration) (*Server, []*Client) {
+	t.Helper()
 	token := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
-	s, err := NewServer("127.0.0.1:0", npes, token)
+	s, err := NewServerConfig("127.0.0.1:0", npes, token, Config{Layout: layout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.SetLogger(t.Logf)
 	t.Cleanup(func() { s.Close() })
-	cfg := Config{PEAddr: UnixPEAddr(token), Fanout: k}
+	cfg := Config{PEAddr: UnixPEAddr(token), Fanout: k, Layout: layout, LeaderAddr: func(int) string { return "127.0.0.1:0" }}
 	cs := make([]*Client, npes)
 	errs := make([]error, npes)
 	var wg sync.WaitGroup
@@ -29,7 +42,7 @@ func treeJob(t *testing.T, npes, k int) (*Server, []*Client) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cs[pe], errs[pe] = DialConfig(context.Background(), Rank{PE: pe, NPEs: npes, Addr: s.Addr(), Token: token, Source: "test"}, testTimeout, cfg)
+			cs[pe], errs[pe] = DialConfig(context.Background(), Rank{PE: pe, NPEs: npes, Addr: s.Addr(), Token: token, Source: "test"}, timeout, cfg)
 		}()
 	}
 	wg.Wait()
@@ -43,8 +56,22 @@ func treeJob(t *testing.T, npes, k int) (*Server, []*Client) {
 }
 
 func TestTreeShape(t *testing.T) {
-	for _, tc := range []struct{ n, k int }{{1, 2}, {7, 2}, {40, 3}, {1000, 8}} {
-		sh := treeShape{tc.n, tc.k}
+	for _, tc := range []struct {
+		n, k   int
+		layout []int
+	}{{1, 2, nil}, {7, 2, nil}, {40, 3, nil}, {1000, 8, nil},
+		{1, 2, []int{1}}, {6, 2, []int{1, 1, 1, 1, 1, 1}}, {13, 2, []int{5, 1, 7}}, {1000, 8, []int{100, 300, 50, 50, 100, 100, 100, 100, 50, 50}},
+		{4096, 8, func() []int {
+			l := make([]int, 64)
+			for i := range l {
+				l[i] = 64
+			}
+			return l
+		}()}} {
+		sh, err := newShape(tc.n, tc.k, tc.layout)
+		if err != nil {
+			t.Fatal(err)
+		}
 		seen := make([]int, tc.n)
 		var walk func(p int) int
 		walk = func(p int) int {
@@ -62,6 +89,15 @@ func TestTreeShape(t *testing.T) {
 			return size
 		}
 		walk(-1)
+		if tc.layout != nil { // only leaders' links cross nodes
+			for pe := range tc.n {
+				if p := sh.parent(pe); p >= 0 && !sh.isLeader(pe) {
+					if a, _ := sh.locate(pe); func() bool { b, _ := sh.locate(p); return a != b }() {
+						t.Fatalf("layout %v: PE %d's parent %d is on another node", tc.layout, pe, p)
+					}
+				}
+			}
+		}
 		for pe, n := range seen {
 			if n != 1 {
 				t.Fatalf("n=%d k=%d: PE %d is in the tree %d times", tc.n, tc.k, pe, n)
@@ -217,4 +253,110 @@ func TestTreeExitedIsReported(t *testing.T) {
 			t.Errorf("PE %d: %v", pe, c.Err())
 		}
 	}
+}
+
+// TestTreeAcrossNodes: the two-level tree over three nodes of 5, 1 and 7 PEs (fanout 2: the
+// leader tree has depth 2, node 2's leader under node 1's): collectives, and directory keys
+// whose owners sit on other nodes (reached through their leaders' relays); the root handles
+// its children's joins and the leaders' registrations, not one message per PE.
+func TestTreeAcrossNodes(t *testing.T) {
+	layout := []int{5, 1, 7}
+	const npes, k = 13, 2
+	s, cs := treeJobLayout(t, npes, k, layout)
+	ctx := context.Background()
+	each(t, cs, func(pe int, c *Client) error {
+		for q := range npes { // every PE's key, from every PE: every owner, every node
+			if err := c.Put(ctx, fmt.Sprintf("k/%d/%d", pe, q), []byte(fmt.Sprintf("%d>%d", pe, q))); err != nil {
+				return err
+			}
+		}
+		for q := range npes {
+			v, err := c.Get(ctx, fmt.Sprintf("k/%d/%d", q, pe))
+			if err != nil {
+				return err
+			}
+			if string(v) != fmt.Sprintf("%d>%d", q, pe) {
+				return fmt.Errorf("PE %d: Get of PE %d's key = %q", pe, q, v)
+			}
+		}
+		vals, err := c.Allgather(ctx, []byte(fmt.Sprint(pe)))
+		if err != nil {
+			return err
+		}
+		for q, v := range vals {
+			if string(v) != fmt.Sprint(q) {
+				return fmt.Errorf("PE %d: value of PE %d = %q", pe, q, v)
+			}
+		}
+		return c.Barrier(ctx)
+	})
+	// The root: 2 children (the leaders of nodes 0 and 1) join; 3 leaders register (a join of
+	// their own, a Put) and 1 reads its parent's address (a Get): 2 + 3*2 + 1 requests.
+	st := s.Stats()
+	if st.Mode != "tree" || st.Phases[PhaseConnect].MsgsRecv != 2+3 || st.Phases[PhasePutGet].MsgsRecv != 3+1 {
+		t.Errorf("root: %+v, want 5 joins and 4 directory requests", st)
+	}
+	t.Logf("root: %d messages in all (%d joins, %d directory requests)", st.Total().Msgs(), st.Phases[PhaseConnect].MsgsRecv, st.Phases[PhasePutGet].MsgsRecv)
+	each(t, cs, func(pe int, c *Client) error { return c.Close() })
+	select {
+	case f := <-s.Failures():
+		t.Errorf("an orderly Close was reported as %+v", f)
+	default:
+	}
+}
+
+// TestTreeLayoutMismatch: a PE with another layout than the root's is refused, naming it.
+func TestTreeLayoutMismatch(t *testing.T) {
+	token := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+	s, err := NewServerConfig("127.0.0.1:0", 4, token, Config{Layout: []int{2, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLogger(t.Logf)
+	defer s.Close()
+	cfg := Config{PEAddr: UnixPEAddr(token), Fanout: 2, Layout: []int{1, 3}, LeaderAddr: func(int) string { return "127.0.0.1:0" }}
+	_, err = DialConfig(context.Background(), Rank{PE: 0, NPEs: 4, Addr: s.Addr(), Token: token, Source: "test"}, 5*time.Second, cfg)
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "layout") {
+		t.Fatalf("Dial with another layout: %v, want a refusal naming the layout", err)
+	}
+}
+
+// TestTreeRelayOutlivesHandshake: a directory link through another node's leader stays up past
+// the handshake's deadline (here 2 s: the job's timeout), with a Get waiting on it when the
+// deadline passes (the relay once kept the deadline, cutting every relayed link, and the Gets
+// waiting on it, that long after it opened).
+func TestTreeRelayOutlivesHandshake(t *testing.T) {
+	old := handshakeTimeout
+	handshakeTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { handshakeTimeout = old })
+	const timeout = 2 * time.Second // the handshake's deadline too (node.handshake)
+	_, cs := treeJobLayoutTimeout(t, 4, 2, []int{2, 2}, timeout)
+	var keys []string // owned by PE 3: PE 0 reaches them through PE 2, node 1's leader
+	for i := 0; len(keys) < 2; i++ {
+		if k := fmt.Sprintf("relayed/%d", i); owner(k, 4) == 3 {
+			keys = append(keys, k)
+		}
+	}
+	first, key := keys[0], keys[1]
+	ctx := context.Background()
+	if err := cs[0].Put(ctx, first, nil); err != nil { // opens the relayed link
+		t.Fatal(err)
+	}
+	time.Sleep(timeout * 3 / 4)
+	got := make(chan error, 1)
+	go func() {
+		v, err := cs[0].Get(ctx, key) // waits at PE 3 while the handshake's deadline passes
+		if err == nil && string(v) != "late" {
+			err = fmt.Errorf("Get = %q", v)
+		}
+		got <- err
+	}()
+	time.Sleep(timeout / 2)
+	if err := cs[3].Put(ctx, key, []byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("a Get waiting over the relayed link past the handshake's deadline: %v", err)
+	}
+	each(t, cs, func(pe int, c *Client) error { return c.Close() })
 }

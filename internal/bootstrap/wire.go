@@ -36,6 +36,10 @@ const (
 	msgDown // parent->child: kind, seq, then the Allgather list (empty for a barrier, msgDone)
 	msgLost // child->parent, forwarded to the root: pe, reason: a connection dropped without goodbye
 	msgDone // kind-less msgDown: every PE has said goodbye; links may close
+
+	// Tree mode across roxrun's hosts (Config.Layout, hier.go).
+	msgRelay   // ->a node leader's TCP listener: token, pe: splice this connection to PE pe of its node
+	msgLeaders // parent->child leader: n x address: every node leader's TCP listener
 )
 
 const (

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/internal/bootstrap"
+	"github.com/roxamen/roxamen/internal/env"
 )
 
 // Host is a group of PEs started on one node.
@@ -154,7 +155,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	srv, err := bootstrap.NewServer(bind, total, token)
+	// Across hosts every PE and the rendezvous learn how many PEs each host runs (ROX_LAYOUT),
+	// so that the bootstrap tree can span the hosts through their first PEs (bootstrap's hier.go).
+	var layout []int
+	if len(hosts) > 1 {
+		for _, h := range hosts {
+			layout = append(layout, h.NPEs)
+		}
+	}
+	srv, err := bootstrap.NewServerConfig(bind, total, token, bootstrap.Config{Layout: layout})
 	if err != nil {
 		return fmt.Errorf("roxrun: rendezvous: %w", err)
 	}
@@ -211,6 +220,9 @@ func Run(ctx context.Context, cfg Config) error {
 				"ROX_LOCAL_NPES="+strconv.Itoa(h.NPEs),
 				"ROX_BOOTSTRAP="+token+"@"+srv.Addr(),
 			)
+			if layout != nil {
+				job = append(job, "ROX_LAYOUT="+layoutString(layout))
+			}
 			if h.Name != "" {
 				job = append(job, "ROX_NODE="+h.Name)
 			} else if len(hosts) > 1 {
@@ -364,7 +376,20 @@ func Run(ctx context.Context, cfg Config) error {
 	closeOutput(closeOutputAfter)
 	killAll(syscall.SIGKILL)
 	j.report()
+	if on, _ := env.Debug.Bool(); on {
+		st := srv.Stats()
+		t := st.Total()
+		fmt.Fprintf(errw, "roxrun: rendezvous (%s, the bootstrap's root): %d messages (%d received), %d bytes\n", st.Mode, t.Msgs(), t.MsgsRecv, t.Bytes())
+	}
 	return j.result()
+}
+
+func layoutString(layout []int) string {
+	s := make([]string, len(layout))
+	for i, c := range layout {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
 }
 
 // exitReportWait is how long the rendezvous waits, after a PE's connection drops, for roxrun to

@@ -201,9 +201,17 @@ func (c *Client) Commit() error {
 // Fence waits until every process of the namespace has reached it, collecting their committed
 // data (PMIx_Fence over {namespace, PMIX_RANK_WILDCARD} with PMIX_COLLECT_DATA and
 // PMIX_TIMEOUT=timeout).
-func (c *Client) Fence(timeout time.Duration) error {
+func (c *Client) Fence(timeout time.Duration) error { return c.fence(timeout, true) }
+
+// FenceDirect is Fence without collecting the data (PMIX_COLLECT_DATA false): each process's
+// committed data stays at its own node's server, and a Get of another process's key fetches it
+// from there on demand (PMIx's direct modex). A job where each process reads a few others' keys
+// then moves O(those) bytes, not every process's data to every node.
+func (c *Client) FenceDirect(timeout time.Duration) error { return c.fence(timeout, false) }
+
+func (c *Client) fence(timeout time.Duration, collect bool) error {
 	all := proc{nspace: c.me.nspace, rank: rankWildcard}
-	infos := []info{boolInfo(attrCollect, true), intInfo(attrTimeout, seconds(timeout))}
+	infos := []info{boolInfo(attrCollect, collect), intInfo(attrTimeout, seconds(timeout))}
 	return c.call("PMIx_Fence", timeout, func() int32 { return lib.fence(&all, 1, &infos[0], uint64(len(infos))) })
 }
 

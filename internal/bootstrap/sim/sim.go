@@ -65,10 +65,15 @@ func (p Pattern) Peers(pe, n int) []int {
 
 // Config is one simulated Init.
 type Config struct {
-	NPEs      int
-	Pattern   Pattern
-	Tree      bool          // tree mode; false: the star (every PE at the rendezvous server)
-	Fanout    int           // 0: bootstrap.DefaultFanout
+	NPEs    int
+	Pattern Pattern
+	Tree    bool // tree mode; false: the star (every PE at the rendezvous server)
+	Fanout  int  // 0: bootstrap.DefaultFanout
+	// PerNode, with Tree, spreads the PEs over nodes of PerNode PEs (the last one may have
+	// fewer) in the two-level tree across nodes (bootstrap's hier.go): node leaders register at
+	// the root and form the tree across nodes; a directory owner on another node is reached
+	// through its leader's relay. 0: every PE on one node (the one-level tree).
+	PerNode   int
 	Latency   time.Duration // L: one way, per message
 	Overhead  time.Duration // o: a node's CPU per message sent or received (LogP's o)
 	Bandwidth float64       // bytes/s per node; 0: infinite
@@ -131,7 +136,13 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Real {
 		rootNet, rootAddr = bootstrap.SysNet, "127.0.0.1:0"
 	}
-	srv, err := bootstrap.NewServerConfig(rootAddr, cfg.NPEs, token, bootstrap.Config{Net: rootNet})
+	var layout []int
+	if cfg.Tree && cfg.PerNode > 0 {
+		for left := cfg.NPEs; left > 0; left -= cfg.PerNode {
+			layout = append(layout, min(left, cfg.PerNode))
+		}
+	}
+	srv, err := bootstrap.NewServerConfig(rootAddr, cfg.NPEs, token, bootstrap.Config{Net: rootNet, Layout: layout})
 	if err != nil {
 		return Result{}, err
 	}
@@ -142,6 +153,13 @@ func Run(cfg Config) (Result, error) {
 		bc.PEAddr = func(pe int) string { return "pe/" + strconv.Itoa(pe) }
 		if cfg.Real {
 			bc.PEAddr = bootstrap.UnixPEAddr(token)
+		}
+		if layout != nil {
+			bc.Layout = layout
+			bc.LeaderAddr = func(node int) string { return "leader/" + strconv.Itoa(node) }
+			if cfg.Real {
+				bc.LeaderAddr = func(int) string { return "127.0.0.1:0" }
+			}
 		}
 	}
 	hosts := make([]*Host, cfg.NPEs)
@@ -217,7 +235,12 @@ func Run(cfg Config) (Result, error) {
 	closeAll(clients)
 
 	barrier := 2
-	if cfg.Tree {
+	switch {
+	case layout != nil:
+		// Down and up both levels; before joining, a leader registers at the root and reads its
+		// parent leader's address there (2 round trips more).
+		barrier = 2*(depth(len(layout), cfg.Fanout)+depth(cfg.PerNode-1, cfg.Fanout)) + 4
+	case cfg.Tree:
 		barrier = 2 * depth(cfg.NPEs, cfg.Fanout)
 	}
 	r.Rounds = 4 + 2 + int(2*math.Ceil(r.Lookups)) + barrier
@@ -277,14 +300,17 @@ func closeAll(cs []*bootstrap.Client) {
 }
 
 // Header and Row print a Result as a table line.
-const Header = "mode  pattern     N  rounds  max msgs  mean msgs  max bytes  mean bytes  conns/PE (max)  lookups/PE  root msgs  root bytes  Init time  causal bound  heap/PE"
+const Header = "mode    pattern     N  rounds  max msgs  mean msgs  max bytes  mean bytes  conns/PE (max)  lookups/PE  root msgs  root bytes  Init time  causal bound  heap/PE"
 
 func (r Result) Row() string {
 	mode := "star"
 	if r.Tree {
 		mode = "tree"
 	}
-	return fmt.Sprintf("%-4s  %-7s %5d  %6d  %8d  %9.1f  %9d  %10.0f  %8.1f (%4d)  %10.1f  %9d  %10d  %9s  %12s  %5.0f KiB",
+	if r.Tree && r.PerNode > 0 {
+		mode = fmt.Sprintf("hier%d", r.PerNode)
+	}
+	return fmt.Sprintf("%-6s  %-7s %5d  %6d  %8d  %9.1f  %9d  %10.0f  %8.1f (%4d)  %10.1f  %9d  %10d  %9s  %12s  %5.0f KiB",
 		mode, r.Pattern, r.NPEs, r.Rounds, r.MaxMsgs, r.MeanMsgs, r.MaxBytes, r.MeanBytes, r.MeanConns, r.MaxConns,
 		r.Lookups, r.Root.Msgs(), r.Root.Bytes(), r.InitTime.Round(time.Microsecond), r.Causal.Round(time.Microsecond), r.HeapPerPE/1024)
 }

@@ -65,3 +65,27 @@ func TestPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleAcrossNodes runs the two-level tree across nodes of 8 PEs (bootstrap's hier.go) at
+// 256 and 1,024 virtual PEs: the root's traffic grows with the nodes (its registrations), not
+// with the PEs' lookups; and a node leader, which relays its node's directory traffic from other
+// nodes without counting it, stays within 4x of the mean.
+func TestScaleAcrossNodes(t *testing.T) {
+	t.Log(Header)
+	small := run(t, Config{NPEs: 256, Pattern: Ring, Tree: true, PerNode: 8, Latency: 2 * time.Microsecond, Overhead: time.Microsecond, Bandwidth: 12.5e9})
+	big := run(t, Config{NPEs: 1024, Pattern: Ring, Tree: true, PerNode: 8, Latency: 2 * time.Microsecond, Overhead: time.Microsecond, Bandwidth: 12.5e9})
+	for _, r := range []Result{small, big} {
+		nodes := uint64(r.NPEs / 8)
+		// Per leader: a join and a Put with their answers, a Get with its answer (all but the
+		// first k), the table's k sends, and k children's joins and collectives.
+		if r.Root.Msgs() > 6*nodes+64 {
+			t.Errorf("N=%d: the root handled %d messages for %d nodes", r.NPEs, r.Root.Msgs(), nodes)
+		}
+		if float64(r.MaxMsgs) > 4*r.MeanMsgs {
+			t.Errorf("N=%d: busiest PE %d messages, more than 4x the mean %.1f", r.NPEs, r.MaxMsgs, r.MeanMsgs)
+		}
+	}
+	if g := float64(big.MaxMsgs) / float64(small.MaxMsgs); g > math.Log2(1024)/math.Log2(256) {
+		t.Errorf("busiest PE's messages grew %.2fx from 256 to 1,024 PEs, more than log N's", g)
+	}
+}

@@ -26,6 +26,7 @@ func main() {
 	fanout := flag.Int("fanout", 0, "tree fanout (0: the default)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "every virtual PE's bootstrap timeout (real time)")
 	real := flag.Bool("real", false, "run over this machine's sockets and print the measured wall time")
+	perNode := flag.Int("per-node", 0, "also run the two-level tree across nodes of this many PEs (0: not)")
 	flag.Parse()
 	fmt.Printf("L=%v o=%v bandwidth=%.3g B/s\n%s\n", *lat, *ovh, *bw, sim.Header)
 	for _, f := range strings.Split(*ns, ",") {
@@ -43,8 +44,19 @@ func main() {
 			if n <= *starMax && (pat != sim.All || n <= 256) {
 				modes = []bool{false, true}
 			}
+			type mode struct {
+				tree    bool
+				perNode int
+			}
+			var ms []mode
 			for _, tree := range modes {
-				r, err := sim.Run(sim.Config{NPEs: n, Pattern: pat, Tree: tree, Fanout: *fanout, Latency: *lat, Overhead: *ovh, Bandwidth: *bw, Real: *real, Timeout: *timeout})
+				ms = append(ms, mode{tree, 0})
+			}
+			if *perNode > 0 && *perNode < n {
+				ms = append(ms, mode{true, *perNode})
+			}
+			for _, m := range ms {
+				r, err := sim.Run(sim.Config{NPEs: n, Pattern: pat, Tree: m.tree, PerNode: m.perNode, Fanout: *fanout, Latency: *lat, Overhead: *ovh, Bandwidth: *bw, Real: *real, Timeout: *timeout})
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "sim: N=%d %s: %v\n", n, p, err)
 					os.Exit(1)
