@@ -54,13 +54,12 @@ func benchGPUMain(n, rounds int, asJSON bool, timeout time.Duration, nvshmemOut 
 			fmt.Fprintf(stderr, "roxrun bench (ROX_ORDERING=%s): %v\n", ord, err)
 			return launch.ExitStatus(err)
 		}
-		sc := bufio.NewScanner(&out)
-		for sc.Scan() {
-			var r gpuRow
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Test != "" {
-				rows = append(rows, r)
-			}
+		rs, err := parseJSONRows(&out, func(r *gpuRow) bool { return r.Test != "" })
+		if err != nil {
+			fmt.Fprintf(stderr, "roxrun bench (ROX_ORDERING=%s): the PEs' rows: %v\n", ord, err)
+			return 1
 		}
+		rows = append(rows, rs...)
 	}
 	var anchor []gpuRow
 	if nvshmemOut != "" {
