@@ -6,16 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // The team collectives' CPU harness: testdata/coll_pe.cc (the device library's collectives built
@@ -66,72 +61,19 @@ type collNode struct {
 	pes   []*collPE
 }
 
-var collLib struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func buildCollLib(t *testing.T) string {
-	t.Helper()
-	collLib.once.Do(func() {
-		cxx, err := exec.LookPath("clang-19")
-		if err != nil {
-			collLib.err = err
-			return
-		}
-		inc, _ := filepath.Abs("include")
-		tmp, err := os.MkdirTemp("", "roxcoll")
-		if err != nil {
-			collLib.err = err
-			return
-		}
-		so := filepath.Join(tmp, "libcoll_pe.so")
-		args := []string{"-x", "c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-D__HIP__",
-			"-D__device__=", "-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-I" + inc, "-o", so,
-			"testdata/coll_pe.cc"}
-		if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
-			collLib.err = fmt.Errorf("clang-19: %v\n%s", err, out)
-			return
-		}
-		collLib.path = so
-	})
-	if collLib.err != nil {
-		if _, err := exec.LookPath("clang-19"); err != nil {
-			t.Skipf("clang-19 not installed: %v", err)
-		}
-		t.Fatal(collLib.err)
-	}
-	return collLib.path
-}
-
 func newCollNode(t *testing.T) *collNode {
 	t.Helper()
-	so := buildCollLib(t)
+	so := BuildHostLib(t, "testdata/coll_pe.cc", "-O1")
 	nd := &collNode{}
 	for p := 0; p < chPEs; p++ {
-		nd.heaps = append(nd.heaps, mmapT(t, chHeap))
+		nd.heaps = append(nd.heaps, HostMem(t, chHeap))
 	}
-	ctl := mmapT(t, chPEs*(int(unsafe.Sizeof(TeamTable{}))+64))
-	lib, err := os.ReadFile(so)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctl := HostMem(t, chPEs*(int(unsafe.Sizeof(TeamTable{}))+64))
 	for p := 0; p < chPEs; p++ {
-		cp := filepath.Join(t.TempDir(), fmt.Sprintf("libcoll_pe%d.so", p))
-		if err := os.WriteFile(cp, lib, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		h, err := purego.Dlopen(cp, purego.RTLD_NOW|purego.RTLD_LOCAL)
-		if err != nil {
-			t.Fatal(err)
-		}
 		pe := &collPE{}
-		for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call, "rox_batch": &pe.batch,
+		OpenHostPE(t, so, p, map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call, "rox_batch": &pe.batch,
 			"rox_team_my_pe": &pe.myPE, "rox_team_n_pes": &pe.nPEs, "rox_team_translate_pe": &pe.translate,
-			"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName} {
-			purego.RegisterLibFunc(fn, h, name)
-		}
+			"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName})
 		off := p * (int(unsafe.Sizeof(TeamTable{})) + 64)
 		pe.table = (*TeamTable)(unsafe.Pointer(&ctl[off]))
 		pe.abort = (*Abort)(unsafe.Pointer(&ctl[off+int(unsafe.Sizeof(TeamTable{}))]))
@@ -144,10 +86,10 @@ func newCollNode(t *testing.T) *collNode {
 				d.MyIndex = int32(i / tm.stride)
 			}
 		}
-		pe.state = State{Magic: StateMagic, Version: StateVersion, MyPE: int32(p), NPEs: chPEs, HeapBase: addr(nd.heaps[p]),
+		pe.state = State{Magic: StateMagic, Version: StateVersion, MyPE: int32(p), NPEs: chPEs, HeapBase: HostAddr(nd.heaps[p]),
 			HeapSize: chHeap, Abort: uint64(uintptr(unsafe.Pointer(pe.abort))), Teams: uint64(uintptr(unsafe.Pointer(pe.table)))}
 		for q := 0; q < chPEs; q++ {
-			pe.state.PeerBase[q] = addr(nd.heaps[q])
+			pe.state.PeerBase[q] = HostAddr(nd.heaps[q])
 		}
 		pe.setState(&pe.state)
 		pe.setThreads(chThreads)
@@ -961,7 +903,7 @@ func collErrors(t *testing.T, nd *collNode) {
 	if r := record(0); res[0] != -1 || r.Call != CallBadArg || r.Detail != BadArgNotMapped {
 		t.Errorf("unmapped member: PE 0 returned %d, recorded %s detail %d", res[0], r.CallName(), r.Detail)
 	}
-	nd.pes[0].state.PeerBase[5] = addr(nd.heaps[5])
+	nd.pes[0].state.PeerBase[5] = HostAddr(nd.heaps[5])
 	nd.pes[0].setState(&nd.pes[0].state)
 	nd.clearAborts()
 	nd.pes[7].table.Team[4].WSBytes = TeamWSMin - 1
