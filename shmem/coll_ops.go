@@ -230,12 +230,8 @@ func fcollectArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
 	if dst.n != n*src.n {
 		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, want %d (%d PEs x %d)", dst.n, n*src.n, n, src.n)
 	}
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if s0 != d0+uint64(t.me*src.n*src.elemSize()) && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "the source may only be this PE's own block of the destination")
-	}
-	return nil
+	return disjointUnless(t, call, dst, src, src.off == dst.off+uint64(t.me*src.n*src.elemSize()),
+		"the source may only be this PE's own block of the destination")
 }
 
 // allToAllArgs: dst and src of the same length, a multiple of NPEs, disjoint.
@@ -252,12 +248,7 @@ func allToAllArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
 
 // disjointArgs: an all-to-all's buffers share no byte.
 func disjointArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "all-to-all buffers must be disjoint")
-	}
-	return nil
+	return disjointUnless(t, call, dst, src, false, "all-to-all buffers must be disjoint")
 }
 
 // allReduceArgs: op applies to T; dst and src of the same length, the same array or disjoint.
@@ -281,12 +272,8 @@ func reduceScatterArgs[T Elem](t *Team, call string, dst, src Sym[T], op Op) err
 	if src.n != n*dst.n {
 		return t.w.errorf(call, ErrBadArgument, "source has %d elements, want %d (%d PEs x the destination's %d)", src.n, n*dst.n, n, dst.n)
 	}
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if d0 != s0+uint64(t.me*dst.n*dst.elemSize()) && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "the destination may only be this PE's own block of the source")
-	}
-	return nil
+	return disjointUnless(t, call, dst, src, dst.off == src.off+uint64(t.me*dst.n*dst.elemSize()),
+		"the destination may only be this PE's own block of the source")
 }
 
 // reduceOpArgs: collArgs, and op applies to T.
@@ -302,10 +289,16 @@ func reduceOpArgs[T Elem](t *Team, call string, dst, src Sym[T], op Op) error {
 
 // sameOrDisjointArgs: dst and src are the same array or share no byte.
 func sameOrDisjointArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
+	return disjointUnless(t, call, dst, src, dst.off == src.off, "they may be the same array or disjoint")
+}
+
+// disjointUnless refuses dst and src that share a byte, unless allowed: the one overlap the
+// call accepts, which allowedWhat names.
+func disjointUnless[T Elem](t *Team, call string, dst, src Sym[T], allowed bool, allowedWhat string) error {
 	d0, d1 := symRange(dst)
 	s0, s1 := symRange(src)
-	if d0 != s0 && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "they may be the same array or disjoint")
+	if !allowed && overlap(d0, d1, s0, s1) {
+		return overlapErr(t, call, dst, src, allowedWhat)
 	}
 	return nil
 }
@@ -501,8 +494,8 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	}
 	es := dst.elemSize()
 	size := src.n * es
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
+	d0, _ := symRange(dst)
+	s0, _ := symRange(src)
 	release, err := t.gate(call)
 	if err != nil {
 		return err
@@ -536,11 +529,8 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 			return t.w.errorf(call, ErrBadArgument, "on %s: PE %d's destination has %d elements, the %d PEs send %d in all", t.name, t.members[j], op.peers[j].extra, len(t.members), total)
 		}
 	}
-	inPlace := s0 == d0+uint64(at*es)
-	if !inPlace && overlap(d0, d1, s0, s1) {
-		// Every PE has the counts now; one whose buffers overlap still finishes the protocol.
-		err = overlapErr(t, call, dst, src, "the source may only be this PE's own block of the destination")
-	}
+	// Every PE has the counts now; one whose buffers overlap still finishes the protocol.
+	err = disjointUnless(t, call, dst, src, s0 == d0+uint64(at*es), "the source may only be this PE's own block of the destination")
 	counts := func(j int) int { return int(op.peers[j].count) * es }
 	if gerr := gatherData(op, d0, s0, counts, func(j int) bool { return op.peers[j].extra2 == 1 }, err != nil); gerr != nil {
 		return gerr
