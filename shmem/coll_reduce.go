@@ -304,9 +304,9 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 	case kFloat64:
 		foldReal(r.op, view[float64](acc), view[float64](x))
 	case kComplex64:
-		foldComplex(r.op, view[complex64](acc), view[complex64](x))
+		foldSumProd(r.op, view[complex64](acc), view[complex64](x))
 	case kComplex128:
-		foldComplex(r.op, view[complex128](acc), view[complex128](x))
+		foldSumProd(r.op, view[complex128](acc), view[complex128](x))
 	case kBFloat16, kFloat16:
 		a := view[float32](acc)
 		if partial {
@@ -356,18 +356,11 @@ func foldInt[T integer](op Op, a, x []T) {
 	}
 }
 
-// foldReal folds x into a with the ops every integer and real float type has: sum, prod, min, max.
+// foldReal folds x into a with the ops every integer and real float type has: min and max, and
+// sum and prod (foldSumProd).
 func foldReal[T integer | ~float32 | ~float64](op Op, a, x []T) {
 	x = x[:len(a)]
 	switch op {
-	case OpSum:
-		for i := range a {
-			a[i] += x[i]
-		}
-	case OpProd:
-		for i := range a {
-			a[i] *= x[i]
-		}
 	case OpMin:
 		for i := range a {
 			a[i] = min(a[i], x[i])
@@ -376,10 +369,13 @@ func foldReal[T integer | ~float32 | ~float64](op Op, a, x []T) {
 		for i := range a {
 			a[i] = max(a[i], x[i])
 		}
+	default:
+		foldSumProd(op, a, x)
 	}
 }
 
-func foldComplex[T ~complex64 | ~complex128](op Op, a, x []T) {
+// foldSumProd folds x into a with sum or prod, the ops of every element type, complex included.
+func foldSumProd[T integer | ~float32 | ~float64 | ~complex64 | ~complex128](op Op, a, x []T) {
 	x = x[:len(a)]
 	switch op {
 	case OpSum:
