@@ -27,10 +27,6 @@ const (
 	chWSBase  = 3 << 20 // team workspaces, one per slot
 	chWS      = TeamWSData + 2*16<<10
 	chPoison  = 0xa7
-	// a hang breaker, not a speed limit: on a loaded 2-core machine 32 threads may wait long for
-	// the CPU (a 30 s limit was once exceeded by a batch on a one-member team, which has no wait
-	// but its group barriers)
-	collWatchdog = 3 * time.Minute
 )
 
 // the teams of the harness: world, shared (= world here), strided ones of 3, 5 and 1 members
@@ -128,45 +124,44 @@ const (
 )
 
 // run calls the collective on every PE of pes concurrently (args(pe) gives each one's call) and
-// returns each PE's result. A run that does not end in collWatchdog sets every abort word (the
+// returns each PE's result. A run that does not end in HostWatchdog sets every abort word (the
 // waits then give up) and fails.
 func (nd *collNode) run(t *testing.T, pes []int, args func(pe int) collCall) map[int]int32 {
 	t.Helper()
 	var mu sync.Mutex
 	res := map[int]int32{}
-	var wg sync.WaitGroup
+	calls := map[int]collCall{}
 	for _, p := range pes {
-		a := args(p)
-		threads := chThreads
-		if a.level == 0 || a.level == 3 {
-			threads = 1
-		}
-		for tid := 0; tid < threads; tid++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := nd.pes[p].call(uint32(tid), a.coll, a.typ, a.op, a.level, a.team, a.dest, a.src, a.n, a.root)
-				mu.Lock()
-				defer mu.Unlock()
-				if old, ok := res[p]; ok && old != r {
-					t.Errorf("PE %d: threads of one group returned %d and %d", p, old, r)
-				}
-				res[p] = r
-			}()
-		}
+		calls[p] = args(p)
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(collWatchdog):
-		for _, pe := range nd.pes {
-			atomic.StoreUint64(&pe.abort.Word, 0xdead)
+	threads := func(p int) int {
+		if a := calls[p]; a.level == 0 || a.level == 3 {
+			return 1
 		}
-		<-done
-		t.Fatalf("a collective did not finish in %v (abort word set to end it)", collWatchdog)
+		return chThreads
+	}
+	if !RunHostGroups(nd.aborts(), pes, threads, func(p, tid int) {
+		a := calls[p]
+		r := nd.pes[p].call(uint32(tid), a.coll, a.typ, a.op, a.level, a.team, a.dest, a.src, a.n, a.root)
+		mu.Lock()
+		defer mu.Unlock()
+		if old, ok := res[p]; ok && old != r {
+			t.Errorf("PE %d: threads of one group returned %d and %d", p, old, r)
+		}
+		res[p] = r
+	}) {
+		t.Fatalf("a collective did not finish in %v (abort word set to end it)", HostWatchdog)
 	}
 	return res
+}
+
+// aborts are the PEs' abort blocks.
+func (nd *collNode) aborts() []*Abort {
+	var a []*Abort
+	for _, pe := range nd.pes {
+		a = append(a, pe.abort)
+	}
+	return a
 }
 
 // roxCall is struct rox_call of coll_pe.cc: one call of a batch.
@@ -180,26 +175,10 @@ type roxCall struct {
 // results land in Ret.
 func (nd *collNode) runBatch(t *testing.T, pes []int, calls map[int][]roxCall) {
 	t.Helper()
-	var wg sync.WaitGroup
-	for _, p := range pes {
-		for tid := 0; tid < chThreads; tid++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				nd.pes[p].batch(uint32(tid), &calls[p][0], int32(len(calls[p])))
-			}()
-		}
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(collWatchdog):
-		for _, pe := range nd.pes {
-			atomic.StoreUint64(&pe.abort.Word, 0xdead)
-		}
-		<-done
-		t.Fatalf("a batch of collectives did not finish in %v (abort word set to end it): %s", collWatchdog, nd.describe(pes, calls))
+	if !RunHostGroups(nd.aborts(), pes, func(int) int { return chThreads }, func(p, tid int) {
+		nd.pes[p].batch(uint32(tid), &calls[p][0], int32(len(calls[p])))
+	}) {
+		t.Fatalf("a batch of collectives did not finish in %v (abort word set to end it): %s", HostWatchdog, nd.describe(pes, calls))
 	}
 }
 

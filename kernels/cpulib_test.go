@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -129,3 +131,37 @@ func HostMem(t testing.TB, n int) []byte {
 
 // HostAddr is the address of b's first byte, as the library sees it.
 func HostAddr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
+// HostWatchdog bounds a host harness's run: a hang breaker, not a speed limit (on a loaded 2-core
+// machine 32 threads may wait long for the CPU; a 30 s limit was once exceeded by a batch on a
+// one-member team, which has no wait but its group barriers).
+const HostWatchdog = 3 * time.Minute
+
+// RunHostGroups runs f(p, tid) for each thread tid < threads(p) of each PE p of pes, every PE's
+// group at once, and waits for them all. Where they have not finished in HostWatchdog it sets
+// every abort word of aborts (the library's waits then give up), waits for them again and
+// returns false.
+func RunHostGroups(aborts []*Abort, pes []int, threads func(p int) int, f func(p, tid int)) bool {
+	var wg sync.WaitGroup
+	for _, p := range pes {
+		for tid := range threads(p) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f(p, tid)
+			}()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(HostWatchdog):
+		for _, a := range aborts {
+			atomic.StoreUint64(&a.Word, 0xdead)
+		}
+		<-done
+		return false
+	}
+}

@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/roxamen/roxamen/kernels"
@@ -22,10 +19,7 @@ import (
 // combined sums bit for bit), the GEMM's fused and unfused variants against each other (bit for
 // bit) and against a float64 product.
 
-const (
-	wlThreads  = 4
-	wlWatchdog = 3 * time.Minute // a hang breaker, not a speed limit (see TestCollHost)
-)
+const wlThreads = 4
 
 type wlPE struct {
 	setState    func(s *kernels.State)
@@ -120,26 +114,13 @@ func (pe *wlPE) allocAddr(n int) uint64 {
 // watchdog sets every abort word (the waits then give up) and fails, with each PE's record.
 func (nd *wlNode) run(t *testing.T, what string, f func(p int, pe *wlPE, tid uint32)) {
 	t.Helper()
-	var wg sync.WaitGroup
+	var aborts []*kernels.Abort
+	var pes []int
 	for p, pe := range nd.pes {
-		for tid := uint32(0); tid < wlThreads; tid++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				f(p, pe, tid)
-			}()
-		}
+		aborts, pes = append(aborts, pe.abort), append(pes, p)
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(wlWatchdog):
-		for _, pe := range nd.pes {
-			atomic.StoreUint64(&pe.abort.Word, 0xdead)
-		}
-		<-done
-		t.Fatalf("%s did not finish in %v (abort words set to end it)", what, wlWatchdog)
+	if !kernels.RunHostGroups(aborts, pes, func(int) int { return wlThreads }, func(p, tid int) { f(p, nd.pes[p], uint32(tid)) }) {
+		t.Fatalf("%s did not finish in %v (abort words set to end it)", what, kernels.HostWatchdog)
 	}
 	for p, pe := range nd.pes {
 		if pe.abort.First != 0 {
