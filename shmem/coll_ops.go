@@ -415,14 +415,8 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 	t.w.syncPoint() // the entry orders the PE's completed plain accesses (MODEL.md §3b)
 	algo := t.pickMove(size)
 	h := header{call: callBroadcast, kind: elemKindOf[T](), count: int64(src.n), root: int64(root), algo: algo, word: s0, word2: d0}
-	var payload []byte
 	eager := algo == algoOneShot && size <= t.payloadCap()
-	if eager && t.me == root {
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
-		}
-	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	op, err := t.startEager(ctx, call, h, eager && t.me == root, s0, size, 0)
 	if err != nil {
 		return err
 	}
@@ -507,13 +501,7 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	if t.knob() != algoAuto {
 		h.algo = t.knob() // an explicit choice must agree; auto may differ per source
 	}
-	var payload []byte
-	if eager {
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
-		}
-	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	op, err := t.startEager(ctx, call, h, eager, s0, size, 0)
 	if err != nil {
 		return err
 	}
@@ -538,17 +526,22 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	return err
 }
 
-// gather runs FCollect: the header exchange, then the data.
-func gather(ctx context.Context, t *Team, call string, h header, eager bool, d0, s0 uint64, counts func(int) int, _ func(int) bool) error {
-	size := counts(t.me)
+// startEager is start for a call whose data travels in the header exchange where eager: this
+// PE's n bytes at s0 are its payload (per as for start).
+func (t *Team) startEager(ctx context.Context, call string, h header, eager bool, s0 uint64, n, per int) (*collOp, error) {
 	var payload []byte
 	if eager {
 		var err error
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
+		if payload, err = (&collOp{t: t, call: call}).self(s0, n); err != nil {
+			return nil, err
 		}
 	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	return t.start(ctx, call, h, payload, per)
+}
+
+// gather runs FCollect: the header exchange, then the data.
+func gather(ctx context.Context, t *Team, call string, h header, eager bool, d0, s0 uint64, counts func(int) int, _ func(int) bool) error {
+	op, err := t.startEager(ctx, call, h, eager, s0, counts(t.me), 0)
 	if err != nil {
 		return err
 	}
@@ -898,14 +891,7 @@ func (f *foldIn) get(j, b, e int) ([]byte, error) {
 func (t *Team) oneShot(ctx context.Context, call string, h header, r reducer, d0, s0 uint64, count int) error {
 	size := count * r.es
 	eager := size <= t.payloadCap()
-	var payload []byte
-	if eager {
-		var err error
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
-		}
-	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	op, err := t.startEager(ctx, call, h, eager, s0, size, 0)
 	if err != nil {
 		return err
 	}
@@ -1006,13 +992,7 @@ func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op)
 	algo := t.pickMove(block)
 	eager := algo == algoOneShot && block <= t.payloadCap()
 	h := header{call: callReduceScatter, kind: kind, op: op, count: int64(dst.n), algo: algo, word: s0, word2: d0}
-	var payload []byte
-	if eager {
-		if payload, err = (&collOp{t: t, call: call}).self(s0, n*block); err != nil {
-			return err
-		}
-	}
-	o, err := t.start(ctx, call, h, payload, block)
+	o, err := t.startEager(ctx, call, h, eager, s0, n*block, block)
 	if err != nil {
 		return err
 	}
