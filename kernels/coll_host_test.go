@@ -6,16 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // The team collectives' CPU harness: testdata/coll_pe.cc (the device library's collectives built
@@ -32,10 +27,6 @@ const (
 	chWSBase  = 3 << 20 // team workspaces, one per slot
 	chWS      = TeamWSData + 2*16<<10
 	chPoison  = 0xa7
-	// a hang breaker, not a speed limit: on a loaded 2-core machine 32 threads may wait long for
-	// the CPU (a 30 s limit was once exceeded by a batch on a one-member team, which has no wait
-	// but its group barriers)
-	collWatchdog = 3 * time.Minute
 )
 
 // the teams of the harness: world, shared (= world here), strided ones of 3, 5 and 1 members
@@ -66,72 +57,19 @@ type collNode struct {
 	pes   []*collPE
 }
 
-var collLib struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func buildCollLib(t *testing.T) string {
-	t.Helper()
-	collLib.once.Do(func() {
-		cxx, err := exec.LookPath("clang-19")
-		if err != nil {
-			collLib.err = err
-			return
-		}
-		inc, _ := filepath.Abs("include")
-		tmp, err := os.MkdirTemp("", "roxcoll")
-		if err != nil {
-			collLib.err = err
-			return
-		}
-		so := filepath.Join(tmp, "libcoll_pe.so")
-		args := []string{"-x", "c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-D__HIP__",
-			"-D__device__=", "-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-I" + inc, "-o", so,
-			"testdata/coll_pe.cc"}
-		if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
-			collLib.err = fmt.Errorf("clang-19: %v\n%s", err, out)
-			return
-		}
-		collLib.path = so
-	})
-	if collLib.err != nil {
-		if _, err := exec.LookPath("clang-19"); err != nil {
-			t.Skipf("clang-19 not installed: %v", err)
-		}
-		t.Fatal(collLib.err)
-	}
-	return collLib.path
-}
-
 func newCollNode(t *testing.T) *collNode {
 	t.Helper()
-	so := buildCollLib(t)
+	so := BuildHostLib(t, "testdata/coll_pe.cc", "-O1")
 	nd := &collNode{}
 	for p := 0; p < chPEs; p++ {
-		nd.heaps = append(nd.heaps, mmapT(t, chHeap))
+		nd.heaps = append(nd.heaps, HostMem(t, chHeap))
 	}
-	ctl := mmapT(t, chPEs*(int(unsafe.Sizeof(TeamTable{}))+64))
-	lib, err := os.ReadFile(so)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctl := HostMem(t, chPEs*(int(unsafe.Sizeof(TeamTable{}))+64))
 	for p := 0; p < chPEs; p++ {
-		cp := filepath.Join(t.TempDir(), fmt.Sprintf("libcoll_pe%d.so", p))
-		if err := os.WriteFile(cp, lib, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		h, err := purego.Dlopen(cp, purego.RTLD_NOW|purego.RTLD_LOCAL)
-		if err != nil {
-			t.Fatal(err)
-		}
 		pe := &collPE{}
-		for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call, "rox_batch": &pe.batch,
+		OpenHostPE(t, so, p, map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call, "rox_batch": &pe.batch,
 			"rox_team_my_pe": &pe.myPE, "rox_team_n_pes": &pe.nPEs, "rox_team_translate_pe": &pe.translate,
-			"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName} {
-			purego.RegisterLibFunc(fn, h, name)
-		}
+			"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName})
 		off := p * (int(unsafe.Sizeof(TeamTable{})) + 64)
 		pe.table = (*TeamTable)(unsafe.Pointer(&ctl[off]))
 		pe.abort = (*Abort)(unsafe.Pointer(&ctl[off+int(unsafe.Sizeof(TeamTable{}))]))
@@ -144,10 +82,10 @@ func newCollNode(t *testing.T) *collNode {
 				d.MyIndex = int32(i / tm.stride)
 			}
 		}
-		pe.state = State{Magic: StateMagic, Version: StateVersion, MyPE: int32(p), NPEs: chPEs, HeapBase: addr(nd.heaps[p]),
+		pe.state = State{Magic: StateMagic, Version: StateVersion, MyPE: int32(p), NPEs: chPEs, HeapBase: HostAddr(nd.heaps[p]),
 			HeapSize: chHeap, Abort: uint64(uintptr(unsafe.Pointer(pe.abort))), Teams: uint64(uintptr(unsafe.Pointer(pe.table)))}
 		for q := 0; q < chPEs; q++ {
-			pe.state.PeerBase[q] = addr(nd.heaps[q])
+			pe.state.PeerBase[q] = HostAddr(nd.heaps[q])
 		}
 		pe.setState(&pe.state)
 		pe.setThreads(chThreads)
@@ -186,45 +124,44 @@ const (
 )
 
 // run calls the collective on every PE of pes concurrently (args(pe) gives each one's call) and
-// returns each PE's result. A run that does not end in collWatchdog sets every abort word (the
+// returns each PE's result. A run that does not end in HostWatchdog sets every abort word (the
 // waits then give up) and fails.
 func (nd *collNode) run(t *testing.T, pes []int, args func(pe int) collCall) map[int]int32 {
 	t.Helper()
 	var mu sync.Mutex
 	res := map[int]int32{}
-	var wg sync.WaitGroup
+	calls := map[int]collCall{}
 	for _, p := range pes {
-		a := args(p)
-		threads := chThreads
-		if a.level == 0 || a.level == 3 {
-			threads = 1
-		}
-		for tid := 0; tid < threads; tid++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := nd.pes[p].call(uint32(tid), a.coll, a.typ, a.op, a.level, a.team, a.dest, a.src, a.n, a.root)
-				mu.Lock()
-				defer mu.Unlock()
-				if old, ok := res[p]; ok && old != r {
-					t.Errorf("PE %d: threads of one group returned %d and %d", p, old, r)
-				}
-				res[p] = r
-			}()
-		}
+		calls[p] = args(p)
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(collWatchdog):
-		for _, pe := range nd.pes {
-			atomic.StoreUint64(&pe.abort.Word, 0xdead)
+	threads := func(p int) int {
+		if a := calls[p]; a.level == 0 || a.level == 3 {
+			return 1
 		}
-		<-done
-		t.Fatalf("a collective did not finish in %v (abort word set to end it)", collWatchdog)
+		return chThreads
+	}
+	if !RunHostGroups(nd.aborts(), pes, threads, func(p, tid int) {
+		a := calls[p]
+		r := nd.pes[p].call(uint32(tid), a.coll, a.typ, a.op, a.level, a.team, a.dest, a.src, a.n, a.root)
+		mu.Lock()
+		defer mu.Unlock()
+		if old, ok := res[p]; ok && old != r {
+			t.Errorf("PE %d: threads of one group returned %d and %d", p, old, r)
+		}
+		res[p] = r
+	}) {
+		t.Fatalf("a collective did not finish in %v (abort word set to end it)", HostWatchdog)
 	}
 	return res
+}
+
+// aborts are the PEs' abort blocks.
+func (nd *collNode) aborts() []*Abort {
+	var a []*Abort
+	for _, pe := range nd.pes {
+		a = append(a, pe.abort)
+	}
+	return a
 }
 
 // roxCall is struct rox_call of coll_pe.cc: one call of a batch.
@@ -238,26 +175,10 @@ type roxCall struct {
 // results land in Ret.
 func (nd *collNode) runBatch(t *testing.T, pes []int, calls map[int][]roxCall) {
 	t.Helper()
-	var wg sync.WaitGroup
-	for _, p := range pes {
-		for tid := 0; tid < chThreads; tid++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				nd.pes[p].batch(uint32(tid), &calls[p][0], int32(len(calls[p])))
-			}()
-		}
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(collWatchdog):
-		for _, pe := range nd.pes {
-			atomic.StoreUint64(&pe.abort.Word, 0xdead)
-		}
-		<-done
-		t.Fatalf("a batch of collectives did not finish in %v (abort word set to end it): %s", collWatchdog, nd.describe(pes, calls))
+	if !RunHostGroups(nd.aborts(), pes, func(int) int { return chThreads }, func(p, tid int) {
+		nd.pes[p].batch(uint32(tid), &calls[p][0], int32(len(calls[p])))
+	}) {
+		t.Fatalf("a batch of collectives did not finish in %v (abort word set to end it): %s", HostWatchdog, nd.describe(pes, calls))
 	}
 }
 
@@ -961,7 +882,7 @@ func collErrors(t *testing.T, nd *collNode) {
 	if r := record(0); res[0] != -1 || r.Call != CallBadArg || r.Detail != BadArgNotMapped {
 		t.Errorf("unmapped member: PE 0 returned %d, recorded %s detail %d", res[0], r.CallName(), r.Detail)
 	}
-	nd.pes[0].state.PeerBase[5] = addr(nd.heaps[5])
+	nd.pes[0].state.PeerBase[5] = HostAddr(nd.heaps[5])
 	nd.pes[0].setState(&nd.pes[0].state)
 	nd.clearAborts()
 	nd.pes[7].table.Team[4].WSBytes = TeamWSMin - 1

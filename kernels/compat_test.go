@@ -52,10 +52,7 @@ func TestCompatHostRun(t *testing.T) {
 	needClang(t)
 	clang, _ := build.Tool("clang-19")
 	exe := filepath.Join(t.TempDir(), "compat")
-	args := []string{"-x", "c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-D__HIP__", "-D__device__=",
-		"-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-Iinclude", "-o", exe,
-		"testdata/compat/host.cc"}
-	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(clang, cpuArgs(exe, "testdata/compat/host.cc", "-O1")...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", clang, err, out)
 	}
 	out, err := exec.Command(exe).CombinedOutput()

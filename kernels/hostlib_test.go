@@ -23,9 +23,7 @@ func TestHostLibrary(t *testing.T) {
 		t.Skip("no C++ compiler (clang-19, clang++, g++) in PATH")
 	}
 	exe := filepath.Join(t.TempDir(), "hostlib")
-	args := []string{"-x", "c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-D__HIP__", "-D__device__=",
-		"-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-Iinclude", "-o", exe, "testdata/hostlib.cc"}
-	if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(cxx, cpuArgs(exe, "testdata/hostlib.cc", "-O1")...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cxx, err, out)
 	}
 	out, err := exec.Command(exe).CombinedOutput()

@@ -14,8 +14,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/roxamen/roxamen/device/host"
 	"github.com/roxamen/roxamen/memmodel"
 )
@@ -50,40 +48,24 @@ const (
 
 func newSDMANode(t *testing.T, n int, bypass bool) *sdmaNode {
 	t.Helper()
-	loadSDMAProducer(t) // builds the library once
-	so := sdmaLib.path
+	so := buildSDMAProducer(t)
 	nd := &sdmaNode{n: n, vars: map[string]int{}}
 	for p := 0; p < n; p++ {
-		nd.heaps = append(nd.heaps, mmapT(t, litHeap))
+		nd.heaps = append(nd.heaps, HostMem(t, litHeap))
 	}
-	dev := mmapT(t, n*int(unsafe.Sizeof(SDMATable{}))+n*n*int(unsafe.Sizeof(SDMAQueue{})))
-	ctl := mmapT(t, n*n*64)
+	dev := HostMem(t, n*int(unsafe.Sizeof(SDMATable{}))+n*n*int(unsafe.Sizeof(SDMAQueue{})))
+	ctl := HostMem(t, n*n*64)
 	tables := unsafe.Slice((*SDMATable)(unsafe.Pointer(&dev[0])), n)
 	queues := unsafe.Slice((*SDMAQueue)(unsafe.Pointer(&dev[n*int(unsafe.Sizeof(SDMATable{}))])), n*n)
 	words := unsafe.Slice((*uint64)(unsafe.Pointer(&ctl[0])), n*n*8)
-	regions := []host.SDMARegion{{Base: addr(ctl), Mem: ctl}}
+	regions := []host.SDMARegion{{Base: HostAddr(ctl), Mem: ctl}}
 	for p := 0; p < n; p++ {
-		regions = append(regions, host.SDMARegion{Base: addr(nd.heaps[p]), Mem: nd.heaps[p]})
+		regions = append(regions, host.SDMARegion{Base: HostAddr(nd.heaps[p]), Mem: nd.heaps[p]})
 	}
 	for p := 0; p < n; p++ {
-		// a separate instance of the library: dlopen of a copy under another name
-		b, err := os.ReadFile(so)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cp := filepath.Join(t.TempDir(), fmt.Sprintf("libsdma_pe%d.so", p))
-		if err := os.WriteFile(cp, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		h, err := purego.Dlopen(cp, purego.RTLD_NOW|purego.RTLD_LOCAL)
-		if err != nil {
-			t.Fatal(err)
-		}
 		pe := &sdmaPE{}
-		for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_put_sdma": &pe.putSDMA,
-			"rox_put_signal_sdma": &pe.putSignalSDMA, "rox_quiet": &pe.quiet, "rox_fence": &pe.fence} {
-			purego.RegisterLibFunc(fn, h, name)
-		}
+		OpenHostPE(t, so, p, map[string]any{"rox_set_state": &pe.setState, "rox_put_sdma": &pe.putSDMA,
+			"rox_put_signal_sdma": &pe.putSignalSDMA, "rox_quiet": &pe.quiet, "rox_fence": &pe.fence})
 		tab := &tables[p]
 		tab.Magic, tab.NQueues = SDMAMagic, 1
 		for q := 0; q < n; q++ {
@@ -91,9 +73,9 @@ func newSDMANode(t *testing.T, n int, bypass bool) *sdmaNode {
 				continue
 			}
 			i := p*n + q
-			ring := mmapT(t, litQueue)
+			ring := HostMem(t, litQueue)
 			w := words[8*i : 8*i+8]
-			queues[i] = SDMAQueue{Ring: addr(ring), Rptr: uint64(uintptr(unsafe.Pointer(&w[0]))), Wptr: uint64(uintptr(unsafe.Pointer(&w[1]))),
+			queues[i] = SDMAQueue{Ring: HostAddr(ring), Rptr: uint64(uintptr(unsafe.Pointer(&w[0]))), Wptr: uint64(uintptr(unsafe.Pointer(&w[1]))),
 				Doorbell: uint64(uintptr(unsafe.Pointer(&w[2]))), Done: uint64(uintptr(unsafe.Pointer(&w[3]))), RingBytes: litQueue}
 			tab.Queue[q][0] = uint64(uintptr(unsafe.Pointer(&queues[i])))
 			e, err := host.StartSDMA(host.SDMAQueue{Ring: unsafe.Slice((*uint32)(unsafe.Pointer(&ring[0])), litQueue/4),
@@ -103,13 +85,13 @@ func newSDMANode(t *testing.T, n int, bypass bool) *sdmaNode {
 			}
 			nd.engines = append(nd.engines, e)
 		}
-		pe.state = State{Magic: StateMagic, Version: StateVersion, MyPE: int32(p), NPEs: int32(n), HeapBase: addr(nd.heaps[p]),
+		pe.state = State{Magic: StateMagic, Version: StateVersion, MyPE: int32(p), NPEs: int32(n), HeapBase: HostAddr(nd.heaps[p]),
 			HeapSize: litHeap, SDMA: uint64(uintptr(unsafe.Pointer(tab)))}
 		if bypass {
 			pe.state.Flags |= FlagBypass
 		}
 		for q := 0; q < n; q++ {
-			pe.state.PeerBase[q] = addr(nd.heaps[q])
+			pe.state.PeerBase[q] = HostAddr(nd.heaps[q])
 		}
 		pe.setState(&pe.state)
 		nd.pes = append(nd.pes, pe)
@@ -186,7 +168,7 @@ func (nd *sdmaNode) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (
 			nb := 0
 			for k, in := range c.Instrs {
 				src := litSrc + 64*(ci*64+k)
-				dst := uintptr(addr(nd.heaps[me])) + uintptr(nd.off(in.Loc.Var))
+				dst := uintptr(HostAddr(nd.heaps[me])) + uintptr(nd.off(in.Loc.Var))
 				target := nd.word(in.Loc.PE, in.Loc.Var)
 				setReg := func(v int64) {
 					mu.Lock()
@@ -200,11 +182,11 @@ func (nd *sdmaNode) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (
 					setReg(atomic.LoadInt64(nd.word(me, in.Loc.Var)))
 				case memmodel.OpPut, memmodel.OpPutNBI:
 					*(*int64)(unsafe.Pointer(&nd.heaps[me][src])) = in.Val
-					pe.putSDMA(dst, uintptr(addr(nd.heaps[me]))+uintptr(src), 8, int32(in.Loc.PE), int32(rng.IntN(2)))
+					pe.putSDMA(dst, uintptr(HostAddr(nd.heaps[me]))+uintptr(src), 8, int32(in.Loc.PE), int32(rng.IntN(2)))
 				case memmodel.OpPutSig:
 					*(*int64)(unsafe.Pointer(&nd.heaps[me][src])) = in.Val
-					sig := uintptr(addr(nd.heaps[me])) + uintptr(nd.off(in.Sig.Var))
-					pe.putSignalSDMA(dst, uintptr(addr(nd.heaps[me]))+uintptr(src), 8, sig, uint64(in.New), int32(in.SigOp), int32(in.Loc.PE), int32(rng.IntN(2)))
+					sig := uintptr(HostAddr(nd.heaps[me])) + uintptr(nd.off(in.Sig.Var))
+					pe.putSignalSDMA(dst, uintptr(HostAddr(nd.heaps[me]))+uintptr(src), 8, sig, uint64(in.New), int32(in.SigOp), int32(in.Loc.PE), int32(rng.IntN(2)))
 				case memmodel.OpGet, memmodel.OpGetNBI, memmodel.OpFetch:
 					setReg(atomic.LoadInt64(target))
 				case memmodel.OpFAdd:

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
-	"golang.org/x/sys/unix"
 
 	"github.com/roxamen/roxamen/device/host"
 	"github.com/roxamen/roxamen/device/sdma"
@@ -123,62 +119,29 @@ type sdmaRoute struct {
 	}
 }
 
+// buildSDMAProducer builds testdata/sdma_producer.cc, the device library's SDMA producer, for the
+// CPU (once per test binary).
+func buildSDMAProducer(t *testing.T) string {
+	t.Helper()
+	return BuildHostLib(t, "testdata/sdma_producer.cc", "-O2")
+}
+
 var sdmaLib struct {
 	once sync.Once
 	h    uintptr
-	path string
 	err  error
 }
 
-// loadSDMAProducer builds testdata/sdma_producer.cc into a shared library once per test binary.
+// loadSDMAProducer loads the producer once per test binary: the routes share one instance.
 func loadSDMAProducer(t *testing.T) uintptr {
 	t.Helper()
-	sdmaLib.once.Do(func() {
-		cxx, err := exec.LookPath("clang-19")
-		if err != nil {
-			sdmaLib.err = err
-			return
-		}
-		dir, err := filepath.Abs(filepath.Join(".", "include"))
-		if err != nil {
-			sdmaLib.err = err
-			return
-		}
-		tmp, err := os.MkdirTemp("", "roxsdma")
-		if err != nil {
-			sdmaLib.err = err
-			return
-		}
-		so := filepath.Join(tmp, "libsdma_producer.so")
-		sdmaLib.path = so
-		args := []string{"-x", "c++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-D__HIP__",
-			"-D__device__=", "-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-I" + dir, "-o", so, "testdata/sdma_producer.cc"}
-		if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
-			sdmaLib.err = fmt.Errorf("clang-19: %v\n%s", err, out)
-			return
-		}
-		sdmaLib.h, sdmaLib.err = purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	})
+	so := buildSDMAProducer(t)
+	sdmaLib.once.Do(func() { sdmaLib.h, sdmaLib.err = purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL) })
 	if sdmaLib.err != nil {
-		if _, err := exec.LookPath("clang-19"); err != nil {
-			t.Skipf("clang-19 not installed: %v", err)
-		}
 		t.Fatal(sdmaLib.err)
 	}
 	return sdmaLib.h
 }
-
-func mmapT(t *testing.T, n int) []byte {
-	t.Helper()
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(b) })
-	return b
-}
-
-func addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 
 const sdmaHeap = 32 << 20
 
@@ -187,23 +150,23 @@ const sdmaHeap = 32 << 20
 func newSDMARoute(t *testing.T, ringBytes int, threshold uint64, badPeer bool, seed uint64) *sdmaRoute {
 	t.Helper()
 	h := loadSDMAProducer(t)
-	r := &sdmaRoute{t: t, heap0: mmapT(t, sdmaHeap), heap1: mmapT(t, sdmaHeap), ring: mmapT(t, ringBytes)}
-	ctl := mmapT(t, 4096)
+	r := &sdmaRoute{t: t, heap0: HostMem(t, sdmaHeap), heap1: HostMem(t, sdmaHeap), ring: HostMem(t, ringBytes)}
+	ctl := HostMem(t, 4096)
 	r.ctl = unsafe.Slice((*uint64)(unsafe.Pointer(&ctl[0])), 512)
-	dev := mmapT(t, int(unsafe.Sizeof(SDMAQueue{})+unsafe.Sizeof(SDMATable{})))
+	dev := HostMem(t, int(unsafe.Sizeof(SDMAQueue{})+unsafe.Sizeof(SDMATable{})))
 	r.q = (*SDMAQueue)(unsafe.Pointer(&dev[0]))
 	r.table = (*SDMATable)(unsafe.Pointer(&dev[unsafe.Sizeof(SDMAQueue{})]))
-	*r.q = SDMAQueue{Ring: addr(r.ring), Rptr: addr(ctl), Wptr: addr(ctl) + 8, Doorbell: addr(ctl) + 16, Done: addr(ctl) + 24,
+	*r.q = SDMAQueue{Ring: HostAddr(r.ring), Rptr: HostAddr(ctl), Wptr: HostAddr(ctl) + 8, Doorbell: HostAddr(ctl) + 16, Done: HostAddr(ctl) + 24,
 		RingBytes: uint32(ringBytes)}
 	r.table.Magic, r.table.NQueues, r.table.Threshold = SDMAMagic, 1, threshold
 	r.table.Queue[1][0] = uint64(uintptr(unsafe.Pointer(r.q)))
-	peer1 := addr(r.heap1)
+	peer1 := HostAddr(r.heap1)
 	if badPeer {
 		peer1 = 0x10000 // not mapped by the engine
 	}
-	r.state = State{Magic: StateMagic, Version: StateVersion, MyPE: 0, NPEs: 2, HeapBase: addr(r.heap0), HeapSize: sdmaHeap,
-		Abort: addr(ctl) + 64, SDMA: uint64(uintptr(unsafe.Pointer(r.table)))}
-	r.state.PeerBase[0], r.state.PeerBase[1] = addr(r.heap0), peer1
+	r.state = State{Magic: StateMagic, Version: StateVersion, MyPE: 0, NPEs: 2, HeapBase: HostAddr(r.heap0), HeapSize: sdmaHeap,
+		Abort: HostAddr(ctl) + 64, SDMA: uint64(uintptr(unsafe.Pointer(r.table)))}
+	r.state.PeerBase[0], r.state.PeerBase[1] = HostAddr(r.heap0), peer1
 	for name, fn := range map[string]any{"rox_set_state": &r.lib.setState, "rox_put_sdma": &r.lib.putSDMA, "rox_putmem": &r.lib.putmem,
 		"rox_put_signal_sdma": &r.lib.putSignalSDMA, "rox_quiet": &r.lib.quiet, "rox_fence": &r.lib.fence, "rox_aborted": &r.lib.aborted} {
 		purego.RegisterLibFunc(fn, h, name)
@@ -211,7 +174,7 @@ func newSDMARoute(t *testing.T, ringBytes int, threshold uint64, badPeer bool, s
 	r.lib.setState(&r.state)
 	e, err := host.StartSDMA(host.SDMAQueue{Ring: unsafe.Slice((*uint32)(unsafe.Pointer(&r.ring[0])), ringBytes/4),
 		Rptr: &r.ctl[0], Wptr: &r.ctl[1], Doorbell: &r.ctl[2], Seed: seed,
-		Regions: []host.SDMARegion{{Base: addr(r.heap0), Mem: r.heap0}, {Base: addr(r.heap1), Mem: r.heap1}, {Base: addr(ctl), Mem: ctl}}})
+		Regions: []host.SDMARegion{{Base: HostAddr(r.heap0), Mem: r.heap0}, {Base: HostAddr(r.heap1), Mem: r.heap1}, {Base: HostAddr(ctl), Mem: ctl}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +189,7 @@ func newSDMARoute(t *testing.T, ringBytes int, threshold uint64, badPeer bool, s
 
 // put is a put from heap0 offset src to PE 1's heap offset dst.
 func (r *sdmaRoute) put(dst, src int, n int, nbi bool) {
-	r.lib.putSDMA(uintptr(addr(r.heap0))+uintptr(dst), uintptr(addr(r.heap0))+uintptr(src), uint64(n), 1, b2i(nbi))
+	r.lib.putSDMA(uintptr(HostAddr(r.heap0))+uintptr(dst), uintptr(HostAddr(r.heap0))+uintptr(src), uint64(n), 1, b2i(nbi))
 }
 
 func (r *sdmaRoute) putSignal(dst, src, n, sig int, v uint64, add, nbi bool) {
@@ -234,7 +197,7 @@ func (r *sdmaRoute) putSignal(dst, src, n, sig int, v uint64, add, nbi bool) {
 	if add {
 		op = 1
 	}
-	h0 := uintptr(addr(r.heap0))
+	h0 := uintptr(HostAddr(r.heap0))
 	r.lib.putSignalSDMA(h0+uintptr(dst), h0+uintptr(src), uint64(n), h0+uintptr(sig), v, op, 1, b2i(nbi))
 }
 
@@ -395,7 +358,7 @@ func TestSDMAEmulatedFullRing(t *testing.T) {
 // The threshold sends large ordinary puts by SDMA and small ones by load/store.
 func TestSDMAEmulatedThreshold(t *testing.T) {
 	r := newSDMARoute(t, 4096, 64<<10, false, 4)
-	h0 := uintptr(addr(r.heap0))
+	h0 := uintptr(HostAddr(r.heap0))
 	before := r.engine.Packets()
 	r.lib.putmem(h0+1<<20, h0, 4096, 1)
 	if r.engine.Packets() != before {
@@ -441,13 +404,4 @@ func TestSDMAEmulatedFault(t *testing.T) {
 	if !rec.Valid || rec.Call != CallSDMA || rec.PE != 1 {
 		t.Errorf("abort record %+v: want the SDMA wait on PE 1", rec)
 	}
-}
-
-// TestMain removes the SDMA producer library built for the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if sdmaLib.path != "" {
-		os.RemoveAll(filepath.Dir(sdmaLib.path))
-	}
-	os.Exit(code)
 }

@@ -4,17 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
-	"golang.org/x/sys/unix"
 
 	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/shmem/ep"
@@ -28,10 +19,7 @@ import (
 // combined sums bit for bit), the GEMM's fused and unfused variants against each other (bit for
 // bit) and against a float64 product.
 
-const (
-	wlThreads  = 4
-	wlWatchdog = 3 * time.Minute // a hang breaker, not a speed limit (see TestCollHost)
-)
+const wlThreads = 4
 
 type wlPE struct {
 	setState    func(s *kernels.State)
@@ -53,81 +41,17 @@ type wlNode struct {
 	pes []*wlPE
 }
 
-var wlLib struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func buildWorkloadLib(t *testing.T) string {
-	t.Helper()
-	wlLib.once.Do(func() {
-		cxx, err := exec.LookPath("clang-19")
-		if err != nil {
-			wlLib.err = err
-			return
-		}
-		tmp, err := os.MkdirTemp("", "roxwl")
-		if err != nil {
-			wlLib.err = err
-			return
-		}
-		so := filepath.Join(tmp, "libworkloads_pe.so")
-		args := []string{"-x", "c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-D__HIP__",
-			"-D__device__=", "-D__global__=", "-D__constant__=", "-D__host__=", "-D__shared__=", "-Iinclude", "-o", so,
-			"testdata/workloads_pe.cc", "-lm"}
-		if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
-			wlLib.err = fmt.Errorf("clang-19: %v\n%s", err, out)
-			return
-		}
-		wlLib.path = so
-	})
-	if wlLib.err != nil {
-		if _, err := exec.LookPath("clang-19"); err != nil {
-			t.Skipf("clang-19 not installed: %v", err)
-		}
-		t.Fatal(wlLib.err)
-	}
-	return wlLib.path
-}
-
-func wlMmap(t *testing.T, n int) []byte {
-	t.Helper()
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(b) })
-	return b
-}
-
-func ptr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
-
 // newWLNode loads npes PEs with heaps and local memories of the given sizes; bypass sets the
 // state's CacheBypass flag (the library's other branch of every call).
 func newWLNode(t *testing.T, npes, heap, local int, bypass bool) *wlNode {
 	t.Helper()
-	so := buildWorkloadLib(t)
-	lib, err := os.ReadFile(so)
-	if err != nil {
-		t.Fatal(err)
-	}
+	so := kernels.BuildHostLib(t, "testdata/workloads_pe.cc", "-O1", "-lm")
 	nd := &wlNode{}
 	for p := 0; p < npes; p++ {
-		pe := &wlPE{heap: wlMmap(t, heap), local: wlMmap(t, local)}
-		cp := filepath.Join(t.TempDir(), fmt.Sprintf("libworkloads_pe%d.so", p))
-		if err := os.WriteFile(cp, lib, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		h, err := purego.Dlopen(cp, purego.RTLD_NOW|purego.RTLD_LOCAL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads,
+		pe := &wlPE{heap: kernels.HostMem(t, heap), local: kernels.HostMem(t, local)}
+		kernels.OpenHostPE(t, so, p, map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads,
 			"rox_ep_layout": &pe.epLayout, "rox_gemm_layout": &pe.gemmLayout, "rox_ep_dispatch": &pe.dispatch,
-			"rox_ep_combine": &pe.combine, "rox_gemm_fused": &pe.gemmFused, "rox_gemm_unfused": &pe.gemmUnfused} {
-			purego.RegisterLibFunc(fn, h, name)
-		}
+			"rox_ep_combine": &pe.combine, "rox_gemm_fused": &pe.gemmFused, "rox_gemm_unfused": &pe.gemmUnfused})
 		ctl := pe.alloc(int(unsafe.Sizeof(kernels.TeamTable{}) + unsafe.Sizeof(kernels.Abort{})))
 		pe.table = (*kernels.TeamTable)(unsafe.Pointer(&ctl[0]))
 		pe.abort = (*kernels.Abort)(unsafe.Pointer(&ctl[unsafe.Sizeof(kernels.TeamTable{})]))
@@ -142,13 +66,13 @@ func newWLNode(t *testing.T, npes, heap, local int, bypass bool) *wlNode {
 		pe.table.Team[kernels.TeamWorld] = kernels.TeamDesc{Start: 0, Stride: 1, Size: int32(npes), MyIndex: int32(p),
 			WSOff: uint64(ws), WSBytes: wsBytes}
 		pe.state = kernels.State{Magic: kernels.StateMagic, Version: kernels.StateVersion, MyPE: int32(p), NPEs: int32(npes),
-			HeapBase: ptr(pe.heap), HeapSize: uint64(heap), BarrierOff: 0,
+			HeapBase: kernels.HostAddr(pe.heap), HeapSize: uint64(heap), BarrierOff: 0,
 			Abort: uint64(uintptr(unsafe.Pointer(pe.abort))), Teams: uint64(uintptr(unsafe.Pointer(pe.table)))}
 		if bypass {
 			pe.state.Flags |= kernels.FlagBypass
 		}
 		for q := range nd.pes {
-			pe.state.PeerBase[q] = ptr(nd.pes[q].heap)
+			pe.state.PeerBase[q] = kernels.HostAddr(nd.pes[q].heap)
 		}
 		pe.setState(&pe.state)
 		pe.setThreads(wlThreads)
@@ -166,7 +90,7 @@ func (pe *wlPE) symAlloc(n int) int {
 	return off
 }
 
-func (pe *wlPE) sym(off int) uint64 { return ptr(pe.heap) + uint64(off) }
+func (pe *wlPE) sym(off int) uint64 { return kernels.HostAddr(pe.heap) + uint64(off) }
 
 func (pe *wlPE) alloc(n int) []byte {
 	off := pe.loff
@@ -183,7 +107,7 @@ func (pe *wlPE) allocAddr(n int) uint64 {
 	if n == 0 {
 		n = 1
 	}
-	return ptr(pe.alloc(n))
+	return kernels.HostAddr(pe.alloc(n))
 }
 
 // run calls f(pe, tid) on every thread of every PE at once; a run that does not end within the
@@ -202,26 +126,13 @@ func (nd *wlNode) run(t *testing.T, what string, f func(p int, pe *wlPE, tid uin
 // exec is run without the check of the abort records.
 func (nd *wlNode) exec(t *testing.T, what string, f func(p int, pe *wlPE, tid uint32)) {
 	t.Helper()
-	var wg sync.WaitGroup
+	var aborts []*kernels.Abort
+	var pes []int
 	for p, pe := range nd.pes {
-		for tid := uint32(0); tid < wlThreads; tid++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				f(p, pe, tid)
-			}()
-		}
+		aborts, pes = append(aborts, pe.abort), append(pes, p)
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(wlWatchdog):
-		for _, pe := range nd.pes {
-			atomic.StoreUint64(&pe.abort.Word, 0xdead)
-		}
-		<-done
-		t.Fatalf("%s did not finish in %v (abort words set to end it)", what, wlWatchdog)
+	if !kernels.RunHostGroups(aborts, pes, func(int) int { return wlThreads }, func(p, tid int) { f(p, nd.pes[p], uint32(tid)) }) {
+		t.Fatalf("%s did not finish in %v (abort words set to end it)", what, kernels.HostWatchdog)
 	}
 }
 
@@ -289,7 +200,7 @@ func newEP(pe *wlPE, cfg ep.Config, npes int) *epPE {
 	e.Rows = pe.allocAddr(4)
 	e.Arrived = pe.allocAddr(8 * P)
 	e.CArrived = pe.allocAddr(8 * P)
-	st := &epPE{e: e, eAddr: ptr(eb)}
+	st := &epPE{e: e, eAddr: kernels.HostAddr(eb)}
 	st.x = pe.alloc(M * cfg.Hidden * es)
 	st.idx = pe.alloc(8 * M * K)
 	st.w = pe.alloc(4 * M * K)
@@ -328,7 +239,7 @@ func tokensFrom(cfg ep.Config, b []byte, elems int) ep.Tokens {
 // at returns the n bytes at addr, in this PE's heap or local memory.
 func (pe *wlPE) at(addr uint64, n int) []byte {
 	for _, m := range [][]byte{pe.heap, pe.local} {
-		if b := ptr(m); addr >= b && addr+uint64(n) <= b+uint64(len(m)) {
+		if b := kernels.HostAddr(m); addr >= b && addr+uint64(n) <= b+uint64(len(m)) {
 			return m[addr-b : addr-b+uint64(n)]
 		}
 	}
@@ -401,8 +312,8 @@ func runEPHost(t *testing.T, npes int, cfg ep.Config, kind eptest.Kind, bypass b
 		}
 		nd.run(t, fmt.Sprintf("dispatch %d", c), func(p int, pe *wlPE, tid uint32) {
 			st := sts[p]
-			pe.dispatch(tid, uintptr(st.eAddr), uintptr(ptr(st.x)), uintptr(ptr(st.idx)), uintptr(ptr(st.w)), int32(ins[p].N),
-				uint64(c), uintptr(ptr(st.ox)), uintptr(ptr(st.osrc)), uintptr(ptr(st.ow)), int32(nblk))
+			pe.dispatch(tid, uintptr(st.eAddr), uintptr(kernels.HostAddr(st.x)), uintptr(kernels.HostAddr(st.idx)), uintptr(kernels.HostAddr(st.w)), int32(ins[p].N),
+				uint64(c), uintptr(kernels.HostAddr(st.ox)), uintptr(kernels.HostAddr(st.osrc)), uintptr(kernels.HostAddr(st.ow)), int32(nblk))
 		})
 		for p := range nd.pes {
 			r := recvOf(nd.pes[p], cfg, npes, p, sts[p])
@@ -413,7 +324,7 @@ func runEPHost(t *testing.T, npes int, cfg ep.Config, kind eptest.Kind, bypass b
 		}
 		nd.run(t, fmt.Sprintf("combine %d", c), func(p int, pe *wlPE, tid uint32) {
 			st := sts[p]
-			pe.combine(tid, uintptr(st.eAddr), uintptr(ptr(st.y)), uintptr(ptr(st.oc)), int32(ins[p].N), uint64(c), int32(nblk))
+			pe.combine(tid, uintptr(st.eAddr), uintptr(kernels.HostAddr(st.y)), uintptr(kernels.HostAddr(st.oc)), int32(ins[p].N), uint64(c), int32(nblk))
 		})
 		for p := range nd.pes {
 			want := tokBytes(cfg, eptest.Combined(cfg, npes, ins[p]))
@@ -558,10 +469,10 @@ func newGEMM(pe *wlPE, npes, m, n, k, tm, tn, op int, seed uint64, p int) *gemmP
 	g.TSig = pe.sym(pe.symAlloc(8 * tiles * npes))
 	g.Ack = pe.sym(pe.symAlloc(8 * npes))
 	g.Stage = pe.allocAddr(4 * tiles * tm * tn)
-	st := &gemmPE{g: g, gAddr: ptr(gb)}
+	st := &gemmPE{g: g, gAddr: kernels.HostAddr(gb)}
 	ab, bb, cf := pe.alloc(4*m*k), pe.alloc(4*k*n), pe.alloc(4*m*n)
 	st.a, st.b, st.cf = f32s(ab), f32s(bb), f32s(cf)
-	st.aAddr, st.bAddr, st.cfAddr = ptr(ab), ptr(bb), ptr(cf)
+	st.aAddr, st.bAddr, st.cfAddr = kernels.HostAddr(ab), kernels.HostAddr(bb), kernels.HostAddr(cf)
 	st.cp = pe.sym(pe.symAlloc(4 * m * n))
 	st.cuAddr = pe.sym(pe.symAlloc(4 * m * n))
 	st.cu = f32s(pe.at(st.cuAddr, 4*m*n))

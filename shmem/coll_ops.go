@@ -203,6 +203,106 @@ func overlapErr[T Elem](t *Team, call string, dst, src Sym[T], allowed string) e
 	return t.w.errorf(call, ErrBadArgument, "destination heap [%d, %d) overlaps source [%d, %d) (%s)", d0, d1, s0, s1, allowed)
 }
 
+// The checks of each collective, shared by its blocking form and its stream-ordered one (call
+// names which): the same bad input gets the same error from both.
+
+// broadcastArgs: dst and src of the same length, the same array or disjoint; root a team PE.
+func broadcastArgs[T Elem](t *Team, call string, dst, src Sym[T], root int) error {
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	if dst.n != src.n {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
+	}
+	if root < 0 || root >= len(t.members) {
+		return t.w.errorf(call, ErrPERange, "root %d is not a PE of %s (%d PEs)", root, t.name, len(t.members))
+	}
+	return sameOrDisjointArgs(t, call, dst, src)
+}
+
+// fcollectArgs: dst holds NPEs times src's elements; src is disjoint from dst or this PE's own
+// block of it.
+func fcollectArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	n := len(t.members)
+	if dst.n != n*src.n {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, want %d (%d PEs x %d)", dst.n, n*src.n, n, src.n)
+	}
+	return disjointUnless(t, call, dst, src, src.off == dst.off+uint64(t.me*src.n*src.elemSize()),
+		"the source may only be this PE's own block of the destination")
+}
+
+// allToAllArgs: dst and src of the same length, a multiple of NPEs, disjoint.
+func allToAllArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	n := len(t.members)
+	if dst.n != src.n || src.n%n != 0 {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d: want equal lengths, a multiple of the %d PEs of %s", dst.n, src.n, n, t.name)
+	}
+	return disjointArgs(t, call, dst, src)
+}
+
+// disjointArgs: an all-to-all's buffers share no byte.
+func disjointArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
+	return disjointUnless(t, call, dst, src, false, "all-to-all buffers must be disjoint")
+}
+
+// allReduceArgs: op applies to T; dst and src of the same length, the same array or disjoint.
+func allReduceArgs[T Elem](t *Team, call string, dst, src Sym[T], op Op) error {
+	if err := reduceOpArgs(t, call, dst, src, op); err != nil {
+		return err
+	}
+	if dst.n != src.n {
+		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
+	}
+	return sameOrDisjointArgs(t, call, dst, src)
+}
+
+// reduceScatterArgs: op applies to T; src holds NPEs blocks of dst's length; dst is disjoint
+// from src or this PE's own block of it.
+func reduceScatterArgs[T Elem](t *Team, call string, dst, src Sym[T], op Op) error {
+	if err := reduceOpArgs(t, call, dst, src, op); err != nil {
+		return err
+	}
+	n := len(t.members)
+	if src.n != n*dst.n {
+		return t.w.errorf(call, ErrBadArgument, "source has %d elements, want %d (%d PEs x the destination's %d)", src.n, n*dst.n, n, dst.n)
+	}
+	return disjointUnless(t, call, dst, src, dst.off == src.off+uint64(t.me*dst.n*dst.elemSize()),
+		"the destination may only be this PE's own block of the source")
+}
+
+// reduceOpArgs: collArgs, and op applies to T.
+func reduceOpArgs[T Elem](t *Team, call string, dst, src Sym[T], op Op) error {
+	if err := collArgs(t, call, dst, src); err != nil {
+		return err
+	}
+	if why := checkOp(elemKindOf[T](), op); why != "" {
+		return t.w.errorf(call, ErrBadArgument, "%s", why)
+	}
+	return nil
+}
+
+// sameOrDisjointArgs: dst and src are the same array or share no byte.
+func sameOrDisjointArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
+	return disjointUnless(t, call, dst, src, dst.off == src.off, "they may be the same array or disjoint")
+}
+
+// disjointUnless refuses dst and src that share a byte, unless allowed: the one overlap the
+// call accepts, which allowedWhat names.
+func disjointUnless[T Elem](t *Team, call string, dst, src Sym[T], allowed bool, allowedWhat string) error {
+	d0, d1 := symRange(dst)
+	s0, s1 := symRange(src)
+	if !allowed && overlap(d0, d1, s0, s1) {
+		return overlapErr(t, call, dst, src, allowedWhat)
+	}
+	return nil
+}
+
 // ---- data access ----
 
 // src and dst are team PE j's source and destination offsets (from its header: a PE's buffers
@@ -301,20 +401,11 @@ func none(int) bool { return false }
 // and may be the same array; other overlaps are an error.
 func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) error {
 	const call = "Broadcast"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := broadcastArgs(t, call, dst, src, root); err != nil {
 		return err
 	}
-	if dst.n != src.n {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
-	}
-	if root < 0 || root >= len(t.members) {
-		return t.w.errorf(call, ErrPERange, "root %d is not a PE of %s (%d PEs)", root, t.name, len(t.members))
-	}
-	d0, d1 := symRange(dst)
+	d0, _ := symRange(dst)
 	s0, s1 := symRange(src)
-	if d0 != s0 && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "they may be the same array or disjoint")
-	}
 	size := int(s1 - s0)
 	release, err := t.gate(call)
 	if err != nil {
@@ -324,14 +415,8 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 	t.w.syncPoint() // the entry orders the PE's completed plain accesses (MODEL.md §3b)
 	algo := t.pickMove(size)
 	h := header{call: callBroadcast, kind: elemKindOf[T](), count: int64(src.n), root: int64(root), algo: algo, word: s0, word2: d0}
-	var payload []byte
 	eager := algo == algoOneShot && size <= t.payloadCap()
-	if eager && t.me == root {
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
-		}
-	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	op, err := t.startEager(ctx, call, h, eager && t.me == root, s0, size, 0)
 	if err != nil {
 		return err
 	}
@@ -375,21 +460,12 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 // block of dst (dst[MyPE*len(src):], in place); any other overlap is an error.
 func FCollect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	const call = "FCollect"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := fcollectArgs(t, call, dst, src); err != nil {
 		return err
 	}
-	n := len(t.members)
-	if dst.n != n*src.n {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, want %d (%d PEs x %d)", dst.n, n*src.n, n, src.n)
-	}
-	es := dst.elemSize()
-	size := src.n * es
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	inPlace := s0 == d0+uint64(t.me*size)
-	if !inPlace && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "the source may only be this PE's own block of the destination")
-	}
+	size := src.n * src.elemSize()
+	d0, _ := symRange(dst)
+	s0, _ := symRange(src)
 	release, err := t.gate(call)
 	if err != nil {
 		return err
@@ -412,8 +488,8 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	}
 	es := dst.elemSize()
 	size := src.n * es
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
+	d0, _ := symRange(dst)
+	s0, _ := symRange(src)
 	release, err := t.gate(call)
 	if err != nil {
 		return err
@@ -425,13 +501,7 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	if t.knob() != algoAuto {
 		h.algo = t.knob() // an explicit choice must agree; auto may differ per source
 	}
-	var payload []byte
-	if eager {
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
-		}
-	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	op, err := t.startEager(ctx, call, h, eager, s0, size, 0)
 	if err != nil {
 		return err
 	}
@@ -447,11 +517,8 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 			return t.w.errorf(call, ErrBadArgument, "on %s: PE %d's destination has %d elements, the %d PEs send %d in all", t.name, t.members[j], op.peers[j].extra, len(t.members), total)
 		}
 	}
-	inPlace := s0 == d0+uint64(at*es)
-	if !inPlace && overlap(d0, d1, s0, s1) {
-		// Every PE has the counts now; one whose buffers overlap still finishes the protocol.
-		err = overlapErr(t, call, dst, src, "the source may only be this PE's own block of the destination")
-	}
+	// Every PE has the counts now; one whose buffers overlap still finishes the protocol.
+	err = disjointUnless(t, call, dst, src, s0 == d0+uint64(at*es), "the source may only be this PE's own block of the destination")
 	counts := func(j int) int { return int(op.peers[j].count) * es }
 	if gerr := gatherData(op, d0, s0, counts, func(j int) bool { return op.peers[j].extra2 == 1 }, err != nil); gerr != nil {
 		return gerr
@@ -459,17 +526,22 @@ func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	return err
 }
 
-// gather runs FCollect: the header exchange, then the data.
-func gather(ctx context.Context, t *Team, call string, h header, eager bool, d0, s0 uint64, counts func(int) int, _ func(int) bool) error {
-	size := counts(t.me)
+// startEager is start for a call whose data travels in the header exchange where eager: this
+// PE's n bytes at s0 are its payload (per as for start).
+func (t *Team) startEager(ctx context.Context, call string, h header, eager bool, s0 uint64, n, per int) (*collOp, error) {
 	var payload []byte
 	if eager {
 		var err error
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
+		if payload, err = (&collOp{t: t, call: call}).self(s0, n); err != nil {
+			return nil, err
 		}
 	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	return t.start(ctx, call, h, payload, per)
+}
+
+// gather runs FCollect: the header exchange, then the data.
+func gather(ctx context.Context, t *Team, call string, h header, eager bool, d0, s0 uint64, counts func(int) int, _ func(int) bool) error {
+	op, err := t.startEager(ctx, call, h, eager, s0, counts(t.me), 0)
 	if err != nil {
 		return err
 	}
@@ -528,14 +600,10 @@ func gatherData(op *collOp, d0, s0 uint64, counts func(int) int, eager func(int)
 // NPEs, and must not overlap.
 func AllToAll[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	const call = "AllToAll"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := allToAllArgs(t, call, dst, src); err != nil {
 		return err
 	}
-	n := len(t.members)
-	if dst.n != src.n || src.n%n != 0 {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d: want equal lengths, a multiple of the %d PEs of %s", dst.n, src.n, n, t.name)
-	}
-	return allToAll(ctx, t, call, dst, src, 1, 1, src.n/n)
+	return allToAll(ctx, t, call, dst, src, 1, 1, src.n/len(t.members))
 }
 
 // AllToAlls is AllToAll with strides (shmem_alltoalls): team PE i's element k of block j,
@@ -556,17 +624,18 @@ func AllToAlls[T Elem](ctx context.Context, t *Team, dst, src Sym[T], dstStride,
 	if need := (n*nelems-1)*dstStride + 1; nelems > 0 && dst.n < need {
 		return t.w.errorf(call, ErrBounds, "destination has %d elements, %d PEs x %d at stride %d need %d", dst.n, n, nelems, dstStride, need)
 	}
+	if err := disjointArgs(t, call, dst, src); err != nil {
+		return err
+	}
 	return allToAll(ctx, t, call, dst, src, dstStride, srcStride, nelems)
 }
 
+// allToAll runs AllToAll and AllToAlls, their arguments checked.
 func allToAll[T Elem](ctx context.Context, t *Team, call string, dst, src Sym[T], dstStride, srcStride, nelems int) error {
 	n := len(t.members)
 	es := dst.elemSize()
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "all-to-all buffers must be disjoint")
-	}
+	d0, _ := symRange(dst)
+	s0, _ := symRange(src)
 	block := nelems * es
 	strided := dstStride != 1 || srcStride != 1
 	release, err := t.gate(call)
@@ -699,21 +768,12 @@ func (op *collOp) writeStrided(off uint64, packed []byte, es, stride int) error 
 // algorithm: see reducer for the order.
 func AllReduce[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op) error {
 	const call = "AllReduce"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := allReduceArgs(t, call, dst, src, op); err != nil {
 		return err
 	}
 	kind := elemKindOf[T]()
-	if why := checkOp(kind, op); why != "" {
-		return t.w.errorf(call, ErrBadArgument, "%s", why)
-	}
-	if dst.n != src.n {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
-	}
-	d0, d1 := symRange(dst)
+	d0, _ := symRange(dst)
 	s0, s1 := symRange(src)
-	if d0 != s0 && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "they may be the same array or disjoint")
-	}
 	size := int(s1 - s0)
 	r := newReducer(kind, op, dst.elemSize())
 	release, err := t.gate(call)
@@ -831,14 +891,7 @@ func (f *foldIn) get(j, b, e int) ([]byte, error) {
 func (t *Team) oneShot(ctx context.Context, call string, h header, r reducer, d0, s0 uint64, count int) error {
 	size := count * r.es
 	eager := size <= t.payloadCap()
-	var payload []byte
-	if eager {
-		var err error
-		if payload, err = (&collOp{t: t, call: call}).self(s0, size); err != nil {
-			return err
-		}
-	}
-	op, err := t.start(ctx, call, h, payload, 0)
+	op, err := t.startEager(ctx, call, h, eager, s0, size, 0)
 	if err != nil {
 		return err
 	}
@@ -921,24 +974,15 @@ func (t *Team) twoShot(ctx context.Context, call string, h header, r reducer, d0
 // own block of src (in place); any other overlap is an error.
 func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op) error {
 	const call = "ReduceScatter"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := reduceScatterArgs(t, call, dst, src, op); err != nil {
 		return err
 	}
 	kind := elemKindOf[T]()
-	if why := checkOp(kind, op); why != "" {
-		return t.w.errorf(call, ErrBadArgument, "%s", why)
-	}
 	n := len(t.members)
-	if src.n != n*dst.n {
-		return t.w.errorf(call, ErrBadArgument, "source has %d elements, want %d (%d PEs x the destination's %d)", src.n, n*dst.n, n, dst.n)
-	}
 	es := dst.elemSize()
 	block := dst.n * es
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if d0 != s0+uint64(t.me*block) && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "the destination may only be this PE's own block of the source")
-	}
+	d0, _ := symRange(dst)
+	s0, _ := symRange(src)
 	r := newReducer(kind, op, es)
 	release, err := t.gate(call)
 	if err != nil {
@@ -948,13 +992,7 @@ func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op)
 	algo := t.pickMove(block)
 	eager := algo == algoOneShot && block <= t.payloadCap()
 	h := header{call: callReduceScatter, kind: kind, op: op, count: int64(dst.n), algo: algo, word: s0, word2: d0}
-	var payload []byte
-	if eager {
-		if payload, err = (&collOp{t: t, call: call}).self(s0, n*block); err != nil {
-			return err
-		}
-	}
-	o, err := t.start(ctx, call, h, payload, block)
+	o, err := t.startEager(ctx, call, h, eager, s0, n*block, block)
 	if err != nil {
 		return err
 	}

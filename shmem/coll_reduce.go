@@ -300,17 +300,17 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 	case kUint64:
 		foldInt(r.op, view[uint64](acc), view[uint64](x))
 	case kFloat32:
-		foldFloat(r.op, view[float32](acc), view[float32](x))
+		foldReal(r.op, view[float32](acc), view[float32](x))
 	case kFloat64:
-		foldFloat(r.op, view[float64](acc), view[float64](x))
+		foldReal(r.op, view[float64](acc), view[float64](x))
 	case kComplex64:
-		foldComplex(r.op, view[complex64](acc), view[complex64](x))
+		foldSumProd(r.op, view[complex64](acc), view[complex64](x))
 	case kComplex128:
-		foldComplex(r.op, view[complex128](acc), view[complex128](x))
+		foldSumProd(r.op, view[complex128](acc), view[complex128](x))
 	case kBFloat16, kFloat16:
 		a := view[float32](acc)
 		if partial {
-			foldFloat(r.op, a, view[float32](x))
+			foldReal(r.op, a, view[float32](x))
 			return
 		}
 		tmp := make([]float32, 0, 512)
@@ -326,7 +326,7 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 					tmp[i] = v.Float32()
 				}
 			}
-			foldFloat(r.op, a[o:e], tmp)
+			foldReal(r.op, a[o:e], tmp)
 		}
 	}
 }
@@ -335,25 +335,10 @@ type integer interface {
 	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64
 }
 
+// foldInt folds x into a: the real types' ops (foldReal), and the bitwise ones.
 func foldInt[T integer](op Op, a, x []T) {
 	x = x[:len(a)]
 	switch op {
-	case OpSum:
-		for i := range a {
-			a[i] += x[i]
-		}
-	case OpProd:
-		for i := range a {
-			a[i] *= x[i]
-		}
-	case OpMin:
-		for i := range a {
-			a[i] = min(a[i], x[i])
-		}
-	case OpMax:
-		for i := range a {
-			a[i] = max(a[i], x[i])
-		}
 	case OpAnd:
 		for i := range a {
 			a[i] &= x[i]
@@ -366,20 +351,16 @@ func foldInt[T integer](op Op, a, x []T) {
 		for i := range a {
 			a[i] ^= x[i]
 		}
+	default:
+		foldReal(op, a, x)
 	}
 }
 
-func foldFloat[T ~float32 | ~float64](op Op, a, x []T) {
+// foldReal folds x into a with the ops every integer and real float type has: min and max, and
+// sum and prod (foldSumProd).
+func foldReal[T integer | ~float32 | ~float64](op Op, a, x []T) {
 	x = x[:len(a)]
 	switch op {
-	case OpSum:
-		for i := range a {
-			a[i] += x[i]
-		}
-	case OpProd:
-		for i := range a {
-			a[i] *= x[i]
-		}
 	case OpMin:
 		for i := range a {
 			a[i] = min(a[i], x[i])
@@ -388,10 +369,13 @@ func foldFloat[T ~float32 | ~float64](op Op, a, x []T) {
 		for i := range a {
 			a[i] = max(a[i], x[i])
 		}
+	default:
+		foldSumProd(op, a, x)
 	}
 }
 
-func foldComplex[T ~complex64 | ~complex128](op Op, a, x []T) {
+// foldSumProd folds x into a with sum or prod, the ops of every element type, complex included.
+func foldSumProd[T integer | ~float32 | ~float64 | ~complex64 | ~complex128](op Op, a, x []T) {
 	x = x[:len(a)]
 	switch op {
 	case OpSum:

@@ -286,22 +286,10 @@ func deviceKind(k elemKind) string {
 // the same length and may be the same array.
 func AllReduceOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], op Op) error {
 	const call = "AllReduceOnStream"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := allReduceArgs(t, call, dst, src, op); err != nil {
 		return err
 	}
-	kind := elemKindOf[T]()
-	if why := checkOp(kind, op); why != "" {
-		return t.w.errorf(call, ErrBadArgument, "%s", why)
-	}
-	if dst.n != src.n {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
-	}
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if d0 != s0 && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "they may be the same array or disjoint")
-	}
-	c := &streamCall{call: call, t: t, st: st, bytes: int(s1 - s0),
+	c := &streamCall{call: call, t: t, st: st, bytes: src.n * src.elemSize(),
 		run: func(ctx context.Context) error { return AllReduce(ctx, t, dst, src, op) },
 		dev: func(sc *streamColls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 0) }}
 	return c.enqueue()
@@ -311,23 +299,10 @@ func AllReduceOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], op Op
 // src has NPEs blocks of len(dst) elements; dst may be this PE's own block of src.
 func ReduceScatterOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], op Op) error {
 	const call = "ReduceScatterOnStream"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := reduceScatterArgs(t, call, dst, src, op); err != nil {
 		return err
 	}
-	kind := elemKindOf[T]()
-	if why := checkOp(kind, op); why != "" {
-		return t.w.errorf(call, ErrBadArgument, "%s", why)
-	}
-	n := len(t.members)
-	if src.n != n*dst.n {
-		return t.w.errorf(call, ErrBadArgument, "source has %d elements, want %d (%d PEs x the destination's %d)", src.n, n*dst.n, n, dst.n)
-	}
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if d0 != s0+uint64(t.me*dst.n*dst.elemSize()) && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "the destination may only be this PE's own block of the source")
-	}
-	c := &streamCall{call: call, t: t, st: st, bytes: int(d1 - d0),
+	c := &streamCall{call: call, t: t, st: st, bytes: dst.n * dst.elemSize(),
 		run: func(ctx context.Context) error { return ReduceScatter(ctx, t, dst, src, op) },
 		dev: func(sc *streamColls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 1) }}
 	return c.enqueue()
@@ -349,19 +324,10 @@ func reduceOnDevice[T Elem](sc *streamColls, call string, t *Team, st device.Str
 // src's elements; src may be this PE's own block of dst.
 func AllGatherOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error {
 	const call = "AllGatherOnStream"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := fcollectArgs(t, call, dst, src); err != nil {
 		return err
 	}
-	n := len(t.members)
-	if dst.n != n*src.n {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, want %d (%d PEs x %d)", dst.n, n*src.n, n, src.n)
-	}
 	size := src.n * src.elemSize()
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if s0 != d0+uint64(t.me*size) && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "the source may only be this PE's own block of the destination")
-	}
 	c := &streamCall{call: call, t: t, st: st, bytes: size,
 		run: func(ctx context.Context) error { return FCollect(ctx, t, dst, src) },
 		dev: func(sc *streamColls) error {
@@ -374,20 +340,11 @@ func AllGatherOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error
 // to team PE j; dst and src have the same length, a multiple of NPEs, and do not overlap.
 func AllToAllOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error {
 	const call = "AllToAllOnStream"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := allToAllArgs(t, call, dst, src); err != nil {
 		return err
 	}
-	n := len(t.members)
-	if dst.n != src.n || src.n%n != 0 {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d: want equal lengths, a multiple of the %d PEs of %s", dst.n, src.n, n, t.name)
-	}
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "they must not overlap")
-	}
-	block := src.n / n * src.elemSize()
-	c := &streamCall{call: call, t: t, st: st, bytes: int(s1 - s0),
+	block := src.n / len(t.members) * src.elemSize()
+	c := &streamCall{call: call, t: t, st: st, bytes: src.n * src.elemSize(),
 		run: func(ctx context.Context) error { return AllToAll(ctx, t, dst, src) },
 		dev: func(sc *streamColls) error {
 			return moveOnDevice(sc, call, t, st, CollAllToAll, "roxk_coll_alltoall", dst.Device(), src.Device(), block, 2, -1)
@@ -400,21 +357,10 @@ func AllToAllOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error 
 // same array.
 func BroadcastOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], root int) error {
 	const call = "BroadcastOnStream"
-	if err := collArgs(t, call, dst, src); err != nil {
+	if err := broadcastArgs(t, call, dst, src, root); err != nil {
 		return err
 	}
-	if dst.n != src.n {
-		return t.w.errorf(call, ErrBadArgument, "destination has %d elements, source %d", dst.n, src.n)
-	}
-	if root < 0 || root >= len(t.members) {
-		return t.w.errorf(call, ErrPERange, "root %d is not a PE of %s (%d PEs)", root, t.name, len(t.members))
-	}
-	d0, d1 := symRange(dst)
-	s0, s1 := symRange(src)
-	if d0 != s0 && overlap(d0, d1, s0, s1) {
-		return overlapErr(t, call, dst, src, "they may be the same array or disjoint")
-	}
-	size := int(s1 - s0)
+	size := src.n * src.elemSize()
 	c := &streamCall{call: call, t: t, st: st, bytes: size,
 		run: func(ctx context.Context) error { return Broadcast(ctx, t, dst, src, root) },
 		dev: func(sc *streamColls) error {

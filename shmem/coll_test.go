@@ -7,11 +7,8 @@ import (
 	"math"
 	"math/bits"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/roxamen/roxamen/internal/bootstrap"
 )
 
 // nodeJob is job with the PEs spread over nodes: PE pe is on node pe / perNode (perNode 0: one
@@ -19,48 +16,10 @@ import (
 // they would between hosts.
 func nodeJob(t *testing.T, n, perNode int, heap int64, body func(w *World) error) {
 	t.Helper()
-	srv, err := bootstrap.NewServer("127.0.0.1:0", n, "test-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	if perNode <= 0 {
 		perNode = n
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for pe := 0; pe < n; pe++ {
-		wg.Add(1)
-		go func(pe int) {
-			defer wg.Done()
-			node := pe / perNode
-			local := min(perNode, n-node*perNode)
-			vars := map[string]string{
-				"ROX_PE": fmt.Sprint(pe), "ROX_NPES": fmt.Sprint(n),
-				"ROX_LOCAL_PE": fmt.Sprint(pe % perNode), "ROX_LOCAL_NPES": fmt.Sprint(local),
-				"ROX_NODE":      fmt.Sprintf("node%d", node),
-				"ROX_BOOTSTRAP": "test-token@" + srv.Addr(),
-			}
-			getenv := func(k string) string { return vars[k] }
-			w, err := Init(context.Background(), WithHeapSize(heap), WithTimeout(jobTimeout), withGetenv(getenv))
-			if err != nil {
-				errs[pe] = err
-				return
-			}
-			if err := body(w); err != nil {
-				errs[pe] = fmt.Errorf("PE %d: %w", pe, err)
-			}
-			if err := w.Finalize(); err != nil && !errors.Is(err, ErrFinalized) && errs[pe] == nil {
-				errs[pe] = err
-			}
-		}(pe)
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	runJob(t, n, perNode, heap, jobTimeout, body, false)
 }
 
 // jobTimeout is ROX_TIMEOUT for nodeJob's PEs.

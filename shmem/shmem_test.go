@@ -26,6 +26,13 @@ func jobHeap(t *testing.T, n int, heapSize int64, body func(w *World) error) {
 // return without Finalize (a body that leaves the PEs out of step).
 func jobWith(t *testing.T, n int, heapSize int64, timeout time.Duration, body func(w *World) error, noFinalize bool) {
 	t.Helper()
+	runJob(t, n, 0, heapSize, timeout, body, noFinalize)
+}
+
+// runJob runs job, jobWith and nodeJob: n PEs with heaps of heapSize bytes and ROX_TIMEOUT
+// timeout, perNode of them a node named ROX_NODE=node<i> (perNode 0: one node, ROX_NODE unset).
+func runJob(t *testing.T, n, perNode int, heapSize int64, timeout time.Duration, body func(w *World) error, noFinalize bool) {
+	t.Helper()
 	srv, err := bootstrap.NewServer("127.0.0.1:0", n, "test-token")
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +48,11 @@ func jobWith(t *testing.T, n int, heapSize int64, timeout time.Duration, body fu
 				"ROX_PE": fmt.Sprint(pe), "ROX_NPES": fmt.Sprint(n),
 				"ROX_LOCAL_PE": fmt.Sprint(pe), "ROX_LOCAL_NPES": fmt.Sprint(n),
 				"ROX_BOOTSTRAP": "test-token@" + srv.Addr(),
+			}
+			if perNode > 0 {
+				node := pe / perNode
+				vars["ROX_LOCAL_PE"], vars["ROX_LOCAL_NPES"] = fmt.Sprint(pe%perNode), fmt.Sprint(min(perNode, n-node*perNode))
+				vars["ROX_NODE"] = fmt.Sprintf("node%d", node)
 			}
 			getenv := func(k string) string { return vars[k] }
 			w, err := Init(context.Background(), WithHeapSize(heapSize), WithTimeout(timeout), withGetenv(getenv))

@@ -13,7 +13,6 @@ package main
 // and reduce_scatter, 1 for broadcast.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -160,7 +159,7 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 			fmt.Fprintln(stderr, err)
 			return nil, launch.ExitStatus(err)
 		}
-		rows, err := parseCollRows(&out)
+		rows, err := parseJSONRows(&out, isCollRow)
 		if err != nil {
 			fmt.Fprintln(stderr, "roxrun bench:", err)
 			return nil, 1
@@ -191,39 +190,11 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 	return 0, true
 }
 
-func readCollRows(file string) ([]collRow, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	rows, err := parseCollRows(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("%s: no JSON rows with a test, pes and size_bytes", file)
-	}
-	return rows, nil
-}
+// isCollRow: a row names its test.
+func isCollRow(r *collRow) bool { return r.Test != "" }
 
-// parseCollRows reads JSON rows, one per line, skipping lines that are not rows.
-func parseCollRows(r io.Reader) ([]collRow, error) {
-	var rows []collRow
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] != '{' {
-			continue
-		}
-		var row collRow
-		if err := json.Unmarshal(line, &row); err != nil || row.Test == "" {
-			continue
-		}
-		rows = append(rows, row)
-	}
-	return rows, sc.Err()
+func readCollRows(file string) ([]collRow, error) {
+	return readJSONRows(file, isCollRow, "JSON rows with a test, pes and size_bytes")
 }
 
 func findRow(rows []collRow, test string, pes, size int) *collRow {

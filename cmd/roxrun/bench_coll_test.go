@@ -15,7 +15,7 @@ func TestCollBenchTableAndPlot(t *testing.T) {
 {"test":"allreduce","pes":2,"size_bytes":8,"latency_us":0.27,"busbw_gbps":0.059}
 {"test":"allreduce","pes":2,"size_bytes":65536,"latency_us":48,"busbw_gbps":2.7}
 `
-	rows, err := parseCollRows(strings.NewReader(anchor))
+	rows, err := parseJSONRows(strings.NewReader(anchor), isCollRow)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("parsed %v, %v", rows, err)
 	}

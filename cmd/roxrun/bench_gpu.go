@@ -54,13 +54,12 @@ func benchGPUMain(n, rounds int, asJSON bool, timeout time.Duration, nvshmemOut 
 			fmt.Fprintf(stderr, "roxrun bench (ROX_ORDERING=%s): %v\n", ord, err)
 			return launch.ExitStatus(err)
 		}
-		sc := bufio.NewScanner(&out)
-		for sc.Scan() {
-			var r gpuRow
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Test != "" {
-				rows = append(rows, r)
-			}
+		rs, err := parseJSONRows(&out, func(r *gpuRow) bool { return r.Test != "" })
+		if err != nil {
+			fmt.Fprintf(stderr, "roxrun bench (ROX_ORDERING=%s): the PEs' rows: %v\n", ord, err)
+			return 1
 		}
+		rows = append(rows, rs...)
 	}
 	var anchor []gpuRow
 	if nvshmemOut != "" {
@@ -336,35 +335,33 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json
 
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
 	itersFor := func(size int) uint64 { return uint64(max(8, min(2000, (2<<30)/size))) }
-	// timed runs enqueue once to warm up, then times n repetitions with device events around them.
-	timed := func(enqueue func(n uint64) error, n uint64) (time.Duration, error) {
-		if _, err := mod.Elapsed(ctx, func() error { return enqueue(1) }); err != nil {
-			return 0, err
+	// bwCell measures one bandwidth cell on PE 0, the others keeping only the barrier: enqueue
+	// runs once to warm up, then n repetitions are timed with device events around them.
+	bwCell := func(test string, size, blocks int, enqueue func(n uint64) error) error {
+		if err := w.BarrierAll(ctx); err != nil {
+			return err
 		}
-		return mod.Elapsed(ctx, func() error { return enqueue(n) })
-	}
-	bw := func(size int, n uint64, d time.Duration) float64 {
-		return float64(size) * float64(n) / d.Seconds() / 1e9
+		if me != 0 {
+			return nil
+		}
+		n := itersFor(size)
+		if _, err := mod.Elapsed(ctx, func() error { return enqueue(1) }); err != nil {
+			return err
+		}
+		d, err := mod.Elapsed(ctx, func() error { return enqueue(n) })
+		if err != nil {
+			return err
+		}
+		return emit(test, size, blocks, float64(d.Microseconds())/float64(n), float64(size)*float64(n)/d.Seconds()/1e9)
 	}
 
 	// put_bw: blocks of 1024 threads put their chunk of size bytes, iters times, then quiet (as the
 	// NVSHMEM anchor does). Chunks of ROX_CE_THRESHOLD or more go to the copy engine.
 	for _, blocks := range []int{1, 8, 32, info.Multiprocessors} {
 		for _, size := range sizes {
-			if err := w.BarrierAll(ctx); err != nil {
-				return err
-			}
-			if me != 0 {
-				continue
-			}
-			n := itersFor(size)
-			d, err := timed(func(n uint64) error {
+			if err := bwCell("put_bw", size, blocks, func(n uint64) error {
 				return mod.Launch("roxk_put_bw", device.D1(blocks), device.D1(1024), 0, dst.Device(), src.Device(), uint64(size), n, int32(peer), device.Ptr(0))
-			}, n)
-			if err != nil {
-				return err
-			}
-			if err := emit("put_bw", size, blocks, float64(d.Microseconds())/float64(n), bw(size, n, d)); err != nil {
+			}); err != nil {
 				return err
 			}
 		}
@@ -372,45 +369,23 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json
 
 	// put_bw_ce: one thread hands the transfers to the copy engine.
 	for _, size := range sizes {
-		if err := w.BarrierAll(ctx); err != nil {
-			return err
-		}
-		if me != 0 {
-			continue
-		}
-		n := itersFor(size)
-		d, err := timed(func(n uint64) error {
+		if err := bwCell("put_bw_ce", size, 1, func(n uint64) error {
 			return mod.Launch("roxk_put_bw_ce", device.D1(1), device.D1(1), 0, dst.Device(), src.Device(), uint64(size), n, int32(peer), device.Ptr(0))
-		}, n)
-		if err != nil {
-			return err
-		}
-		if err := emit("put_bw_ce", size, 1, float64(d.Microseconds())/float64(n), bw(size, n, d)); err != nil {
+		}); err != nil {
 			return err
 		}
 	}
 
 	// putmem_on_stream_bw: host-enqueued puts on a stream.
 	for _, size := range sizes {
-		if err := w.BarrierAll(ctx); err != nil {
-			return err
-		}
-		if me != 0 {
-			continue
-		}
-		n := itersFor(size)
-		d, err := timed(func(n uint64) error {
+		if err := bwCell("putmem_on_stream_bw", size, 1, func(n uint64) error {
 			for i := uint64(0); i < n; i++ {
 				if err := shmem.PutOnStream(mod.Stream(), dst, 0, src.Device(), size, peer); err != nil {
 					return err
 				}
 			}
 			return w.QuietOnStream(mod.Stream())
-		}, n)
-		if err != nil {
-			return err
-		}
-		if err := emit("putmem_on_stream_bw", size, 1, float64(d.Microseconds())/float64(n), bw(size, n, d)); err != nil {
+		}); err != nil {
 			return err
 		}
 	}

@@ -11,14 +11,10 @@ package main
 // --coll.
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
@@ -82,37 +78,9 @@ func railsBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool)
 }
 
 func readRailRows(file string) ([]railRow, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	rows, err := parseRailRows(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("%s: no rows with a test, a spray policy, a size and samples", file)
-	}
-	return rows, nil
-}
-
-// parseRailRows reads JSON rows, one per line, skipping lines that are not rows.
-func parseRailRows(r io.Reader) ([]railRow, error) {
-	var rows []railRow
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] != '{' {
-			continue
-		}
-		var row railRow
-		if json.Unmarshal(line, &row) == nil && row.Test != "" && row.Spray != "" && row.SizeBytes > 0 && len(row.Mbps) > 0 {
-			rows = append(rows, row)
-		}
-	}
-	return rows, sc.Err()
+	return readJSONRows(file, func(r *railRow) bool {
+		return r.Test != "" && r.Spray != "" && r.SizeBytes > 0 && len(r.Mbps) > 0
+	}, "rows with a test, a spray policy, a size and samples")
 }
 
 type railKey struct {

@@ -226,17 +226,8 @@ func TestProgressAndSummary(t *testing.T) {
 		}
 	})
 	t.Run("bench/pipe", func(t *testing.T) {
-		cmd := exec.Command(bin, bench...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%v\n%s%s", err, out.String(), errb.String())
-		}
-		if errb.Len() != 0 {
-			t.Errorf("stderr is not a terminal, yet it got %q", errb.String())
-		}
-		if !strings.Contains(out.String(), "bench: 2 rows on host") {
-			t.Errorf("no summary line:\n%s", out.String())
+		if out := runPiped(t, bin, bench...); !strings.Contains(out, "bench: 2 rows on host") {
+			t.Errorf("no summary line:\n%s", out)
 		}
 	})
 	t.Run("litmus/terminal", func(t *testing.T) {
@@ -252,15 +243,21 @@ func TestProgressAndSummary(t *testing.T) {
 			}
 		}
 	})
-	t.Run("litmus/pipe", func(t *testing.T) {
-		cmd := exec.Command(bin, lit...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%v\n%s%s", err, out.String(), errb.String())
-		}
-		if errb.Len() != 0 {
-			t.Errorf("stderr is not a terminal, yet it got %q", errb.String())
-		}
-	})
+	t.Run("litmus/pipe", func(t *testing.T) { runPiped(t, bin, lit...) })
+}
+
+// runPiped runs bin with stdout and stderr on pipes and returns stdout: nothing may reach stderr
+// (the progress lines are for a terminal).
+func runPiped(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s%s", err, out.String(), errb.String())
+	}
+	if errb.Len() != 0 {
+		t.Errorf("stderr is not a terminal, yet it got %q", errb.String())
+	}
+	return out.String()
 }

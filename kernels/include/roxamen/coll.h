@@ -766,69 +766,45 @@ ROXI_COLL_MEM_G(fcollectmem, (roxshmem_team_t team, void *dest, const void *sour
 ROXI_COLL_MEM_G(collectmem, (roxshmem_team_t team, void *dest, const void *source, size_t nelems), ROXI_COLLECT_CALL)
 ROXI_COLL_MEM_G(alltoallmem, (roxshmem_team_t team, void *dest, const void *source, size_t nelems), ROXI_ALLTOALL_CALL)
 
-/* typed forms over the standard RMA types (nelems: elements) */
-#define ROXI_COLL_TYPED(NAME, T)                                                                                        \
-	ROXA_API int roxshmem_##NAME##_broadcast(roxshmem_team_t team, T *dest, const T *source, size_t nelems, int PE_root) \
+/* typed forms over the standard RMA types (nelems: elements), at one group level: the name's
+ * prefix and suffix, the group (the thread forms roxshmem_TYPE_broadcast..., the block forms
+ * roxshmemx_TYPE_broadcast_block...) */
+#define ROXI_COLL_TYPED_AT(NAME, T, PFX, SFX, G)                                                                        \
+	ROXA_API int PFX##_##NAME##_broadcast##SFX(roxshmem_team_t team, T *dest, const T *source, size_t nelems, int PE_root) \
 	{                                                                                                               \
-		return roxi_broadcast(team, dest, source, nelems * sizeof(T), PE_root, ROXI_THREAD, roxi_type_code((const T *)0)); \
+		return roxi_broadcast(team, dest, source, nelems * sizeof(T), PE_root, G, roxi_type_code((const T *)0));         \
 	}                                                                                                               \
-	ROXA_API int roxshmem_##NAME##_fcollect(roxshmem_team_t team, T *dest, const T *source, size_t nelems)          \
+	ROXA_API int PFX##_##NAME##_fcollect##SFX(roxshmem_team_t team, T *dest, const T *source, size_t nelems)        \
 	{                                                                                                               \
-		return roxi_fcollect(team, dest, source, nelems * sizeof(T), ROXI_THREAD, roxi_type_code((const T *)0));          \
+		return roxi_fcollect(team, dest, source, nelems * sizeof(T), G, roxi_type_code((const T *)0));                   \
 	}                                                                                                               \
-	ROXA_API int roxshmem_##NAME##_collect(roxshmem_team_t team, T *dest, const T *source, size_t nelems)           \
+	ROXA_API int PFX##_##NAME##_collect##SFX(roxshmem_team_t team, T *dest, const T *source, size_t nelems)         \
 	{                                                                                                               \
-		return roxi_collect(team, dest, source, nelems * sizeof(T), ROXI_THREAD, roxi_type_code((const T *)0));           \
+		return roxi_collect(team, dest, source, nelems * sizeof(T), G, roxi_type_code((const T *)0));                    \
 	}                                                                                                               \
-	ROXA_API int roxshmem_##NAME##_alltoall(roxshmem_team_t team, T *dest, const T *source, size_t nelems)          \
+	ROXA_API int PFX##_##NAME##_alltoall##SFX(roxshmem_team_t team, T *dest, const T *source, size_t nelems)        \
 	{                                                                                                               \
-		return roxi_alltoall(team, dest, source, nelems * sizeof(T), ROXI_THREAD, roxi_type_code((const T *)0));          \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_broadcast_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems, int PE_root) \
-	{                                                                                                               \
-		return roxi_broadcast(team, dest, source, nelems * sizeof(T), PE_root, ROXI_BLOCK, roxi_type_code((const T *)0));  \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_fcollect_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems)   \
-	{                                                                                                               \
-		return roxi_fcollect(team, dest, source, nelems * sizeof(T), ROXI_BLOCK, roxi_type_code((const T *)0));           \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_collect_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems)    \
-	{                                                                                                               \
-		return roxi_collect(team, dest, source, nelems * sizeof(T), ROXI_BLOCK, roxi_type_code((const T *)0));            \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_alltoall_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems)   \
-	{                                                                                                               \
-		return roxi_alltoall(team, dest, source, nelems * sizeof(T), ROXI_BLOCK, roxi_type_code((const T *)0));           \
+		return roxi_alltoall(team, dest, source, nelems * sizeof(T), G, roxi_type_code((const T *)0));                   \
 	}
+#define ROXI_COLL_TYPED(NAME, T) ROXI_COLL_TYPED_AT(NAME, T, roxshmem, , ROXI_THREAD) ROXI_COLL_TYPED_AT(NAME, T, roxshmemx, _block, ROXI_BLOCK)
 ROXI_RMA_TYPES(ROXI_COLL_TYPED)
 
 /* reductions: roxshmem_TYPE_OP_reduce (every member gets the result), roxshmemx_TYPE_OP_reduce_scatter
- * (member i gets segment i; source holds n_pes * nelems elements), at thread, warp and block level */
-#define ROXI_REDUCE(NAME, T, OPNAME, OP)                                                                                \
-	ROXA_API int roxshmem_##NAME##_##OPNAME##_reduce(roxshmem_team_t team, T *dest, const T *source, size_t nreduce) \
+ * (member i gets segment i; source holds n_pes * nelems elements), at thread, warp and block level.
+ * ROXI_REDUCE_FN is one of them: API's name, roxi_reduce or roxi_reduce_scatter (FN), the count's
+ * name (N), the group (G). */
+#define ROXI_REDUCE_FN(API, FN, T, OP, N, G)                                                                            \
+	ROXA_API int API(roxshmem_team_t team, T *dest, const T *source, size_t N)                                       \
 	{                                                                                                               \
-		return roxi_reduce<T, OP>(team, dest, source, nreduce, ROXI_THREAD, roxi_type_code((const T *)0));                \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_warp(roxshmem_team_t team, T *dest, const T *source, size_t nreduce) \
-	{                                                                                                               \
-		return roxi_reduce<T, OP>(team, dest, source, nreduce, ROXI_WARP, roxi_type_code((const T *)0));                  \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_block(roxshmem_team_t team, T *dest, const T *source, size_t nreduce) \
-	{                                                                                                               \
-		return roxi_reduce<T, OP>(team, dest, source, nreduce, ROXI_BLOCK, roxi_type_code((const T *)0));                 \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_scatter(roxshmem_team_t team, T *dest, const T *source, size_t nelems) \
-	{                                                                                                               \
-		return roxi_reduce_scatter<T, OP>(team, dest, source, nelems, ROXI_THREAD, roxi_type_code((const T *)0));         \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_scatter_warp(roxshmem_team_t team, T *dest, const T *source, size_t nelems) \
-	{                                                                                                               \
-		return roxi_reduce_scatter<T, OP>(team, dest, source, nelems, ROXI_WARP, roxi_type_code((const T *)0));           \
-	}                                                                                                               \
-	ROXA_API int roxshmemx_##NAME##_##OPNAME##_reduce_scatter_block(roxshmem_team_t team, T *dest, const T *source, size_t nelems) \
-	{                                                                                                               \
-		return roxi_reduce_scatter<T, OP>(team, dest, source, nelems, ROXI_BLOCK, roxi_type_code((const T *)0));          \
+		return FN<T, OP>(team, dest, source, N, G, roxi_type_code((const T *)0));                                      \
 	}
+#define ROXI_REDUCE(NAME, T, OPNAME, OP)                                                                                \
+	ROXI_REDUCE_FN(roxshmem_##NAME##_##OPNAME##_reduce, roxi_reduce, T, OP, nreduce, ROXI_THREAD)                   \
+	ROXI_REDUCE_FN(roxshmemx_##NAME##_##OPNAME##_reduce_warp, roxi_reduce, T, OP, nreduce, ROXI_WARP)               \
+	ROXI_REDUCE_FN(roxshmemx_##NAME##_##OPNAME##_reduce_block, roxi_reduce, T, OP, nreduce, ROXI_BLOCK)             \
+	ROXI_REDUCE_FN(roxshmemx_##NAME##_##OPNAME##_reduce_scatter, roxi_reduce_scatter, T, OP, nelems, ROXI_THREAD)   \
+	ROXI_REDUCE_FN(roxshmemx_##NAME##_##OPNAME##_reduce_scatter_warp, roxi_reduce_scatter, T, OP, nelems, ROXI_WARP) \
+	ROXI_REDUCE_FN(roxshmemx_##NAME##_##OPNAME##_reduce_scatter_block, roxi_reduce_scatter, T, OP, nelems, ROXI_BLOCK)
 
 /* OpenSHMEM 1.5 "Reduction types": bitwise over the unsigned and fixed-width integers; min, max,
  * sum and prod over the integers and real floats (long double and the complex types excluded) */
