@@ -84,7 +84,8 @@ func main() {
 			cfg.Op, cfg.M, cfg.N, cfg.K, *tile, npes)
 	}
 	if *steps > 0 {
-		var tf, tu, gemm, comm, fc []float64
+		var tf, tu []float64
+		var pf, pu []tp.Phases
 		for s := 0; s < *steps; s++ {
 			for _, f := range []bool{true, false} {
 				if err := w.BarrierAll(ctx); err != nil {
@@ -104,19 +105,24 @@ func main() {
 				}
 				d := time.Since(t0).Seconds() * 1e3
 				if f {
-					tf = append(tf, d)
-					fc = append(fc, g.LastCompute().Seconds()*1e3)
+					tf, pf = append(tf, d), append(pf, g.LastPhases())
 				} else {
-					tu = append(tu, d)
-					a, b := g.LastTimes()
-					gemm, comm = append(gemm, a.Seconds()*1e3), append(comm, b.Seconds()*1e3)
+					tu, pu = append(tu, d), append(pu, g.LastPhases())
 				}
 			}
 		}
 		if me == 0 {
 			mf, mu := median(tf), median(tu)
-			fmt.Printf("gemm: per step (median of %d): fused %.2f ms (its tiles computed after %.2f ms), unfused %.2f ms (its GEMM %.2f ms, exchange %.2f ms), on PE 0: fused is %.2fx faster\n",
-				*steps, mf, median(fc), mu, median(gemm), median(comm), mu/mf)
+			// The exchange of an unfused step is what follows its GEMM.
+			exch := make([]float64, len(tu))
+			for i := range tu {
+				exch[i] = tu[i] - ms(pu[i].Computed)
+			}
+			fmt.Printf("gemm: per step (median of %d, min..max): fused %.2f ms (%.2f..%.2f), unfused %.2f ms (%.2f..%.2f), exchange %.2f ms = %.0f%% of the unfused step; on PE 0: fused is %.2fx faster\n",
+				*steps, mf, slices.Min(tf), slices.Max(tf), mu, slices.Min(tu), slices.Max(tu), median(exch), 100*median(exch)/mu, mu/mf)
+			fmt.Printf("gemm: phases on PE 0 (median ms from the step's start: last tile computed, last push handed over, last tile reduced, result out):\n")
+			fmt.Printf("gemm:   fused   %s\n", phases(pf))
+			fmt.Printf("gemm:   unfused %s\n", phases(pu))
 		}
 	}
 	if err := g.Free(); err != nil {
@@ -168,6 +174,17 @@ func check(cfg tp.Config, as, bs [][]float32, r0, r1 int, fused, unfused []float
 		}
 	}
 	return nil
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// phases formats the median of each phase.
+func phases(ps []tp.Phases) string {
+	var c, s, r, d []float64
+	for _, p := range ps {
+		c, s, r, d = append(c, ms(p.Computed)), append(s, ms(p.Sent)), append(r, ms(p.Reduced)), append(d, ms(p.Done))
+	}
+	return fmt.Sprintf("computed %.2f  sent %.2f  reduced %.2f  done %.2f", median(c), median(s), median(r), median(d))
 }
 
 func median(v []float64) float64 {

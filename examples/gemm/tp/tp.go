@@ -83,10 +83,16 @@ type GEMM struct {
 	// this one orders the computing worker's stores before the reducing goroutine's loads.
 	computed []atomic.Uint64
 
-	// Times of the last Unfused step: the GEMM and the exchange after it.
-	lastGEMM, lastComm time.Duration
-	// Time from the start of the last step until its last tile was computed.
-	lastCompute time.Duration
+	last  Phases // of the last step
+	start time.Time
+	sent  atomic.Int64 // ns after start when the last push of this step was handed to the transport
+}
+
+// Phases are the times, from the start of a step (Fused or Unfused), at which this PE had
+// computed its last tile, handed its last push to the transport, reduced its last owned tile and
+// returned its result. Fused, the first three overlap; unfused they follow one another.
+type Phases struct {
+	Computed, Sent, Reduced, Done time.Duration
 }
 
 // New allocates the buffers (collective).
@@ -177,12 +183,19 @@ func (g *GEMM) extent(t int) (i0, j0, m, n int) {
 	return i0, j0, min(g.cfg.TileM, g.cfg.M-i0), min(g.cfg.TileN, g.cfg.N-j0)
 }
 
-// LastTimes returns how long the last Unfused step's GEMM and exchange took.
-func (g *GEMM) LastTimes() (gemm, comm time.Duration) { return g.lastGEMM, g.lastComm }
+// LastPhases returns the phases of the last step (Fused or Unfused) on this PE.
+func (g *GEMM) LastPhases() Phases { return g.last }
 
-// LastCompute returns how long after its start the last step (fused or not) had computed its
-// last tile.
-func (g *GEMM) LastCompute() time.Duration { return g.lastCompute }
+// markSent records that a push of this step has been handed to the transport.
+func (g *GEMM) markSent() {
+	d := int64(time.Since(g.start))
+	for {
+		o := g.sent.Load()
+		if o >= d || g.sent.CompareAndSwap(o, d) {
+			return
+		}
+	}
+}
 
 func (g *GEMM) check(call string, a, b []float32) error {
 	c := g.cfg
@@ -229,7 +242,9 @@ func (g *GEMM) push(ctx context.Context, t int, tile []float32, o int) error {
 			return err
 		}
 	}
-	return shmem.PutSignalNBI(g.part, (g.me*g.tiles+t)*g.slot, tile, g.partSig, t, 1, shmem.SignalAdd, o)
+	err := shmem.PutSignalNBI(g.part, (g.me*g.tiles+t)*g.slot, tile, g.partSig, t, 1, shmem.SignalAdd, o)
+	g.markSent()
+	return err
 }
 
 // direct reports whether the all-reduce is the 2-PE direct exchange: each PE pushes every partial
@@ -266,6 +281,7 @@ func (g *GEMM) reduce(t int) error {
 				if err := shmem.PutSignalNBI(g.res, t*g.slot, sum, g.resSig, t, g.step, shmem.SignalSet, p); err != nil {
 					return err
 				}
+				g.markSent()
 			}
 		}
 	}
@@ -307,7 +323,6 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 	var wg, computing sync.WaitGroup
 	errs := make([]error, g.cfg.Workers+1)
 	computed := make([]time.Time, g.cfg.Workers)
-	start := time.Now()
 	defer func() {
 		var last time.Time
 		for _, c := range computed {
@@ -315,7 +330,7 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 				last = c
 			}
 		}
-		g.lastCompute = last.Sub(start)
+		g.last.Computed = last.Sub(g.start)
 	}()
 	computing.Add(g.cfg.Workers) // before the closer below can wait on it
 	var sendq chan int
@@ -435,11 +450,27 @@ func (g *GEMM) Fused(ctx context.Context, a, b []float32) ([]float32, error) {
 	if err := g.check("tp.Fused", a, b); err != nil {
 		return nil, err
 	}
-	g.step++
+	g.begin()
 	if err := g.run(ctx, a, b, true); err != nil {
 		return nil, fmt.Errorf("tp.Fused: %w", err)
 	}
-	return g.gather(ctx, "tp.Fused")
+	g.last.Reduced = time.Since(g.start)
+	out, err := g.gather(ctx, "tp.Fused")
+	g.end()
+	return out, err
+}
+
+// begin starts a step.
+func (g *GEMM) begin() {
+	g.step++
+	g.start = time.Now()
+	g.sent.Store(0)
+}
+
+// end records the step's last phases.
+func (g *GEMM) end() {
+	g.last.Done = time.Since(g.start)
+	g.last.Sent = time.Duration(g.sent.Load())
 }
 
 // Unfused computes the same result as Fused, the whole GEMM first and then the exchange: every
@@ -449,12 +480,10 @@ func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
 	if err := g.check("tp.Unfused", a, b); err != nil {
 		return nil, err
 	}
-	g.step++
-	t0 := time.Now()
+	g.begin()
 	if err := g.run(ctx, a, b, false); err != nil {
 		return nil, fmt.Errorf("tp.Unfused: %w", err)
 	}
-	t1 := time.Now()
 	for t := 0; t < g.tiles; t++ {
 		_, _, m, n := g.extent(t)
 		if err := g.send(ctx, t, g.stage[t*g.slot:t*g.slot+m*n]); err != nil {
@@ -470,7 +499,8 @@ func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
 			return nil, fmt.Errorf("tp.Unfused: %w", err)
 		}
 	}
+	g.last.Reduced = time.Since(g.start)
 	out, err := g.gather(ctx, "tp.Unfused")
-	g.lastGEMM, g.lastComm = t1.Sub(t0), time.Since(t1)
+	g.end()
 	return out, err
 }
