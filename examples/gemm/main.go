@@ -76,6 +76,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gemm: PE %d: %v\n", me, err)
 		os.Exit(1)
 	}
+	coll := cfg.Op == tp.AllReduce
+	if coll {
+		c, err := g.UnfusedCollective(ctx, as[me], bs[me])
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := check(cfg, as, bs, r0, r1, fused, c); err != nil {
+			fmt.Fprintf(os.Stderr, "gemm: PE %d: unfused through shmem.AllReduce: %v\n", me, err)
+			os.Exit(1)
+		}
+	}
 	if err := w.BarrierAll(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -84,18 +95,19 @@ func main() {
 			cfg.Op, cfg.M, cfg.N, cfg.K, *tile, npes)
 	}
 	if *steps > 0 {
-		var tf, tu []float64
-		var pf, pu []tp.Phases
+		var tf, tu, tc []float64
+		var pf, pu, pc []tp.Phases
+		variants := []int{0, 1}
+		if coll {
+			variants = append(variants, 2)
+		}
 		for s := 0; s < *steps; s++ {
-			for _, f := range []bool{true, false} {
+			for _, v := range variants {
 				if err := w.BarrierAll(ctx); err != nil {
 					log.Fatal(err)
 				}
 				t0 := time.Now()
-				run := g.Unfused
-				if f {
-					run = g.Fused
-				}
+				run := [...]func(context.Context, []float32, []float32) ([]float32, error){g.Fused, g.Unfused, g.UnfusedCollective}[v]
 				if _, err := run(ctx, as[me], bs[me]); err != nil {
 					log.Fatal(err)
 				}
@@ -104,25 +116,37 @@ func main() {
 					log.Fatal(err)
 				}
 				d := time.Since(t0).Seconds() * 1e3
-				if f {
+				switch v {
+				case 0:
 					tf, pf = append(tf, d), append(pf, g.LastPhases())
-				} else {
+				case 1:
 					tu, pu = append(tu, d), append(pu, g.LastPhases())
+				case 2:
+					tc, pc = append(tc, d), append(pc, g.LastPhases())
 				}
 			}
 		}
 		if me == 0 {
-			mf, mu := median(tf), median(tu)
-			// The exchange of an unfused step is what follows its GEMM.
-			exch := make([]float64, len(tu))
-			for i := range tu {
-				exch[i] = tu[i] - ms(pu[i].Computed)
+			// The baseline is the faster unfused exchange: tp's own (per-tile puts) or the
+			// runtime's all-reduce collective.
+			mf, mu, base, bp := median(tf), median(tu), tu, pu
+			name := "tp's exchange"
+			if coll && median(tc) < mu {
+				mu, base, bp, name = median(tc), tc, pc, "shmem.AllReduce"
 			}
-			fmt.Printf("gemm: per step (median of %d, min..max): fused %.2f ms (%.2f..%.2f), unfused %.2f ms (%.2f..%.2f), exchange %.2f ms = %.0f%% of the unfused step; on PE 0: fused is %.2fx faster\n",
-				*steps, mf, slices.Min(tf), slices.Max(tf), mu, slices.Min(tu), slices.Max(tu), median(exch), 100*median(exch)/mu, mu/mf)
+			// The exchange of an unfused step is what follows its GEMM.
+			exch := make([]float64, len(base))
+			for i := range base {
+				exch[i] = base[i] - ms(bp[i].Computed)
+			}
+			fmt.Printf("gemm: per step (median of %d, min..max): fused %.2f ms (%.2f..%.2f), unfused (%s) %.2f ms (%.2f..%.2f), exchange %.2f ms = %.0f%% of the unfused step; on PE 0: fused is %.2fx faster\n",
+				*steps, mf, slices.Min(tf), slices.Max(tf), name, mu, slices.Min(base), slices.Max(base), median(exch), 100*median(exch)/mu, mu/mf)
 			fmt.Printf("gemm: phases on PE 0 (median ms from the step's start: last tile computed, last push handed over, last tile reduced, result out):\n")
-			fmt.Printf("gemm:   fused   %s\n", phases(pf))
-			fmt.Printf("gemm:   unfused %s\n", phases(pu))
+			fmt.Printf("gemm:   fused                      %s  step %.2f\n", phases(pf), mf)
+			fmt.Printf("gemm:   unfused, tp's exchange     %s  step %.2f\n", phases(pu), median(tu))
+			if coll {
+				fmt.Printf("gemm:   unfused, shmem.AllReduce   %s  step %.2f\n", phases(pc), median(tc))
+			}
 		}
 	}
 	if err := g.Free(); err != nil {

@@ -77,7 +77,10 @@ type GEMM struct {
 	// the next step's partials to p only after that (an all-reduce needs no such signal: every PE
 	// has received every sum of a step before it starts the next).
 	ack   shmem.Sym[uint64]
-	stage []float32 // this PE's partial tiles, [tiles] slots
+	stage []float32 // this PE's partial tiles, [tiles] slots: stageSym's local view
+	// The unfused all-reduce through the runtime's collective (UnfusedCollective): the stage is
+	// its source, sum its destination.
+	stageSym, sum shmem.Sym[float32]
 	// computed[t] is the step whose partial of tile t is in the stage. The tile's signal says
 	// so too, but it is an atomic in the symmetric heap, outside the Go memory model's view;
 	// this one orders the computing worker's stores before the reducing goroutine's loads.
@@ -135,14 +138,20 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 	if g.ack, err = shmem.Alloc[uint64](w, g.npes); err != nil {
 		return nil, err
 	}
-	g.stage = make([]float32, g.tiles*g.slot)
+	if g.stageSym, err = shmem.Alloc[float32](w, g.tiles*g.slot); err != nil {
+		return nil, err
+	}
+	if g.sum, err = shmem.Alloc[float32](w, g.tiles*g.slot); err != nil {
+		return nil, err
+	}
+	g.stage = g.stageSym.Local()
 	g.computed = make([]atomic.Uint64, g.tiles)
 	return g, nil
 }
 
 // Free releases the buffers (collective).
 func (g *GEMM) Free() error {
-	for _, m := range []shmem.Mem{g.ack.Mem(), g.resSig.Mem(), g.partSig.Mem(), g.res.Mem(), g.part.Mem()} {
+	for _, m := range []shmem.Mem{g.sum.Mem(), g.stageSym.Mem(), g.ack.Mem(), g.resSig.Mem(), g.partSig.Mem(), g.res.Mem(), g.part.Mem()} {
 		if err := g.w.Free(m); err != nil {
 			return err
 		}
@@ -450,7 +459,7 @@ func (g *GEMM) Fused(ctx context.Context, a, b []float32) ([]float32, error) {
 	if err := g.check("tp.Fused", a, b); err != nil {
 		return nil, err
 	}
-	g.begin()
+	g.begin(true)
 	if err := g.run(ctx, a, b, true); err != nil {
 		return nil, fmt.Errorf("tp.Fused: %w", err)
 	}
@@ -460,9 +469,12 @@ func (g *GEMM) Fused(ctx context.Context, a, b []float32) ([]float32, error) {
 	return out, err
 }
 
-// begin starts a step.
-func (g *GEMM) begin() {
-	g.step++
+// begin starts a step; exchange says that it is one of tp's exchanges, whose signals count
+// steps (cumulative), so that it takes the next step number.
+func (g *GEMM) begin(exchange bool) {
+	if exchange {
+		g.step++
+	}
 	g.start = time.Now()
 	g.sent.Store(0)
 }
@@ -480,7 +492,7 @@ func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
 	if err := g.check("tp.Unfused", a, b); err != nil {
 		return nil, err
 	}
-	g.begin()
+	g.begin(true)
 	if err := g.run(ctx, a, b, false); err != nil {
 		return nil, fmt.Errorf("tp.Unfused: %w", err)
 	}
@@ -503,4 +515,39 @@ func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
 	out, err := g.gather(ctx, "tp.Unfused")
 	g.end()
 	return out, err
+}
+
+// UnfusedCollective computes the same all-reduce as Unfused with the runtime's own collective
+// for the exchange: the same GEMM into the stage, then shmem.AllReduce of the whole stage over
+// the world team (the runtime picks its algorithm: one-shot, two-shot, ring or hierarchical
+// across nodes). Every algorithm reduces in PE order, so the result is Fused's bits. All-reduce
+// only.
+func (g *GEMM) UnfusedCollective(ctx context.Context, a, b []float32) ([]float32, error) {
+	const call = "tp.UnfusedCollective"
+	if err := g.check(call, a, b); err != nil {
+		return nil, err
+	}
+	if g.cfg.Op != AllReduce {
+		return nil, &shmem.Error{Call: call, PE: g.me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf("op %v: the collective variant is an all-reduce", g.cfg.Op)}
+	}
+	g.begin(false)
+	if err := g.run(ctx, a, b, false); err != nil {
+		return nil, fmt.Errorf("%s: %w", call, err)
+	}
+	if err := shmem.AllReduce(ctx, g.w.TeamWorld(), g.sum, g.stageSym, shmem.OpSum); err != nil {
+		return nil, fmt.Errorf("%s: %w", call, err)
+	}
+	g.last.Sent = time.Since(g.start) // the collective returns with its puts done
+	g.last.Reduced = g.last.Sent
+	c := g.cfg
+	out := make([]float32, c.M*c.N)
+	sum := g.sum.Local()
+	for t := 0; t < g.tiles; t++ {
+		i0, j0, m, n := g.extent(t)
+		for i := 0; i < m; i++ {
+			copy(out[(i0+i)*c.N+j0:(i0+i)*c.N+j0+n], sum[t*g.slot+i*n:t*g.slot+(i+1)*n])
+		}
+	}
+	g.last.Done = time.Since(g.start)
+	return out, nil
 }
