@@ -141,12 +141,13 @@ func main() {
 			}
 			fmt.Printf("gemm: per step (median of %d, min..max): fused %.2f ms (%.2f..%.2f), unfused (%s) %.2f ms (%.2f..%.2f), exchange %.2f ms = %.0f%% of the unfused step; on PE 0: fused is %.2fx faster\n",
 				*steps, mf, slices.Min(tf), slices.Max(tf), name, mu, slices.Min(base), slices.Max(base), median(exch), 100*median(exch)/mu, mu/mf)
-			fmt.Printf("gemm: phases on PE 0 (median ms from the step's start: last tile computed, last push handed over, last tile reduced, result out):\n")
-			fmt.Printf("gemm:   fused                      %s  step %.2f\n", phases(pf), mf)
-			fmt.Printf("gemm:   unfused, tp's exchange     %s  step %.2f\n", phases(pu), median(tu))
-			if coll {
-				fmt.Printf("gemm:   unfused, shmem.AllReduce   %s  step %.2f\n", phases(pc), median(tc))
-			}
+		}
+		// Every PE's phases: a step lasts as long as its slowest PE's.
+		fmt.Printf("gemm: PE %d phases (median ms from the step's start: last tile computed, last push handed over, last tile reduced, result out):\n", me)
+		fmt.Printf("gemm:   fused                      %s  step %.2f\n", phases(pf), median(tf))
+		fmt.Printf("gemm:   unfused, tp's exchange     %s  step %.2f\n", phases(pu), median(tu))
+		if coll {
+			fmt.Printf("gemm:   unfused, shmem.AllReduce   %s  step %.2f\n", phases(pc), median(tc))
 		}
 	}
 	if err := g.Free(); err != nil {
