@@ -69,18 +69,22 @@ type GEMM struct {
 	slot     int // floats per tile slot (TileM*TileN)
 	step     uint64
 
-	part    shmem.Sym[float32] // [npes][tiles] slots: partial tiles pushed to their owner
-	res     shmem.Sym[float32] // [tiles] slots: reduced tiles (all-reduce: pushed by their owner)
+	part    shmem.Sym[float32] // [2][npes][tiles] slots: partial tiles pushed to their owner
+	res     shmem.Sym[float32] // [2][tiles] slots: reduced tiles (all-reduce: pushed by their owner)
 	partSig shmem.Sym[uint64]  // per tile: partials arrived (cumulative count)
 	resSig  shmem.Sym[uint64]  // per tile: the step whose sum has arrived
 	// Reduce-scatter: element p is the last step whose partials PE p has reduced; a PE pushes
 	// the next step's partials to p only after that (an all-reduce needs no such signal: every PE
 	// has received every sum of a step before it starts the next).
 	ack   shmem.Sym[uint64]
-	stage []float32 // this PE's partial tiles, [tiles] slots: stageSym's local view
-	// The unfused all-reduce through the runtime's collective (UnfusedCollective): the stage is
-	// its source, sum its destination.
+	stage []float32 // this PE's partial tiles, [2][tiles] slots: stageSym's local view
+	// The unfused all-reduce through the runtime's collective (UnfusedCollective): a half of the
+	// stage is its source, sum its destination.
 	stageSym, sum shmem.Sym[float32]
+	// The half of stage, part and res that this step uses: a step's buffers are not written
+	// again until two steps later, so the Quiet that lets this PE reuse what it pushed from runs
+	// during the next step's GEMM (run), not at the end of each step.
+	half int
 	// computed[t] is the step whose partial of tile t is in the stage. The tile's signal says
 	// so too, but it is an atomic in the symmetric heap, outside the Go memory model's view;
 	// this one orders the computing worker's stores before the reducing goroutine's loads.
@@ -123,10 +127,10 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 		tm: (cfg.M + cfg.TileM - 1) / cfg.TileM, tn: (cfg.N + cfg.TileN - 1) / cfg.TileN, slot: cfg.TileM * cfg.TileN}
 	g.tiles = g.tm * g.tn
 	var err error
-	if g.part, err = shmem.Alloc[float32](w, g.npes*g.tiles*g.slot); err != nil {
+	if g.part, err = shmem.Alloc[float32](w, 2*g.npes*g.tiles*g.slot); err != nil {
 		return nil, err
 	}
-	if g.res, err = shmem.Alloc[float32](w, g.tiles*g.slot); err != nil {
+	if g.res, err = shmem.Alloc[float32](w, 2*g.tiles*g.slot); err != nil {
 		return nil, err
 	}
 	if g.partSig, err = shmem.Alloc[uint64](w, g.tiles); err != nil {
@@ -138,7 +142,7 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 	if g.ack, err = shmem.Alloc[uint64](w, g.npes); err != nil {
 		return nil, err
 	}
-	if g.stageSym, err = shmem.Alloc[float32](w, g.tiles*g.slot); err != nil {
+	if g.stageSym, err = shmem.Alloc[float32](w, 2*g.tiles*g.slot); err != nil {
 		return nil, err
 	}
 	if g.sum, err = shmem.Alloc[float32](w, g.tiles*g.slot); err != nil {
@@ -149,8 +153,11 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 	return g, nil
 }
 
-// Free releases the buffers (collective).
+// Free releases the buffers (collective), once what this PE pushed has landed.
 func (g *GEMM) Free() error {
+	if err := g.w.Quiet(); err != nil {
+		return err
+	}
 	for _, m := range []shmem.Mem{g.sum.Mem(), g.stageSym.Mem(), g.ack.Mem(), g.resSig.Mem(), g.partSig.Mem(), g.res.Mem(), g.part.Mem()} {
 		if err := g.w.Free(m); err != nil {
 			return err
@@ -215,11 +222,17 @@ func (g *GEMM) check(call string, a, b []float32) error {
 	return nil
 }
 
+// at returns the index of tile t's slot in this step's half of the stage or of res.
+func (g *GEMM) at(t int) int { return (g.half*g.tiles + t) * g.slot }
+
+// partAt returns the index of PE p's slot for tile t in this step's half of part.
+func (g *GEMM) partAt(p, t int) int { return ((g.half*g.npes+p)*g.tiles + t) * g.slot }
+
 // computeTile writes this PE's partial of tile t (a row-major m x n block) into its stage slot.
 func (g *GEMM) computeTile(t int, a, b []float32) []float32 {
 	c := g.cfg
 	i0, j0, m, n := g.extent(t)
-	out := g.stage[t*g.slot : t*g.slot+m*n]
+	out := g.stage[g.at(t) : g.at(t)+m*n]
 	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
 		blas32.General{Rows: m, Cols: c.K, Stride: c.K, Data: a[i0*c.K:]},
 		blas32.General{Rows: c.K, Cols: n, Stride: c.N, Data: b[j0:]},
@@ -251,7 +264,7 @@ func (g *GEMM) push(ctx context.Context, t int, tile []float32, o int) error {
 			return err
 		}
 	}
-	err := shmem.PutSignalNBI(g.part, (g.me*g.tiles+t)*g.slot, tile, g.partSig, t, 1, shmem.SignalAdd, o)
+	err := shmem.PutSignalNBI(g.part, g.partAt(g.me, t), tile, g.partSig, t, 1, shmem.SignalAdd, o)
 	g.markSent()
 	return err
 }
@@ -270,11 +283,11 @@ func (g *GEMM) reduce(t int) error {
 	}
 	_, _, m, n := g.extent(t)
 	resLocal, partLocal := g.res.Local(), g.part.Local()
-	sum := resLocal[t*g.slot : t*g.slot+m*n]
+	sum := resLocal[g.at(t) : g.at(t)+m*n]
 	for p := 0; p < g.npes; p++ {
-		src := partLocal[(p*g.tiles+t)*g.slot:]
+		src := partLocal[g.partAt(p, t):]
 		if p == g.me {
-			src = g.stage[t*g.slot:]
+			src = g.stage[g.at(t):]
 		}
 		if p == 0 {
 			copy(sum, src[:m*n])
@@ -287,7 +300,7 @@ func (g *GEMM) reduce(t int) error {
 	if g.cfg.Op == AllReduce && !g.direct() {
 		for p := 0; p < g.npes; p++ {
 			if p != g.me {
-				if err := shmem.PutSignalNBI(g.res, t*g.slot, sum, g.resSig, t, g.step, shmem.SignalSet, p); err != nil {
+				if err := shmem.PutSignalNBI(g.res, g.at(t), sum, g.resSig, t, g.step, shmem.SignalSet, p); err != nil {
 					return err
 				}
 				g.markSent()
@@ -330,7 +343,7 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 		return g.reduce(owned[i])
 	}
 	var wg, computing sync.WaitGroup
-	errs := make([]error, g.cfg.Workers+1)
+	errs := make([]error, g.cfg.Workers+2)
 	computed := make([]time.Time, g.cfg.Workers)
 	defer func() {
 		var last time.Time
@@ -342,6 +355,11 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 		g.last.Computed = last.Sub(g.start)
 	}()
 	computing.Add(g.cfg.Workers) // before the closer below can wait on it
+	// What this PE pushed in the last step came from (and went to) the other half of the
+	// buffers, which the next step writes: complete it now, while this step's GEMM runs, rather
+	// than with a round trip at the end of every step.
+	wg.Add(1)
+	go func() { defer wg.Done(); errs[g.cfg.Workers+1] = g.w.Quiet() }()
 	var sendq chan int
 	if push {
 		sendq = make(chan int, g.tiles)
@@ -353,7 +371,7 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 					continue // drain: the workers must not block on a full queue
 				}
 				_, _, m, n := g.extent(t)
-				errs[g.cfg.Workers] = g.send(ctx, t, g.stage[t*g.slot:t*g.slot+m*n])
+				errs[g.cfg.Workers] = g.send(ctx, t, g.stage[g.at(t):g.at(t)+m*n])
 			}
 		}()
 		go func() { computing.Wait(); close(sendq) }()
@@ -440,14 +458,10 @@ func (g *GEMM) gather(ctx context.Context, call string) ([]float32, error) {
 				return nil, fmt.Errorf("%s: tile %d from PE %d: %w", call, t, g.owner(t), err)
 			}
 		}
-		tile := resLocal[t*g.slot:]
+		tile := resLocal[g.at(t):]
 		for i := 0; i < m; i++ {
 			copy(out[(i0-r0+i)*c.N+j0:(i0-r0+i)*c.N+j0+n], tile[i*n:(i+1)*n])
 		}
-	}
-	// The partial slots and sums this PE pushed must not change before they have landed.
-	if err := g.w.Quiet(); err != nil {
-		return nil, fmt.Errorf("%s: %w", call, err)
 	}
 	return out, nil
 }
@@ -474,6 +488,10 @@ func (g *GEMM) Fused(ctx context.Context, a, b []float32) ([]float32, error) {
 func (g *GEMM) begin(exchange bool) {
 	if exchange {
 		g.step++
+		g.half = int(g.step % 2)
+	} else {
+		// The other half than the last exchange's: the one whose pushes have been quieted.
+		g.half = int(g.step+1) % 2
 	}
 	g.start = time.Now()
 	g.sent.Store(0)
@@ -498,7 +516,7 @@ func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
 	}
 	for t := 0; t < g.tiles; t++ {
 		_, _, m, n := g.extent(t)
-		if err := g.send(ctx, t, g.stage[t*g.slot:t*g.slot+m*n]); err != nil {
+		if err := g.send(ctx, t, g.stage[g.at(t):g.at(t)+m*n]); err != nil {
 			return nil, fmt.Errorf("tp.Unfused: %w", err)
 		}
 	}
@@ -534,7 +552,11 @@ func (g *GEMM) UnfusedCollective(ctx context.Context, a, b []float32) ([]float32
 	if err := g.run(ctx, a, b, false); err != nil {
 		return nil, fmt.Errorf("%s: %w", call, err)
 	}
-	if err := shmem.AllReduce(ctx, g.w.TeamWorld(), g.sum, g.stageSym, shmem.OpSum); err != nil {
+	src, err := g.stageSym.Slice(g.half*g.tiles*g.slot, g.tiles*g.slot)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", call, err)
+	}
+	if err := shmem.AllReduce(ctx, g.w.TeamWorld(), g.sum, src, shmem.OpSum); err != nil {
 		return nil, fmt.Errorf("%s: %w", call, err)
 	}
 	g.last.Sent = time.Since(g.start) // the collective returns with its puts done
