@@ -33,6 +33,7 @@ func main() {
 	steps := flag.Int("steps", 5, "timed steps of each variant (0: only check)")
 	workers := flag.Int("workers", 0, "goroutines computing tiles (default: the CPUs)")
 	seed := flag.Uint64("seed", 1, "seed of the matrices")
+	raw := flag.Bool("raw", false, "print every timed step (PE 0: fused, the faster unfused, that one's GEMM)")
 	flag.Parse()
 	// One more P than workers: the goroutine that reads a NIC path's socket is woken by the
 	// network poller, which the scheduler consults only when a P runs out of work (or every
@@ -152,6 +153,11 @@ func main() {
 			pair := make([]float64, len(tf))
 			for i := range tf {
 				pair[i] = base[i] / tf[i]
+			}
+			if *raw {
+				for i := range tf {
+					fmt.Printf("gemm: step %d: fused %.3f ms, unfused %.3f ms, its GEMM %.3f ms\n", i, tf[i], base[i], ms(bp[i].Computed))
+				}
 			}
 			fmt.Printf("gemm: per step (median of %d, min..max): fused %.2f ms (%.2f..%.2f), unfused (%s) %.2f ms (%.2f..%.2f), exchange %.2f ms = %.0f%% of the unfused step; on PE 0: fused is %.2fx faster (median of paired steps %.2fx)\n",
 				*steps, mf, slices.Min(tf), slices.Max(tf), name, mu, slices.Min(base), slices.Max(base), median(exch), 100*median(exch)/mu, mu/mf, median(pair))

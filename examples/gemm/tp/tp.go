@@ -6,9 +6,15 @@
 // (reduce-scatter) keeps it.
 //
 // Unfused runs the same GEMM code to the end first and then the same exchange as a separate step
-// (a reduce-scatter + all-gather all-reduce over put-with-signal, chunked by tile, written here
-// because the runtime has no all-reduce collective yet), so that the two differ only in the
-// fusion.
+// (a reduce-scatter + all-gather all-reduce over put-with-signal, chunked by tile), so that the
+// two differ only in the fusion. UnfusedCollective is the other honest baseline: the same GEMM,
+// then the runtime's own all-reduce collective (shmem.AllReduce) over the whole result. Which of
+// the two unfused exchanges is faster depends on the network (on a rate-limited link between two
+// hosts, tp's per-tile puts were; examples/gemm times both and compares against the faster).
+//
+// A step's buffers (the stage of this PE's partials, the landing slots, the sums) alternate
+// between two halves from one step to the next, so that the Quiet that completes what a step
+// pushed runs during the next step's GEMM rather than as a round trip at the end of each step.
 //
 // Tiles are TileM x TileN (the last row and column of tiles are smaller when M or N is not a
 // multiple). All-reduce: tile t is owned by PE t mod NPEs (on 2 PEs, both PEs reduce every tile:
