@@ -7,16 +7,17 @@
 #
 # defaults: 1 PE per host, 1gbit, -m 512 -n 512 -k 256 -steps 20. RUNS=N runs the job N times on
 # the same hosts (each run prints its own medians), with the load average before each. Needs
-# iproute2 (ip, tc) and Go. The hosts (namespaces rox-gtbf<pid>0 and 1) are removed on any exit.
+# iproute2 (ip, tc) and Go. The hosts (namespaces rox-g<pid>0 and 1) are removed on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 per=${1:-1} rate=${2:-1gbit}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- -m 512 -n 512 -k 256 -steps 20
-name=rox-gtbf$$ subnet=10.231.$((RANDOM % 200 + 20))
+name=rox-g$$ subnet=10.231.$((RANDOM % 200 + 20))
 bin=$(mktemp -d)
 cleanup() { test/netns/netns.sh down "$name" 2 >/dev/null 2>&1 || true; rm -rf "$bin"; }
 trap cleanup EXIT
+trap 'exit 143' INT TERM # a signal ends the script through its EXIT trap too
 CGO_ENABLED=0 go build -o "$bin/roxrun" ./cmd/roxrun
 CGO_ENABLED=0 go build -o "$bin/gemm" ./examples/gemm
 test/netns/netns.sh up "$name" 2 "$subnet" >/dev/null
