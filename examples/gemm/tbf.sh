@@ -15,7 +15,12 @@ shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- -m 512 -n 512 -k 256 -steps 20
 name=rox-g$$ subnet=10.231.$((RANDOM % 200 + 20))
 bin=$(mktemp -d)
-cleanup() { test/netns/netns.sh down "$name" 2 >/dev/null 2>&1 || true; rm -rf "$bin"; }
+job=
+cleanup() {
+  if [ -n "$job" ]; then kill "$job" 2>/dev/null || true; wait "$job" 2>/dev/null || true; fi
+  test/netns/netns.sh down "$name" 2 >/dev/null 2>&1 || true
+  rm -rf "$bin"
+}
 trap cleanup EXIT
 trap 'exit 143' INT TERM # a signal ends the script through its EXIT trap too
 CGO_ENABLED=0 go build -o "$bin/roxrun" ./cmd/roxrun
@@ -26,6 +31,10 @@ for i in 0 1; do
 done
 for ((r = 1; r <= ${RUNS:-1}; r++)); do
   echo "tbf.sh: run $r of ${RUNS:-1}, $per PEs per host, link $rate, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  # in the background, so that a signal reaches the trap now rather than when the job ends
   "$bin/roxrun" --hosts "${name}0:$per,${name}1:$per" --rsh 'ip netns exec' --bind "$subnet.254:0" \
-    "$bin/gemm" "$@"
+    "$bin/gemm" "$@" &
+  job=$!
+  wait "$job"
+  job=
 done
