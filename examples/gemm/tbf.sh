@@ -5,14 +5,15 @@
 #
 #   examples/gemm/tbf.sh [PES_PER_HOST [RATE [GEMM FLAGS...]]]
 #
-# defaults: 1 PE per host, 1gbit, -m 512 -n 512 -k 256 -steps 20. RUNS=N runs the job N times on
-# the same hosts (each run prints its own medians), with the load average before each. Needs
-# iproute2 (ip, tc) and Go. The hosts (namespaces rox-g<pid>0 and 1) are removed on any exit.
+# defaults: 1 PE per host, 1gbit, -m 512 -n 512 -k 192 -steps 20: there the exchange is about a
+# third of the unfused step, the issue's CPU target (-raw prints every step). RUNS=N runs the job
+# N times on the same hosts (each run prints its own medians), with the load average before each.
+# Needs iproute2 (ip, tc) and Go. The hosts (namespaces rox-g<pid>0 and 1) are removed on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 per=${1:-1} rate=${2:-1gbit}
 shift $(($# < 2 ? $# : 2))
-[ $# -gt 0 ] || set -- -m 512 -n 512 -k 256 -steps 20
+[ $# -gt 0 ] || set -- -m 512 -n 512 -k 192 -steps 20
 name=rox-g$$ subnet=10.231.$((RANDOM % 200 + 20))
 bin=$(mktemp -d)
 job=
