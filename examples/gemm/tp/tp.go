@@ -31,6 +31,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,7 @@ type GEMM struct {
 	// so too, but it is an atomic in the symmetric heap, outside the Go memory model's view;
 	// this one orders the computing worker's stores before the reducing goroutine's loads.
 	computed []atomic.Uint64
+	order    []int // the order in which the workers compute the tiles (see New)
 
 	last  Phases // of the last step
 	start time.Time
@@ -156,6 +158,17 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 	}
 	g.stage = g.stageSym.Local()
 	g.computed = make([]atomic.Uint64, g.tiles)
+	g.order = make([]int, g.tiles)
+	for t := range g.order {
+		g.order[t] = t
+	}
+	// The next PE's tiles first and this PE's own last: a partial that travels leaves early, so
+	// its owner can reduce it and (all-reduce) send the sum back while later tiles are computed,
+	// and the partials of this PE's own tiles have arrived by the time it computes them. The order
+	// in which tiles are computed does not change their bits.
+	slices.SortStableFunc(g.order, func(x, y int) int {
+		return (g.owner(x)-g.me-1+g.npes)%g.npes - (g.owner(y)-g.me-1+g.npes)%g.npes
+	})
 	return g, nil
 }
 
@@ -402,10 +415,11 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 						return
 					}
 				}
-				t := int(next.Add(1) - 1)
-				if t >= g.tiles {
+				i := int(next.Add(1) - 1)
+				if i >= g.tiles {
 					break
 				}
+				t := g.order[i]
 				g.computeTile(t, a, b)
 				if push {
 					sendq <- t
