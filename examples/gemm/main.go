@@ -92,8 +92,8 @@ func main() {
 		log.Fatal(err)
 	}
 	if me == 0 {
-		fmt.Printf("gemm: %s of %dx%d, K %d per PE, tile %d, %d PEs: fused = unfused bit for bit, both as the float64 reference: ok\n",
-			cfg.Op, cfg.M, cfg.N, cfg.K, *tile, npes)
+		fmt.Printf("gemm: %s of %dx%d, K %d per PE, tile %d, %d PEs, exchange %s: fused = unfused bit for bit, both as the float64 reference: ok\n",
+			cfg.Op, cfg.M, cfg.N, cfg.K, *tile, npes, g.Scheme())
 	}
 	if *steps > 0 {
 		var tf, tu, tc []float64

@@ -97,6 +97,10 @@ type GEMM struct {
 	// this one orders the computing worker's stores before the reducing goroutine's loads.
 	computed []atomic.Uint64
 	order    []int // the order in which the workers compute the tiles (see New)
+	// The node chain (see chained): nodes of npn consecutive PEs, this PE on node node; chain
+	// holds, per half and tile, the running sum this PE passes on to the next node.
+	npn, node int
+	chain     []float32
 
 	last  Phases // of the last step
 	start time.Time
@@ -158,6 +162,10 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 	}
 	g.stage = g.stageSym.Local()
 	g.computed = make([]atomic.Uint64, g.tiles)
+	if err := g.nodes(); err != nil {
+		return nil, err
+	}
+	g.chain = make([]float32, 2*g.tiles*g.slot)
 	g.order = make([]int, g.tiles)
 	for t := range g.order {
 		g.order[t] = t
@@ -165,11 +173,56 @@ func New(w *shmem.World, cfg Config) (*GEMM, error) {
 	// The next PE's tiles first and this PE's own last: a partial that travels leaves early, so
 	// its owner can reduce it and (all-reduce) send the sum back while later tiles are computed,
 	// and the partials of this PE's own tiles have arrived by the time it computes them. The order
-	// in which tiles are computed does not change their bits.
-	slices.SortStableFunc(g.order, func(x, y int) int {
-		return (g.owner(x)-g.me-1+g.npes)%g.npes - (g.owner(y)-g.me-1+g.npes)%g.npes
-	})
+	// in which tiles are computed does not change their bits. Chained, every PE computes the
+	// tiles in the same order, so that each tile's running sum can leave node 0 early.
+	if !g.chained() {
+		slices.SortStableFunc(g.order, func(x, y int) int {
+			return (g.owner(x)-g.me-1+g.npes)%g.npes - (g.owner(y)-g.me-1+g.npes)%g.npes
+		})
+	}
 	return g, nil
+}
+
+// nodes sets up the node chain when the PEs are on two or more nodes of npn >= 2 consecutive PEs
+// each (every PE must agree: an all-reduce of this PE's view of its node).
+func (g *GEMM) nodes() error {
+	if g.cfg.Op != AllReduce || g.npes <= 2 {
+		return nil
+	}
+	ts := g.w.TeamShared()
+	l, first := ts.NPEs(), ts.WorldPE(0)
+	ok := int64(1)
+	for i := 0; i < l; i++ {
+		if ts.WorldPE(i) != first+i {
+			ok = 0
+		}
+	}
+	if l < 2 || g.npes%l != 0 || first != g.me/l*l {
+		ok = 0
+	}
+	src, err := shmem.Alloc[int64](g.w, 3)
+	if err != nil {
+		return err
+	}
+	dst, err := shmem.Alloc[int64](g.w, 3)
+	if err != nil {
+		return err
+	}
+	copy(src.Local(), []int64{int64(l), -int64(l), ok})
+	err = shmem.AllReduce(context.Background(), g.w.TeamWorld(), dst, src, shmem.OpMin)
+	v := slices.Clone(dst.Local())
+	for _, m := range []shmem.Mem{dst.Mem(), src.Mem()} {
+		if ferr := g.w.Free(m); err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if v[0] == -v[1] && v[2] == 1 && int(v[0]) < g.npes {
+		g.npn, g.node = l, g.me/l
+	}
+	return nil
 }
 
 // Free releases the buffers (collective), once what this PE pushed has landed.
@@ -201,6 +254,9 @@ func (g *GEMM) owner(t int) int {
 	if g.direct() {
 		return g.me
 	}
+	if g.chained() {
+		return g.nodeOwner(g.node, t)
+	}
 	if g.cfg.Op == AllReduce {
 		return t % g.npes
 	}
@@ -211,6 +267,34 @@ func (g *GEMM) owner(t int) int {
 		}
 	}
 }
+
+// chained reports whether the all-reduce runs as a chain of nodes: with the PEs on two or more
+// nodes of npn >= 2 consecutive PEs each, tile t is reduced on every node by its node owner (the
+// node's PE t mod npn): the node's PEs push their partials to it over load/store, the owner on
+// node 0 sums them in PE order and passes the running sum to the owner on node 1, which adds its
+// node's partials in PE order and passes it on; the last node's owner has the sum, in PE order
+// as everywhere, and sends it to its node's PEs and to every other node's owner, which hands it
+// to its own. Each tile crosses between nodes once as a running sum and once as the sum, against
+// twice per PE of the other node when every PE reduces the tiles it owns.
+func (g *GEMM) chained() bool { return g.npn > 0 }
+
+// Scheme says how the PEs exchange the tiles: "direct" (2-PE all-reduce: both reduce every
+// tile), "node chain" (chained) or "owners" (each tile reduced by its owner).
+func (g *GEMM) Scheme() string {
+	switch {
+	case g.direct():
+		return "direct"
+	case g.chained():
+		return fmt.Sprintf("node chain (%d nodes of %d PEs)", g.npes/g.npn, g.npn)
+	}
+	return "owners"
+}
+
+// nodeOwner returns the PE that reduces tile t on node nd (chained).
+func (g *GEMM) nodeOwner(nd, t int) int { return nd*g.npn + t%g.npn }
+
+// chainAt returns the index of tile t's running sum in this step's half of chain.
+func (g *GEMM) chainAt(t int) int { return g.at(t) }
 
 // extent returns tile t's first row and column and its size.
 func (g *GEMM) extent(t int) (i0, j0, m, n int) {
@@ -300,6 +384,9 @@ func (g *GEMM) reduce(t int) error {
 	for g.computed[t].Load() != g.step {
 		runtime.Gosched() // in practice never waits: the tile's signal counted this PE's partial after the store
 	}
+	if g.chained() {
+		return g.reduceChain(t)
+	}
 	_, _, m, n := g.extent(t)
 	resLocal, partLocal := g.res.Local(), g.part.Local()
 	sum := resLocal[g.at(t) : g.at(t)+m*n]
@@ -329,6 +416,71 @@ func (g *GEMM) reduce(t int) error {
 	return nil
 }
 
+// want returns the count an owned tile's signal reaches once this step's partials are in: every
+// PE's, or (chained) its node's and the running sum from the node before.
+func (g *GEMM) want() uint64 {
+	if !g.chained() {
+		return g.step * uint64(g.npes)
+	}
+	n := uint64(g.npn)
+	if g.node > 0 {
+		n++
+	}
+	return g.step * n
+}
+
+// reduceChain folds this node's partials of tile t into the running sum from the node before (on
+// node 0: into the node's first partial), in PE order, and passes it on (chained).
+func (g *GEMM) reduceChain(t int) error {
+	_, _, m, n := g.extent(t)
+	last := g.node == g.w.NPEs()/g.npn-1
+	partLocal := g.part.Local()
+	acc := g.chain[g.chainAt(t) : g.chainAt(t)+m*n]
+	if last {
+		acc = g.res.Local()[g.at(t) : g.at(t)+m*n]
+	}
+	first := g.node * g.npn
+	src := func(p int) []float32 {
+		if p == g.me {
+			return g.stage[g.at(t):]
+		}
+		return partLocal[g.partAt(p, t):]
+	}
+	p0 := first
+	if g.node == 0 {
+		copy(acc, src(first)[:m*n])
+		p0++
+	} else {
+		copy(acc, partLocal[g.partAt(g.nodeOwner(g.node-1, t), t):][:m*n])
+	}
+	for p := p0; p < first+g.npn; p++ {
+		x := src(p)
+		for i := range acc {
+			acc[i] += x[i]
+		}
+	}
+	if !last {
+		// Into the next node's owner's landing slot of this PE, which no other PE writes.
+		err := shmem.PutSignalNBI(g.part, g.partAt(g.me, t), acc, g.partSig, t, 1, shmem.SignalAdd, g.nodeOwner(g.node+1, t))
+		g.markSent()
+		return err
+	}
+	for nd := 0; nd < g.w.NPEs()/g.npn; nd++ {
+		for i := 0; i < g.npn; i++ {
+			q := nd*g.npn + i
+			// The last node's PEs and every other node's owner; those owners hand it on (gather).
+			if q == g.me || (nd != g.node && q != g.nodeOwner(nd, t)) {
+				continue
+			}
+			if err := shmem.PutSignalNBI(g.res, g.at(t), acc, g.resSig, t, g.step, shmem.SignalSet, q); err != nil {
+				return err
+			}
+			g.markSent()
+		}
+	}
+	return nil
+}
+
 // owned returns the tiles this PE reduces, in order.
 func (g *GEMM) owned() []int {
 	var o []int
@@ -349,13 +501,12 @@ func (g *GEMM) owned() []int {
 func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 	var next, red atomic.Int64
 	owned := g.owned()
-	want := g.step * uint64(g.npes)
 	tryReduce := func() error {
 		i := red.Load()
 		if i >= int64(len(owned)) {
 			return nil
 		}
-		ok, err := shmem.Test(g.partSig, owned[i], shmem.CmpGE, want)
+		ok, err := shmem.Test(g.partSig, owned[i], shmem.CmpGE, g.want())
 		if err != nil || !ok || !red.CompareAndSwap(i, i+1) {
 			return err
 		}
@@ -434,7 +585,7 @@ func (g *GEMM) run(ctx context.Context, a, b []float32, push bool) error {
 				if i >= int64(len(owned)) {
 					return
 				}
-				if _, err := shmem.SignalWaitUntil(ctx, g.partSig, owned[i], shmem.CmpGE, want); err != nil {
+				if _, err := shmem.SignalWaitUntil(ctx, g.partSig, owned[i], shmem.CmpGE, g.want()); err != nil {
 					errs[wk] = fmt.Errorf("tile %d: %w", owned[i], err)
 					return
 				}
@@ -473,9 +624,20 @@ func (g *GEMM) gather(ctx context.Context, call string) ([]float32, error) {
 		if i0 < r0 || i0 >= r1 {
 			continue
 		}
-		if g.owner(t) != g.me {
+		last := g.chained() && g.node == g.npes/g.npn-1
+		if g.owner(t) != g.me || (g.chained() && !last) {
 			if _, err := shmem.SignalWaitUntil(ctx, g.resSig, t, shmem.CmpGE, g.step); err != nil {
 				return nil, fmt.Errorf("%s: tile %d from PE %d: %w", call, t, g.owner(t), err)
+			}
+		}
+		if g.chained() && !last && g.owner(t) == g.me {
+			// The sum came from the last node to this node's owner of the tile: hand it on.
+			for q := g.node * g.npn; q < (g.node+1)*g.npn; q++ {
+				if q != g.me {
+					if err := shmem.PutSignalNBI(g.res, g.at(t), resLocal[g.at(t):g.at(t)+m*n], g.resSig, t, g.step, shmem.SignalSet, q); err != nil {
+						return nil, fmt.Errorf("%s: %w", call, err)
+					}
+				}
 			}
 		}
 		tile := resLocal[g.at(t):]
@@ -540,9 +702,8 @@ func (g *GEMM) Unfused(ctx context.Context, a, b []float32) ([]float32, error) {
 			return nil, fmt.Errorf("tp.Unfused: %w", err)
 		}
 	}
-	want := g.step * uint64(g.npes)
 	for _, t := range g.owned() {
-		if _, err := shmem.SignalWaitUntil(ctx, g.partSig, t, shmem.CmpGE, want); err != nil {
+		if _, err := shmem.SignalWaitUntil(ctx, g.partSig, t, shmem.CmpGE, g.want()); err != nil {
 			return nil, fmt.Errorf("tp.Unfused: tile %d: %w", t, err)
 		}
 		if err := g.reduce(t); err != nil {
