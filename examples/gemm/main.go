@@ -33,6 +33,7 @@ func main() {
 	steps := flag.Int("steps", 5, "timed steps of each variant (0: only check)")
 	workers := flag.Int("workers", 0, "goroutines computing tiles (default: the CPUs)")
 	seed := flag.Uint64("seed", 1, "seed of the matrices")
+	raw := flag.Bool("raw", false, "print every timed step (PE 0: fused, the faster unfused, that one's GEMM)")
 	flag.Parse()
 	// One more P than workers: the goroutine that reads a NIC path's socket is woken by the
 	// network poller, which the scheduler consults only when a P runs out of work (or every
@@ -76,26 +77,40 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gemm: PE %d: %v\n", me, err)
 		os.Exit(1)
 	}
+	coll := cfg.Op == tp.AllReduce
+	if coll {
+		c, err := g.UnfusedCollective(ctx, as[me], bs[me])
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := check(cfg, as, bs, r0, r1, fused, c); err != nil {
+			fmt.Fprintf(os.Stderr, "gemm: PE %d: unfused through shmem.AllReduce: %v\n", me, err)
+			os.Exit(1)
+		}
+	}
 	if err := w.BarrierAll(ctx); err != nil {
 		log.Fatal(err)
 	}
 	if me == 0 {
-		fmt.Printf("gemm: %s of %dx%d, K %d per PE, tile %d, %d PEs: fused = unfused bit for bit, both as the float64 reference: ok\n",
-			cfg.Op, cfg.M, cfg.N, cfg.K, *tile, npes)
+		fmt.Printf("gemm: %s of %dx%d, K %d per PE, tile %d, %d PEs, exchange %s: fused = unfused bit for bit, both as the float64 reference: ok\n",
+			cfg.Op, cfg.M, cfg.N, cfg.K, *tile, npes, g.Scheme())
 	}
 	if *steps > 0 {
-		var tf, tu, gemm, comm, fc []float64
+		var tf, tu, tc []float64
+		var pf, pu, pc []tp.Phases
+		variants := []int{0, 1}
+		if coll {
+			variants = append(variants, 2)
+		}
 		for s := 0; s < *steps; s++ {
-			for _, f := range []bool{true, false} {
+			for _, v := range variants {
 				if err := w.BarrierAll(ctx); err != nil {
 					log.Fatal(err)
 				}
 				t0 := time.Now()
-				run := g.Unfused
-				if f {
-					run = g.Fused
-				}
-				if _, err := run(ctx, as[me], bs[me]); err != nil {
+				run := [...]func(context.Context, []float32, []float32) ([]float32, error){g.Fused, g.Unfused, g.UnfusedCollective}[v]
+				got, err := run(ctx, as[me], bs[me])
+				if err != nil {
 					log.Fatal(err)
 				}
 				// A step ends when every PE has its result.
@@ -103,20 +118,56 @@ func main() {
 					log.Fatal(err)
 				}
 				d := time.Since(t0).Seconds() * 1e3
-				if f {
-					tf = append(tf, d)
-					fc = append(fc, g.LastCompute().Seconds()*1e3)
-				} else {
-					tu = append(tu, d)
-					a, b := g.LastTimes()
-					gemm, comm = append(gemm, a.Seconds()*1e3), append(comm, b.Seconds()*1e3)
+				// Every step's result is the checked one, bit for bit (the buffers alternate
+				// between steps).
+				if !slices.EqualFunc(got, fused, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }) {
+					fmt.Fprintf(os.Stderr, "gemm: PE %d: timed step %d, variant %d: the result differs from the checked one\n", me, s, v)
+					os.Exit(1)
+				}
+				switch v {
+				case 0:
+					tf, pf = append(tf, d), append(pf, g.LastPhases())
+				case 1:
+					tu, pu = append(tu, d), append(pu, g.LastPhases())
+				case 2:
+					tc, pc = append(tc, d), append(pc, g.LastPhases())
 				}
 			}
 		}
 		if me == 0 {
-			mf, mu := median(tf), median(tu)
-			fmt.Printf("gemm: per step (median of %d): fused %.2f ms (its tiles computed after %.2f ms), unfused %.2f ms (its GEMM %.2f ms, exchange %.2f ms), on PE 0: fused is %.2fx faster\n",
-				*steps, mf, median(fc), mu, median(gemm), median(comm), mu/mf)
+			// The baseline is the faster unfused exchange: tp's own (per-tile puts) or the
+			// runtime's all-reduce collective.
+			mf, mu, base, bp := median(tf), median(tu), tu, pu
+			name := "tp's exchange"
+			if coll && median(tc) < mu {
+				mu, base, bp, name = median(tc), tc, pc, "shmem.AllReduce"
+			}
+			// The exchange of an unfused step is what follows its GEMM.
+			exch := make([]float64, len(base))
+			for i := range base {
+				exch[i] = base[i] - ms(bp[i].Computed)
+			}
+			// Steps of the two variants alternate, so that a load that comes and goes (the
+			// machine is shared) falls on both; the paired ratio compares each fused step with
+			// the unfused step next to it.
+			pair := make([]float64, len(tf))
+			for i := range tf {
+				pair[i] = base[i] / tf[i]
+			}
+			if *raw {
+				for i := range tf {
+					fmt.Printf("gemm: step %d: fused %.3f ms, unfused %.3f ms, its GEMM %.3f ms\n", i, tf[i], base[i], ms(bp[i].Computed))
+				}
+			}
+			fmt.Printf("gemm: per step (median of %d, min..max): fused %.2f ms (%.2f..%.2f), unfused (%s) %.2f ms (%.2f..%.2f), exchange %.2f ms = %.0f%% of the unfused step; on PE 0: fused is %.2fx faster (median of paired steps %.2fx)\n",
+				*steps, mf, slices.Min(tf), slices.Max(tf), name, mu, slices.Min(base), slices.Max(base), median(exch), 100*median(exch)/mu, mu/mf, median(pair))
+		}
+		// Every PE's phases: a step lasts as long as its slowest PE's.
+		fmt.Printf("gemm: PE %d phases (median ms from the step's start: last tile computed, last push handed over, last tile reduced, result out):\n", me)
+		fmt.Printf("gemm:   fused                      %s  step %.2f\n", phases(pf), median(tf))
+		fmt.Printf("gemm:   unfused, tp's exchange     %s  step %.2f\n", phases(pu), median(tu))
+		if coll {
+			fmt.Printf("gemm:   unfused, shmem.AllReduce   %s  step %.2f\n", phases(pc), median(tc))
 		}
 	}
 	if err := g.Free(); err != nil {
@@ -168,6 +219,17 @@ func check(cfg tp.Config, as, bs [][]float32, r0, r1 int, fused, unfused []float
 		}
 	}
 	return nil
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// phases formats the median of each phase.
+func phases(ps []tp.Phases) string {
+	var c, s, r, d []float64
+	for _, p := range ps {
+		c, s, r, d = append(c, ms(p.Computed)), append(s, ms(p.Sent)), append(r, ms(p.Reduced)), append(d, ms(p.Done))
+	}
+	return fmt.Sprintf("computed %.2f  sent %.2f  reduced %.2f  done %.2f", median(c), median(s), median(r), median(d))
 }
 
 func median(v []float64) float64 {
