@@ -398,8 +398,8 @@ func TestEPDeviceHostBadExpert(t *testing.T) {
 					}
 					nd.exec(t, "dispatch", func(p int, pe *wlPE, tid uint32) {
 						st := sts[p]
-						pe.dispatch(tid, uintptr(st.eAddr), uintptr(ptr(st.x)), uintptr(ptr(st.idx)), uintptr(ptr(st.w)), int32(ins[p].N),
-							uint64(c), uintptr(ptr(st.ox)), uintptr(ptr(st.osrc)), uintptr(ptr(st.ow)), 2)
+						pe.dispatch(tid, uintptr(st.eAddr), uintptr(kernels.HostAddr(st.x)), uintptr(kernels.HostAddr(st.idx)), uintptr(kernels.HostAddr(st.w)), int32(ins[p].N),
+							uint64(c), uintptr(kernels.HostAddr(st.ox)), uintptr(kernels.HostAddr(st.osrc)), uintptr(kernels.HostAddr(st.ow)), 2)
 					})
 					if c == 1 {
 						r := kernels.DecodeAbortRecord(nd.pes[0].abort.First)
@@ -424,7 +424,7 @@ func TestEPDeviceHostBadExpert(t *testing.T) {
 					}
 					nd.run(t, "combine", func(p int, pe *wlPE, tid uint32) {
 						st := sts[p]
-						pe.combine(tid, uintptr(st.eAddr), uintptr(ptr(st.y)), uintptr(ptr(st.oc)), int32(ins[p].N), uint64(c), 2)
+						pe.combine(tid, uintptr(st.eAddr), uintptr(kernels.HostAddr(st.y)), uintptr(kernels.HostAddr(st.oc)), int32(ins[p].N), uint64(c), 2)
 					})
 					for p := range nd.pes {
 						want := tokBytes(cfg, eptest.Combined(cfg, npes, ref[p]))

@@ -77,7 +77,11 @@ func Args(t Target, src, out string, defines []string) []string {
 			"-nocudainc", "-nocudalib", "-S")
 	}
 	args = append(args, "-O3", "-Wall", "-Wextra", "-Werror", "-g0", "-ffile-prefix-map=.=.",
-		"-fno-ident", "-Iinclude")
+		"-fno-ident", "-Iinclude",
+		// clang's CUDA default (fast) fuses a*b+c even where a function says `fp contract(off)`;
+		// ep.h's combine must round each product as the host reference does (bit-identical
+		// results on every backend), so pragmas are honoured (HIP's default already does).
+		"-ffp-contract=fast-honor-pragmas")
 	for _, d := range defines {
 		args = append(args, "-D"+d)
 	}
