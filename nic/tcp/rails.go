@@ -64,9 +64,8 @@ const (
 	dedupWindow            = 1 << 14 // numbered operations the target remembers per source PE
 	maxSeqGap              = dedupWindow / 2
 	rateWindow             = 20 * time.Millisecond
-	rateExpiry             = 5 * rateWindow         // a rate not sampled for this long is unknown again
 	delayWindow            = 250 * time.Millisecond // the path delay is the least of the last one or two
-	delaySamples           = 16                     // ... of at least this many samples, else unknown
+	probeEvery             = delayWindow            // an idle rail's delay is sampled this often (a flush)
 	retryDelay             = 500 * time.Millisecond
 	maxRetryDelay          = 10 * time.Second
 )
@@ -82,6 +81,7 @@ type chunk struct {
 	seq     uint32
 	parent  *stripe      // the put-with-signal this chunk carries data for
 	striped bool         // a piece of a large put: sprayed; else it takes the first rail alive
+	rail    int          // striped: 1 + the rail planLocked chose for it; 0: pickLocked's
 	sentAt  atomic.Int64 // unix ns of the write of its latest send
 	mark    int64        // its rail's answered bytes when its writer took it: what answers before it was ahead of it
 }
@@ -104,12 +104,20 @@ type railState struct {
 	// answered before it, at the rail's rate; the backlog term counts those), over the last one
 	// or two delayWindows, so that a queue that drains stops counting (an all-time minimum would
 	// keep a first sample taken under load forever).
+	// When neither window has a sample (the spray gave the rail nothing for a while), the last
+	// estimate stands (delayLast), and the watchdog samples the idle rail with a flush every
+	// probeEvery, which puts nothing of the job's on it: a congested rail keeps its high
+	// delay, rather than being taken for fast again and given a burst of chunks that the
+	// operation then waits for.
 	delayCur, delayPrev   float64 // +Inf: no sample in that window
 	delayCurN, delayPrevN int     // samples in each
 	delayStart            time.Time
-	rate                  float64   // bytes per second, smoothed delivery rate while busy
+	delayLast             float64   // the latest estimate from a window with samples; -1: none yet
+	rate                  float64   // bytes per second, smoothed delivery rate while busy; 0: unknown
 	rateAt                time.Time // its last sample
 	lastAck               time.Time
+	probeAt               time.Time // the last delay probe sent
+	probeMark             int64     // acked when it was sent: a chunk answered since spoils it
 	// The delivery rate is sampled over windows of at least rateWindow (answers come in bursts:
 	// the target gathers them into one write), restarted when the rail goes from idle to busy:
 	// the bytes answered over the time within the window that the rail had bytes waiting, so
@@ -200,7 +208,7 @@ func (r *remote) railUp(p *peer) {
 		return
 	}
 	st.p, st.backlog, st.minRTT, st.rate, st.lastAck = p, 0, 0, 0, time.Time{}
-	st.delayCur, st.delayPrev, st.delayCurN, st.delayPrevN, st.delayStart = math.Inf(1), math.Inf(1), 0, 0, time.Now()
+	st.delayCur, st.delayPrev, st.delayCurN, st.delayPrevN, st.delayStart, st.delayLast = math.Inf(1), math.Inf(1), 0, 0, time.Now(), -1
 	r.lastAns.Store(max(r.lastAns.Load(), time.Now().UnixNano()))
 	r.kick()
 	r.mu.Unlock()
@@ -251,21 +259,37 @@ func (r *remote) railDown(p *peer, err error, lost []*chunk) {
 }
 
 // delay is the rail's path delay at now: the least sample of the current and the previous
-// delayWindow, once there are delaySamples of them (the least of a few is mostly the noise of a
-// loaded host: a rail judged on them would be avoided, and never sampled again); 0 while unknown
-// (a rail the spray has given nothing for two windows gets probed again).
+// delayWindow, or, with none in either, the last such estimate (kept: see railState); -1 while
+// the rail has none.
 func (st *railState) delay(now time.Time) float64 {
-	d, n := math.Inf(1), 0
+	d := math.Inf(1)
 	switch age := now.Sub(st.delayStart); {
 	case age < delayWindow:
-		d, n = min(st.delayCur, st.delayPrev), st.delayCurN+st.delayPrevN
+		d = min(st.delayCur, st.delayPrev)
 	case age < 2*delayWindow:
-		d, n = st.delayCur, st.delayCurN
+		d = st.delayCur
 	}
-	if n < delaySamples {
-		return 0
+	if math.IsInf(d, 1) {
+		return st.delayLast
 	}
+	st.delayLast = d
 	return d
+}
+
+// addDelay records a path delay sample (seconds).
+func (st *railState) addDelay(now time.Time, d float64) {
+	st.delay(now) // keep the estimate the windows give before they move on
+	switch age := now.Sub(st.delayStart); {
+	case age >= 2*delayWindow:
+		st.delayPrev, st.delayPrevN = math.Inf(1), 0
+		st.delayCur, st.delayCurN, st.delayStart = d, 1, now
+	case age >= delayWindow:
+		st.delayPrev, st.delayPrevN = st.delayCur, st.delayCurN
+		st.delayCur, st.delayCurN, st.delayStart = d, 1, now
+	default:
+		st.delayCur, st.delayCurN = min(st.delayCur, d), st.delayCurN+1
+	}
+	st.delay(now)
 }
 
 func (r *remote) aliveLocked() int {
@@ -370,9 +394,61 @@ func (r *remote) writer(p *peer) {
 	}
 }
 
-// pickLocked chooses the rail for a chunk of size bytes.
+// railEst is what the spray expects of rail i: bytes placed on it now begin to land start
+// seconds from now (its path delay, plus what waits there at its rate) and then go at rate
+// bytes per second; a chunk of n bytes is done at start + n/rate.
+type railEst struct {
+	i           int
+	start, rate float64
+}
+
+// estimatesLocked returns the estimates of the rails alive (appended to buf). Estimates are kept
+// while a rail is given nothing (railState): a rail not measured yet is taken to be as slow as
+// the slowest measured one (so that it gets a small share, not a burst, until its own answers
+// say more), with as little delay as the least one, and all rails are alike while none is
+// measured.
+func (r *remote) estimatesLocked(now time.Time, buf []railEst) []railEst {
+	slowest, least := math.Inf(1), math.Inf(1)
+	for i := range r.st {
+		st := &r.st[i]
+		if st.p == nil {
+			continue
+		}
+		if st.rate > 0 {
+			slowest = min(slowest, st.rate)
+		}
+		if d := st.delay(now); d >= 0 {
+			least = min(least, d)
+		}
+	}
+	if math.IsInf(slowest, 1) {
+		slowest = 1e9
+	}
+	if math.IsInf(least, 1) {
+		least = 0
+	}
+	for i := range r.st {
+		st := &r.st[i]
+		if st.p == nil {
+			continue
+		}
+		e := railEst{i: i, rate: st.rate}
+		if e.rate <= 0 {
+			e.rate = slowest
+		}
+		d := st.delay(now)
+		if d < 0 {
+			d = least
+		}
+		e.start = d + float64(st.backlog)/e.rate
+		buf = append(buf, e)
+	}
+	return buf
+}
+
+// pickLocked chooses the rail for a chunk of size bytes (a resent one, or any under rr and
+// single); -1 when none is alive.
 func (r *remote) pickLocked(size int) int {
-	best := -1
 	switch r.t.cfg.Spray {
 	case SpraySingle:
 		for i := range r.st {
@@ -389,41 +465,111 @@ func (r *remote) pickLocked(size int) int {
 			}
 		}
 	default:
-		// The rail expected to finish the chunk first: what waits there, at its delivery rate,
-		// plus its path's delay. A rail not yet measured, or not for rateExpiry (the spray has
-		// given it nothing since: a low estimate must not starve it for good), is taken to be as
-		// fast as the fastest one, so that it gets probed.
-		now := time.Now()
-		rateOf := func(st *railState) float64 {
-			if now.Sub(st.rateAt) > rateExpiry {
-				return 0
+		// The rail expected to finish the chunk first.
+		var buf [8]railEst
+		best, bestT := -1, math.Inf(1)
+		for _, e := range r.estimatesLocked(time.Now(), buf[:0]) {
+			if t := e.start + float64(size)/e.rate; t < bestT {
+				best, bestT = e.i, t
 			}
-			return st.rate
 		}
-		known := 0.0
-		for i := range r.st {
-			known = max(known, rateOf(&r.st[i]))
-		}
-		if known == 0 {
-			known = 1e9
-		}
-		bestT := math.Inf(1)
-		for i := range r.st {
-			st := &r.st[i]
-			if st.p == nil {
-				continue
-			}
-			rate := rateOf(st)
-			if rate == 0 {
-				rate = known
-			}
-			est := float64(st.backlog+int64(size))/rate + st.delay(now)
-			if est < bestT {
-				best, bestT = i, est
-			}
+		return best
+	}
+	return -1
+}
+
+// planLocked cuts the next chunk of a striped put with left bytes still to queue: it returns
+// the chunk's size and, under cas, its rail (-1: pickLocked's, at placement).
+//
+// Under cas the remaining bytes are shared out so that every rail given some finishes at the
+// same time T, the earliest possible (water-filling over the estimates: rail i takes
+// rate_i * (T - start_i), and a rail whose start is after T takes nothing), and the next chunk
+// is the share of the rail that starts first, at most maxChunk. A rail whose share would be
+// under minChunk takes nothing and the others share its part: a message is a few large chunks
+// on the rails that can carry it soonest, in proportion to their rates, not one chunk on
+// every rail; and its last chunks, T being near, only go where they land by T, so that a
+// message never waits for a slow or congested rail that the fast ones could have beaten.
+// Recomputed for every chunk from the estimates of the moment (what the earlier chunks added
+// to the rails' queues included), a long put adapts as the rails do.
+func (r *remote) planLocked(left int) (size, rail int) {
+	if r.t.cfg.Spray != SprayCAS {
+		alive := max(r.aliveLocked(), 1)
+		return min(max(left/(2*alive), minChunk), maxChunk, left), -1
+	}
+	var buf [8]railEst
+	est := r.estimatesLocked(time.Now(), buf[:0])
+	if len(est) == 0 {
+		return min(left, maxChunk), -1
+	}
+	share, first := waterFill(est, float64(left))
+	size = int(min(share, maxChunk))
+	if size >= 2*4096 {
+		size &^= 4095 // whole pages: cheaper copies on both sides
+	}
+	if size < minChunk || left-size < minChunk {
+		size = min(max(size, minChunk), left)
+		if left-size < minChunk {
+			size = left // no runt chunk at the end
 		}
 	}
-	return best
+	return size, est[first].i
+}
+
+// waterFill shares n bytes among the rails of est so that all those given some finish at one
+// time T, as early as possible, leaving out any whose share would be under minChunk (while
+// another remains). It returns the share of the rail that starts first among those given
+// some, and that rail's index in est.
+func waterFill(est []railEst, n float64) (share float64, first int) {
+	var inBuf [8]bool
+	in := inBuf[:0]
+	for range est {
+		in = append(in, true)
+	}
+	for {
+		// T over the rails still in, ignoring those that start after it.
+		var t float64
+		for {
+			sr, srs := 0.0, 0.0
+			for k, e := range est {
+				if in[k] {
+					sr += e.rate
+					srs += e.rate * e.start
+				}
+			}
+			t = (n + srs) / sr
+			late := -1
+			for k, e := range est {
+				if in[k] && e.start >= t && (late < 0 || e.start > est[late].start) {
+					late = k
+				}
+			}
+			if late < 0 {
+				break
+			}
+			in[late] = false // never all: the earliest start is before T
+		}
+		// Leave out the rail with the least share under minChunk, unless it is the last one.
+		small, count := -1, 0
+		for k, e := range est {
+			if !in[k] {
+				continue
+			}
+			count++
+			if s := e.rate * (t - e.start); s < minChunk && (small < 0 || s < est[small].rate*(t-est[small].start)) {
+				small = k
+			}
+		}
+		if small < 0 || count == 1 {
+			first = -1
+			for k, e := range est {
+				if in[k] && (first < 0 || e.start < est[first].start) {
+					first = k
+				}
+			}
+			return est[first].rate * (t - est[first].start), first
+		}
+		in[small] = false
+	}
 }
 
 // placeLocked queues c on a rail; there must be one alive. Small messages all take the first
@@ -431,7 +577,10 @@ func (r *remote) pickLocked(size int) int {
 func (r *remote) placeLocked(c *chunk) {
 	i := 0
 	if c.striped {
-		i = r.pickLocked(len(c.data))
+		if i = c.rail - 1; i < 0 || r.st[i].p == nil {
+			i = r.pickLocked(len(c.data))
+		}
+		c.rail = 0 // sent again after a loss: picked again
 	} else {
 		for r.st[i].p == nil {
 			i++
@@ -460,13 +609,7 @@ func (r *remote) finishLocked(c *chunk) {
 	r.doneSeqLocked(c.seq)
 	if s := c.parent; s != nil {
 		c.parent = nil
-		if s.left--; s.left == 0 {
-			if r.dead != nil || r.closed {
-				r.finishLocked(s.sig)
-			} else {
-				r.placeLocked(s.sig)
-			}
-		}
+		r.releaseLocked(s)
 	}
 }
 
@@ -502,18 +645,9 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			}
 			d := rtt
 			if st.rate > 0 {
-				d = max(0, rtt-float64(st.acked-n-c.mark)/st.rate)
+				d = max(0, rtt-float64(st.acked-c.mark)/st.rate) // its own bytes too: the spray counts them at the rate
 			}
-			switch age := now.Sub(st.delayStart); {
-			case age >= 2*delayWindow:
-				st.delayPrev, st.delayPrevN = math.Inf(1), 0
-				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
-			case age >= delayWindow:
-				st.delayPrev, st.delayPrevN = st.delayCur, st.delayCurN
-				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
-			default:
-				st.delayCur, st.delayCurN = min(st.delayCur, d), st.delayCurN+1
-			}
+			st.addDelay(now, d)
 		}
 		st.winBytes += n
 		if st.backlog == 0 {
@@ -528,7 +662,7 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			}
 			if busy > 0 {
 				switch s := float64(st.winBytes) / busy.Seconds(); {
-				case st.rate == 0 || now.Sub(st.rateAt) > rateExpiry:
+				case st.rate == 0:
 					st.rate, st.rateAt = s, now
 				case !st.winIdle || s > st.rate:
 					st.rate, st.rateAt = 0.5*st.rate+0.5*s, now
@@ -600,25 +734,23 @@ func (r *remote) opErr(op string, err error) error {
 }
 
 // put cuts src into chunks and queues them (sig, when set, is sent once they are all answered).
-// Each chunk's copy is made before the lock is taken, so that answers keep flowing meanwhile.
+// Each chunk's size and rail are planned once the window has room for it (planLocked); its
+// copy is made outside the lock, so that answers keep flowing meanwhile.
 func (r *remote) put(op string, dst uint64, src []byte, sig *chunk) error {
 	size := len(src)
-	chunkSize := size
+	striped := size >= r.t.cfg.StripeThreshold
 	r.mu.Lock()
-	if size >= r.t.cfg.StripeThreshold {
-		alive := max(r.aliveLocked(), 1)
-		chunkSize = min(max((size+2*alive-1)/(2*alive), minChunk), maxChunk)
-	}
 	var st *stripe
 	if sig != nil {
-		if size < r.t.cfg.StripeThreshold {
+		if !striped {
 			// One request: data, then signal, applied in that order at the target.
 			sig.off, sig.data = dst, append([]byte(nil), src...)
 			err := r.queueLocked(op, sig)
 			r.mu.Unlock()
 			return err
 		}
-		st = &stripe{left: (size + chunkSize - 1) / chunkSize, sig: sig}
+		// left holds one for the put itself until its last chunk is queued.
+		st = &stripe{left: 1, sig: sig}
 		seq, err := r.nextSeqLocked(context.Background(), op)
 		if err != nil {
 			r.mu.Unlock()
@@ -628,17 +760,62 @@ func (r *remote) put(op string, dst uint64, src []byte, sig *chunk) error {
 		r.outstanding++
 	}
 	r.mu.Unlock()
-	for o := 0; o < size || (size == 0 && o == 0); o += chunkSize {
-		e := min(o+chunkSize, size)
-		c := &chunk{typ: reqPut, off: dst + uint64(o), data: append([]byte(nil), src[o:e]...), parent: st, striped: size >= r.t.cfg.StripeThreshold}
+	for o := 0; o < size || (size == 0 && o == 0); {
+		n, rail := size, -1
+		if striped {
+			r.mu.Lock()
+			window := int64(windowPerRail * max(r.aliveLocked(), 2))
+			want := int64(min(size-o, maxChunk))
+			if err := r.waitLocked(context.Background(), op, func() bool { return r.queued == 0 || r.queued+want <= window }); err != nil {
+				r.abandonLocked(st)
+				r.mu.Unlock()
+				return r.opErr(op, err)
+			}
+			n, rail = r.planLocked(size - o)
+			r.mu.Unlock()
+		}
+		c := &chunk{typ: reqPut, off: dst + uint64(o), data: append([]byte(nil), src[o:o+n]...), parent: st, striped: striped, rail: rail + 1}
 		r.mu.Lock()
+		if st != nil {
+			st.left++
+		}
 		err := r.queueLocked(op, c)
 		r.mu.Unlock()
 		if err != nil || size == 0 {
 			return err
 		}
+		o += n
+	}
+	if st != nil {
+		r.mu.Lock()
+		r.releaseLocked(st)
+		r.kick()
+		r.mu.Unlock()
 	}
 	return nil
+}
+
+// releaseLocked counts one of s's chunks done; after the last, its signal is sent.
+func (r *remote) releaseLocked(s *stripe) {
+	if s.left--; s.left == 0 {
+		if r.dead != nil || r.closed {
+			r.finishLocked(s.sig)
+		} else {
+			r.placeLocked(s.sig)
+		}
+	}
+}
+
+// abandonLocked drops the signal of a put-with-signal whose chunks will not all be sent: it
+// must never be.
+func (r *remote) abandonLocked(s *stripe) {
+	if s == nil || s.sig == nil {
+		return
+	}
+	r.doneSeqLocked(s.sig.seq)
+	r.outstanding--
+	s.sig = nil
+	s.left = -1
 }
 
 // queueLocked numbers c and places it, once the window has room.
@@ -655,13 +832,7 @@ func (r *remote) queueLocked(op string, c *chunk) error {
 		}
 	}
 	if err != nil {
-		if c.parent != nil && c.parent.sig != nil {
-			// The rest of this put-with-signal will not be sent: its signal must never be.
-			r.doneSeqLocked(c.parent.sig.seq)
-			r.outstanding--
-			c.parent.sig = nil
-			c.parent.left = -1
-		}
+		r.abandonLocked(c.parent)
 		return r.opErr(op, err)
 	}
 	r.queued += int64(len(c.data))
@@ -707,7 +878,7 @@ func (r *remote) pickSync() (*peer, error) {
 		if st.p == nil {
 			continue
 		}
-		est := st.delay(time.Now())
+		est := max(0, st.delay(time.Now()))
 		if st.rate > 0 {
 			est += float64(st.backlog) / st.rate
 		}
@@ -789,6 +960,7 @@ func (r *remote) check(now time.Time) {
 	if !r.multi() {
 		return
 	}
+	r.probeIdle(now)
 	limit := r.t.railLimit()
 	var stuck, slow []*peer
 	fine := false
@@ -829,6 +1001,47 @@ func (r *remote) check(now time.Time) {
 	}
 }
 
+// probeIdle sends a flush on every rail that has had nothing to carry for probeEvery, so that
+// its path delay stays measured while the spray gives it nothing (see railState): the flush
+// waits for no chunk of the job's, and no operation waits for it.
+func (r *remote) probeIdle(now time.Time) {
+	var ps []*peer
+	r.mu.Lock()
+	for i := range r.st {
+		st := &r.st[i]
+		if st.p == nil || st.backlog > 0 || now.Sub(st.lastAck) < probeEvery || now.Sub(st.probeAt) < probeEvery {
+			continue
+		}
+		st.probeAt, st.probeMark = now, st.acked
+		ps = append(ps, st.p)
+	}
+	r.mu.Unlock()
+	for _, p := range ps {
+		r.t.wg.Add(1)
+		go func() {
+			defer r.t.wg.Done()
+			p.send("probe", &request{typ: reqFlush}, nil, &pending{typ: reqFlush, done: make(chan struct{}), probe: time.Now().UnixNano()}, true)
+		}()
+	}
+}
+
+// probeAnswered takes a delay probe's answer: its round trip is the rail's path delay, when no
+// chunk went on the rail meanwhile (it would have counted).
+func (r *remote) probeAnswered(p *peer, sent int64, remoteErr error) {
+	now := time.Now()
+	r.mu.Lock()
+	st := &r.st[p.rail]
+	if st.p == p && st.backlog == 0 && st.acked == st.probeMark {
+		if d := now.Sub(time.Unix(0, sent)).Seconds(); d > 0 {
+			st.addDelay(now, d)
+		}
+	}
+	if remoteErr != nil && r.firstErr == nil {
+		r.firstErr = remoteErr
+	}
+	r.mu.Unlock()
+}
+
 // railLimit is how long a rail may go unanswered, while another one works, before it is retired.
 func (t *Transport) railLimit() time.Duration {
 	return min(max(t.cfg.Timeout/4, 100*time.Millisecond), time.Second)
@@ -856,7 +1069,7 @@ func (t *Transport) RailStats(pe int) []RailStats {
 	out := make([]RailStats, r.n.Load())
 	for i := range out {
 		st := &r.st[i]
-		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: st.delay(time.Now()), Rate: st.rate, Retired: st.retired}
+		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: max(0, st.delay(time.Now())), Rate: st.rate, Retired: st.retired}
 	}
 	return out
 }

@@ -950,6 +950,7 @@ func (t *Transport) EndBatch() error {
 type pending struct {
 	typ   uint8
 	c     *chunk // a chunk waiting for its answer (several rails): no one waits on done
+	probe int64  // a delay probe's flush (several rails): unix ns when it was sent
 	dst   []byte // a get's destination
 	value uint64
 	err   error
@@ -1539,6 +1540,9 @@ func (p *peer) readAnswer(br *bufio.Reader, h []byte) error {
 			close(pd.done)
 			return err
 		}
+	}
+	if pd.probe != 0 {
+		p.rem.probeAnswered(p, pd.probe, remoteErr)
 	}
 	pd.value, pd.err = value, remoteErr
 	close(pd.done)
