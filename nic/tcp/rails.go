@@ -24,11 +24,15 @@ package tcp
 //     numbers run more than maxSeqGap ahead of the oldest one unanswered, so the target's record
 //     (dedupWindow entries) always still holds it.
 //
-// Spray (Config.Spray) picks each chunk's rail: "cas" (congestion-aware) sends it to the rail
-// expected to finish it first, from the bytes already waiting there (queued or unanswered), the
-// rail's delivery rate (bytes answered per second while busy) and its round-trip time (the
-// least time from a chunk's write to its answer); "rr" takes the rails in turn; "single" uses
-// the lowest rail alive.
+// Spray (Config.Spray) picks each chunk's rail: "cas" (congestion-aware) expects bytes put on a
+// rail to land after its path delay (the least write-to-answer time, less the time spent behind
+// this PE's own bytes) plus the bytes already waiting there (queued or unanswered) at its
+// delivery rate (bytes answered per second while busy), and cuts each put so that the rails it
+// uses all finish their part at once, as early as can be (planLocked): a few large chunks on
+// the rails that can carry it soonest, in proportion to their rates, and none on a rail that
+// would land its part after the others could have finished it. Estimates are kept while a
+// rail carries nothing, and an idle rail's delay is measured with a flush now and then; "rr"
+// takes the rails in turn; "single" uses the lowest rail alive.
 //
 // Failure: a rail whose connection breaks, or whose answers stop for railLimit while another
 // rail still answers, is retired: its unanswered and queued chunks go to the other rails, and
@@ -665,7 +669,7 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 				case st.rate == 0:
 					st.rate, st.rateAt = s, now
 				case !st.winIdle || s > st.rate:
-					st.rate, st.rateAt = 0.5*st.rate+0.5*s, now
+					st.rate, st.rateAt = 0.75*st.rate+0.25*s, now // an EWMA: one window is noisy on a loaded host
 				}
 			}
 			st.winStart, st.winBytes, st.winIdle, st.winBusy = now, 0, false, 0
