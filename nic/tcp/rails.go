@@ -130,9 +130,11 @@ type railState struct {
 	winBytes  int64
 	winBusy   time.Duration // busy time in the window before busySince
 	busySince time.Time     // when the rail last went from idle to busy
-	winIdle   bool          // the rail ran out of work during the window: its rate may say less
-	//                         than it can do (bursts of a chunk or two: their round trip counts),
-	//                         so it may only raise a known estimate
+	winIdle   bool          // the rail ran out of work during the window: the window says
+	//                         nothing of its rate (a chunk or two: their round trip counts, or a
+	//                         burst the path's buffers took at line rate); only windows in which
+	//                         it stayed busy set it, so that how the spray used a rail does not
+	//                         bias the estimate it uses
 	acked   int64 // bytes answered, for RailStats
 	chunks  int64
 	retired int
@@ -445,6 +447,18 @@ func (r *remote) estimatesLocked(now time.Time, buf []railEst) []railEst {
 			d = least
 		}
 		e.start = d + float64(st.backlog)/e.rate
+		if st.backlog > 0 {
+			// A rail that owes answers and has given none for longer than a chunk should take
+			// is behind (a TCP backing off after losses, a stalled path): what waits there will
+			// take at least that much longer.
+			since := st.busySince
+			if st.lastAck.After(since) {
+				since = st.lastAck
+			}
+			if late := now.Sub(since).Seconds() - d - float64(maxChunk)/e.rate; late > 0 {
+				e.start += late
+			}
+		}
 		buf = append(buf, e)
 	}
 	return buf
@@ -489,16 +503,19 @@ func (r *remote) pickLocked(size int) int {
 // same time T, the earliest possible (water-filling over the estimates: rail i takes
 // rate_i * (T - start_i), and a rail whose start is after T takes nothing), and the next chunk
 // is the share of the rail that starts first, at most maxChunk. A rail whose share would be
-// under minChunk takes nothing and the others share its part: a message is a few large chunks
+// under half a minChunk takes nothing and the others share its part: a message is a few large chunks
 // on the rails that can carry it soonest, in proportion to their rates, not one chunk on
 // every rail; and its last chunks, T being near, only go where they land by T, so that a
 // message never waits for a slow or congested rail that the fast ones could have beaten.
 // Recomputed for every chunk from the estimates of the moment (what the earlier chunks added
 // to the rails' queues included), a long put adapts as the rails do.
-func (r *remote) planLocked(left int) (size, rail int) {
+//
+// A chunk takes at most as long as maxChunk on the fastest rail: a slower rail gets smaller
+// ones, so that what an estimate's error can add to the end of a put is alike on every rail.
+func (r *remote) planLocked(total, left int) (size, rail int) {
 	if r.t.cfg.Spray != SprayCAS {
 		alive := max(r.aliveLocked(), 1)
-		return min(max(left/(2*alive), minChunk), maxChunk, left), -1
+		return min(max((total+2*alive-1)/(2*alive), minChunk), maxChunk, left), -1
 	}
 	var buf [8]railEst
 	est := r.estimatesLocked(time.Now(), buf[:0])
@@ -506,7 +523,11 @@ func (r *remote) planLocked(left int) (size, rail int) {
 		return min(left, maxChunk), -1
 	}
 	share, first := waterFill(est, float64(left))
-	size = int(min(share, maxChunk))
+	fastest := 0.0
+	for _, e := range est {
+		fastest = max(fastest, e.rate)
+	}
+	size = int(min(share, maxChunk*est[first].rate/fastest))
 	if size >= 2*4096 {
 		size &^= 4095 // whole pages: cheaper copies on both sides
 	}
@@ -520,8 +541,8 @@ func (r *remote) planLocked(left int) (size, rail int) {
 }
 
 // waterFill shares n bytes among the rails of est so that all those given some finish at one
-// time T, as early as possible, leaving out any whose share would be under minChunk (while
-// another remains). It returns the share of the rail that starts first among those given
+// time T, as early as possible, leaving out any whose share would be under half a minChunk
+// (while another remains: four equal rails still share a put of 4 minChunks). It returns the share of the rail that starts first among those given
 // some, and that rail's index in est.
 func waterFill(est []railEst, n float64) (share float64, first int) {
 	var inBuf [8]bool
@@ -552,14 +573,14 @@ func waterFill(est []railEst, n float64) (share float64, first int) {
 			}
 			in[late] = false // never all: the earliest start is before T
 		}
-		// Leave out the rail with the least share under minChunk, unless it is the last one.
+		// Leave out the rail with the least share under half a minChunk, unless it is the last.
 		small, count := -1, 0
 		for k, e := range est {
 			if !in[k] {
 				continue
 			}
 			count++
-			if s := e.rate * (t - e.start); s < minChunk && (small < 0 || s < est[small].rate*(t-est[small].start)) {
+			if s := e.rate * (t - e.start); s < minChunk/2 && (small < 0 || s < est[small].rate*(t-est[small].start)) {
 				small = k
 			}
 		}
@@ -666,9 +687,12 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			}
 			if busy > 0 {
 				switch s := float64(st.winBytes) / busy.Seconds(); {
+				case st.winIdle:
+					// The rail ran out of work: what it answered says little of its rate, and
+					// a burst that the path's buffers took at line rate says too much.
 				case st.rate == 0:
 					st.rate, st.rateAt = s, now
-				case !st.winIdle || s > st.rate:
+				default:
 					st.rate, st.rateAt = 0.75*st.rate+0.25*s, now // an EWMA: one window is noisy on a loaded host
 				}
 			}
@@ -775,7 +799,7 @@ func (r *remote) put(op string, dst uint64, src []byte, sig *chunk) error {
 				r.mu.Unlock()
 				return r.opErr(op, err)
 			}
-			n, rail = r.planLocked(size - o)
+			n, rail = r.planLocked(size, size-o)
 			r.mu.Unlock()
 		}
 		c := &chunk{typ: reqPut, off: dst + uint64(o), data: append([]byte(nil), src[o:o+n]...), parent: st, striped: striped, rail: rail + 1}

@@ -37,7 +37,7 @@ func sprayRemote(rails []sprayRail) *remote {
 func plan(r *remote, size int) (bytes []int, chunks []int) {
 	bytes, chunks = make([]int, len(r.st)), make([]int, len(r.st))
 	for o := 0; o < size; {
-		n, rail := r.planLocked(size - o)
+		n, rail := r.planLocked(size, size-o)
 		if n <= 0 || rail < 0 {
 			panic("no chunk planned")
 		}
