@@ -163,3 +163,50 @@ func TestSprayIdleRailProbed(t *testing.T) {
 		}
 	}
 }
+
+// A rail that runs out of work between chunks keeps its delivery-rate estimate: a chunk that
+// the path's buffers take at once (a burst) says nothing of the rate the rail sustains, and
+// would make a rail the spray gives little to look the fastest. A window in which the rail
+// stays busy does move it.
+func TestSprayRateFromBusyWindowsOnly(t *testing.T) {
+	r := sprayRemote([]sprayRail{{1e6, 1e-4, 0}})
+	r.progress, r.open = make(chan struct{}), map[uint32]struct{}{}
+	p := &peer{rail: 0}
+	r.st[0].p = p
+	send := func(n int) *chunk {
+		c := &chunk{data: make([]byte, n), striped: true, rail: 1}
+		r.queued += int64(n)
+		r.outstanding++
+		r.placeLocked(c)
+		r.st[0].queue = nil // the writer's part
+		c.sentAt.Store(time.Now().UnixNano())
+		return c
+	}
+	// Bursts: 64 KiB answered at once (far above 1 MB/s), the rail idle in between, over
+	// several rate windows.
+	for k := 0; k < 6; k++ {
+		r.mu.Lock()
+		c := send(64 << 10)
+		r.mu.Unlock()
+		r.acked(p, c, nil)
+		time.Sleep(rateWindow / 2)
+	}
+	if got := r.st[0].rate; got != 1e6 {
+		t.Fatalf("after bursts on an otherwise idle rail the rate is %.0f B/s: want the 1000000 it was", got)
+	}
+	// Busy: a chunk always waiting while others are answered, for more than a window.
+	r.mu.Lock()
+	next := send(64 << 10)
+	r.mu.Unlock()
+	for start := time.Now(); time.Since(start) < 3*rateWindow; {
+		r.mu.Lock()
+		c := send(64 << 10)
+		r.mu.Unlock()
+		r.acked(p, next, nil)
+		next = c
+		time.Sleep(time.Millisecond)
+	}
+	if got := r.st[0].rate; got <= 1e6 {
+		t.Fatalf("after a busy window answering far faster than 1 MB/s the rate is %.0f B/s: want it raised", got)
+	}
+}
