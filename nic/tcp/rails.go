@@ -68,8 +68,8 @@ const (
 	dedupWindow            = 1 << 14 // numbered operations the target remembers per source PE
 	maxSeqGap              = dedupWindow / 2
 	rateWindow             = 20 * time.Millisecond
-	delayWindow            = 250 * time.Millisecond // the path delay is the least of the last one or two
-	probeEvery             = delayWindow            // an idle rail's delay is sampled this often (a flush)
+	delaySamples           = 4                      // the path delay is the least of the last ones
+	probeEvery             = 250 * time.Millisecond // an idle rail's delay is sampled this often (a flush)
 	retryDelay             = 500 * time.Millisecond
 	maxRetryDelay          = 10 * time.Second
 )
@@ -103,25 +103,22 @@ type railState struct {
 	backlog int64   // bytes queued or unanswered on this rail
 	minRTT  float64 // seconds, least write-to-answer time seen
 	// The path's delay, what a chunk placed on an idle rail still waits (the propagation, and
-	// the queues that other traffic keeps standing on the path): the least write-to-answer time
-	// less the time the chunk queued behind this PE's own earlier chunks on the rail (the bytes
-	// answered before it, at the rail's rate; the backlog term counts those), over the last one
-	// or two delayWindows, so that a queue that drains stops counting (an all-time minimum would
-	// keep a first sample taken under load forever).
-	// When neither window has a sample (the spray gave the rail nothing for a while), the last
-	// estimate stands (delayLast), and the watchdog samples the idle rail with a flush every
-	// probeEvery, which puts nothing of the job's on it: a congested rail keeps its high
-	// delay, rather than being taken for fast again and given a burst of chunks that the
-	// operation then waits for.
-	delayCur, delayPrev   float64 // +Inf: no sample in that window
-	delayCurN, delayPrevN int     // samples in each
-	delayStart            time.Time
-	delayLast             float64   // the latest estimate from a window with samples; -1: none yet
-	rate                  float64   // bytes per second, smoothed delivery rate while busy; 0: unknown
-	rateAt                time.Time // its last sample
-	lastAck               time.Time
-	probeAt               time.Time // the last delay probe sent
-	probeMark             int64     // acked when it was sent: a chunk answered since spoils it
+	// the queues that other traffic keeps standing on the path): the least of the last
+	// delaySamples write-to-answer times, each less the time the chunk queued behind this PE's
+	// own bytes on the rail (the bytes answered before it and its own, at the rail's rate; the
+	// spray counts those), so that a queue that drains stops counting at once, one sample that
+	// a stalled host made late does not count, and a queue that builds counts once every
+	// recent sample shows it. The estimate stands while the spray gives the rail nothing, and
+	// the watchdog samples an idle rail with a flush every probeEvery, which puts nothing of
+	// the job's on it: a congested rail keeps its high delay, rather than being taken for fast
+	// again and given a burst of chunks that the operation then waits for.
+	delays    [delaySamples]float64
+	delayN    int       // samples taken (the latest at delays[(delayN-1)%delaySamples])
+	rate      float64   // bytes per second, smoothed delivery rate while busy; 0: unknown
+	rateAt    time.Time // its last sample
+	lastAck   time.Time
+	probeAt   time.Time // the last delay probe sent
+	probeMark int64     // acked when it was sent: a chunk answered since spoils it
 	// The delivery rate is sampled over windows of at least rateWindow (answers come in bursts:
 	// the target gathers them into one write), restarted when the rail goes from idle to busy:
 	// the bytes answered over the time within the window that the rail had bytes waiting, so
@@ -214,7 +211,7 @@ func (r *remote) railUp(p *peer) {
 		return
 	}
 	st.p, st.backlog, st.minRTT, st.rate, st.lastAck = p, 0, 0, 0, time.Time{}
-	st.delayCur, st.delayPrev, st.delayCurN, st.delayPrevN, st.delayStart, st.delayLast = math.Inf(1), math.Inf(1), 0, 0, time.Now(), -1
+	st.delayN = 0
 	r.lastAns.Store(max(r.lastAns.Load(), time.Now().UnixNano()))
 	r.kick()
 	r.mu.Unlock()
@@ -264,38 +261,22 @@ func (r *remote) railDown(p *peer, err error, lost []*chunk) {
 	}
 }
 
-// delay is the rail's path delay at now: the least sample of the current and the previous
-// delayWindow, or, with none in either, the last such estimate (kept: see railState); -1 while
-// the rail has none.
-func (st *railState) delay(now time.Time) float64 {
+// delay is the rail's path delay (see railState), -1 while it has no sample.
+func (st *railState) delay() float64 {
+	if st.delayN == 0 {
+		return -1
+	}
 	d := math.Inf(1)
-	switch age := now.Sub(st.delayStart); {
-	case age < delayWindow:
-		d = min(st.delayCur, st.delayPrev)
-	case age < 2*delayWindow:
-		d = st.delayCur
+	for _, v := range st.delays[:min(st.delayN, delaySamples)] {
+		d = min(d, v)
 	}
-	if math.IsInf(d, 1) {
-		return st.delayLast
-	}
-	st.delayLast = d
 	return d
 }
 
 // addDelay records a path delay sample (seconds).
-func (st *railState) addDelay(now time.Time, d float64) {
-	st.delay(now) // keep the estimate the windows give before they move on
-	switch age := now.Sub(st.delayStart); {
-	case age >= 2*delayWindow:
-		st.delayPrev, st.delayPrevN = math.Inf(1), 0
-		st.delayCur, st.delayCurN, st.delayStart = d, 1, now
-	case age >= delayWindow:
-		st.delayPrev, st.delayPrevN = st.delayCur, st.delayCurN
-		st.delayCur, st.delayCurN, st.delayStart = d, 1, now
-	default:
-		st.delayCur, st.delayCurN = min(st.delayCur, d), st.delayCurN+1
-	}
-	st.delay(now)
+func (st *railState) addDelay(d float64) {
+	st.delays[st.delayN%delaySamples] = d
+	st.delayN++
 }
 
 func (r *remote) aliveLocked() int {
@@ -423,7 +404,7 @@ func (r *remote) estimatesLocked(now time.Time, buf []railEst) []railEst {
 		if st.rate > 0 {
 			slowest = min(slowest, st.rate)
 		}
-		if d := st.delay(now); d >= 0 {
+		if d := st.delay(); d >= 0 {
 			least = min(least, d)
 		}
 	}
@@ -442,23 +423,11 @@ func (r *remote) estimatesLocked(now time.Time, buf []railEst) []railEst {
 		if e.rate <= 0 {
 			e.rate = slowest
 		}
-		d := st.delay(now)
+		d := st.delay()
 		if d < 0 {
 			d = least
 		}
 		e.start = d + float64(st.backlog)/e.rate
-		if st.backlog > 0 {
-			// A rail that owes answers and has given none for longer than a chunk should take
-			// is behind (a TCP backing off after losses, a stalled path): what waits there will
-			// take at least that much longer.
-			since := st.busySince
-			if st.lastAck.After(since) {
-				since = st.lastAck
-			}
-			if late := now.Sub(since).Seconds() - d - float64(maxChunk)/e.rate; late > 0 {
-				e.start += late
-			}
-		}
 		buf = append(buf, e)
 	}
 	return buf
@@ -672,7 +641,7 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			if st.rate > 0 {
 				d = max(0, rtt-float64(st.acked-c.mark)/st.rate) // its own bytes too: the spray counts them at the rate
 			}
-			st.addDelay(now, d)
+			st.addDelay(d)
 		}
 		st.winBytes += n
 		if st.backlog == 0 {
@@ -906,7 +875,7 @@ func (r *remote) pickSync() (*peer, error) {
 		if st.p == nil {
 			continue
 		}
-		est := max(0, st.delay(time.Now()))
+		est := max(0, st.delay())
 		if st.rate > 0 {
 			est += float64(st.backlog) / st.rate
 		}
@@ -1061,7 +1030,7 @@ func (r *remote) probeAnswered(p *peer, sent int64, remoteErr error) {
 	st := &r.st[p.rail]
 	if st.p == p && st.backlog == 0 && st.acked == st.probeMark {
 		if d := now.Sub(time.Unix(0, sent)).Seconds(); d > 0 {
-			st.addDelay(now, d)
+			st.addDelay(d)
 		}
 	}
 	if remoteErr != nil && r.firstErr == nil {
@@ -1097,7 +1066,7 @@ func (t *Transport) RailStats(pe int) []RailStats {
 	out := make([]RailStats, r.n.Load())
 	for i := range out {
 		st := &r.st[i]
-		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: max(0, st.delay(time.Now())), Rate: st.rate, Retired: st.retired}
+		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: max(0, st.delay()), Rate: st.rate, Retired: st.retired}
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"context"
-	"math"
 	"testing"
 	"time"
 )
@@ -14,8 +13,8 @@ type sprayRail struct {
 	age         time.Duration
 }
 
-// sprayRemote is a remote whose rails carry the given estimates, as measured age ago (no
-// window holds a delay sample since: what stands is the kept estimate).
+// sprayRemote is a remote whose rails carry the given estimates, as measured age ago (nothing
+// sampled since: what stands is the kept estimate).
 func sprayRemote(rails []sprayRail) *remote {
 	r := &remote{t: &Transport{cfg: Config{Spray: SprayCAS}}, st: make([]railState, len(rails))}
 	now := time.Now()
@@ -24,9 +23,8 @@ func sprayRemote(rails []sprayRail) *remote {
 		st.p = &peer{}
 		st.wake = make(chan struct{}, 1)
 		st.rate, st.rateAt = sr.rate, now.Add(-sr.age)
-		st.delayCur, st.delayPrev, st.delayStart, st.delayLast = math.Inf(1), math.Inf(1), now.Add(-sr.age), sr.delay
-		if sr.age < delayWindow {
-			st.delayCur, st.delayCurN, st.delayLast = sr.delay, 1, -1
+		if sr.delay >= 0 {
+			st.addDelay(sr.delay)
 		}
 	}
 	return r
