@@ -128,10 +128,10 @@ type railState struct {
 	winBusy   time.Duration // busy time in the window before busySince
 	busySince time.Time     // when the rail last went from idle to busy
 	winIdle   bool          // the rail ran out of work during the window: the window says
-	//                         nothing of its rate (a chunk or two: their round trip counts, or a
+	//                         little of its rate (a chunk or two: their round trip counts, or a
 	//                         burst the path's buffers took at line rate); only windows in which
 	//                         it stayed busy set it, so that how the spray used a rail does not
-	//                         bias the estimate it uses
+	//                         bias the estimate it uses (an idle one may raise it, see acked)
 	acked   int64 // bytes answered, for RailStats
 	chunks  int64
 	retired int
@@ -657,8 +657,20 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			if busy > 0 {
 				switch s := float64(st.winBytes) / busy.Seconds(); {
 				case st.winIdle:
-					// The rail ran out of work: what it answered says little of its rate, and
-					// a burst that the path's buffers took at line rate says too much.
+					// The rail ran out of work: it can do at least s, but a burst that the
+					// path's buffers took at line rate says too much. So s may raise the
+					// estimate only up to the best rate another rail to the peer has
+					// sustained: a rail judged slow once (a window in which the host stalled)
+					// and then given too little to stay busy is not held at that for good.
+					best := 0.0
+					for k := range r.st {
+						if k != p.rail {
+							best = max(best, r.st[k].rate)
+						}
+					}
+					if s = min(s, best); st.rate > 0 && s > st.rate {
+						st.rate, st.rateAt = 0.75*st.rate+0.25*s, now
+					}
 				case st.rate == 0:
 					st.rate, st.rateAt = s, now
 				default:

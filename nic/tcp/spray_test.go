@@ -163,9 +163,9 @@ func TestSprayIdleRailProbed(t *testing.T) {
 }
 
 // A rail that runs out of work between chunks keeps its delivery-rate estimate: a chunk that
-// the path's buffers take at once (a burst) says nothing of the rate the rail sustains, and
-// would make a rail the spray gives little to look the fastest. A window in which the rail
-// stays busy does move it.
+// the path's buffers take at once (a burst) says little of the rate the rail sustains, and
+// would make a rail the spray gives little to look the fastest; it may raise the estimate only
+// up to what another rail sustains. A window in which the rail stays busy does move it.
 func TestSprayRateFromBusyWindowsOnly(t *testing.T) {
 	r := sprayRemote([]sprayRail{{1e6, 1e-4, 0}})
 	r.progress, r.open = make(chan struct{}), map[uint32]struct{}{}
@@ -192,6 +192,20 @@ func TestSprayRateFromBusyWindowsOnly(t *testing.T) {
 	if got := r.st[0].rate; got != 1e6 {
 		t.Fatalf("after bursts on an otherwise idle rail the rate is %.0f B/s: want the 1000000 it was", got)
 	}
+	// With another rail to the peer sustaining 2 MB/s, the bursts may raise it that far, no
+	// further.
+	r.st = append(r.st, railState{rate: 2e6})
+	for k := 0; k < 40; k++ {
+		r.mu.Lock()
+		c := send(64 << 10)
+		r.mu.Unlock()
+		r.acked(p, c, nil)
+		time.Sleep(rateWindow / 2)
+	}
+	if got := r.st[0].rate; got <= 1e6 || got > 2e6 {
+		t.Fatalf("after bursts on an idle rail, another sustaining 2 MB/s, the rate is %.0f B/s: want it raised, to 2000000 at most", got)
+	}
+	r.st[0].rate = 1e6
 	// Busy: a chunk always waiting while others are answered, for more than a window.
 	r.mu.Lock()
 	next := send(64 << 10)
