@@ -390,19 +390,26 @@ type railEst struct {
 }
 
 // estimatesLocked returns the estimates of the rails alive (appended to buf). Estimates are kept
-// while a rail is given nothing (railState): a rail not measured yet is taken to be as slow as
-// the slowest measured one (so that it gets a small share, not a burst, until its own answers
-// say more), with as little delay as the least one, and all rails are alike while none is
-// measured.
+// while a rail is given nothing (railState). A rail not measured yet to this peer is expected
+// to go at the rate it was last measured at to any peer (the NIC is the same; an all-to-all of
+// small messages keeps most pairs from ever filling a rail), else as slow as the slowest rail
+// measured (so that it gets a small share, not a burst, until its own answers say more), with
+// as little delay as the least one; all rails are alike while none is measured.
 func (r *remote) estimatesLocked(now time.Time, buf []railEst) []railEst {
+	rateOf := func(i int) float64 {
+		if st := &r.st[i]; st.rate > 0 || r.t.railRate == nil {
+			return st.rate
+		}
+		return math.Float64frombits(r.t.railRate[i].Load())
+	}
 	slowest, least := math.Inf(1), math.Inf(1)
 	for i := range r.st {
 		st := &r.st[i]
 		if st.p == nil {
 			continue
 		}
-		if st.rate > 0 {
-			slowest = min(slowest, st.rate)
+		if rate := rateOf(i); rate > 0 {
+			slowest = min(slowest, rate)
 		}
 		if d := st.delay(); d >= 0 {
 			least = min(least, d)
@@ -419,7 +426,7 @@ func (r *remote) estimatesLocked(now time.Time, buf []railEst) []railEst {
 		if st.p == nil {
 			continue
 		}
-		e := railEst{i: i, rate: st.rate}
+		e := railEst{i: i, rate: rateOf(i)}
 		if e.rate <= 0 {
 			e.rate = slowest
 		}
@@ -675,6 +682,9 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 					st.rate, st.rateAt = s, now
 				default:
 					st.rate, st.rateAt = 0.75*st.rate+0.25*s, now // an EWMA: one window is noisy on a loaded host
+				}
+				if st.rate > 0 && r.t.railRate != nil {
+					r.t.railRate[p.rail].Store(math.Float64bits(st.rate))
 				}
 			}
 			st.winStart, st.winBytes, st.winIdle, st.winBusy = now, 0, false, 0

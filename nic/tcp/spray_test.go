@@ -2,6 +2,8 @@ package tcp
 
 import (
 	"context"
+	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -220,5 +222,19 @@ func TestSprayRateFromBusyWindowsOnly(t *testing.T) {
 	}
 	if got := r.st[0].rate; got <= 1e6 {
 		t.Fatalf("after a busy window answering far faster than 1 MB/s the rate is %.0f B/s: want it raised", got)
+	}
+}
+
+// A rail not yet measured to a peer is expected to go at the rate it was measured at to
+// another peer: the slow rail gets no chunk of a small message to a peer it never carried
+// anything to.
+func TestSprayRateFromOtherPeers(t *testing.T) {
+	r := sprayRemote([]sprayRail{{0, 2e-4, 0}, {0, 2e-4, 0}, {0, 2e-4, 0}, {0, 2e-4, 0}})
+	r.t.railRate = make([]atomic.Uint64, 4)
+	for i, rate := range []float64{5e6, 5e6, 1e6, 5e6} {
+		r.t.railRate[i].Store(math.Float64bits(rate))
+	}
+	if bytes, chunks := plan(r, 64<<10); bytes[2] != 0 {
+		t.Fatalf("shares %v (chunks %v): the rail measured slow to another peer was given a chunk", bytes, chunks)
 	}
 }
