@@ -120,18 +120,19 @@ type Transport struct {
 	addrs []string       // addrs[rail]: where other PEs dial it
 	addr  string         // addrs, comma-separated: what Addr publishes
 
-	peers []atomic.Pointer[peer] // peers[pe]: the connection to pe on rail 0, once made; nil for itself
-	links []link                 // links[pe]: connecting to pe (lazy.go)
-	rems  []*remote              // rems[pe]: every rail to pe; nil for itself
+	peers  []atomic.Pointer[peer] // peers[pe]: the connection to pe on rail 0, once made; nil for itself
+	links  []link                 // links[pe]: connecting to pe (lazy.go)
+	rems   []*remote              // rems[pe]: every rail to pe; nil for itself
+	dedup  []dedup                // dedup[pe]: what pe's numbered operations did here
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // every open connection, for Close
+	joined chan struct{}         // signalled when a peer is added
+
+	dialed, accepted, evicted atomic.Int64
+
 	// railRate[r]: the latest delivery rate measured on rail r to any peer (float64 bits,
 	// bytes/s), what the spray expects of rail r to a peer it has not measured it to yet.
 	railRate []atomic.Uint64
-	dedup    []dedup // dedup[pe]: what pe's numbered operations did here
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{} // every open connection, for Close
-	joined   chan struct{}         // signalled when a peer is added
-
-	dialed, accepted, evicted atomic.Int64
 
 	corked    atomic.Int32
 	closed    atomic.Bool
@@ -204,18 +205,18 @@ func New(cfg Config) (*Transport, error) {
 // share it, so the decoder under test sees the state a running transport has.
 func newTransport(cfg Config) *Transport {
 	t := &Transport{
-		cfg:      cfg,
-		peers:    make([]atomic.Pointer[peer], cfg.NPEs),
-		rems:     make([]*remote, cfg.NPEs),
-		railRate: make([]atomic.Uint64, len(cfg.Rails)),
-		links:    make([]link, cfg.NPEs),
-		conns:    map[net.Conn]struct{}{},
-		joined:   make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		cfg:    cfg,
+		peers:  make([]atomic.Pointer[peer], cfg.NPEs),
+		rems:   make([]*remote, cfg.NPEs),
+		links:  make([]link, cfg.NPEs),
+		conns:  map[net.Conn]struct{}{},
+		joined: make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	if len(cfg.Rails) > 1 {
 		t.dedup = make([]dedup, cfg.NPEs)
 	}
+	t.railRate = make([]atomic.Uint64, len(cfg.Rails))
 	for pe := range t.rems {
 		if pe != cfg.PE {
 			t.rems[pe] = newRemote(t, pe)
