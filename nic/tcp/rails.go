@@ -24,11 +24,15 @@ package tcp
 //     numbers run more than maxSeqGap ahead of the oldest one unanswered, so the target's record
 //     (dedupWindow entries) always still holds it.
 //
-// Spray (Config.Spray) picks each chunk's rail: "cas" (congestion-aware) sends it to the rail
-// expected to finish it first, from the bytes already waiting there (queued or unanswered), the
-// rail's delivery rate (bytes answered per second while busy) and its round-trip time (the
-// least time from a chunk's write to its answer); "rr" takes the rails in turn; "single" uses
-// the lowest rail alive.
+// Spray (Config.Spray) picks each chunk's rail: "cas" (congestion-aware) expects bytes put on a
+// rail to land after its path delay (the least write-to-answer time, less the time spent behind
+// this PE's own bytes) plus the bytes already waiting there (queued or unanswered) at its
+// delivery rate (bytes answered per second while busy), and cuts each put so that the rails it
+// uses all finish their part at once, as early as can be (planLocked): a few large chunks on
+// the rails that can carry it soonest, in proportion to their rates, and none on a rail that
+// would land its part after the others could have finished it. Estimates are kept while a
+// rail carries nothing, and an idle rail's delay is measured with a flush now and then; "rr"
+// takes the rails in turn; "single" uses the lowest rail alive.
 //
 // Failure: a rail whose connection breaks, or whose answers stop for railLimit while another
 // rail still answers, is retired: its unanswered and queued chunks go to the other rails, and
@@ -64,9 +68,8 @@ const (
 	dedupWindow            = 1 << 14 // numbered operations the target remembers per source PE
 	maxSeqGap              = dedupWindow / 2
 	rateWindow             = 20 * time.Millisecond
-	rateExpiry             = 5 * rateWindow         // a rate not sampled for this long is unknown again
-	delayWindow            = 250 * time.Millisecond // the path delay is the least of the last one or two
-	delaySamples           = 16                     // ... of at least this many samples, else unknown
+	delaySamples           = 4                      // the path delay is the least of the last ones
+	probeEvery             = 250 * time.Millisecond // an idle rail's delay is sampled this often (a flush)
 	retryDelay             = 500 * time.Millisecond
 	maxRetryDelay          = 10 * time.Second
 )
@@ -82,6 +85,7 @@ type chunk struct {
 	seq     uint32
 	parent  *stripe      // the put-with-signal this chunk carries data for
 	striped bool         // a piece of a large put: sprayed; else it takes the first rail alive
+	rail    int          // striped: 1 + the rail planLocked chose for it; 0: pickLocked's
 	sentAt  atomic.Int64 // unix ns of the write of its latest send
 	mark    int64        // its rail's answered bytes when its writer took it: what answers before it was ahead of it
 }
@@ -99,17 +103,22 @@ type railState struct {
 	backlog int64   // bytes queued or unanswered on this rail
 	minRTT  float64 // seconds, least write-to-answer time seen
 	// The path's delay, what a chunk placed on an idle rail still waits (the propagation, and
-	// the queues that other traffic keeps standing on the path): the least write-to-answer time
-	// less the time the chunk queued behind this PE's own earlier chunks on the rail (the bytes
-	// answered before it, at the rail's rate; the backlog term counts those), over the last one
-	// or two delayWindows, so that a queue that drains stops counting (an all-time minimum would
-	// keep a first sample taken under load forever).
-	delayCur, delayPrev   float64 // +Inf: no sample in that window
-	delayCurN, delayPrevN int     // samples in each
-	delayStart            time.Time
-	rate                  float64   // bytes per second, smoothed delivery rate while busy
-	rateAt                time.Time // its last sample
-	lastAck               time.Time
+	// the queues that other traffic keeps standing on the path): the least of the last
+	// delaySamples write-to-answer times, each less the time the chunk queued behind this PE's
+	// own bytes on the rail (the bytes answered before it and its own, at the rail's rate; the
+	// spray counts those), so that a queue that drains stops counting at once, one sample that
+	// a stalled host made late does not count, and a queue that builds counts once every
+	// recent sample shows it. The estimate stands while the spray gives the rail nothing, and
+	// the watchdog samples an idle rail with a flush every probeEvery, which puts nothing of
+	// the job's on it: a congested rail keeps its high delay, rather than being taken for fast
+	// again and given a burst of chunks that the operation then waits for.
+	delays    [delaySamples]float64
+	delayN    int       // samples taken (the latest at delays[(delayN-1)%delaySamples])
+	rate      float64   // bytes per second, smoothed delivery rate while busy; 0: unknown
+	rateAt    time.Time // its last sample
+	lastAck   time.Time
+	probeAt   time.Time // the last delay probe sent
+	probeMark int64     // acked when it was sent: a chunk answered since spoils it
 	// The delivery rate is sampled over windows of at least rateWindow (answers come in bursts:
 	// the target gathers them into one write), restarted when the rail goes from idle to busy:
 	// the bytes answered over the time within the window that the rail had bytes waiting, so
@@ -118,9 +127,11 @@ type railState struct {
 	winBytes  int64
 	winBusy   time.Duration // busy time in the window before busySince
 	busySince time.Time     // when the rail last went from idle to busy
-	winIdle   bool          // the rail ran out of work during the window: its rate may say less
-	//                         than it can do (bursts of a chunk or two: their round trip counts),
-	//                         so it may only raise a known estimate
+	winIdle   bool          // the rail ran out of work during the window: the window says
+	//                         little of its rate (a chunk or two: their round trip counts, or a
+	//                         burst the path's buffers took at line rate); only windows in which
+	//                         it stayed busy set it, so that how the spray used a rail does not
+	//                         bias the estimate it uses (an idle one may raise it, see acked)
 	acked   int64 // bytes answered, for RailStats
 	chunks  int64
 	retired int
@@ -200,7 +211,7 @@ func (r *remote) railUp(p *peer) {
 		return
 	}
 	st.p, st.backlog, st.minRTT, st.rate, st.lastAck = p, 0, 0, 0, time.Time{}
-	st.delayCur, st.delayPrev, st.delayCurN, st.delayPrevN, st.delayStart = math.Inf(1), math.Inf(1), 0, 0, time.Now()
+	st.delayN = 0
 	r.lastAns.Store(max(r.lastAns.Load(), time.Now().UnixNano()))
 	r.kick()
 	r.mu.Unlock()
@@ -250,22 +261,22 @@ func (r *remote) railDown(p *peer, err error, lost []*chunk) {
 	}
 }
 
-// delay is the rail's path delay at now: the least sample of the current and the previous
-// delayWindow, once there are delaySamples of them (the least of a few is mostly the noise of a
-// loaded host: a rail judged on them would be avoided, and never sampled again); 0 while unknown
-// (a rail the spray has given nothing for two windows gets probed again).
-func (st *railState) delay(now time.Time) float64 {
-	d, n := math.Inf(1), 0
-	switch age := now.Sub(st.delayStart); {
-	case age < delayWindow:
-		d, n = min(st.delayCur, st.delayPrev), st.delayCurN+st.delayPrevN
-	case age < 2*delayWindow:
-		d, n = st.delayCur, st.delayCurN
+// delay is the rail's path delay (see railState), -1 while it has no sample.
+func (st *railState) delay() float64 {
+	if st.delayN == 0 {
+		return -1
 	}
-	if n < delaySamples {
-		return 0
+	d := math.Inf(1)
+	for _, v := range st.delays[:min(st.delayN, delaySamples)] {
+		d = min(d, v)
 	}
 	return d
+}
+
+// addDelay records a path delay sample (seconds).
+func (st *railState) addDelay(d float64) {
+	st.delays[st.delayN%delaySamples] = d
+	st.delayN++
 }
 
 func (r *remote) aliveLocked() int {
@@ -370,9 +381,68 @@ func (r *remote) writer(p *peer) {
 	}
 }
 
-// pickLocked chooses the rail for a chunk of size bytes.
+// railEst is what the spray expects of rail i: bytes placed on it now begin to land start
+// seconds from now (its path delay, plus what waits there at its rate) and then go at rate
+// bytes per second; a chunk of n bytes is done at start + n/rate.
+type railEst struct {
+	i           int
+	start, rate float64
+}
+
+// estimatesLocked returns the estimates of the rails alive (appended to buf). Estimates are kept
+// while a rail is given nothing (railState). A rail not measured yet to this peer is expected
+// to go at the rate it was last measured at to any peer (the NIC is the same; an all-to-all of
+// small messages keeps most pairs from ever filling a rail), else as slow as the slowest rail
+// measured (so that it gets a small share, not a burst, until its own answers say more), with
+// as little delay as the least one; all rails are alike while none is measured.
+func (r *remote) estimatesLocked(now time.Time, buf []railEst) []railEst {
+	rateOf := func(i int) float64 {
+		if st := &r.st[i]; st.rate > 0 || r.t.railRate == nil {
+			return st.rate
+		}
+		return math.Float64frombits(r.t.railRate[i].Load())
+	}
+	slowest, least := math.Inf(1), math.Inf(1)
+	for i := range r.st {
+		st := &r.st[i]
+		if st.p == nil {
+			continue
+		}
+		if rate := rateOf(i); rate > 0 {
+			slowest = min(slowest, rate)
+		}
+		if d := st.delay(); d >= 0 {
+			least = min(least, d)
+		}
+	}
+	if math.IsInf(slowest, 1) {
+		slowest = 1e9
+	}
+	if math.IsInf(least, 1) {
+		least = 0
+	}
+	for i := range r.st {
+		st := &r.st[i]
+		if st.p == nil {
+			continue
+		}
+		e := railEst{i: i, rate: rateOf(i)}
+		if e.rate <= 0 {
+			e.rate = slowest
+		}
+		d := st.delay()
+		if d < 0 {
+			d = least
+		}
+		e.start = d + float64(st.backlog)/e.rate
+		buf = append(buf, e)
+	}
+	return buf
+}
+
+// pickLocked chooses the rail for a chunk of size bytes (a resent one, or any under rr and
+// single); -1 when none is alive.
 func (r *remote) pickLocked(size int) int {
-	best := -1
 	switch r.t.cfg.Spray {
 	case SpraySingle:
 		for i := range r.st {
@@ -389,41 +459,118 @@ func (r *remote) pickLocked(size int) int {
 			}
 		}
 	default:
-		// The rail expected to finish the chunk first: what waits there, at its delivery rate,
-		// plus its path's delay. A rail not yet measured, or not for rateExpiry (the spray has
-		// given it nothing since: a low estimate must not starve it for good), is taken to be as
-		// fast as the fastest one, so that it gets probed.
-		now := time.Now()
-		rateOf := func(st *railState) float64 {
-			if now.Sub(st.rateAt) > rateExpiry {
-				return 0
+		// The rail expected to finish the chunk first.
+		var buf [8]railEst
+		best, bestT := -1, math.Inf(1)
+		for _, e := range r.estimatesLocked(time.Now(), buf[:0]) {
+			if t := e.start + float64(size)/e.rate; t < bestT {
+				best, bestT = e.i, t
 			}
-			return st.rate
 		}
-		known := 0.0
-		for i := range r.st {
-			known = max(known, rateOf(&r.st[i]))
-		}
-		if known == 0 {
-			known = 1e9
-		}
-		bestT := math.Inf(1)
-		for i := range r.st {
-			st := &r.st[i]
-			if st.p == nil {
-				continue
-			}
-			rate := rateOf(st)
-			if rate == 0 {
-				rate = known
-			}
-			est := float64(st.backlog+int64(size))/rate + st.delay(now)
-			if est < bestT {
-				best, bestT = i, est
-			}
+		return best
+	}
+	return -1
+}
+
+// planLocked cuts the next chunk of a striped put with left bytes still to queue: it returns
+// the chunk's size and, under cas, its rail (-1: pickLocked's, at placement).
+//
+// Under cas the remaining bytes are shared out so that every rail given some finishes at the
+// same time T, the earliest possible (water-filling over the estimates: rail i takes
+// rate_i * (T - start_i), and a rail whose start is after T takes nothing), and the next chunk
+// is the share of the rail that starts first, at most maxChunk. A rail whose share would be
+// under half a minChunk takes nothing and the others share its part: a message is a few large chunks
+// on the rails that can carry it soonest, in proportion to their rates, not one chunk on
+// every rail; and its last chunks, T being near, only go where they land by T, so that a
+// message never waits for a slow or congested rail that the fast ones could have beaten.
+// Recomputed for every chunk from the estimates of the moment (what the earlier chunks added
+// to the rails' queues included), a long put adapts as the rails do.
+//
+// A chunk takes at most as long as maxChunk on the fastest rail: a slower rail gets smaller
+// ones, so that what an estimate's error can add to the end of a put is alike on every rail.
+func (r *remote) planLocked(total, left int) (size, rail int) {
+	if r.t.cfg.Spray != SprayCAS {
+		alive := max(r.aliveLocked(), 1)
+		return min(max((total+2*alive-1)/(2*alive), minChunk), maxChunk, left), -1
+	}
+	var buf [8]railEst
+	est := r.estimatesLocked(time.Now(), buf[:0])
+	if len(est) == 0 {
+		return min(left, maxChunk), -1
+	}
+	share, first := waterFill(est, float64(left))
+	fastest := 0.0
+	for _, e := range est {
+		fastest = max(fastest, e.rate)
+	}
+	size = int(min(share, maxChunk*est[first].rate/fastest))
+	if size >= 2*4096 {
+		size &^= 4095 // whole pages: cheaper copies on both sides
+	}
+	if size < minChunk || left-size < minChunk {
+		size = min(max(size, minChunk), left)
+		if left-size < minChunk {
+			size = left // no runt chunk at the end
 		}
 	}
-	return best
+	return size, est[first].i
+}
+
+// waterFill shares n bytes among the rails of est so that all those given some finish at one
+// time T, as early as possible, leaving out any whose share would be under half a minChunk
+// (while another remains: four equal rails still share a put of 4 minChunks). It returns the share of the rail that starts first among those given
+// some, and that rail's index in est.
+func waterFill(est []railEst, n float64) (share float64, first int) {
+	var inBuf [8]bool
+	in := inBuf[:0]
+	for range est {
+		in = append(in, true)
+	}
+	for {
+		// T over the rails still in, ignoring those that start after it.
+		var t float64
+		for {
+			sr, srs := 0.0, 0.0
+			for k, e := range est {
+				if in[k] {
+					sr += e.rate
+					srs += e.rate * e.start
+				}
+			}
+			t = (n + srs) / sr
+			late := -1
+			for k, e := range est {
+				if in[k] && e.start >= t && (late < 0 || e.start > est[late].start) {
+					late = k
+				}
+			}
+			if late < 0 {
+				break
+			}
+			in[late] = false // never all: the earliest start is before T
+		}
+		// Leave out the rail with the least share under half a minChunk, unless it is the last.
+		small, count := -1, 0
+		for k, e := range est {
+			if !in[k] {
+				continue
+			}
+			count++
+			if s := e.rate * (t - e.start); s < minChunk/2 && (small < 0 || s < est[small].rate*(t-est[small].start)) {
+				small = k
+			}
+		}
+		if small < 0 || count == 1 {
+			first = -1
+			for k, e := range est {
+				if in[k] && (first < 0 || e.start < est[first].start) {
+					first = k
+				}
+			}
+			return est[first].rate * (t - est[first].start), first
+		}
+		in[small] = false
+	}
 }
 
 // placeLocked queues c on a rail; there must be one alive. Small messages all take the first
@@ -431,7 +578,10 @@ func (r *remote) pickLocked(size int) int {
 func (r *remote) placeLocked(c *chunk) {
 	i := 0
 	if c.striped {
-		i = r.pickLocked(len(c.data))
+		if i = c.rail - 1; i < 0 || r.st[i].p == nil {
+			i = r.pickLocked(len(c.data))
+		}
+		c.rail = 0 // sent again after a loss: picked again
 	} else {
 		for r.st[i].p == nil {
 			i++
@@ -460,13 +610,7 @@ func (r *remote) finishLocked(c *chunk) {
 	r.doneSeqLocked(c.seq)
 	if s := c.parent; s != nil {
 		c.parent = nil
-		if s.left--; s.left == 0 {
-			if r.dead != nil || r.closed {
-				r.finishLocked(s.sig)
-			} else {
-				r.placeLocked(s.sig)
-			}
-		}
+		r.releaseLocked(s)
 	}
 }
 
@@ -502,18 +646,9 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			}
 			d := rtt
 			if st.rate > 0 {
-				d = max(0, rtt-float64(st.acked-n-c.mark)/st.rate)
+				d = max(0, rtt-float64(st.acked-c.mark)/st.rate) // its own bytes too: the spray counts them at the rate
 			}
-			switch age := now.Sub(st.delayStart); {
-			case age >= 2*delayWindow:
-				st.delayPrev, st.delayPrevN = math.Inf(1), 0
-				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
-			case age >= delayWindow:
-				st.delayPrev, st.delayPrevN = st.delayCur, st.delayCurN
-				st.delayCur, st.delayCurN, st.delayStart = d, 1, now
-			default:
-				st.delayCur, st.delayCurN = min(st.delayCur, d), st.delayCurN+1
-			}
+			st.addDelay(d)
 		}
 		st.winBytes += n
 		if st.backlog == 0 {
@@ -528,10 +663,28 @@ func (r *remote) acked(p *peer, c *chunk, remoteErr error) {
 			}
 			if busy > 0 {
 				switch s := float64(st.winBytes) / busy.Seconds(); {
-				case st.rate == 0 || now.Sub(st.rateAt) > rateExpiry:
+				case st.winIdle:
+					// The rail ran out of work: it can do at least s, but a burst that the
+					// path's buffers took at line rate says too much. So s may raise the
+					// estimate only up to the best rate another rail to the peer has
+					// sustained: a rail judged slow once (a window in which the host stalled)
+					// and then given too little to stay busy is not held at that for good.
+					best := 0.0
+					for k := range r.st {
+						if k != p.rail {
+							best = max(best, r.st[k].rate)
+						}
+					}
+					if s = min(s, best); st.rate > 0 && s > st.rate {
+						st.rate, st.rateAt = 0.75*st.rate+0.25*s, now
+					}
+				case st.rate == 0:
 					st.rate, st.rateAt = s, now
-				case !st.winIdle || s > st.rate:
-					st.rate, st.rateAt = 0.5*st.rate+0.5*s, now
+				default:
+					st.rate, st.rateAt = 0.75*st.rate+0.25*s, now // an EWMA: one window is noisy on a loaded host
+				}
+				if st.rate > 0 && r.t.railRate != nil {
+					r.t.railRate[p.rail].Store(math.Float64bits(st.rate))
 				}
 			}
 			st.winStart, st.winBytes, st.winIdle, st.winBusy = now, 0, false, 0
@@ -600,25 +753,23 @@ func (r *remote) opErr(op string, err error) error {
 }
 
 // put cuts src into chunks and queues them (sig, when set, is sent once they are all answered).
-// Each chunk's copy is made before the lock is taken, so that answers keep flowing meanwhile.
+// Each chunk's size and rail are planned once the window has room for it (planLocked); its
+// copy is made outside the lock, so that answers keep flowing meanwhile.
 func (r *remote) put(op string, dst uint64, src []byte, sig *chunk) error {
 	size := len(src)
-	chunkSize := size
+	striped := size >= r.t.cfg.StripeThreshold
 	r.mu.Lock()
-	if size >= r.t.cfg.StripeThreshold {
-		alive := max(r.aliveLocked(), 1)
-		chunkSize = min(max((size+2*alive-1)/(2*alive), minChunk), maxChunk)
-	}
 	var st *stripe
 	if sig != nil {
-		if size < r.t.cfg.StripeThreshold {
+		if !striped {
 			// One request: data, then signal, applied in that order at the target.
 			sig.off, sig.data = dst, append([]byte(nil), src...)
 			err := r.queueLocked(op, sig)
 			r.mu.Unlock()
 			return err
 		}
-		st = &stripe{left: (size + chunkSize - 1) / chunkSize, sig: sig}
+		// left holds one for the put itself until its last chunk is queued.
+		st = &stripe{left: 1, sig: sig}
 		seq, err := r.nextSeqLocked(context.Background(), op)
 		if err != nil {
 			r.mu.Unlock()
@@ -628,17 +779,62 @@ func (r *remote) put(op string, dst uint64, src []byte, sig *chunk) error {
 		r.outstanding++
 	}
 	r.mu.Unlock()
-	for o := 0; o < size || (size == 0 && o == 0); o += chunkSize {
-		e := min(o+chunkSize, size)
-		c := &chunk{typ: reqPut, off: dst + uint64(o), data: append([]byte(nil), src[o:e]...), parent: st, striped: size >= r.t.cfg.StripeThreshold}
+	for o := 0; o < size || (size == 0 && o == 0); {
+		n, rail := size, -1
+		if striped {
+			r.mu.Lock()
+			window := int64(windowPerRail * max(r.aliveLocked(), 2))
+			want := int64(min(size-o, maxChunk))
+			if err := r.waitLocked(context.Background(), op, func() bool { return r.queued == 0 || r.queued+want <= window }); err != nil {
+				r.abandonLocked(st)
+				r.mu.Unlock()
+				return r.opErr(op, err)
+			}
+			n, rail = r.planLocked(size, size-o)
+			r.mu.Unlock()
+		}
+		c := &chunk{typ: reqPut, off: dst + uint64(o), data: append([]byte(nil), src[o:o+n]...), parent: st, striped: striped, rail: rail + 1}
 		r.mu.Lock()
+		if st != nil {
+			st.left++
+		}
 		err := r.queueLocked(op, c)
 		r.mu.Unlock()
 		if err != nil || size == 0 {
 			return err
 		}
+		o += n
+	}
+	if st != nil {
+		r.mu.Lock()
+		r.releaseLocked(st)
+		r.kick()
+		r.mu.Unlock()
 	}
 	return nil
+}
+
+// releaseLocked counts one of s's chunks done; after the last, its signal is sent.
+func (r *remote) releaseLocked(s *stripe) {
+	if s.left--; s.left == 0 {
+		if r.dead != nil || r.closed {
+			r.finishLocked(s.sig)
+		} else {
+			r.placeLocked(s.sig)
+		}
+	}
+}
+
+// abandonLocked drops the signal of a put-with-signal whose chunks will not all be sent: it
+// must never be.
+func (r *remote) abandonLocked(s *stripe) {
+	if s == nil || s.sig == nil {
+		return
+	}
+	r.doneSeqLocked(s.sig.seq)
+	r.outstanding--
+	s.sig = nil
+	s.left = -1
 }
 
 // queueLocked numbers c and places it, once the window has room.
@@ -655,13 +851,7 @@ func (r *remote) queueLocked(op string, c *chunk) error {
 		}
 	}
 	if err != nil {
-		if c.parent != nil && c.parent.sig != nil {
-			// The rest of this put-with-signal will not be sent: its signal must never be.
-			r.doneSeqLocked(c.parent.sig.seq)
-			r.outstanding--
-			c.parent.sig = nil
-			c.parent.left = -1
-		}
+		r.abandonLocked(c.parent)
 		return r.opErr(op, err)
 	}
 	r.queued += int64(len(c.data))
@@ -707,7 +897,7 @@ func (r *remote) pickSync() (*peer, error) {
 		if st.p == nil {
 			continue
 		}
-		est := st.delay(time.Now())
+		est := max(0, st.delay())
 		if st.rate > 0 {
 			est += float64(st.backlog) / st.rate
 		}
@@ -789,6 +979,7 @@ func (r *remote) check(now time.Time) {
 	if !r.multi() {
 		return
 	}
+	r.probeIdle(now)
 	limit := r.t.railLimit()
 	var stuck, slow []*peer
 	fine := false
@@ -829,6 +1020,47 @@ func (r *remote) check(now time.Time) {
 	}
 }
 
+// probeIdle sends a flush on every rail that has had nothing to carry for probeEvery, so that
+// its path delay stays measured while the spray gives it nothing (see railState): the flush
+// waits for no chunk of the job's, and no operation waits for it.
+func (r *remote) probeIdle(now time.Time) {
+	var ps []*peer
+	r.mu.Lock()
+	for i := range r.st {
+		st := &r.st[i]
+		if st.p == nil || st.backlog > 0 || now.Sub(st.lastAck) < probeEvery || now.Sub(st.probeAt) < probeEvery {
+			continue
+		}
+		st.probeAt, st.probeMark = now, st.acked
+		ps = append(ps, st.p)
+	}
+	r.mu.Unlock()
+	for _, p := range ps {
+		r.t.wg.Add(1)
+		go func() {
+			defer r.t.wg.Done()
+			p.send("probe", &request{typ: reqFlush}, nil, &pending{typ: reqFlush, done: make(chan struct{}), probe: time.Now().UnixNano()}, true)
+		}()
+	}
+}
+
+// probeAnswered takes a delay probe's answer: its round trip is the rail's path delay, when no
+// chunk went on the rail meanwhile (it would have counted).
+func (r *remote) probeAnswered(p *peer, sent int64, remoteErr error) {
+	now := time.Now()
+	r.mu.Lock()
+	st := &r.st[p.rail]
+	if st.p == p && st.backlog == 0 && st.acked == st.probeMark {
+		if d := now.Sub(time.Unix(0, sent)).Seconds(); d > 0 {
+			st.addDelay(d)
+		}
+	}
+	if remoteErr != nil && r.firstErr == nil {
+		r.firstErr = remoteErr
+	}
+	r.mu.Unlock()
+}
+
 // railLimit is how long a rail may go unanswered, while another one works, before it is retired.
 func (t *Transport) railLimit() time.Duration {
 	return min(max(t.cfg.Timeout/4, 100*time.Millisecond), time.Second)
@@ -856,7 +1088,7 @@ func (t *Transport) RailStats(pe int) []RailStats {
 	out := make([]RailStats, r.n.Load())
 	for i := range out {
 		st := &r.st[i]
-		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: st.delay(time.Now()), Rate: st.rate, Retired: st.retired}
+		out[i] = RailStats{Up: st.p != nil, Bytes: st.acked, Chunks: st.chunks, RTT: st.minRTT, Delay: max(0, st.delay()), Rate: st.rate, Retired: st.retired}
 	}
 	return out
 }

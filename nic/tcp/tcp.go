@@ -130,6 +130,10 @@ type Transport struct {
 
 	dialed, accepted, evicted atomic.Int64
 
+	// railRate[r]: the latest delivery rate measured on rail r to any peer (float64 bits,
+	// bytes/s), what the spray expects of rail r to a peer it has not measured it to yet.
+	railRate []atomic.Uint64
+
 	corked    atomic.Int32
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -212,6 +216,7 @@ func newTransport(cfg Config) *Transport {
 	if len(cfg.Rails) > 1 {
 		t.dedup = make([]dedup, cfg.NPEs)
 	}
+	t.railRate = make([]atomic.Uint64, len(cfg.Rails))
 	for pe := range t.rems {
 		if pe != cfg.PE {
 			t.rems[pe] = newRemote(t, pe)
@@ -950,6 +955,7 @@ func (t *Transport) EndBatch() error {
 type pending struct {
 	typ   uint8
 	c     *chunk // a chunk waiting for its answer (several rails): no one waits on done
+	probe int64  // a delay probe's flush (several rails): unix ns when it was sent
 	dst   []byte // a get's destination
 	value uint64
 	err   error
@@ -1539,6 +1545,9 @@ func (p *peer) readAnswer(br *bufio.Reader, h []byte) error {
 			close(pd.done)
 			return err
 		}
+	}
+	if pd.probe != 0 {
+		p.rem.probeAnswered(p, pd.probe, remoteErr)
 	}
 	pd.value, pd.err = value, remoteErr
 	close(pd.done)
