@@ -109,6 +109,10 @@ type Info struct {
 	MemoryBytes     uint64
 	UUID            string
 	PCIBusID        string // "0000:19:00.0"; empty on the host backend
+	// HostNativeAtomics: the device's atomics on host-pinned memory are atomic with the CPU's
+	// (CUDA's CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: NVLink-C2C hosts, not PCIe
+	// ones). False where the driver cannot say, the safe answer.
+	HostNativeAtomics bool
 }
 
 func (i Info) String() string {

@@ -16,6 +16,7 @@ const (
 	// State.Flags
 	FlagBypass    = 0x1 // ordering: CacheBypass (else Strict)
 	FlagRingFence = 0x2 // the ring reaches only PEs that load/store never reaches (see MAPPING.md)
+	FlagHostAMO   = 0x4 // AMOs and signal adds to this PE go through the ring: the CPU applies them all (state.h)
 
 	// The barrier workspace at heap offset State.BarrierOff in every PE's heap.
 	BarrierRound       = 0

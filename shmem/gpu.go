@@ -189,6 +189,9 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	if w.ordering == Bypass {
 		s.Flags |= kernels.FlagBypass
 	}
+	if rt.cpuAMOs() {
+		s.Flags |= kernels.FlagHostAMO
+	}
 	s.MyPE, s.NPEs = int32(w.pe), int32(w.npes)
 	s.HeapBase, s.HeapSize = uint64(rt.heapDev), uint64(w.heapSize)
 	s.CEThreshold = uint64(thr)
@@ -226,6 +229,14 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	rt.wg.Add(1)
 	go rt.watch()
 	return nil
+}
+
+// cpuAMOs reports whether every read-modify-write of this PE's heap must be applied by the CPU:
+// on the NIC path the transport applies remote AMOs to the host-mapped heap with CPU atomics,
+// and where the device's atomics on host memory are not atomic with those (PCIe hosts) a kernel's
+// own AMO to the same word could lose one of them (seen on an H200: 639 of 640 adds).
+func (rt *gpuRuntime) cpuAMOs() bool {
+	return rt.hostHeap.Bytes != nil && !rt.w.dev.Info().HostNativeAtomics
 }
 
 // hostHeapMode moves this PE's heap (as kernels and the transport see it) into host-pinned,

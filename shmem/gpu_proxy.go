@@ -192,6 +192,9 @@ func (c *ceRoute) Issue(d *nic.Desc) error {
 			if nic.SignalOp(d.Kind()) == nic.SignalAdd {
 				kind = nic.AMOFetchAdd
 			}
+			if c.byHost(d) {
+				return c.hostAMO(d.Aux, kind, 8, d.Value, 0, 0)
+			}
 			return c.ce.Launch(rt.amoFn, device.D1(1), device.D1(1), 0, base.Add(int(d.Aux)), uint32(kind), uint32(8), d.Value, uint64(0), device.Ptr(0))
 		}
 		return nil
@@ -201,9 +204,38 @@ func (c *ceRoute) Issue(d *nic.Desc) error {
 		}
 		return c.ce.CopyAsync(device.Ptr(d.Src), dst, int(d.Size))
 	case nic.OpAMO:
+		if c.byHost(d) {
+			return c.hostAMO(d.Dst, nic.AMOOp(d.Kind()), d.Width(), d.Value, d.Aux, d.Src)
+		}
 		return c.ce.Launch(rt.amoFn, device.D1(1), device.D1(1), 0, dst, uint32(d.Kind()), uint32(d.Width()), d.Value, d.Aux, device.Ptr(d.Src))
 	}
 	return fmt.Errorf("unknown operation %v", d.Op)
+}
+
+// byHost reports whether d's read-modify-write of this PE's heap is the CPU's to apply (see
+// gpuRuntime.cpuAMOs): the transport applies remote PEs' AMOs there with CPU atomics.
+func (c *ceRoute) byHost(d *nic.Desc) bool { return int(d.PE) == c.rt.w.pe && c.rt.cpuAMOs() }
+
+// hostAMO applies an AMO to this PE's host-mapped heap at off with a CPU atomic, after the stream's
+// earlier work (a copy before a fence, or a put-with-signal's data) has landed, and stores the old
+// value at the device address result (0: none). It is synchronous: the batch's completion, which
+// the stream carries, comes after it.
+func (c *ceRoute) hostAMO(off uint64, op nic.AMOOp, width int, value, compare uint64, result uint64) error {
+	rt := c.rt
+	ctx, cancel := context.WithTimeout(context.Background(), rt.w.timeout)
+	defer cancel()
+	if err := c.Quiet(ctx); err != nil {
+		return err
+	}
+	old, err := nic.ApplyAMO(rt.hostHeap.Bytes[off:off+uint64(width)], op, width, value, compare)
+	if err != nil || result == 0 {
+		return err
+	}
+	res, err := deviceLocal{rt}.Bytes(result, width)
+	if err != nil {
+		return nic.Reject("result address %#x: %v", result, err)
+	}
+	return nic.StoreWord(res, width, old)
 }
 
 // noRoute is the route to PEs that are neither mapped here nor reachable through a transport.

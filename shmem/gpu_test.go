@@ -131,7 +131,7 @@ func TestGPUWorker(t *testing.T) {
 	}
 	me, peer := w.MyPE(), 1-w.MyPE()
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("PE %d on %v, ordering %s, seed %d", me, w.Device(), w.Ordering(), seed)
+	t.Logf("PE %d on %v, ordering %s, seed %d, host-native atomics %v", me, w.Device(), w.Ordering(), seed, w.Device().HostNativeAtomics)
 	rng := rand.New(rand.NewPCG(seed, uint64(me))) // data: fresh on every run
 	lay := rand.New(rand.NewPCG(7, 11))            // offsets and sizes: the same on every PE
 	viaNIC := w.transport != nil

@@ -69,6 +69,7 @@ var vendor = gpudrv.Vendor{
 	InvalidValue: int32(ErrorInvalidValue),
 
 	MultiprocessorCount: gpudrv.Attr{Value: 16, Name: "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"},
+	HostNativeAtomics:   gpudrv.Attr{Value: 86, Name: "CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED"},
 	Arch:                arch,
 
 	HostAllocFlags:    gpudrv.Flag{Value: 0x01 | 0x02, Name: "CU_MEMHOSTALLOC_PORTABLE|CU_MEMHOSTALLOC_DEVICEMAP"},

@@ -619,6 +619,35 @@ static void test_ctx_ops(void)
 /* A call that waits for the wrong ring would wait forever: after a minute the guard sets the
  * abort word (again every second, since the tests reset it), so that every wait gives up and the
  * checks after it say what did not arrive. */
+/* ROXSHMEM_FLAG_HOST_AMO: this PE's heap is host memory whose remote AMOs the CPU applies, so its
+ * own AMOs and signal adds to itself go through the ring too (the device's atomics there are not
+ * atomic with the CPU's), while its plain puts, p and loads stay direct. */
+static void test_host_amo(void)
+{
+	reset(1);
+	roxshmem_state.flags |= ROXSHMEM_FLAG_HOST_AMO;
+	uint64_t *u = (uint64_t *)(heap0 + 512);
+	roxshmem_uint64_atomic_add(u, 3, 0);
+	roxshmem_desc_t *d = desc(0);
+	CHECK(d->seq == 1 && d->op == ROXSHMEM_OP_AMO && d->pe == 0 && d->dst == 512 && d->value == 3 && d->src == 0 &&
+		      d->flags == ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_FETCH_ADD, 8) && *u == 0,
+	      "an AMO to self with host AMOs is a ring descriptor: seq %llu op %u pe %u", (unsigned long long)d->seq, d->op, d->pe);
+	roxshmem_putmem_signal_nbi(heap0 + 128, src, 16, (uint64_t *)(heap0 + 256), 5, ROXSHMEM_SIGNAL_ADD, 0);
+	d = desc(1);
+	CHECK(__builtin_memcmp(heap0 + 128, src, 16) == 0, "a put-with-signal to self still stores its data directly");
+	CHECK(d->seq == 2 && d->op == ROXSHMEM_OP_AMO && d->pe == 0 && d->dst == 256 && d->value == 5 &&
+		      d->flags == ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_FETCH_ADD, 8) && *(uint64_t *)(heap0 + 256) == 0,
+	      "its signal add is a ring AMO the CPU applies");
+	roxshmem_putmem_signal_nbi(heap0 + 160, src, 8, (uint64_t *)(heap0 + 264), 7, ROXSHMEM_SIGNAL_SET, 0);
+	CHECK(*(uint64_t *)(heap0 + 264) == 7 && ((roxshmem_ring_header_t *)ringmem)->head == 2, "a signal set to self stays a store");
+	roxshmem_uint64_p((uint64_t *)(heap0 + 64), 77, 0);
+	CHECK(*(uint64_t *)(heap0 + 64) == 77 && ((roxshmem_ring_header_t *)ringmem)->head == 2, "p to self stays a store");
+	/* without the flag the same AMO is a local atomic */
+	reset(1);
+	roxshmem_uint64_atomic_add(u, 3, 0);
+	CHECK(*u == 3 && ((roxshmem_ring_header_t *)ringmem)->head == 0, "without host AMOs an AMO to self is local");
+}
+
 static volatile sig_atomic_t guard_fired;
 static void guard(int)
 {
@@ -638,6 +667,7 @@ int main(void)
 	test_amo_ls();
 	test_bad_input();
 	test_ring();
+	test_host_amo();
 	test_waits();
 	alarm(0);
 	CHECK(!guard_fired, "a call waited for a minute: the guard set the abort word");

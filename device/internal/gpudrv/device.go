@@ -123,6 +123,11 @@ func (d *gpuDevice) query() error {
 		return err
 	}
 	info.Multiprocessors = int(mps)
+	if a := d.dr.v.HostNativeAtomics; a.Name != "" {
+		// A driver that does not know the attribute leaves the safe answer (false).
+		v, err := d.Attribute(a)
+		info.HostNativeAtomics = err == nil && v != 0
+	}
 	if info.Arch, err = d.dr.v.Arch(d); err != nil {
 		return err
 	}

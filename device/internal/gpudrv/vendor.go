@@ -153,6 +153,9 @@ type Vendor struct {
 	InvalidValue             int32 // an IPC open refusing a flag: try the next in IPCOpenFlags
 
 	MultiprocessorCount Attr
+	// HostNativeAtomics is the attribute that says whether device atomics on host memory are
+	// atomic with the CPU's (Info.HostNativeAtomics); a zero Attr: the vendor cannot say.
+	HostNativeAtomics Attr
 	// Arch names the architecture of an opened device ("sm_90", "gfx942").
 	Arch func(q Query) (string, error)
 

@@ -253,6 +253,14 @@ ROXI_FN uint64_t roxi_g(roxshmem_ctx_desc_t *c, const void *src, uint32_t width,
 
 ROXA_FN int roxi_fetching(uint32_t kind) { return kind != ROXSHMEM_AMO_SET; }
 
+/* Whether a read-modify-write of pe's heap must be applied by the CPU (through the ring): pe is
+ * this PE and its heap is host memory the transport's CPU side also updates atomically, which
+ * this device's atomics are not atomic with (ROXSHMEM_FLAG_HOST_AMO). */
+ROXA_FN int roxi_amo_by_host(int pe)
+{
+	return pe == roxshmem_state.my_pe && (roxshmem_state.flags & ROXSHMEM_FLAG_HOST_AMO) != 0;
+}
+
 /* An AMO of width 4 or 8 at system scope; returns the old value (0 for set). Non-fetching AMOs
  * through the NIC are not waited for (quiet completes them). */
 ROXI_FN uint64_t roxi_amo_nbi(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe,
@@ -265,7 +273,7 @@ ROXI_FN uint64_t roxi_amo_nbi(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest,
 		roxi_record(ROXSHMEM_CALL_BAD_ADDR, pe, (uint32_t)(uintptr_t)dest);
 		return 0;
 	}
-	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC) {
+	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC && !roxi_amo_by_host(pe)) {
 		void *p = roxi_remote(off, pe);
 		/* a blocking fetch orders later accesses (Strict; MP+quiet+fetchAMO): an acquire AMO */
 		int acq = !nbi && !roxi_bypass();
@@ -324,7 +332,13 @@ ROXI_COLD void roxi_putmem_signal_path(roxshmem_ctx_desc_t *c, void *dest, const
 		}
 		if (roxi_gidx(g) == 0) {
 			uint64_t *s = (uint64_t *)roxi_remote(soff, pe);
-			if (!roxi_bypass()) {
+			if (sig_op == ROXSHMEM_SIGNAL_ADD && roxi_amo_by_host(pe)) {
+				/* the add is the CPU's, after the data: the ring push publishes its descriptor
+				 * with a system-scope release (bypass stores are drained to memory first) */
+				if (roxi_bypass())
+					roxa_drain();
+				roxi_amo_nbi(c, ROXSHMEM_AMO_FETCH_ADD, sig, signal, 0, 8, pe, 1);
+			} else if (!roxi_bypass()) {
 				if (sig_op == ROXSHMEM_SIGNAL_ADD)
 					roxa_add_release_u64(s, signal);
 				else

@@ -21,6 +21,11 @@
 #define ROXSHMEM_FLAG_RING_FENCE 0x2u /* the ring reaches only PEs that load/store never reaches:
                                          fence publishes an OpFence descriptor instead of waiting
                                          for outstanding ring operations */
+#define ROXSHMEM_FLAG_HOST_AMO 0x4u   /* this PE's heap is host memory whose remote AMOs the CPU
+                                         applies, and this device's atomics there are not atomic
+                                         with the CPU's (no host-native atomics over PCIe): AMOs
+                                         and signal adds to this PE go through the ring too, so
+                                         one agent applies every read-modify-write of the heap */
 
 /* The barrier workspace, at heap offset barrier_off in every PE's heap (ROXSHMEM_BARRIER_BYTES). */
 #define ROXSHMEM_BARRIER_ROUND 0        /* uint64: barriers this PE has entered (own use) */
