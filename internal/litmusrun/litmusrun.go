@@ -180,13 +180,13 @@ type pe struct {
 	// per thread as the model's are; nameds per column of cols.
 	named  map[string]*shmem.Ctx
 	nameds []map[string]*shmem.Ctx
-	teams map[string]*shmem.Team
-	coll  shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
-	nbar  int
-	nsync int
-	regs  map[string]int64
-	after map[string]func() int64 // registers known only after the copy's quiet: get_nbi's and _nbi fetches' results, late loads of halves
-	rng   *rand.Rand
+	teams  map[string]*shmem.Team
+	coll   shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
+	nbar   int
+	nsync  int
+	regs   map[string]int64
+	after  map[string]func() int64 // registers known only after the copy's quiet: get_nbi's and _nbi fetches' results, late loads of halves
+	rng    *rand.Rand
 
 	// Instances: every iteration runs k copies of the test side by side (litmus7's -s), copy c's
 	// variable v at element (c*n+v)*spread of its array, spread 1 (the copies share cache lines)
