@@ -197,17 +197,22 @@ func (r *Reorder) mutated(m Mutation) bool { return r.cfg.Mutation == m && r.arm
 func (r *Reorder) now() int64 { return int64(time.Since(r.start)) }
 
 // hold draws how long an operation may wait before delivery: mostly short, sometimes long enough
-// for another PE to react to what overtook it.
+// for another PE to react to what overtook it, and now and then (1%) long enough for a chain of
+// reactions to overtake it behind the iteration's other copies, which run in order (a thread that
+// sees another thread's flag and puts, a PE that waits for that put and then reads:
+// MP+threads+quiet); the earlier copies' holds of up to 3 ms lie in that chain's way.
 func (r *Reorder) hold() int64 {
-	switch x := r.rng.Intn(100); {
-	case x < 30:
+	switch x := r.rng.Intn(1000); {
+	case x < 300:
 		return 0
-	case x < 66:
+	case x < 660:
 		return int64(r.rng.Intn(5000))
-	case x < 88:
+	case x < 880:
 		return int64(r.rng.Intn(60000))
-	default:
+	case x < 990:
 		return int64(r.rng.Intn(3000000))
+	default:
+		return 3000000 + int64(r.rng.Intn(12000000))
 	}
 }
 
