@@ -103,6 +103,7 @@ const (
 
 type rop struct {
 	kind     ropKind
+	ctx      *ReorderCtx // the context that issued it: its fences order it, its quiet completes it
 	pe       int
 	epoch    uint64
 	due      int64 // nanoseconds on the Reorder's clock
@@ -126,15 +127,20 @@ type rop struct {
 // ones, a put-with-signal's signal waits for its data, Quiet delivers everything pending before it
 // returns. Get and fetching AMOs are performed by the caller at once, overtaking pending puts
 // unless a Fence lies between (fetching AMOs; gets overtake always, as fence does not order them).
+//
+// The Reorder is also the default context (its embedded ReorderCtx); NewContext makes others,
+// each with fences and a quiet of its own (shmem.Ctx, MODEL.md §3a), and with a store buffer of
+// its own for the plain accesses issued through it (a thread of the PE, §3b).
 type Reorder struct {
-	inner Transport
-	cfg   ReorderConfig
-	start time.Time
+	ReorderCtx // the default context
+	inner      Transport
+	cfg        ReorderConfig
+	start      time.Time
 
 	mu      sync.Mutex
 	rng     *rand.Rand
 	pool    []*rop
-	epoch   []uint64 // per target PE: fences issued
+	npes    int
 	err     error    // the first delivery error, reported by the next Quiet
 	cache   []cached // bypass: the ranges whose plain loads may be stale
 	wake    chan struct{}
@@ -142,6 +148,22 @@ type Reorder struct {
 	closed  chan struct{}
 
 	armed atomic.Bool
+}
+
+// ReorderCtx is one communication context of a Reorder: a stream of operations whose Fence
+// orders and whose Quiet completes only what was issued on it. Plain accesses issued through it
+// (Store, Load, ...) are one thread's: they sit in its own store buffer, which it alone reads
+// before they land; another context's (thread's) plain loads see them once they are in memory.
+// It is a Transport (Close does nothing: the Reorder's Close ends the path) and implements
+// AMOPoster, NBIGetter and NBIFetcher.
+type ReorderCtx struct {
+	r     *Reorder
+	epoch []uint64 // per target PE: fences issued on this context; r.mu
+}
+
+// NewContext makes a context of the path with its own fences, quiet and store buffer.
+func (r *Reorder) NewContext() *ReorderCtx {
+	return &ReorderCtx{r: r, epoch: make([]uint64, r.npes)}
 }
 
 // cached is a range of the local heap and what plain loads of it may see instead of memory.
@@ -156,7 +178,8 @@ func NewReorder(inner Transport, npes int, cfg ReorderConfig) *Reorder {
 		cfg.Timeout = 30 * time.Second
 	}
 	r := &Reorder{inner: inner, cfg: cfg, start: time.Now(), rng: rand.New(rand.NewSource(cfg.Seed*7919 + int64(cfg.PE))),
-		epoch: make([]uint64, npes), wake: make(chan struct{}, 1), closing: make(chan struct{}), closed: make(chan struct{})}
+		npes: npes, wake: make(chan struct{}, 1), closing: make(chan struct{}), closed: make(chan struct{})}
+	r.ReorderCtx = ReorderCtx{r: r, epoch: make([]uint64, npes)}
 	r.armed.Store(cfg.Mutation != MutNone)
 	go r.deliver()
 	return r
@@ -174,23 +197,29 @@ func (r *Reorder) mutated(m Mutation) bool { return r.cfg.Mutation == m && r.arm
 func (r *Reorder) now() int64 { return int64(time.Since(r.start)) }
 
 // hold draws how long an operation may wait before delivery: mostly short, sometimes long enough
-// for another PE to react to what overtook it.
+// for another PE to react to what overtook it, and now and then (1%) long enough for a chain of
+// reactions to overtake it behind the iteration's other copies, which run in order (a thread that
+// sees another thread's flag and puts, a PE that waits for that put and then reads:
+// MP+threads+quiet); the earlier copies' holds of up to 3 ms lie in that chain's way.
 func (r *Reorder) hold() int64 {
-	switch x := r.rng.Intn(100); {
-	case x < 30:
+	switch x := r.rng.Intn(1000); {
+	case x < 300:
 		return 0
-	case x < 66:
+	case x < 660:
 		return int64(r.rng.Intn(5000))
-	case x < 88:
+	case x < 880:
 		return int64(r.rng.Intn(60000))
-	default:
+	case x < 990:
 		return int64(r.rng.Intn(3000000))
+	default:
+		return 3000000 + int64(r.rng.Intn(12000000))
 	}
 }
 
-// issue queues op; the caller holds mu.
-func (r *Reorder) issue(op *rop) *rop {
-	op.epoch = r.epoch[op.pe]
+// issue queues op on context c; the caller holds mu.
+func (r *Reorder) issue(c *ReorderCtx, op *rop) *rop {
+	op.ctx = c
+	op.epoch = c.epoch[op.pe]
 	op.due = r.now() + r.hold()
 	r.pool = append(r.pool, op)
 	select {
@@ -207,11 +236,14 @@ func (r *Reorder) blocked(i int) bool {
 		return true
 	}
 	for _, o := range r.pool[:i] {
+		if o.ctx != op.ctx {
+			continue // a fence orders its own context's operations; threads' accesses are unordered
+		}
 		if o.pe == op.pe && o.epoch < op.epoch && !o.unfenced && !op.unfenced {
 			return true
 		}
 		if (o.kind == ropStore || o.kind == ropLoad) && (op.kind == ropStore || op.kind == ropLoad) && o.pe == op.pe && o.off == op.off {
-			return true // a PE's plain accesses to one word stay in order
+			return true // a thread's plain accesses to one word stay in order
 		}
 	}
 	return false
@@ -292,7 +324,7 @@ func (r *Reorder) apply(op *rop) error {
 			return err
 		}
 		if op.src >= 0 && r.rng.Intn(2) == 0 { // the source buffer is read now, not at the call
-			op.data = r.peek(uint64(op.src), len(op.data))
+			op.data = op.ctx.peek(uint64(op.src), len(op.data))
 		}
 		return r.inner.Put(op.pe, op.off, op.data)
 	case ropGet:
@@ -317,6 +349,15 @@ func (r *Reorder) apply(op *rop) error {
 			h = r.cfg.Heaps[op.pe]
 		}
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&h[op.off])), binary.LittleEndian.Uint64(op.data))
+		if op.pe == r.cfg.PE {
+			// it has reached memory: the views of the PE's cache hold it from now on, as its own
+			// thread saw it from its buffer (another thread sees it only from here on)
+			for _, c := range r.cache {
+				if op.off >= c.off && op.off+8 <= c.off+uint64(len(c.view)) {
+					copy(c.view[op.off-c.off:], op.data)
+				}
+			}
+		}
 	case ropLoad:
 		*op.into = r.loadNow(op.off)
 	}
@@ -396,62 +437,75 @@ func spin(n int) {
 }
 
 // Put queues a copy of src for pe.
-func (r *Reorder) Put(pe int, dst uint64, src []byte) error {
+func (c *ReorderCtx) Put(pe int, dst uint64, src []byte) error {
+	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...), src: -1})
+	r.issue(c, &rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...), src: -1})
 	return nil
 }
 
 // PutFromLocal queues a put of the n bytes at srcOff of this PE's own heap to dst on pe, as
-// put_nbi from a source buffer: the buffer is read through the PE's store buffer at the call or,
-// at random, when the put is delivered (any time up to its completion), so it sees the PE's stores
-// before the call and perhaps later ones (the buffer reused before quiet). srcOff and n must be whole 8-byte words of
-// the local heap.
-func (r *Reorder) PutFromLocal(pe int, dst uint64, srcOff uint64, n int) error {
+// put_nbi from a source buffer: the buffer is read through the context's store buffer at the call
+// or, at random, when the put is delivered (any time up to its completion), so it sees the
+// thread's stores before the call and perhaps later ones (the buffer reused before quiet). srcOff
+// and n must be whole 8-byte words of the local heap.
+func (c *ReorderCtx) PutFromLocal(pe int, dst uint64, srcOff uint64, n int) error {
+	r := c.r
 	if n <= 0 || n%8 != 0 || srcOff%8 != 0 || srcOff+uint64(n) > uint64(len(r.cfg.Local)) {
 		return fmt.Errorf("put from PE %d's heap at offset %d, %d bytes: not whole words of the %d-byte heap", r.cfg.PE, srcOff, n, len(r.cfg.Local))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// data is the buffer as the call sees it; the delivery reads it again half of the time
-	r.issue(&rop{kind: ropPut, pe: pe, off: dst, data: r.peek(srcOff, n), src: int64(srcOff)})
+	r.issue(c, &rop{kind: ropPut, pe: pe, off: dst, data: c.peek(srcOff, n), src: int64(srcOff)})
 	return nil
 }
 
-// peek reads n bytes at off of the local heap as this PE sees them: each word from its latest
-// buffered store, else from memory; mu held.
-func (r *Reorder) peek(off uint64, n int) []byte {
+// peek reads n bytes at off of the local heap as this context's thread sees them: each word from
+// its latest buffered store, else from memory; r.mu held.
+func (c *ReorderCtx) peek(off uint64, n int) []byte {
+	r := c.r
 	b := make([]byte, n)
 	for w := uint64(0); w < uint64(n); w += 8 {
 		binary.LittleEndian.PutUint64(b[w:], atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.cfg.Local[off+w]))))
-		for i := len(r.pool) - 1; i >= 0; i-- {
-			if o := r.pool[i]; o.kind == ropStore && o.pe == r.cfg.PE && o.off == off+w {
-				copy(b[w:], o.data)
-				break
-			}
+		if o := c.buffered(off + w); o != nil {
+			copy(b[w:], o.data)
 		}
 	}
 	return b
 }
 
-// Get reads at once: fence does not order a get after earlier puts.
-func (r *Reorder) Get(pe int, src uint64, dst []byte) error { return r.inner.Get(pe, src, dst) }
-
-// GetNBI queues the read; Quiet performs it at the latest.
-func (r *Reorder) GetNBI(pe int, src uint64, dst []byte) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.issue(&rop{kind: ropGet, pe: pe, off: src, data: dst, unfenced: true})
+// buffered is the context's latest buffered store to its own PE's word at off, or nil; r.mu held.
+func (c *ReorderCtx) buffered(off uint64) *rop {
+	r := c.r
+	for i := len(r.pool) - 1; i >= 0; i-- {
+		if o := r.pool[i]; o.kind == ropStore && o.ctx == c && o.pe == r.cfg.PE && o.off == off {
+			return o
+		}
+	}
 	return nil
 }
 
-// AMO waits until every operation to pe before the last Fence is delivered, then runs: a
-// fetching AMO may overtake the puts issued since.
-func (r *Reorder) AMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) (uint64, error) {
+// Get reads at once: fence does not order a get after earlier puts.
+func (c *ReorderCtx) Get(pe int, src uint64, dst []byte) error { return c.r.inner.Get(pe, src, dst) }
+
+// GetNBI queues the read; the context's Quiet performs it at the latest.
+func (c *ReorderCtx) GetNBI(pe int, src uint64, dst []byte) error {
+	r := c.r
 	r.mu.Lock()
-	e := r.epoch[pe]
-	r.drain(func(o *rop) bool { return o.pe == pe && o.epoch < e && !o.unfenced })
+	defer r.mu.Unlock()
+	r.issue(c, &rop{kind: ropGet, pe: pe, off: src, data: dst, unfenced: true})
+	return nil
+}
+
+// AMO waits until every operation of the context to pe before its last Fence is delivered, then
+// runs: a fetching AMO may overtake the puts issued since (and every other context's).
+func (c *ReorderCtx) AMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) (uint64, error) {
+	r := c.r
+	r.mu.Lock()
+	e := c.epoch[pe]
+	r.drain(func(o *rop) bool { return o.ctx == c && o.pe == pe && o.epoch < e && !o.unfenced })
 	r.mu.Unlock()
 	return r.amo(pe, op, width, dst, value, compare)
 }
@@ -463,89 +517,98 @@ func (r *Reorder) AMOUnfenced(pe int, op AMOOp, width int, dst uint64, value, co
 }
 
 // PostAMO queues a non-fetching AMO.
-func (r *Reorder) PostAMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) error {
+func (c *ReorderCtx) PostAMO(pe int, op AMOOp, width int, dst uint64, value, compare uint64) error {
 	if err := CheckAMO(op, width, dst); err != nil {
 		return err
 	}
+	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.issue(&rop{kind: ropAMO, pe: pe, off: dst, op: op, width: width, value: value, compare: compare})
+	r.issue(c, &rop{kind: ropAMO, pe: pe, off: dst, op: op, width: width, value: value, compare: compare})
 	return nil
 }
 
 // FetchAMONBI queues a fetching AMO whose old value lands in result when it is delivered: like a
-// posted AMO it waits in the pool (ordered by Fence, performed by Quiet at the latest), so the
-// value is defined only after the PE's next Quiet.
-func (r *Reorder) FetchAMONBI(pe int, op AMOOp, width int, dst uint64, value, compare uint64, result []byte) error {
+// posted AMO it waits in the pool (ordered by the context's Fence, performed by its Quiet at the
+// latest), so the value is defined only after the context's next Quiet.
+func (c *ReorderCtx) FetchAMONBI(pe int, op AMOOp, width int, dst uint64, value, compare uint64, result []byte) error {
 	if err := CheckAMO(op, width, dst); err != nil {
 		return err
 	}
 	if len(result) != width {
 		return fmt.Errorf("%v on PE %d at heap offset %d: result buffer of %d bytes for a %d-byte AMO", op, pe, dst, len(result), width)
 	}
+	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.issue(&rop{kind: ropAMO, pe: pe, off: dst, op: op, width: width, value: value, compare: compare, result: result})
+	r.issue(c, &rop{kind: ropAMO, pe: pe, off: dst, op: op, width: width, value: value, compare: compare, result: result})
 	return nil
 }
 
 // PutSignal queues the data and the signal as two deliveries, the signal after the data (with
 // MutSignalFirst: the data after the signal).
-func (r *Reorder) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp SignalOp, sigValue uint64) error {
+func (c *ReorderCtx) PutSignal(pe int, dst uint64, src []byte, sig uint64, sigOp SignalOp, sigValue uint64) error {
 	op := AMOSet
 	if sigOp == SignalAdd {
 		op = AMOFetchAdd
 	}
+	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	data := &rop{kind: ropPut, pe: pe, off: dst, data: append([]byte(nil), src...), src: -1}
 	signal := &rop{kind: ropAMO, pe: pe, off: sig, op: op, width: 8, value: sigValue}
 	if r.mutated(MutSignalFirst) {
-		r.issue(signal)
+		r.issue(c, signal)
 		data.after = signal
-		r.issue(data)
+		r.issue(c, data)
 		return nil
 	}
-	r.issue(data)
+	r.issue(c, data)
 	signal.after = data
-	r.issue(signal)
+	r.issue(c, signal)
 	return nil
 }
 
-// Fence makes later operations to pe wait for earlier ones. A plain store is a delivery to this
-// PE: in Strict, later deliveries to this PE wait for it (FenceOrdersStores); in Bypass a fence
-// does not write it back.
-func (r *Reorder) Fence(pe int) error {
-	if r.mutated(MutDropFences) {
+// Fence makes the context's later operations to pe (every PE when pe < 0) wait for its earlier
+// ones. A plain store is a delivery to this PE: in Strict, the context's later deliveries to this
+// PE wait for the stores issued through it (FenceOrdersStores); in Bypass a fence does not write
+// them back.
+func (c *ReorderCtx) Fence(pe int) error {
+	if c.r.mutated(MutDropFences) {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fence(pe)
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	c.fence(pe)
 	return nil
 }
 
-// fence is Fence; mu held.
-func (r *Reorder) fence(pe int) {
+// fence is Fence; r.mu held.
+func (c *ReorderCtx) fence(pe int) {
 	if pe < 0 {
-		for i := range r.epoch {
-			r.epoch[i]++
+		for i := range c.epoch {
+			c.epoch[i]++
 		}
 	} else {
-		r.epoch[pe]++
+		c.epoch[pe]++
 	}
 }
 
-// Quiet delivers everything pending (to pe, or to all when pe < 0), performs the late plain loads
-// and writes plain stores back, then quiets inner.
-func (r *Reorder) Quiet(ctx context.Context, pe int) error {
+// Quiet delivers everything the context issued (to pe, or to all when pe < 0), performs the PE's
+// late plain loads and writes its plain stores back, every thread's (shmem_ctx_quiet completes
+// the PE's memory stores: for a thread, more than the model promises, §3b), then quiets inner.
+// Other contexts' operations stay pending.
+func (c *ReorderCtx) Quiet(ctx context.Context, pe int) error {
+	r := c.r
 	r.mu.Lock()
 	if r.mutated(MutQuietAsFence) {
-		r.fence(pe)
+		c.fence(pe)
 		r.mu.Unlock()
 		return nil
 	}
-	want := func(o *rop) bool { return pe < 0 || o.pe == pe || o.kind == ropStore || o.kind == ropLoad }
+	want := func(o *rop) bool {
+		return o.ctx == c && (pe < 0 || o.pe == pe) || o.kind == ropStore || o.kind == ropLoad
+	}
 	// The deliverer takes them at their times: a quiet does not shorten what another PE may see
 	// between two deliveries.
 	deadline := time.Now().Add(r.cfg.Timeout)
@@ -571,8 +634,11 @@ func (r *Reorder) Quiet(ctx context.Context, pe int) error {
 	return r.inner.Quiet(ctx, pe)
 }
 
+// Close does nothing: a context's operations are the path's, which Reorder.Close ends.
+func (c *ReorderCtx) Close() error { return nil }
+
 // Sync is shmem_sync_all's part: it completes the PE's plain accesses (late loads; in Strict also
-// the store buffer), which sync_all orders, and nothing else.
+// the store buffers), which sync_all orders, and nothing else.
 func (r *Reorder) Sync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -580,31 +646,19 @@ func (r *Reorder) Sync() {
 }
 
 // Acquire is an acquiring call's invalidate (wait_until, barrier): in Bypass, plain loads see
-// memory as it is now from here on.
+// memory as it is now from here on. The view is the PE's, shared by its threads: one thread's
+// acquire refreshes it for all (more than the model promises, never less).
 func (r *Reorder) Acquire() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.refresh()
-}
-
-func (r *Reorder) refresh() {
 	for _, c := range r.cache {
 		copy(c.view, r.cfg.Local[c.off:])
-		r.overlayStores(c)
-	}
-}
-
-// overlayStores puts the PE's buffered stores into c's view: a PE sees its own stores.
-func (r *Reorder) overlayStores(c cached) {
-	for _, o := range r.pool {
-		if o.kind == ropStore && o.pe == r.cfg.PE && o.off >= c.off && o.off+8 <= c.off+uint64(len(c.view)) {
-			copy(c.view[o.off-c.off:], o.data)
-		}
 	}
 }
 
 // Cache declares [off, off+n) of the local heap as plain data whose loads (Load) may be stale in
-// Bypass; the view starts as memory is now.
+// Bypass; the view starts as memory is now. The view holds what memory held, never a store still
+// in a store buffer: a thread reads its own from its buffer, the others' once they have landed.
 func (r *Reorder) Cache(off uint64, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -620,71 +674,69 @@ func (r *Reorder) Uncache() {
 	r.cache = nil
 }
 
-// Store is a plain 8-byte store to the local heap at off: it waits in the store buffer (Strict)
-// or the cache (Bypass) until it is delivered, at a random time, or a fence (Strict) or quiet
+// Store is a plain 8-byte store to the local heap at off by the context's thread: it waits in the
+// context's store buffer until it is delivered, at a random time, or a fence (Strict) or quiet
 // writes it back.
-func (r *Reorder) Store(off uint64, v uint64) { r.StoreTo(r.cfg.PE, off, v) }
+func (c *ReorderCtx) Store(off uint64, v uint64) { c.StoreTo(c.r.cfg.PE, off, v) }
 
 // StoreTo is a plain 8-byte store to pe's heap at off: for another PE a store through
 // roxshmem_ptr (its heap mapped here). It waits like Store's and lands in pe's memory; in Strict
-// a fence orders it before the PE's later deliveries to pe (MODEL.md §3b), in Bypass only quiet.
-func (r *Reorder) StoreTo(pe int, off uint64, v uint64) {
+// the context's fence orders it before the context's later deliveries to pe (MODEL.md §3b), in
+// Bypass only quiet.
+func (c *ReorderCtx) StoreTo(pe int, off uint64, v uint64) {
+	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := binary.LittleEndian.AppendUint64(nil, v)
-	if pe != r.cfg.PE {
-		r.issue(&rop{kind: ropStore, pe: pe, off: off, data: b, unfenced: r.cfg.Bypass})
-		return
+	if pe == r.cfg.PE {
+		// a thread's plain accesses to one word keep their order: its late load of the word is
+		// performed first
+		r.drain(func(o *rop) bool { return o.ctx == c && o.kind == ropLoad && o.off == off })
 	}
-	// plain accesses to one word keep their order: a late load of the word is performed first
-	r.drain(func(o *rop) bool { return o.kind == ropLoad && o.off == off })
-	r.issue(&rop{kind: ropStore, pe: pe, off: off, data: b, unfenced: r.cfg.Bypass})
-	for _, c := range r.cache {
-		if off >= c.off && off+8 <= c.off+uint64(len(c.view)) {
-			copy(c.view[off-c.off:], b)
-		}
-	}
+	r.issue(c, &rop{kind: ropStore, pe: pe, off: off, data: b, unfenced: r.cfg.Bypass})
 }
 
 // Destination prepares the own word at off for a network write into it (a get's destination):
-// the write follows the PE's earlier plain accesses to the word, so its late loads are performed
-// first and, in Strict, its buffered stores written back; in Bypass a dirty line of an earlier
-// store may still be written back after the get's data (MODEL.md §3b, Get+dst+st).
-func (r *Reorder) Destination(off uint64) {
+// the write follows the thread's earlier plain accesses to the word, so its late loads are
+// performed first and, in Strict, its buffered stores written back; in Bypass a dirty line of an
+// earlier store may still be written back after the get's data (MODEL.md §3b, Get+dst+st).
+func (c *ReorderCtx) Destination(off uint64) {
+	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	me := r.cfg.PE
 	mine := func(o *rop) bool {
-		return o.pe == me && o.off == off && (o.kind == ropLoad || o.kind == ropStore && !r.cfg.Bypass)
+		return o.ctx == c && o.pe == me && o.off == off && (o.kind == ropLoad || o.kind == ropStore && !r.cfg.Bypass)
 	}
-	// a fence may order such a store after earlier deliveries to this PE: those go first
+	// a fence may order such a store after the context's earlier deliveries to this PE: those go
+	// first
 	var e uint64
 	for _, o := range r.pool {
 		if mine(o) && o.kind == ropStore {
 			e = max(e, o.epoch)
 		}
 	}
-	r.drain(func(o *rop) bool { return mine(o) || o.pe == me && !o.unfenced && o.epoch < e })
+	r.drain(func(o *rop) bool { return mine(o) || o.ctx == c && o.pe == me && !o.unfenced && o.epoch < e })
 }
 
-// Load is a plain 8-byte load of the local heap at off into *into: a buffered store of the PE is
-// seen at once; otherwise it is performed late (by the next Quiet, Sync or plain access to the
-// word at the latest) and, in Bypass, may read the view of the last Acquire.
-func (r *Reorder) Load(off uint64, into *uint64) {
+// Load is a plain 8-byte load of the local heap at off into *into by the context's thread: its
+// own buffered store is seen at once (another thread's is not); otherwise it is performed late
+// (by the next quiet, sync or the thread's plain access to the word at the latest) and, in
+// Bypass, may read the view of the last Acquire.
+func (c *ReorderCtx) Load(off uint64, into *uint64) {
+	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i := len(r.pool) - 1; i >= 0; i-- {
-		if o := r.pool[i]; o.kind == ropStore && o.pe == r.cfg.PE && o.off == off {
-			*into = binary.LittleEndian.Uint64(o.data)
-			return
-		}
+	if o := c.buffered(off); o != nil {
+		*into = binary.LittleEndian.Uint64(o.data)
+		return
 	}
-	r.drain(func(o *rop) bool { return o.kind == ropLoad && o.off == off })
+	r.drain(func(o *rop) bool { return o.ctx == c && o.kind == ropLoad && o.off == off })
 	if r.rng.Intn(3) != 0 {
 		*into = r.loadNow(off)
 		return
 	}
-	r.issue(&rop{kind: ropLoad, pe: r.cfg.PE, off: off, into: into, unfenced: true})
+	r.issue(c, &rop{kind: ropLoad, pe: r.cfg.PE, off: off, into: into, unfenced: true})
 }
 
 // loadNow performs a plain load: in Bypass, of the view (a stale line) or of memory, at random.

@@ -159,3 +159,82 @@ func TestReorderBufferAndDestination(t *testing.T) {
 		}
 	}
 }
+
+// A context's fence orders and its quiet completes its own operations only, and its plain stores
+// sit in its own store buffer: its thread reads them at once, another context's thread only once
+// they have landed.
+func TestReorderContexts(t *testing.T) {
+	h0, h1 := make([]byte, 4096), make([]byte, 4096)
+	r := NewReorder(Mapped{h0, h1}, 2, ReorderConfig{PE: 0, Seed: 1, Local: h0, Heaps: [][]byte{h0, h1}})
+	defer r.Close()
+	b := r.NewContext()
+	one := binary.LittleEndian.AppendUint64(nil, 1)
+	x, y := (*uint64)(unsafe.Pointer(&h1[0])), (*uint64)(unsafe.Pointer(&h1[64]))
+	var pendingAfterOtherQuiet, overtookOtherFence, overtookOwnFence, unseen int
+	for it := 0; it < 300; it++ {
+		clear(h1)
+		r.Put(1, 0, one) // the default context's
+		if err := b.Quiet(context.Background(), -1); err != nil {
+			t.Fatal(err)
+		}
+		if atomic.LoadUint64(x) == 0 {
+			pendingAfterOtherQuiet++
+		}
+		if err := r.Quiet(context.Background(), -1); err != nil {
+			t.Fatal(err)
+		}
+		if v := atomic.LoadUint64(x); v != 1 {
+			t.Fatalf("after the default context's Quiet x = %d, want 1", v)
+		}
+
+		clear(h1)
+		r.Put(1, 0, one)
+		b.Fence(1)
+		b.Put(1, 64, one)
+		for atomic.LoadUint64(y) == 0 {
+		}
+		if atomic.LoadUint64(x) == 0 {
+			overtookOtherFence++
+		}
+		r.Quiet(context.Background(), -1)
+		b.Quiet(context.Background(), -1)
+
+		clear(h1)
+		b.Put(1, 0, one)
+		b.Fence(1)
+		b.Put(1, 64, one)
+		for atomic.LoadUint64(y) == 0 {
+		}
+		if atomic.LoadUint64(x) == 0 {
+			overtookOwnFence++
+		}
+		b.Quiet(context.Background(), -1)
+
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&h0[128])), 0)
+		b.Store(128, 5)
+		var own, other uint64
+		b.Load(128, &own)
+		r.Load(128, &other)
+		if err := r.Quiet(context.Background(), -1); err != nil { // performs the late loads
+			t.Fatal(err)
+		}
+		if own != 5 {
+			t.Fatalf("a context's thread read %d after its own store of 5", own)
+		}
+		if other == 0 {
+			unseen++
+		}
+	}
+	if pendingAfterOtherQuiet == 0 {
+		t.Error("another context's Quiet always completed the default context's put")
+	}
+	if overtookOtherFence == 0 {
+		t.Error("another context's Fence always ordered the default context's put")
+	}
+	if overtookOwnFence != 0 {
+		t.Errorf("a put overtook its own context's fence %d times", overtookOwnFence)
+	}
+	if unseen == 0 {
+		t.Error("another thread's load always saw a store still in a context's store buffer")
+	}
+}

@@ -40,6 +40,11 @@ func fromBits[T AMOStd](b uint64) T {
 
 // amo runs op on element at of s on pe and returns the old value.
 func amo[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T) (T, error) {
+	return amoOn(call, s, at, pe, op, val, cmp, nil)
+}
+
+// amoOn is amo over via, pe's path (a context's own), or the World's when via is nil.
+func amoOn[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T, via path) (T, error) {
 	off, size, err := s.target(call, pe, at, 1)
 	if err != nil {
 		var z T
@@ -49,11 +54,18 @@ func amo[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T) 
 		var z T
 		return z, s.w.errorf(call, ErrMisaligned, "heap offset %d is not a multiple of the %d-byte word", off, size)
 	}
-	old, err := s.w.amo(call, pe, op, size, off, toBits(val), toBits(cmp))
+	if via == nil {
+		via = s.w.paths[pe]
+	}
+	old, err := s.w.amoOn(call, via, pe, op, size, off, toBits(val), toBits(cmp))
 	return fromBits[T](old), err
 }
 
 func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, val, cmp uint64) (uint64, error) {
+	return w.amoOn(call, w.paths[pe], pe, op, width, off, val, cmp)
+}
+
+func (w *World) amoOn(call string, p path, pe int, op nic.AMOOp, width int, off uint64, val, cmp uint64) (uint64, error) {
 	if err := w.enter(call); err != nil {
 		return 0, err
 	}
@@ -61,7 +73,7 @@ func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, va
 	if err := w.alive(call, pe); err != nil {
 		return 0, err
 	}
-	if r, ok := w.paths[pe].(remote); ok && nonFetching[call] {
+	if r, ok := p.(remote); ok && nonFetching[call] {
 		if p, ok := r.t.(nic.AMOPoster); ok {
 			// nobody reads the old value: delivered like a put, ordered by Fence, completed by Quiet
 			if err := p.PostAMO(pe, op, width, off, val, cmp); err != nil {
@@ -70,7 +82,7 @@ func (w *World) amo(call string, pe int, op nic.AMOOp, width int, off uint64, va
 			return 0, nil
 		}
 	}
-	old, err := w.paths[pe].amo(op, width, off, val, cmp)
+	old, err := p.amo(op, width, off, val, cmp)
 	if err != nil {
 		return 0, w.pathError(call, pe, err)
 	}
@@ -179,6 +191,11 @@ func AtomicXor[T AMOBit](s Sym[T], at int, v T, pe int) error {
 
 // amoNBI issues op on element at of s on pe, its old value to land in *fetch by the next Quiet.
 func amoNBI[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T, fetch *T) error {
+	return amoNBIOn(call, s, at, pe, op, val, cmp, fetch, nil)
+}
+
+// amoNBIOn is amoNBI over via, pe's path (a context's own), or the World's when via is nil.
+func amoNBIOn[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp T, fetch *T, via path) error {
 	if fetch == nil {
 		if err := s.w.check(call); err != nil {
 			return err
@@ -199,7 +216,10 @@ func amoNBI[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp 
 	if err := s.w.alive(call, pe); err != nil {
 		return err
 	}
-	if r, ok := s.w.paths[pe].(remote); ok {
+	if via == nil {
+		via = s.w.paths[pe]
+	}
+	if r, ok := via.(remote); ok {
 		if f, ok := r.t.(nic.NBIFetcher); ok {
 			if err := f.FetchAMONBI(pe, op, size, off, toBits(val), toBits(cmp), unsafe.Slice((*byte)(unsafe.Pointer(fetch)), size)); err != nil {
 				return s.w.pathError(call, pe, err)
@@ -207,7 +227,7 @@ func amoNBI[T AMOStd](call string, s Sym[T], at, pe int, op nic.AMOOp, val, cmp 
 			return nil
 		}
 	}
-	old, err := s.w.paths[pe].amo(op, size, off, toBits(val), toBits(cmp))
+	old, err := via.amo(op, size, off, toBits(val), toBits(cmp))
 	if err != nil {
 		return s.w.pathError(call, pe, err)
 	}

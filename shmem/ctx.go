@@ -47,7 +47,9 @@ func (o CtxOption) String() string {
 // transports keep one ordered connection (nic/tcp) or endpoint (nic/ucx, ucp_ep_flush_nbx) per
 // pair of PEs shared by all contexts, so that flush also completes other contexts' earlier
 // operations to the same PEs: more than a context's Quiet promises, never less (memmodel's
-// litmus tests say what a program may rely on).
+// litmus tests say what a program may rely on). Over the reordering delivery path
+// (ROX_DELIVERY=reorder) a context is a stream of its own (nic.ReorderCtx): its Fence and Quiet
+// order and complete its operations and no other context's, which is all the model promises.
 //
 // The options are the caller's promises (SERIALIZED, PRIVATE) and restrictions (NOSTORE); the
 // context stays safe for concurrent use whatever they say.
@@ -56,6 +58,10 @@ type Ctx struct {
 	opts      CtxOption
 	dirty     []atomic.Bool // remote PEs written since the last Quiet
 	destroyed atomic.Bool
+	// ro is the context's own stream on the reordering delivery path (ROX_DELIVERY=reorder), or
+	// nil: there the context's operations wait in the path's pool as its own, so that its Fence
+	// and Quiet order and complete them and nothing of other contexts (MODEL.md §3a).
+	ro *nic.ReorderCtx
 }
 
 // CreateCtx makes a context (shmem_ctx_create).
@@ -66,7 +72,24 @@ func (w *World) CreateCtx(opts CtxOption) (*Ctx, error) {
 	if opts&^(CtxSerialized|CtxPrivate|CtxNoStore) != 0 {
 		return nil, w.errorf("CreateCtx", ErrBadArgument, "unknown options %#x (want CtxSerialized|CtxPrivate|CtxNoStore)", uint(opts))
 	}
-	return &Ctx{w: w, opts: opts, dirty: make([]atomic.Bool, w.npes)}, nil
+	c := &Ctx{w: w, opts: opts, dirty: make([]atomic.Bool, w.npes)}
+	if w.reorder != nil {
+		c.ro = w.reorder.NewContext()
+	}
+	return c, nil
+}
+
+// Reorder returns the context's stream on the reordering delivery path when ROX_DELIVERY=reorder,
+// else nil. It is for conformance runs: a thread issuing on the context makes its plain accesses
+// through it (Store, Load), so that they sit in a store buffer of their own.
+func (c *Ctx) Reorder() *nic.ReorderCtx { return c.ro }
+
+// path is the context's path to pe: its own stream on the reordering path, else the World's.
+func (c *Ctx) path(pe int) path {
+	if c.ro != nil {
+		return remote{c.ro, pe}
+	}
+	return c.w.paths[pe]
 }
 
 // Options returns the options the context was made with.
@@ -126,7 +149,7 @@ func CtxPut[T Elem](c *Ctx, s Sym[T], pe, at int, src []T) error {
 	if err != nil {
 		return err
 	}
-	if err := c.w.put("CtxPut", pe, off, asBytes(src)[:size]); err != nil {
+	if err := c.w.putOn("CtxPut", c.path(pe), pe, off, asBytes(src)[:size]); err != nil {
 		return err
 	}
 	c.wrote(pe)
@@ -152,7 +175,7 @@ func CtxGet[T Elem](c *Ctx, s Sym[T], pe, at int, dst []T) error {
 	if err != nil {
 		return err
 	}
-	return c.w.get("CtxGet", pe, off, asBytes(dst)[:size])
+	return c.w.getOn("CtxGet", c.path(pe), pe, off, asBytes(dst)[:size])
 }
 
 // CtxG reads one element on context c (shmem_ctx_g).
@@ -167,7 +190,7 @@ func ctxAMO[T AMOStd](c *Ctx, call string, s Sym[T], at, pe int, op nic.AMOOp, v
 	if err := ctxSym(c, call, s, op != nic.AMOFetch); err != nil {
 		return z, err
 	}
-	old, err := amo(call, s, at, pe, op, val, cmp)
+	old, err := amoOn(call, s, at, pe, op, val, cmp, c.path(pe))
 	if err == nil && op != nic.AMOFetch {
 		c.wrote(pe)
 	}
@@ -217,6 +240,11 @@ func (c *Ctx) Fence() error {
 		return err
 	}
 	fenceWord.Add(1)
+	if c.ro != nil {
+		// every PE: the context's plain stores (a thread's) are deliveries to this PE that no
+		// dirty bit records
+		return c.ro.Fence(-1)
+	}
 	for pe := range c.dirty {
 		if c.dirty[pe].Load() {
 			if err := c.w.transport.Fence(pe); err != nil {
@@ -243,6 +271,16 @@ func (c *Ctx) quiet(call string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.w.timeout)
 	defer cancel()
+	if c.ro != nil {
+		// the context's own stream, to every PE: its thread's plain stores are written back too
+		for pe := range c.dirty {
+			c.dirty[pe].Store(false)
+		}
+		if err := c.ro.Quiet(ctx, -1); err != nil {
+			return c.w.pathError(call, -1, err)
+		}
+		return nil
+	}
 	for pe := range c.dirty {
 		// Cleared before the flush: a write racing with this Quiet is not promised by it.
 		if c.dirty[pe].Swap(false) {
@@ -271,7 +309,7 @@ func ctxAMONBI[T AMOStd](c *Ctx, call string, s Sym[T], at, pe int, op nic.AMOOp
 	if err := ctxSym(c, call, s, op != nic.AMOFetch); err != nil {
 		return err
 	}
-	if err := amoNBI(call, s, at, pe, op, val, cmp, fetch); err != nil {
+	if err := amoNBIOn(call, s, at, pe, op, val, cmp, fetch, c.path(pe)); err != nil {
 		return err
 	}
 	c.wrote(pe)

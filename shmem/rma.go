@@ -179,6 +179,15 @@ func (s Sym[T]) strided(call string, pe, at, symStride, locLen, locStride, n int
 
 // put and get move bytes between this PE and pe's heap at off; the caller has checked bounds.
 func (w *World) put(call string, pe int, off uint64, src []byte) error {
+	return w.putOn(call, w.paths[pe], pe, off, src)
+}
+
+func (w *World) get(call string, pe int, off uint64, dst []byte) error {
+	return w.getOn(call, w.paths[pe], pe, off, dst)
+}
+
+// putOn and getOn are put and get over p, pe's path (a context's own, or the World's).
+func (w *World) putOn(call string, p path, pe int, off uint64, src []byte) error {
 	if err := w.enter(call); err != nil {
 		return err
 	}
@@ -186,13 +195,13 @@ func (w *World) put(call string, pe int, off uint64, src []byte) error {
 	if err := w.alive(call, pe); err != nil {
 		return err
 	}
-	if err := w.paths[pe].put(off, src); err != nil {
+	if err := p.put(off, src); err != nil {
 		return w.pathError(call, pe, err)
 	}
 	return nil
 }
 
-func (w *World) get(call string, pe int, off uint64, dst []byte) error {
+func (w *World) getOn(call string, p path, pe int, off uint64, dst []byte) error {
 	if err := w.enter(call); err != nil {
 		return err
 	}
@@ -200,7 +209,7 @@ func (w *World) get(call string, pe int, off uint64, dst []byte) error {
 	if err := w.alive(call, pe); err != nil {
 		return err
 	}
-	if err := w.paths[pe].get(off, dst); err != nil {
+	if err := p.get(off, dst); err != nil {
 		return w.pathError(call, pe, err)
 	}
 	return nil

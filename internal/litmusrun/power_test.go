@@ -138,7 +138,7 @@ func TestReorderPower(t *testing.T) {
 					t.Errorf("%s %s: %s forbidden states", name, ord, f[4])
 				}
 				if f[3] == "yes" && !allowed[row{name, ord}] {
-					continue // a thread test's weak outcome: not counted, nor in seen
+					continue // a HostStronger test's weak outcome: not counted, nor in seen
 				}
 				if f[3] == "yes" {
 					seen[row{name, ord}] = true
