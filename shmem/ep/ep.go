@@ -29,10 +29,13 @@
 //
 // # Modes
 //
-// Normal (training, prefill: thousands of tokens): layout first. Every PE puts its counts (tokens
-// per PE, tokens per expert) to every PE with put-with-signal; once all counts are in, each PE
-// knows where its rows go in each receiver's compact landing zone and moves them with one bulk
-// put-with-signal per destination.
+// Normal (training, prefill: thousands of tokens): layout first. To each PE a sender writes its
+// layout (the tokens it sends there and the rows of each of that PE's experts) and then its rows,
+// in bulk, into the sender's own region of the landing zone (slots s*MaxTokens... for sender s),
+// and one signal, carrying the call's epoch and the row count, says both are in: a single wait
+// per peer, where exchanging the layout first and then moving the rows would wait twice. The
+// receiver sizes its expert groups from the layouts before it copies a row. (On a GPU, ep.h
+// exchanges the layout first and lands the rows compactly.)
 //
 // LowLatency (decode, at most 128 tokens per PE): no layout step. Each token is pushed into a
 // fixed slot of its destination (slot i of the sender's region) with a put-with-signal that adds
@@ -248,7 +251,7 @@ type Buffer struct {
 
 	recv   shmem.Sym[byte]   // dispatch landing: npes*MaxTokens rows
 	comb   shmem.Sym[byte]   // combine landing: [npes][MaxTokens] partial sums in the DType
-	layout shmem.Sym[uint64] // Normal: [npes][npes+Experts] counts
+	layout shmem.Sym[uint64] // Normal: [npes][npes+Experts]; host: source s's layout in row s, [rows, rows per local expert...]
 	sig    shmem.Sym[uint64] // signals, nSigs blocks of npes
 
 	stage  []byte // local: the rows this PE sends, [npes][MaxTokens] rows
@@ -263,8 +266,8 @@ type Buffer struct {
 
 // Signal blocks (each npes elements, element s about PE s).
 const (
-	sigLayout  = iota // Normal: s's layout row is in (value: epoch)
-	sigData           // Normal: s's rows are in (epoch); LowLatency: s's rows arrived (count)
+	sigLayout  = iota // Normal, GPU: s's layout row is in (value: epoch)
+	sigData           // Normal: s's rows are in (GPU: epoch; host: epoch<<32 | rows, its layout in too); LowLatency: s's rows arrived (count)
 	sigCount          // LowLatency: s's count (epoch<<32 | count)
 	sigDispAck        // s has consumed this PE's dispatch data of epoch (value)
 	sigComb           // Normal: s's partial sums are in (epoch); LowLatency: arrivals
