@@ -29,10 +29,13 @@
 //
 // # Modes
 //
-// Normal (training, prefill: thousands of tokens): layout first. Every PE puts its counts (tokens
-// per PE, tokens per expert) to every PE with put-with-signal; once all counts are in, each PE
-// knows where its rows go in each receiver's compact landing zone and moves them with one bulk
-// put-with-signal per destination.
+// Normal (training, prefill: thousands of tokens): layout first. To each PE a sender writes its
+// layout (the tokens it sends there and the rows of each of that PE's experts) and then its rows,
+// in bulk, into the sender's own region of the landing zone (slots s*MaxTokens... for sender s),
+// and one signal, carrying the call's epoch and the row count, says both are in: a single wait
+// per peer, where exchanging the layout first and then moving the rows would wait twice. The
+// receiver sizes its expert groups from the layouts before it copies a row. (On a GPU, ep.h
+// exchanges the layout first and lands the rows compactly.)
 //
 // LowLatency (decode, at most 128 tokens per PE): no layout step. Each token is pushed into a
 // fixed slot of its destination (slot i of the sender's region) with a put-with-signal that adds
@@ -248,7 +251,7 @@ type Buffer struct {
 
 	recv   shmem.Sym[byte]   // dispatch landing: npes*MaxTokens rows
 	comb   shmem.Sym[byte]   // combine landing: [npes][MaxTokens] partial sums in the DType
-	layout shmem.Sym[uint64] // Normal: [npes][npes+Experts] counts
+	layout shmem.Sym[uint64] // Normal: [npes][npes+Experts]; host: source s's layout in row s, [rows, rows per local expert...]
 	sig    shmem.Sym[uint64] // signals, nSigs blocks of npes
 
 	stage  []byte // local: the rows this PE sends, [npes][MaxTokens] rows
@@ -263,8 +266,8 @@ type Buffer struct {
 
 // Signal blocks (each npes elements, element s about PE s).
 const (
-	sigLayout  = iota // Normal: s's layout row is in (value: epoch)
-	sigData           // Normal: s's rows are in (epoch); LowLatency: s's rows arrived (count)
+	sigLayout  = iota // Normal, GPU: s's layout row is in (value: epoch)
+	sigData           // Normal: s's rows are in (GPU: epoch; host: epoch<<32 | rows, its layout in too); LowLatency: s's rows arrived (count)
 	sigCount          // LowLatency: s's count (epoch<<32 | count)
 	sigDispAck        // s has consumed this PE's dispatch data of epoch (value)
 	sigComb           // Normal: s's partial sums are in (epoch); LowLatency: arrivals
@@ -497,63 +500,58 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 	}
 	start, counts := sc.start, sc.counts // first row of source s in this PE's landing zone, its rows
 	if cfg.Mode == Normal {
-		// Layout: this PE's tokens per PE and per expert, to every PE.
+		// Layout first, in the same signalled write as the rows: each source's rows land in its
+		// own region of the landing zone (source s: rows s*M...), so that no PE needs another's
+		// counts before it writes, and in front of them, in the source's row of the layout, the
+		// header the receiver groups by: the rows for that PE and its local experts' rows. The
+		// data signal, which carries the epoch and the row count, is set after both; one wait
+		// for all peers remains (the acknowledgement is that of the previous call, in by now
+		// when Combine ran between).
 		lw := P + cfg.Experts
-		lay := sc.lay
 		for d := 0; d < P; d++ {
-			lay[d] = uint64(len(h.sent[d]))
-		}
-		copy(lay[P:], perExpert)
-		for d := 0; d < P; d++ {
-			if err := shmem.PutSignalNBI(b.layout, b.me*lw, lay, b.sig, b.sigAt(sigLayout, b.me), e, shmem.SignalSet, d); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", call, err)
-			}
-		}
-		for s := 0; s < P; s++ {
-			if _, err := b.wait(ctx, call, sigLayout, s, e); err != nil {
-				return nil, nil, err
-			}
-		}
-		all := b.layout.Local()
-		// Rows land compactly, by source: source s's rows for PE d start after those of PEs < s.
-		for s := 0; s < P; s++ {
-			counts[s] = int(all[s*lw+b.me])
-			start[s] = 0
-			if s > 0 {
-				start[s] = start[s-1] + counts[s-1]
-			}
-		}
-		if last := start[P-1] + counts[P-1]; last > P*M {
-			return nil, nil, b.errorf(call, shmem.ErrMismatch, "the PEs' layouts put %d rows into a landing zone of %d: the PEs' Configs differ", last, P*M)
-		}
-		for d := 0; d < P; d++ {
-			off := 0
-			for s := 0; s < b.me; s++ {
-				off += int(all[s*lw+d])
-			}
+			hdr := sc.lay[d*(1+b.local) : (d+1)*(1+b.local)]
+			hdr[0] = uint64(len(h.sent[d]))
+			copy(hdr[1:], perExpert[d*b.local:(d+1)*b.local])
+			v := e<<32 | hdr[0]
 			if dst := b.recv.Ptr(d); dst != nil {
-				// d's heap is mapped here: the rows are written where they land, with no copy
-				// through the stage, and one signal says they are all in (its atomic orders
-				// the stores before it).
-				if off+len(h.sent[d]) > P*M {
-					return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d's layout puts this PE's rows at %d..%d of its %d: the PEs' Configs differ", d, off, off+len(h.sent[d]), P*M)
-				}
-				pack(dst[off*b.rowBytes:], d)
-				if err := shmem.AtomicSet(b.sig, b.sigAt(sigData, b.me), e, d); err != nil {
+				// d's heap is mapped here: the header and the rows are written where they land,
+				// with no copy through the stage, and one signal says they are all in (its
+				// atomic orders the stores before it).
+				copy(b.layout.Ptr(d)[b.me*lw:], hdr)
+				pack(dst[b.me*M*b.rowBytes:], d)
+				if err := shmem.AtomicSet(b.sig, b.sigAt(sigData, b.me), v, d); err != nil {
 					return nil, nil, fmt.Errorf("%s: %w", call, err)
 				}
 				continue
 			}
+			// Through the NIC: the header, a fence, then the rows with the signal, so that the
+			// signal is delivered after both.
+			if err := b.layout.PutNBI(d, b.me*lw, hdr); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", call, err)
+			}
+			if err := b.w.Fence(); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", call, err)
+			}
 			rows := b.stage[d*M*b.rowBytes : (d*M+len(h.sent[d]))*b.rowBytes]
 			pack(rows, d)
-			if err := b.signalled(rows, b.recv, off*b.rowBytes, sigData, e, d); err != nil {
+			if err := b.signalled(rows, b.recv, b.me*M*b.rowBytes, sigData, v, d); err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", call, err)
 			}
 		}
+		all := b.layout.Local()
 		for s := 0; s < P; s++ {
-			if _, err := b.wait(ctx, call, sigData, s, e); err != nil {
+			v, err := b.wait(ctx, call, sigData, s, e<<32)
+			if err != nil {
 				return nil, nil, err
 			}
+			if v>>32 != e {
+				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled the rows of call %d, this PE is in call %d", s, v>>32, e)
+			}
+			counts[s] = int(v & 0xffffffff)
+			if hdr := int(all[s*lw]); hdr != counts[s] || counts[s] > M {
+				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled %d rows, its layout says %d, MaxTokens is %d: the PEs' Configs differ", s, counts[s], hdr, M)
+			}
+			start[s] = s * M
 		}
 	} else {
 		// Low latency: every row straight into its slot, then the counts. Into a mapped heap the
@@ -615,15 +613,31 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 	received := 0
 	for s := 0; s < P; s++ {
 		received += counts[s]
-		for i := 0; i < counts[s]; i++ {
-			meta := land[(start[s]+i)*b.rowBytes+b.payload:]
-			for k := 0; k < K; k++ {
-				li := int32(getU32(meta[4*k:]))
-				if li < -1 || int(li) >= b.local {
-					return nil, nil, b.errorf(call, shmem.ErrMismatch, "a row from PE %d names local expert %d of %d: the PEs' Configs differ", s, li, b.local)
-				}
-				if li >= 0 {
-					r.Counts[li]++
+	}
+	if cfg.Mode == Normal {
+		// The layout headers say how many rows each local expert gets from each source.
+		all := b.layout.Local()
+		for s := 0; s < P; s++ {
+			hdr, rows := all[s*(P+cfg.Experts)+1:][:b.local], 0
+			for _, c := range hdr {
+				rows += int(min(c, uint64(K)*uint64(M)))
+			}
+			if rows < counts[s] || rows > K*counts[s] {
+				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d's layout gives this PE's experts %d rows for its %d tokens of top-%d: the PEs' Configs differ", s, rows, counts[s], K)
+			}
+			for l, c := range hdr {
+				r.Counts[l] += int(c)
+			}
+		}
+	} else {
+		// No layout: the rows' metadata say it.
+		for s := 0; s < P; s++ {
+			for i := 0; i < counts[s]; i++ {
+				meta := land[(start[s]+i)*b.rowBytes+b.payload:]
+				for k := 0; k < K; k++ {
+					if li := int32(getU32(meta[4*k:])); li >= 0 && int(li) < b.local {
+						r.Counts[li]++
+					}
 				}
 			}
 		}
@@ -653,7 +667,13 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 			for k := 0; k < K; k++ {
 				li := int32(getU32(meta[4*k:]))
 				if li < 0 {
+					if li != -1 {
+						return nil, nil, b.errorf(call, shmem.ErrMismatch, "a row from PE %d names local expert %d of %d: the PEs' Configs differ", s, li, b.local)
+					}
 					continue
+				}
+				if int(li) >= b.local || next[li] == r.Offsets[li+1] {
+					return nil, nil, b.errorf(call, shmem.ErrMismatch, "a row from PE %d names local expert %d of %d beyond the %d rows the layout gave it: the PEs' Configs differ", s, li, b.local, r.Counts[min(int(li), b.local-1)])
 				}
 				row := next[li]
 				next[li]++
@@ -666,6 +686,11 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 			}
 		}
 		h.from[s][counts[s]] = int32(len(h.entries))
+	}
+	for l := 0; l < b.local; l++ {
+		if next[l] != r.Offsets[l+1] {
+			return nil, nil, b.errorf(call, shmem.ErrMismatch, "local expert %d got %d rows, the layout gave it %d: the PEs' Configs differ", l, next[l]-r.Offsets[l], r.Counts[l])
+		}
 	}
 	h.rows = r.Rows
 	// This PE's landing zone is free again: tell each source, and complete this PE's puts so
@@ -704,7 +729,7 @@ func (b *Buffer) packRow(row, xb []byte, t, d int, ks []int64, ws []float32) {
 // what it returns: made on the first call (hostScratch).
 type scratch struct {
 	perExpert []uint64    // Normal: this PE's tokens per expert
-	lay       []uint64    // Normal: the layout row put to every PE (read until Quiet)
+	lay       []uint64    // Normal: [npes][1+local] the layout header put to each PE (read until Quiet)
 	start     []int       // per source: its first row in the landing zone
 	counts    []int       // per source: its rows
 	next      []int       // per local expert: the next row of its group
@@ -731,7 +756,7 @@ func (b *Buffer) hostScratch() *scratch {
 	H := b.cfg.Hidden
 	sc := &scratch{
 		perExpert: make([]uint64, b.cfg.Experts),
-		lay:       make([]uint64, b.npes+b.cfg.Experts),
+		lay:       make([]uint64, b.npes+b.cfg.Experts), // npes*(1+local)
 		start:     make([]int, b.npes),
 		counts:    make([]int, b.npes),
 		next:      make([]int, b.local),
