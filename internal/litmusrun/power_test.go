@@ -24,7 +24,7 @@ const powerTarget = 0.9
 // that a loaded machine makes the test slower, not weaker.
 const (
 	powerRounds    = 16
-	mutationRounds = 4
+	mutationRounds = 8
 )
 
 // runJob runs the named tests (all when names is nil) as one job in mode ord and returns PE 0's
