@@ -15,8 +15,8 @@ import (
 func TestLaunchVerdictSaysRootCause(t *testing.T) {
 	var stderr bytes.Buffer
 	err := Run(context.Background(), Config{
-		NPEs: 3,
-		Argv: []string{"sh", "-c", `if [ "$ROX_PE" = 1 ]; then echo "noise" >&2; echo "bootstrap: Dial on PE 1: the cause" >&2; exit 3; fi; exec sleep 30`},
+		NPEs:   3,
+		Argv:   []string{"sh", "-c", `if [ "$ROX_PE" = 1 ]; then echo "noise" >&2; echo "bootstrap: Dial on PE 1: the cause" >&2; exit 3; fi; exec sleep 30`},
 		Grace:  100 * time.Millisecond,
 		Stdout: &bytes.Buffer{}, Stderr: &stderr,
 	})
