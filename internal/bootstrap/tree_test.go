@@ -360,3 +360,37 @@ func TestTreeRelayOutlivesHandshake(t *testing.T) {
 	}
 	each(t, cs, func(pe int, c *Client) error { return c.Close() })
 }
+
+// A collective that the caller's deadline ends (shmem.Init bounds Init by ROX_TIMEOUT) says what
+// it was still waiting for, as the client's own timeout does, and is still a deadline.
+func TestTreeDeadlineNamesTheMissing(t *testing.T) {
+	// The client's own timeout only bounds Close's goodbye wave, which PE 5's absence holds up.
+	_, cs := treeJobLayoutTimeout(t, 7, 2, nil, time.Second)
+	t.Cleanup(func() { // all at once, each held up by PE 5 for the client's timeout
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+		wg.Wait()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	// PE 5 never arrives: PE 1 (its parent) waits for its subtree, PE 2 for the root's result.
+	var wg sync.WaitGroup
+	errs := make([]error, len(cs))
+	for pe, c := range cs {
+		if pe == 5 {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[pe] = c.Barrier(ctx) }()
+	}
+	wg.Wait()
+	if err := errs[1]; !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the subtrees of PEs [5]") {
+		t.Errorf("PE 1's barrier: %v, want a deadline naming PE 5's subtree", err)
+	}
+	if err := errs[2]; !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the result from the root") {
+		t.Errorf("PE 2's barrier: %v, want a deadline naming what it waits for", err)
+	}
+}
