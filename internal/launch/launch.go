@@ -259,6 +259,7 @@ func Run(ctx context.Context, cfg Config) error {
 			<-p.copied
 		}
 	}
+	startTime := time.Now()
 	rank := 0
 	for hi, h := range hosts {
 		for l := 0; l < h.NPEs; l++ {
@@ -307,6 +308,11 @@ func Run(ctx context.Context, cfg Config) error {
 			go func() { defer close(p.copied); copyAll(out, errw, p, cfg.Prefix, flowed) }()
 			rank++
 		}
+	}
+
+	if on, _ := env.Debug.Bool(); on {
+		// The first PEs' Init waits for the last to start: a slow start shows here.
+		fmt.Fprintf(errw, "roxrun: started %d PEs in %v\n", len(pes), time.Since(startTime).Round(time.Millisecond))
 	}
 
 	sigs := make(chan os.Signal, 4)
