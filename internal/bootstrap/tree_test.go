@@ -394,3 +394,33 @@ func TestTreeDeadlineNamesTheMissing(t *testing.T) {
 		t.Errorf("PE 2's barrier: %v, want a deadline naming what it waits for", err)
 	}
 }
+
+// The rendezvous waits for a PE's hello at least the PEs' ROX_TIMEOUT, not its own fixed bound:
+// on a loaded node a PE may connect and only get to write its hello much later, and the server
+// refusing it then fails a job that was within its timeout.
+func TestBootServerWaitsJobTimeoutForHello(t *testing.T) {
+	old := handshakeTimeout
+	handshakeTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { handshakeTimeout = old })
+	t.Setenv("ROX_TIMEOUT", "20s")
+	s, err := NewServerConfig("127.0.0.1:0", 1, "tok", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLogger(t.Logf)
+	t.Cleanup(func() { s.Close() })
+	conn, err := SysNet.Dial(context.Background(), s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(10 * handshakeTimeout) // a PE descheduled between its connect and its hello
+	conn.SetDeadline(time.Now().Add(testTimeout))
+	if _, err := conn.Write(newFrame(msgHello, 0).str("tok").i32(0).i32(1).u32(protocolVersion).finish()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := readFrame(conn, maxHelloFrame)
+	if err != nil || f.typ != msgWelcome {
+		t.Fatalf("a hello after the server's own handshake bound: %v (message type %d), want a welcome", err, f.typ)
+	}
+}
