@@ -69,11 +69,7 @@ func (e *ExitError) Error() string {
 	if e.PE < 0 {
 		return "roxrun: " + e.Reason
 	}
-	msg := "roxrun: PE " + strconv.Itoa(e.PE) + e.where() + " " + e.how()
-	if e.Said != "" {
-		msg += "; its stderr ended with: " + e.Said
-	}
-	return msg
+	return "roxrun: PE " + strconv.Itoa(e.PE) + e.where() + " " + e.how()
 }
 
 func (e *ExitError) where() string {
@@ -618,7 +614,13 @@ func (j *verdict) report() {
 		if !j.pes[j.root].done {
 			return
 		}
-		fmt.Fprintln(j.errw, j.rootError().Error())
+		e := j.rootError()
+		fmt.Fprintln(j.errw, e.Error())
+		if e.Said != "" {
+			// Its own account, next to the verdict: among hundreds of PEs' messages (unprefixed
+			// without --prefix) it is otherwise hard to find.
+			fmt.Fprintf(j.errw, "roxrun: PE %d%s said last (stderr): %s\n", e.PE, e.where(), e.Said)
+		}
 		j.printed = true
 	}
 	for _, q := range j.queued {

@@ -27,9 +27,9 @@ func TestLaunchVerdictSaysRootCause(t *testing.T) {
 	if ee.Said != "bootstrap: Dial on PE 1: the cause" {
 		t.Errorf("Said = %q, want PE 1's last stderr line", ee.Said)
 	}
-	want := "roxrun: PE 1 exited with status 3 before Init; its stderr ended with: bootstrap: Dial on PE 1: the cause\n"
+	want := "roxrun: PE 1 exited with status 3 before Init\nroxrun: PE 1 said last (stderr): bootstrap: Dial on PE 1: the cause\n"
 	if !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr:\n%s\nwant the line %q", &stderr, want)
+		t.Errorf("stderr:\n%s\nwant the lines %q", &stderr, want)
 	}
 }
 
