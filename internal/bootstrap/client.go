@@ -405,11 +405,23 @@ func (c *Client) call(ctx context.Context, name string, typ byte, build func(*en
 		return nil, callErr(c.Err())
 	case <-ctx.Done():
 		c.forget(id)
-		return nil, callErr(ctx.Err())
+		return nil, callErr(ctxErr(ctx, waiting))
 	case <-t.C:
 		c.forget(id)
 		return nil, callErr(&TimeoutError{After: c.timeout, Waiting: waiting()})
 	}
+}
+
+// ctxErr is a call's error when its context ended first. A deadline says what the call was still
+// waiting for, as the client's own timeout does: the caller's deadline (shmem.Init bounds all of
+// Init by ROX_TIMEOUT) is the one a slow job meets first, and "context deadline exceeded" alone
+// names no PE.
+func ctxErr(ctx context.Context, waiting func() string) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w waiting for %s", err, waiting())
+	}
+	return err
 }
 
 // Put stores val under key for every PE to Get. A later Put of the same key replaces it.
@@ -445,7 +457,7 @@ func (c *Client) Allgather(ctx context.Context, val []byte) ([][]byte, error) {
 	}
 	data, err := c.call(ctx, name, msgAllgather,
 		func(e *enc) { e.u64(seq).bytes(val) },
-		func() string { return c.missing(ctx, msgAllgather, seq) })
+		func() string { return c.missing(context.WithoutCancel(ctx), msgAllgather, seq) })
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +480,7 @@ func (c *Client) Barrier(ctx context.Context) error {
 	}
 	_, err := c.call(ctx, "Barrier", msgBarrier,
 		func(e *enc) { e.u64(seq) },
-		func() string { return c.missing(ctx, msgBarrier, seq) })
+		func() string { return c.missing(context.WithoutCancel(ctx), msgBarrier, seq) })
 	return err
 }
 

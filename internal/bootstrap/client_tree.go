@@ -96,7 +96,7 @@ func (c *Client) await(ctx context.Context, name string, ch <-chan reply, forget
 		return nil, callErr(c.Err())
 	case <-ctx.Done():
 		forget()
-		return nil, callErr(ctx.Err())
+		return nil, callErr(ctxErr(ctx, waiting))
 	case <-t.C:
 		forget()
 		return nil, callErr(&TimeoutError{After: c.timeout, Waiting: waiting()})

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/env"
 )
 
 // handshakeTimeout bounds how long an unauthenticated connection may hold a server goroutine.
@@ -16,6 +18,18 @@ var handshakeTimeout = 10 * time.Second // a variable: tests shorten it
 
 // writeTimeout bounds a write to one PE, so that a stopped PE cannot stall the whole job.
 const writeTimeout = 10 * time.Second
+
+// jobTimeout is the PEs' ROX_TIMEOUT as the launcher's environment gives it to them (0 if
+// malformed: the PEs refuse it themselves). The server's waits on a PE, its hello and its
+// writes, last at least that long: on a loaded node a PE may be slow to write its hello or read
+// a reply, and the server must not fail it sooner than the PE itself would give up.
+func jobTimeout() time.Duration {
+	d, err := env.Timeout.Duration()
+	if err != nil {
+		return 0
+	}
+	return d
+}
 
 // keepAlive makes the kernel notice a peer host that vanished without closing its socket.
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}
@@ -40,6 +54,8 @@ type Server struct {
 	failures chan Failure
 	wg       sync.WaitGroup
 	done     chan struct{} // closed by Close
+	// jobTimeout is the PEs' ROX_TIMEOUT: the least the server waits on one of them.
+	jobTimeout time.Duration
 
 	mu      sync.Mutex
 	logf    func(format string, args ...any)
@@ -133,16 +149,17 @@ func NewServerConfig(addr string, npes int, token string, cfg Config) (*Server, 
 func newServer(npes int, token string) *Server {
 	return &Server{
 		npes: npes, token: []byte(token),
-		failures: make(chan Failure, npes),
-		logf:     log.Printf,
-		hostPE:   -1,
-		pes:      make([]*peer, npes),
-		gone:     make([]bool, npes),
-		kv:       map[string][]byte{},
-		getters:  map[string][]waiter{},
-		colls:    map[collKey]*collective{},
-		left:     make(chan struct{}),
-		done:     make(chan struct{}),
+		failures:   make(chan Failure, npes),
+		logf:       log.Printf,
+		hostPE:     -1,
+		pes:        make([]*peer, npes),
+		gone:       make([]bool, npes),
+		kv:         map[string][]byte{},
+		getters:    map[string][]waiter{},
+		colls:      map[collKey]*collective{},
+		left:       make(chan struct{}),
+		done:       make(chan struct{}),
+		jobTimeout: jobTimeout(),
 	}
 }
 
@@ -223,7 +240,7 @@ func (s *Server) accept() {
 func (s *Server) serve(conn net.Conn) {
 	defer s.wg.Done()
 	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	conn.SetReadDeadline(time.Now().Add(max(handshakeTimeout, s.jobTimeout)))
 	f, err := readFrame(conn, maxHelloFrame)
 	if err == nil && f.typ == msgJoin {
 		conn.SetReadDeadline(time.Time{})
@@ -554,7 +571,7 @@ func (s *Server) Exited(pe int, how string, status int) {
 func (s *Server) flush(out []outgoing) {
 	for _, o := range out {
 		o.p.wmu.Lock()
-		o.p.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		o.p.conn.SetWriteDeadline(time.Now().Add(max(writeTimeout, s.jobTimeout)))
 		_, err := o.p.conn.Write(o.msg)
 		o.p.wmu.Unlock()
 		s.stats.sent(phaseOf(o.msg[4]), len(o.msg))
@@ -603,7 +620,7 @@ func (s *Server) treeRoot(conn net.Conn, f frame) *node {
 	s.mode = "tree"
 	s.aborts = map[int]bool{}
 	shape, _ := newShape(s.npes, k, s.layout) // checked by NewServerConfig
-	root := newNode(-1, shape, string(s.token), nil, nil, 0, &s.stats)
+	root := newNode(-1, shape, string(s.token), nil, nil, s.jobTimeout, &s.stats)
 	root.failure = s.failure // a PE that exited before the first join
 	root.onFail = s.treeFailed
 	root.onLost = s.treeLost

@@ -151,6 +151,9 @@ type link struct {
 	pe   int // the PE at the other end; -1: the root
 	role int
 	st   *counters
+	// wait bounds one write: at least the job's timeout, so that a PE slow to read (a loaded
+	// node) fails no sooner than any other wait of the job would.
+	wait time.Duration
 	wmu  sync.Mutex
 	bye  bool // (child links) said goodbye: its drop is no failure
 	// ready: (child links) welcomed, so that other frames may follow (guarded by the node's mu).
@@ -159,7 +162,7 @@ type link struct {
 
 func (l *link) write(p Phase, msg []byte) error {
 	l.wmu.Lock()
-	l.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	l.conn.SetWriteDeadline(time.Now().Add(max(writeTimeout, l.wait)))
 	_, err := l.conn.Write(msg)
 	l.wmu.Unlock()
 	l.st.sent(p, len(msg))
@@ -325,7 +328,7 @@ func (n *node) serveConn(conn net.Conn, first *frame) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	l := &link{conn: conn, pe: pe, role: int(role), st: n.st}
+	l := &link{conn: conn, pe: pe, role: int(role), st: n.st, wait: n.timeout}
 	n.mu.Lock()
 	if n.stopped {
 		n.mu.Unlock()
@@ -456,7 +459,7 @@ func (n *node) dialLink(ctx context.Context, addr string, role int, deadline tim
 			tc.SetNoDelay(true)
 		}
 		n.st.conns.Add(1)
-		return &link{conn: conn, pe: n.shape.parent(n.pe), role: role, st: n.st}, nil
+		return &link{conn: conn, pe: n.shape.parent(n.pe), role: role, st: n.st, wait: n.timeout}, nil
 	}
 	conn.Close()
 	return nil, fmt.Errorf("joining %s: unexpected message type %d", addr, f.typ)

@@ -360,3 +360,67 @@ func TestTreeRelayOutlivesHandshake(t *testing.T) {
 	}
 	each(t, cs, func(pe int, c *Client) error { return c.Close() })
 }
+
+// A collective that the caller's deadline ends (shmem.Init bounds Init by ROX_TIMEOUT) says what
+// it was still waiting for, as the client's own timeout does, and is still a deadline.
+func TestTreeDeadlineNamesTheMissing(t *testing.T) {
+	// The client's own timeout only bounds Close's goodbye wave, which PE 5's absence holds up.
+	_, cs := treeJobLayoutTimeout(t, 7, 2, nil, time.Second)
+	t.Cleanup(func() { // all at once, each held up by PE 5 for the client's timeout
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+		wg.Wait()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	// PE 5 never arrives: PE 1 (its parent) waits for its subtree, PE 2 for the root's result.
+	var wg sync.WaitGroup
+	errs := make([]error, len(cs))
+	for pe, c := range cs {
+		if pe == 5 {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[pe] = c.Barrier(ctx) }()
+	}
+	wg.Wait()
+	if err := errs[1]; !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the subtrees of PEs [5]") {
+		t.Errorf("PE 1's barrier: %v, want a deadline naming PE 5's subtree", err)
+	}
+	if err := errs[2]; !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the result from the root") {
+		t.Errorf("PE 2's barrier: %v, want a deadline naming what it waits for", err)
+	}
+}
+
+// The rendezvous waits for a PE's hello at least the PEs' ROX_TIMEOUT, not its own fixed bound:
+// on a loaded node a PE may connect and only get to write its hello much later, and the server
+// refusing it then fails a job that was within its timeout.
+func TestBootServerWaitsJobTimeoutForHello(t *testing.T) {
+	old := handshakeTimeout
+	handshakeTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { handshakeTimeout = old })
+	t.Setenv("ROX_TIMEOUT", "20s")
+	s, err := NewServerConfig("127.0.0.1:0", 1, "tok", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLogger(t.Logf)
+	t.Cleanup(func() { s.Close() })
+	conn, err := SysNet.Dial(context.Background(), s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(10 * handshakeTimeout) // a PE descheduled between its connect and its hello
+	conn.SetDeadline(time.Now().Add(testTimeout))
+	if _, err := conn.Write(newFrame(msgHello, 0).str("tok").i32(0).i32(1).u32(protocolVersion).finish()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := readFrame(conn, maxHelloFrame)
+	if err != nil || f.typ != msgWelcome {
+		t.Fatalf("a hello after the server's own handshake bound: %v (message type %d), want a welcome", err, f.typ)
+	}
+}

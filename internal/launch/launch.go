@@ -58,6 +58,9 @@ type ExitError struct {
 	Status int    // the status roxrun exits with: the root cause's exit status, or 128+signal
 	Signal string // the signal that killed the root cause's PE, if any
 	Reason string // what happened, when it is more than an exit status (timeout, GlobalExit, before Init)
+	// Said is the root cause's own account: the last line it wrote to stderr (a panic's first
+	// line, if it panicked), or "" if it wrote none.
+	Said string
 	// Collateral are the PEs that failed after the root cause, having learnt of it.
 	Collateral []int
 }
@@ -111,15 +114,57 @@ type pe struct {
 	exit       *ExitError    // how it ended; nil while it runs or when it exited 0
 	done       bool
 	stopped    bool // it ended after roxrun had begun to terminate the job
+	// flowed is signalled (never blocking) each time a line of the PE's output is copied, so that
+	// a wait for the rest of its output lasts while output still comes, not a fixed time.
+	flowed chan struct{}
+	last   lastWords // the end of its stderr, for roxrun's verdict on it
+}
+
+// lastWords keeps what a PE said last on stderr. In a job of hundreds of PEs that fail at once,
+// the root cause's own message is one line among hundreds (unprefixed without --prefix): roxrun
+// repeats it in its verdict, so that the verdict names the cause, not only the PE.
+type lastWords struct {
+	mu    sync.Mutex
+	last  string // the last non-blank line
+	panic string // the first line of a Go panic or fatal error: the trace after it names no cause
+}
+
+// lastWordsBytes bounds the line a verdict repeats.
+const lastWordsBytes = 512
+
+func (w *lastWords) add(line string) {
+	line = strings.TrimRight(line, "\r\n")
+	if strings.TrimSpace(line) == "" {
+		return
+	}
+	if len(line) > lastWordsBytes {
+		line = line[:lastWordsBytes] + "..."
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = line
+	if w.panic == "" && (strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ")) {
+		w.panic = line
+	}
+}
+
+// said is the line that best says why the PE ended: its panic, else its last line.
+func (w *lastWords) said() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.panic != "" {
+		return w.panic
+	}
+	return w.last
 }
 
 // Run starts the job and waits for it. It returns nil when every PE exits 0, whether or not it
 // called Finalize (a PE that returns from main without Finalize while others still wait for it
 // makes them fail, naming it), or an *ExitError naming the root cause first.
 //
-// A job ends when every PE has exited: their output is read for at most the grace period after
-// that (a background child may hold a PE's stdout forever), and whatever is left of the job's
-// process group is killed.
+// A job ends when every PE has exited: their output is read to its end, or until none has come
+// for the grace period (a background child may hold a PE's stdout forever; outputDrainMax at
+// most), and whatever is left of the job's process group is killed.
 func Run(ctx context.Context, cfg Config) error {
 	if len(cfg.Argv) == 0 {
 		return errors.New("roxrun: no program to run")
@@ -178,6 +223,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer cancel()
 	}
 
+	flowed := make(chan struct{}, 1) // some PE's output was copied
 	out := &lockedWriter{w: cfg.Stdout}
 	errw := &lockedWriter{w: cfg.Stderr}
 	oom := newOOMWatch()
@@ -193,14 +239,14 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
-	// closeOutput stops reading every PE's output, waiting at most d for what is still in flight.
+	// closeOutput stops reading every PE's output once every PE's output has ended or none has
+	// come for d: output already written is read however long that takes (a loaded machine may
+	// take seconds for hundreds of PEs' last lines), a pipe that a PE's child holds open is not.
 	closeOutput := func(d time.Duration) {
-		t := time.NewTimer(d)
-		defer t.Stop()
+		until := time.Now().Add(outputDrainMax)
 		for _, p := range pes {
-			select {
-			case <-p.copied:
-			case <-t.C:
+			if !awaitOutput(p, d, until, flowed) {
+				break
 			}
 		}
 		for _, p := range pes {
@@ -209,6 +255,7 @@ func Run(ctx context.Context, cfg Config) error {
 			<-p.copied
 		}
 	}
+	startTime := time.Now()
 	rank := 0
 	for hi, h := range hosts {
 		for l := 0; l < h.NPEs; l++ {
@@ -254,9 +301,14 @@ func Run(ctx context.Context, cfg Config) error {
 				pgid = p.cmd.Process.Pid
 			}
 			pes = append(pes, p)
-			go func() { defer close(p.copied); copyAll(out, errw, p, cfg.Prefix) }()
+			go func() { defer close(p.copied); copyAll(out, errw, p, cfg.Prefix, flowed) }()
 			rank++
 		}
+	}
+
+	if on, _ := env.Debug.Bool(); on {
+		// The first PEs' Init waits for the last to start: a slow start shows here.
+		fmt.Fprintf(errw, "roxrun: started %d PEs in %v\n", len(pes), time.Since(startTime).Round(time.Millisecond))
 	}
 
 	sigs := make(chan os.Signal, 4)
@@ -275,12 +327,7 @@ func Run(ctx context.Context, cfg Config) error {
 			err := p.cmd.Wait()
 			// Its last words (a panic's trace) come before roxrun's verdict on it, unless a child
 			// it left behind keeps its output open.
-			t := time.NewTimer(outputSettle)
-			select {
-			case <-p.copied:
-			case <-t.C:
-			}
-			t.Stop()
+			awaitOutput(p, outputSettle, time.Now().Add(outputDrainMax), p.flowed)
 			exited <- exitReport{p, err}
 		}(p)
 	}
@@ -397,8 +444,34 @@ func layoutString(layout []int) string {
 // process's sockets close a moment before its parent can reap it.
 const exitReportWait = 500 * time.Millisecond
 
-// outputSettle is how long a PE's exit waits for the rest of its output before it is reported.
+// outputSettle is how long a PE's exit waits for more of its output before it is reported: the
+// wait ends when its output ends, or when none has come for this long.
 const outputSettle = 200 * time.Millisecond
+
+// outputDrainMax bounds any wait for output that keeps coming (a PE's child that writes forever).
+const outputDrainMax = 30 * time.Second
+
+// awaitOutput waits until p's output has been copied to its end, until no output has flowed for
+// idle (each signal on flowed restarts that wait), or until the time until. It returns false
+// when it gave up.
+func awaitOutput(p *pe, idle time.Duration, until time.Time, flowed <-chan struct{}) bool {
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	end := time.NewTimer(time.Until(until))
+	defer end.Stop()
+	for {
+		select {
+		case <-p.copied:
+			return true
+		case <-flowed:
+			t.Reset(idle)
+		case <-t.C:
+			return false
+		case <-end.C:
+			return false
+		}
+	}
+}
 
 func startPE(argv, env []string, rank int, host string, pgid int) (*pe, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -425,14 +498,22 @@ func startPE(argv, env []string, rank int, host string, pgid int) (*pe, error) {
 		errR.Close()
 		return nil, err
 	}
-	return &pe{rank: rank, host: host, cmd: cmd, outR: outR, errR: errR, copied: make(chan struct{})}, nil
+	return &pe{rank: rank, host: host, cmd: cmd, outR: outR, errR: errR, copied: make(chan struct{}), flowed: make(chan struct{}, 1)}, nil
 }
 
-func copyAll(out, errw io.Writer, p *pe, prefix bool) {
+func copyAll(out, errw io.Writer, p *pe, prefix bool, jobFlowed chan struct{}) {
+	flowed := func(string) {
+		for _, ch := range []chan struct{}{p.flowed, jobFlowed} {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); copyLines(out, p.outR, prefix, p.rank) }()
-	copyLines(errw, p.errR, prefix, p.rank)
+	go func() { defer wg.Done(); copyLines(out, p.outR, prefix, p.rank, flowed) }()
+	copyLines(errw, p.errR, prefix, p.rank, func(line string) { p.last.add(line); flowed(line) })
 	wg.Wait()
 }
 
@@ -519,6 +600,7 @@ func (j *verdict) rootError() *ExitError {
 	default:
 		e.Reason = "left the job: " + j.rootReason
 	}
+	e.Said = p.last.said()
 	return e
 }
 
@@ -532,7 +614,13 @@ func (j *verdict) report() {
 		if !j.pes[j.root].done {
 			return
 		}
-		fmt.Fprintln(j.errw, j.rootError().Error())
+		e := j.rootError()
+		fmt.Fprintln(j.errw, e.Error())
+		if e.Said != "" {
+			// Its own account, next to the verdict: among hundreds of PEs' messages (unprefixed
+			// without --prefix) it is otherwise hard to find.
+			fmt.Fprintf(j.errw, "roxrun: PE %d%s said last (stderr): %s\n", e.PE, e.where(), e.Said)
+		}
 		j.printed = true
 	}
 	for _, q := range j.queued {
@@ -627,14 +715,16 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// copyLines copies r to w a line at a time so that lines of different PEs never interleave.
-// It returns at EOF, or when r is closed.
-func copyLines(w io.Writer, r io.Reader, prefix bool, rank int) {
+// copyLines copies r to w a line at a time so that lines of different PEs never interleave,
+// calling copied with each line (unprefixed) once it is written. It returns at EOF, or when r is
+// closed.
+func copyLines(w io.Writer, r io.Reader, prefix bool, rank int, copied func(line string)) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	tag := "[pe " + strconv.Itoa(rank) + "] "
 	for {
 		line, err := br.ReadString('\n')
 		if line != "" {
+			own := line
 			if prefix {
 				line = tag + line
 			}
@@ -642,6 +732,7 @@ func copyLines(w io.Writer, r io.Reader, prefix bool, rank int) {
 				line += "\n"
 			}
 			_, _ = io.WriteString(w, line)
+			copied(own)
 		}
 		if err != nil {
 			return
