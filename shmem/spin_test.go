@@ -56,3 +56,21 @@ func TestSpinnerSleepsOnlyAfterSpinFor(t *testing.T) {
 		t.Fatalf("after %v: %v, want ErrTimeout", now.Sub(start), err)
 	}
 }
+
+// On a node with more PEs than CPUs the PE a wait depends on may be waiting for this core: the
+// wait yields at its first clock read, not after yieldAfter.
+func TestSpinnerYieldsAtOnceWhenOversubscribed(t *testing.T) {
+	now, yields, _ := fakeSpinClock(t)
+	w := &World{pe: 1, timeout: time.Second, oversubscribed: true}
+	sp := w.spin(nil, "WaitUntil")
+	start := *now
+	for *yields == 0 {
+		if err := sp.next(func() string { return "a word" }); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(10 * time.Nanosecond)
+	}
+	if waited := now.Sub(start); waited >= yieldAfter {
+		t.Fatalf("first yield after %v of waiting (%d polls); want it at the first clock read", waited, sp.n)
+	}
+}

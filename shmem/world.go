@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,7 +118,9 @@ type World struct {
 
 	initReport InitReport // what Init cost (InitReport)
 	nodeNames  []string   // each PE's node, from Init's exchange
-	railPick   *railPick  // the default rails, once chosen (rails.go)
+	// oversubscribed: this node has more PEs than this PE has CPUs; waits yield at once (spinner)
+	oversubscribed bool
+	railPick       *railPick // the default rails, once chosen (rails.go)
 
 	closed   atomic.Bool
 	inflight atomic.Int64  // calls between enter and leave, and inflightClosed: Finalize unmaps nothing while any is in flight
@@ -240,6 +243,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		w.rank = rank
 	}
+	w.oversubscribed = rank.LocalNPEs > runtime.NumCPU()
 	clock.mark(PhaseBootstrap)
 	if onHost {
 		// The host backend's heaps are shared memory that is only charged when touched: a heap the
