@@ -282,6 +282,9 @@ func (r reducer) finalize(dst, acc []byte) {
 // fold sets acc = acc op x, elementwise; x holds elements, or accumulators when partial is set
 // (a partial result passed between PEs).
 func (r reducer) fold(acc, x []byte, partial bool) {
+	if r.op == OpSum && (r.as == r.es || partial) && sumFast(r.kind, acc, x) {
+		return
+	}
 	switch r.kind {
 	case kInt8:
 		foldInt(r.op, view[int8](acc), view[int8](x))
@@ -326,8 +329,61 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 					tmp[i] = v.Float32()
 				}
 			}
-			foldReal(r.op, a[o:e], tmp)
+			if r.op == OpSum {
+				sumF32(a[o:e], tmp)
+			} else {
+				foldReal(r.op, a[o:e], tmp)
+			}
 		}
+	}
+}
+
+// sumFast does fold's sums of the types with vector loops (reduce_amd64.s), typed, without the
+// generic loops: acc = acc + x elementwise, x holding accumulators. It reports whether kind is one
+// of them. Integer sums are the same bits signed or not, so int32 and uint32 share a loop.
+func sumFast(kind elemKind, acc, x []byte) bool {
+	switch kind {
+	case kFloat32, kBFloat16, kFloat16: // the 16-bit types' accumulators are float32
+		sumF32(view[float32](acc), view[float32](x))
+	case kFloat64:
+		sumF64(view[float64](acc), view[float64](x))
+	case kInt32, kUint32:
+		sumI32(view[uint32](acc), view[uint32](x))
+	case kInt64, kUint64:
+		sumI64(view[uint64](acc), view[uint64](x))
+	default:
+		return false
+	}
+	return true
+}
+
+// The sum loops: the vector prefix, then the scalar tail, a[i] += x[i] (the operand order the
+// vector loops keep, for NaN payloads).
+func sumF32(a, x []float32) {
+	x = x[:len(a)]
+	for i := addF32Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
+	}
+}
+
+func sumF64(a, x []float64) {
+	x = x[:len(a)]
+	for i := addF64Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
+	}
+}
+
+func sumI32(a, x []uint32) {
+	x = x[:len(a)]
+	for i := addI32Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
+	}
+}
+
+func sumI64(a, x []uint64) {
+	x = x[:len(a)]
+	for i := addI64Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
 	}
 }
 
