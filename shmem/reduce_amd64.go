@@ -63,3 +63,44 @@ func addI64Vec(a, x []uint64) int {
 	addI64AVX2(a[:n], x[:n])
 	return n
 }
+
+// The min and max loops: a[i] = min(a[i], x[i]) (max), as the builtins give it, NaN and -0 included.
+//
+//go:noescape
+func minF32AVX2(a, x []float32)
+
+//go:noescape
+func maxF32AVX2(a, x []float32)
+
+//go:noescape
+func minF64AVX2(a, x []float64)
+
+//go:noescape
+func maxF64AVX2(a, x []float64)
+
+// minMaxF32Vec does the vector prefix of a min (max where isMax) fold, like addF32Vec.
+func minMaxF32Vec(isMax bool, a, x []float32) int {
+	n := len(a) &^ 7
+	switch {
+	case !haveAVX2 || n == 0:
+		return 0
+	case isMax:
+		maxF32AVX2(a[:n], x[:n])
+	default:
+		minF32AVX2(a[:n], x[:n])
+	}
+	return n
+}
+
+func minMaxF64Vec(isMax bool, a, x []float64) int {
+	n := len(a) &^ 3
+	switch {
+	case !haveAVX2 || n == 0:
+		return 0
+	case isMax:
+		maxF64AVX2(a[:n], x[:n])
+	default:
+		minF64AVX2(a[:n], x[:n])
+	}
+	return n
+}

@@ -185,3 +185,120 @@ i64loop:
 i64done:
 	VZEROUPPER
 	RET
+
+// The min and max loops repeat, lane by lane, the sequence the Go compiler emits for the builtins
+// min(a, x) and max(a, x) on floats (so that NaNs and signed zeros come out with the same bits):
+// m1 = MIN(a, x), m2 = MIN(m1, a), result m1 | m2 (Intel's MIN returns its second source where
+// either is NaN or both are zeros); max is that on the negated operands, negated.
+
+// func minF32AVX2(a, x []float32)
+TEXT ·minF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ a_base+0(FP), DI
+	MOVQ a_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	SHLQ $2, CX
+	TESTQ CX, CX
+	JZ    minF32done
+
+minF32loop:
+	VMOVUPS (DI), Y0 // a
+	VMOVUPS (SI), Y1 // x
+	VMINPS Y1, Y0, Y2 // m1 = MIN(a, x)
+	VMINPS Y0, Y2, Y3 // m2 = MIN(m1, a)
+	VORPS Y2, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JNZ     minF32loop
+
+minF32done:
+	VZEROUPPER
+	RET
+
+// func maxF32AVX2(a, x []float32)
+TEXT ·maxF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ a_base+0(FP), DI
+	MOVQ a_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	SHLQ $2, CX
+	MOVL $0x80000000, AX
+	MOVD AX, X7
+	VPBROADCASTD X7, Y7 // the sign bit
+	TESTQ CX, CX
+	JZ    maxF32done
+
+maxF32loop:
+	VMOVUPS (DI), Y0 // a
+	VMOVUPS (SI), Y1 // x
+	VXORPS Y7, Y0, Y0
+	VXORPS Y7, Y1, Y1
+	VMINPS Y1, Y0, Y2 // m1 = MIN(a, x)
+	VMINPS Y0, Y2, Y3 // m2 = MIN(m1, a)
+	VORPS Y2, Y3, Y3
+	VXORPS Y7, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JNZ     maxF32loop
+
+maxF32done:
+	VZEROUPPER
+	RET
+
+// func minF64AVX2(a, x []float64)
+TEXT ·minF64AVX2(SB), NOSPLIT, $0-48
+	MOVQ a_base+0(FP), DI
+	MOVQ a_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	SHLQ $3, CX
+	TESTQ CX, CX
+	JZ    minF64done
+
+minF64loop:
+	VMOVUPS (DI), Y0 // a
+	VMOVUPS (SI), Y1 // x
+	VMINPD Y1, Y0, Y2 // m1 = MIN(a, x)
+	VMINPD Y0, Y2, Y3 // m2 = MIN(m1, a)
+	VORPD Y2, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JNZ     minF64loop
+
+minF64done:
+	VZEROUPPER
+	RET
+
+// func maxF64AVX2(a, x []float64)
+TEXT ·maxF64AVX2(SB), NOSPLIT, $0-48
+	MOVQ a_base+0(FP), DI
+	MOVQ a_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	SHLQ $3, CX
+	MOVQ $0x8000000000000000, AX
+	MOVQ AX, X7
+	VPBROADCASTQ X7, Y7 // the sign bit
+	TESTQ CX, CX
+	JZ    maxF64done
+
+maxF64loop:
+	VMOVUPS (DI), Y0 // a
+	VMOVUPS (SI), Y1 // x
+	VXORPD Y7, Y0, Y0
+	VXORPD Y7, Y1, Y1
+	VMINPD Y1, Y0, Y2 // m1 = MIN(a, x)
+	VMINPD Y0, Y2, Y3 // m2 = MIN(m1, a)
+	VORPD Y2, Y3, Y3
+	VXORPD Y7, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JNZ     maxF64loop
+
+maxF64done:
+	VZEROUPPER
+	RET

@@ -53,7 +53,7 @@ func randBits64(rng *rand.Rand, n int) []uint64 {
 	return b
 }
 
-// TestReduceVecMatchesScalar: fold's sums through the vector loops (reduce_amd64.s) give exactly
+// TestReduceVecMatchesScalar: fold's sums (and float min and max) through the vector loops (reduce_amd64.s) give exactly
 // the bits of the generic scalar loop, acc[i] += x[i], NaN payloads included (both operands NaN
 // at many elements), for every type with a vector loop, at lengths around the vector widths and
 // the unrolled round, and on sub-slices that start off a 32-byte boundary.
@@ -69,6 +69,28 @@ func TestReduceVecMatchesScalar(t *testing.T) {
 				a32[n-1], x32[n-1] = 0xff800003, 0x7f800004
 				a64[0], x64[0] = 0x7ff8000000000001, 0xfff8000000000002
 				a64[n-1], x64[n-1] = 0xfff0000000000003, 0x7ff0000000000004
+			}
+			for _, op := range []Op{OpMin, OpMax} {
+				checkOp := func(kind elemKind, acc, x, want []byte) {
+					t.Helper()
+					got := append([]byte(nil), acc...)
+					newReducer(kind, op, len(acc)/max(n, 1)).fold(got, x, false)
+					if string(got) != string(want) {
+						es := len(acc) / n
+						for e := 0; e < n; e++ {
+							if string(got[e*es:e*es+es]) != string(want[e*es:e*es+es]) {
+								t.Fatalf("%v %v, length %d, offset %d: element %d is %x, the scalar loop gives %x (%x, %x)",
+									kind, op, n, off, e, got[e*es:e*es+es], want[e*es:e*es+es], acc[e*es:e*es+es], x[e*es:e*es+es])
+							}
+						}
+					}
+				}
+				w32 := append([]float32(nil), view[float32](bytesOf(a32))...)
+				foldReal(op, w32, view[float32](bytesOf(x32)))
+				checkOp(kFloat32, bytesOf(a32), bytesOf(x32), bytesOf(w32))
+				w64 := append([]float64(nil), view[float64](bytesOf(a64))...)
+				foldReal(op, w64, view[float64](bytesOf(x64)))
+				checkOp(kFloat64, bytesOf(a64), bytesOf(x64), bytesOf(w64))
 			}
 			check := func(kind elemKind, acc, x []byte, want []byte) {
 				t.Helper()
