@@ -282,6 +282,9 @@ func (r reducer) finalize(dst, acc []byte) {
 // fold sets acc = acc op x, elementwise; x holds elements, or accumulators when partial is set
 // (a partial result passed between PEs).
 func (r reducer) fold(acc, x []byte, partial bool) {
+	if (r.as == r.es || partial) && foldFast(r.kind, r.op, acc, x) {
+		return
+	}
 	switch r.kind {
 	case kInt8:
 		foldInt(r.op, view[int8](acc), view[int8](x))
@@ -326,8 +329,80 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 					tmp[i] = v.Float32()
 				}
 			}
-			foldReal(r.op, a[o:e], tmp)
+			foldF32(r.op, a[o:e], tmp)
 		}
+	}
+}
+
+// foldFast does the folds that have vector loops (reduce_amd64.s), typed, without the generic
+// loops: acc = acc op x elementwise, x holding accumulators, for sum over the 32- and 64-bit types
+// and min and max over the floats. It reports whether it did. Integer sums are the same bits
+// signed or not, so int32 and uint32 share a loop.
+func foldFast(kind elemKind, op Op, acc, x []byte) bool {
+	if kind == kBFloat16 || kind == kFloat16 {
+		kind = kFloat32 // their accumulators
+	}
+	switch {
+	case kind == kFloat32 && (op == OpSum || op == OpMin || op == OpMax):
+		foldF32(op, view[float32](acc), view[float32](x))
+	case op == OpSum && kind == kFloat64:
+		sumF64(view[float64](acc), view[float64](x))
+	case op == OpSum && (kind == kInt32 || kind == kUint32):
+		sumI32(view[uint32](acc), view[uint32](x))
+	case op == OpSum && (kind == kInt64 || kind == kUint64):
+		sumI64(view[uint64](acc), view[uint64](x))
+	case (op == OpMin || op == OpMax) && kind == kFloat64:
+		a, v := view[float64](acc), view[float64](x)
+		v = v[:len(a)]
+		k := minMaxF64Vec(op == OpMax, a, v)
+		foldReal(op, a[k:], v[k:])
+	default:
+		return false
+	}
+	return true
+}
+
+// foldF32 folds float32 x into a: sum, min and max with the vector loops, the others generic.
+func foldF32(op Op, a, x []float32) {
+	switch op {
+	case OpSum:
+		sumF32(a, x)
+	case OpMin, OpMax:
+		x = x[:len(a)]
+		k := minMaxF32Vec(op == OpMax, a, x)
+		foldReal(op, a[k:], x[k:])
+	default:
+		foldReal(op, a, x)
+	}
+}
+
+// The sum loops: the vector prefix, then the scalar tail, a[i] += x[i] (the operand order the
+// vector loops keep, for NaN payloads).
+func sumF32(a, x []float32) {
+	x = x[:len(a)]
+	for i := addF32Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
+	}
+}
+
+func sumF64(a, x []float64) {
+	x = x[:len(a)]
+	for i := addF64Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
+	}
+}
+
+func sumI32(a, x []uint32) {
+	x = x[:len(a)]
+	for i := addI32Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
+	}
+}
+
+func sumI64(a, x []uint64) {
+	x = x[:len(a)]
+	for i := addI64Vec(a, x); i < len(a); i++ {
+		a[i] += x[i]
 	}
 }
 

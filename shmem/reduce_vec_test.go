@@ -1,0 +1,171 @@
+package shmem
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// f32Specials and f64Specials are the bit patterns where a vector add is likeliest to part from
+// the scalar one: signed zeros, denormals, the largest finite values, infinities, quiet and
+// signalling NaNs of either sign and with distinct payloads (so that which operand's NaN survives
+// an add of two NaNs shows in the bits).
+var f32Specials = []uint32{
+	0, 0x80000000, 1, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000,
+	0x7fc00000, 0xffc00001, 0x7f800001, 0xff812345, 0x7fd0beef, 0x3f800000,
+}
+
+var f64Specials = []uint64{
+	0, 1 << 63, 1, 0x800fffffffffffff, 0x0010000000000000, 0x7fefffffffffffff, 0xffefffffffffffff,
+	0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000, 0xfff8000000000001,
+	0x7ff0000000000001, 0xfff0000012345678, 0x7ffabcdef0123456, 0x3ff0000000000000,
+}
+
+func randBits32(rng *rand.Rand, n int) []uint32 {
+	b := make([]uint32, n)
+	for i := range b {
+		switch rng.IntN(4) {
+		case 0:
+			b[i] = f32Specials[rng.IntN(len(f32Specials))]
+		case 1:
+			b[i] = rng.Uint32()
+		default:
+			b[i] = math.Float32bits(float32(rng.NormFloat64()))
+		}
+	}
+	return b
+}
+
+func randBits64(rng *rand.Rand, n int) []uint64 {
+	b := make([]uint64, n)
+	for i := range b {
+		switch rng.IntN(4) {
+		case 0:
+			b[i] = f64Specials[rng.IntN(len(f64Specials))]
+		case 1:
+			b[i] = rng.Uint64()
+		default:
+			b[i] = math.Float64bits(rng.NormFloat64())
+		}
+	}
+	return b
+}
+
+// TestReduceVecMatchesScalar: fold's sums (and float min and max) through the vector loops (reduce_amd64.s) give exactly
+// the bits of the generic scalar loop, acc[i] += x[i], NaN payloads included (both operands NaN
+// at many elements), for every type with a vector loop, at lengths around the vector widths and
+// the unrolled round, and on sub-slices that start off a 32-byte boundary.
+func TestReduceVecMatchesScalar(t *testing.T) {
+	t.Logf("AVX2 loops: %v", haveAVX2)
+	rng := rand.New(rand.NewPCG(13, 31))
+	for _, n := range []int{0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 31, 32, 33, 63, 64, 65, 127, 1001, 4096 + 3} {
+		for _, off := range []int{0, 1, 3} {
+			a32, x32 := randBits32(rng, n+off)[off:], randBits32(rng, n+off)[off:]
+			a64, x64 := randBits64(rng, n+off)[off:], randBits64(rng, n+off)[off:]
+			if n > 0 { // both NaN, different payloads, on a vector lane and on the tail
+				a32[0], x32[0] = 0x7fc00001, 0xffc00002
+				a32[n-1], x32[n-1] = 0xff800003, 0x7f800004
+				a64[0], x64[0] = 0x7ff8000000000001, 0xfff8000000000002
+				a64[n-1], x64[n-1] = 0xfff0000000000003, 0x7ff0000000000004
+			}
+			for _, op := range []Op{OpMin, OpMax} {
+				checkOp := func(kind elemKind, acc, x, want []byte) {
+					t.Helper()
+					got := append([]byte(nil), acc...)
+					newReducer(kind, op, len(acc)/max(n, 1)).fold(got, x, false)
+					if string(got) != string(want) {
+						es := len(acc) / n
+						for e := 0; e < n; e++ {
+							if string(got[e*es:e*es+es]) != string(want[e*es:e*es+es]) {
+								t.Fatalf("%v %v, length %d, offset %d: element %d is %x, the scalar loop gives %x (%x, %x)",
+									kind, op, n, off, e, got[e*es:e*es+es], want[e*es:e*es+es], acc[e*es:e*es+es], x[e*es:e*es+es])
+							}
+						}
+					}
+				}
+				w32 := append([]float32(nil), view[float32](bytesOf(a32))...)
+				foldReal(op, w32, view[float32](bytesOf(x32)))
+				checkOp(kFloat32, bytesOf(a32), bytesOf(x32), bytesOf(w32))
+				w64 := append([]float64(nil), view[float64](bytesOf(a64))...)
+				foldReal(op, w64, view[float64](bytesOf(x64)))
+				checkOp(kFloat64, bytesOf(a64), bytesOf(x64), bytesOf(w64))
+			}
+			check := func(kind elemKind, acc, x []byte, want []byte) {
+				t.Helper()
+				got := append([]byte(nil), acc...)
+				newReducer(kind, OpSum, len(acc)/max(n, 1)).fold(got, x, false)
+				if string(got) != string(want) {
+					for i := range got {
+						if got[i] != want[i] {
+							es := len(acc) / n
+							e := i / es
+							t.Fatalf("%v sum, length %d, offset %d: element %d is %x, the scalar loop gives %x (%x + %x)",
+								kind, n, off, e, got[e*es:e*es+es], want[e*es:e*es+es], acc[e*es:e*es+es], x[e*es:e*es+es])
+						}
+					}
+				}
+			}
+			// The references: the generic scalar loops fold used before the vector ones.
+			wf32 := append([]float32(nil), view[float32](bytesOf(a32))...)
+			foldSumProd(OpSum, wf32, view[float32](bytesOf(x32)))
+			check(kFloat32, bytesOf(a32), bytesOf(x32), bytesOf(wf32))
+			wf64 := append([]float64(nil), view[float64](bytesOf(a64))...)
+			foldSumProd(OpSum, wf64, view[float64](bytesOf(x64)))
+			check(kFloat64, bytesOf(a64), bytesOf(x64), bytesOf(wf64))
+			wi32 := append([]int32(nil), view[int32](bytesOf(a32))...)
+			foldSumProd(OpSum, wi32, view[int32](bytesOf(x32)))
+			check(kInt32, bytesOf(a32), bytesOf(x32), bytesOf(wi32))
+			wu32 := append([]uint32(nil), a32...)
+			foldSumProd(OpSum, wu32, x32)
+			check(kUint32, bytesOf(a32), bytesOf(x32), bytesOf(wu32))
+			wi64 := append([]int64(nil), view[int64](bytesOf(a64))...)
+			foldSumProd(OpSum, wi64, view[int64](bytesOf(x64)))
+			check(kInt64, bytesOf(a64), bytesOf(x64), bytesOf(wi64))
+			wu64 := append([]uint64(nil), a64...)
+			foldSumProd(OpSum, wu64, x64)
+			check(kUint64, bytesOf(a64), bytesOf(x64), bytesOf(wu64))
+		}
+	}
+}
+
+func bytesOf[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafeBytes(s, int(sizeOf(z)))
+}
+
+// BenchmarkReduceFold: one fold of a 4096-element block (reduceBlock), scalar and vector.
+func BenchmarkReduceFold(b *testing.B) {
+	for _, kind := range []elemKind{kFloat32, kFloat64, kInt32, kInt64} {
+		for _, vec := range []bool{false, true} {
+			if vec && !haveAVX2 {
+				continue
+			}
+			b.Run(fmt.Sprintf("%v/vec=%v", kind, vec), func(b *testing.B) {
+				es := 4
+				if kind == kFloat64 || kind == kInt64 {
+					es = 8
+				}
+				acc, x := make([]byte, reduceBlock*es), make([]byte, reduceBlock*es)
+				r := newReducer(kind, OpSum, es)
+				saved := haveAVX2
+				haveAVX2 = vec
+				defer func() { haveAVX2 = saved }()
+				b.SetBytes(int64(len(acc)))
+				for b.Loop() {
+					r.fold(acc, x, false)
+				}
+			})
+		}
+	}
+}
+
+func sizeOf[T any](z T) uintptr { return unsafe.Sizeof(z) }
+
+func unsafeBytes[T any](s []T, es int) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*es)
+}
