@@ -620,8 +620,8 @@ static void test_ctx_ops(void)
  * abort word (again every second, since the tests reset it), so that every wait gives up and the
  * checks after it say what did not arrive. */
 /* ROXSHMEM_FLAG_HOST_AMO: this PE's heap is host memory whose remote AMOs the CPU applies, so its
- * own AMOs and signal adds to itself go through the ring too (the device's atomics there are not
- * atomic with the CPU's), while its plain puts, p and loads stay direct. */
+ * own AMOs and put-with-signal adds to itself go through the ring too (the device's atomics there
+ * are not atomic with the CPU's), while its plain puts, signal sets, p and loads stay direct. */
 static void test_host_amo(void)
 {
 	reset(1);
@@ -634,10 +634,10 @@ static void test_host_amo(void)
 	      "an AMO to self with host AMOs is a ring descriptor: seq %llu op %u pe %u", (unsigned long long)d->seq, d->op, d->pe);
 	roxshmem_putmem_signal_nbi(heap0 + 128, src, 16, (uint64_t *)(heap0 + 256), 5, ROXSHMEM_SIGNAL_ADD, 0);
 	d = desc(1);
-	CHECK(__builtin_memcmp(heap0 + 128, src, 16) == 0, "a put-with-signal to self still stores its data directly");
-	CHECK(d->seq == 2 && d->op == ROXSHMEM_OP_AMO && d->pe == 0 && d->dst == 256 && d->value == 5 &&
-		      d->flags == ROXSHMEM_DESC_FLAGS(ROXSHMEM_AMO_FETCH_ADD, 8) && *(uint64_t *)(heap0 + 256) == 0,
-	      "its signal add is a ring AMO the CPU applies");
+	CHECK(d->seq == 2 && d->op == ROXSHMEM_OP_PUT_SIGNAL && d->pe == 0 && d->dst == 128 && d->size == 16 && d->aux == 256 &&
+		      d->value == 5 && d->flags == ROXSHMEM_DESC_FLAGS(ROXSHMEM_SIGNAL_ADD, 8) && heap0[128] == 0 &&
+		      *(uint64_t *)(heap0 + 256) == 0,
+	      "a put-with-signal adding to self is a ring descriptor (data and add applied by the proxy)");
 	roxshmem_putmem_signal_nbi(heap0 + 160, src, 8, (uint64_t *)(heap0 + 264), 7, ROXSHMEM_SIGNAL_SET, 0);
 	CHECK(*(uint64_t *)(heap0 + 264) == 7 && ((roxshmem_ring_header_t *)ringmem)->head == 2, "a signal set to self stays a store");
 	roxshmem_uint64_p((uint64_t *)(heap0 + 64), 77, 0);

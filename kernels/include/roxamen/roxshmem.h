@@ -306,6 +306,10 @@ ROXI_COLD void roxi_putmem_signal_path(roxshmem_ctx_desc_t *c, void *dest, const
 	if (!roxi_check(dest, n, pe, &off) || !roxi_check(sig, 8, pe, &soff))
 		return;
 	int path = roxi_path(pe, n, force_ce);
+	/* a signal add the CPU must apply (ROXSHMEM_FLAG_HOST_AMO): the whole put-with-signal goes
+	 * through the ring, whose copy-engine route lands the data and then adds on the CPU */
+	if (sig_op == ROXSHMEM_SIGNAL_ADD && path == ROXI_PATH_SELF && roxi_amo_by_host(pe) && roxi_ring_enabled())
+		path = ROXI_PATH_CE;
 #ifdef ROXI_HAVE_SDMA
 	if (path == ROXI_PATH_SDMA && c == 0) {
 		roxi_sdma_putmem(roxi_remote(off, pe), src, n, (uint64_t)(uintptr_t)roxi_remote(soff, pe), signal, sig_op, pe, g, nbi);
@@ -332,13 +336,7 @@ ROXI_COLD void roxi_putmem_signal_path(roxshmem_ctx_desc_t *c, void *dest, const
 		}
 		if (roxi_gidx(g) == 0) {
 			uint64_t *s = (uint64_t *)roxi_remote(soff, pe);
-			if (sig_op == ROXSHMEM_SIGNAL_ADD && roxi_amo_by_host(pe)) {
-				/* the add is the CPU's, after the data: the ring push publishes its descriptor
-				 * with a system-scope release (bypass stores are drained to memory first) */
-				if (roxi_bypass())
-					roxa_drain();
-				roxi_amo_nbi(c, ROXSHMEM_AMO_FETCH_ADD, sig, signal, 0, 8, pe, 1);
-			} else if (!roxi_bypass()) {
+			if (!roxi_bypass()) {
 				if (sig_op == ROXSHMEM_SIGNAL_ADD)
 					roxa_add_release_u64(s, signal);
 				else
