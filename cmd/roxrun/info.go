@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/roxamen/roxamen/device/auto"
@@ -13,6 +12,7 @@ import (
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic/ucx"
+	"github.com/roxamen/roxamen/shmem"
 )
 
 // infoCommand is info's command with its flags.
@@ -52,7 +52,7 @@ func infoMain(args []string, stdout, stderr io.Writer) int {
 	if *scale {
 		return scaleMain(sf, stdout, stderr)
 	}
-	fmt.Fprintf(stdout, "roxamen: %s, %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "roxamen: %s, %s %s/%s\n", shmem.Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	status := 0
 	want := env.Device.Raw()
 	if err := env.Device.Validate(); err != nil {
@@ -96,31 +96,6 @@ func infoMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %-16s %-10q (%s) %s%s\n", k.Name, val, src, k.Doc, bad)
 	}
 	return status
-}
-
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown build"
-	}
-	rev, dirty := "", ""
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev == "" {
-		return bi.Main.Version
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	return rev + dirty
 }
 
 // sdmaLine says whether the AMD SDMA route (device-written copy-engine queues) can run here, and
