@@ -20,7 +20,7 @@ func TestRunChecksKnobsFirst(t *testing.T) {
 		t.Fatalf("exit %d, want 2; stderr:\n%s", code, errOut.String())
 	}
 	msg := errOut.String()
-	for _, want := range []string{"ROX_HEAP_SIZE=\"100\"", "ROX_TIMEOUT=\"soon\"", "no PE was started"} {
+	for _, want := range []string{"ROX_HEAP_SIZE=100", "ROX_TIMEOUT=soon", "no PE was started"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, msg)
 		}

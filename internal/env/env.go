@@ -58,7 +58,7 @@ func sizeAtLeast(least int64) checker {
 			return fmt.Errorf("want %s", sizeForms)
 		}
 		if n < least {
-			return fmt.Errorf("want at least %d bytes", least)
+			return fmt.Errorf("a symmetric heap of %d bytes is below the %d-byte minimum", n, least)
 		}
 		return nil
 	}}
@@ -189,7 +189,11 @@ func (k *Knob) Validate() error {
 		return nil
 	}
 	if err := k.check(v); err != nil {
-		return fmt.Errorf("%s=%q: %v", k.Name, v, err)
+		shown := v
+		if strings.ContainsAny(v, " \t\"'") {
+			shown = strconv.Quote(v)
+		}
+		return fmt.Errorf("%s=%s: %v", k.Name, shown, err)
 	}
 	return nil
 }

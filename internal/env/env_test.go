@@ -50,7 +50,7 @@ func TestMaxPeersKnob(t *testing.T) {
 // choices in any case, a plain number of seconds for a duration, the heap's minimum.
 func TestKnobChecks(t *testing.T) {
 	bad := map[string]map[string]string{
-		"ROX_HEAP_SIZE": {"0": "at least 4096", "100": "at least 4096", "abc": "byte count", "-1": "byte count"},
+		"ROX_HEAP_SIZE": {"0": "4096-byte minimum", "100": "4096-byte minimum", "abc": "byte count", "-1": "byte count"},
 		"ROX_TIMEOUT":   {"0": "positive", "-1": "positive", "soon": "number of seconds"},
 		"ROX_DEBUG":     {"maybe": "true or false"},
 		"ROX_TRANSPORT": {"rdma": "auto|tcp|ucx"},
