@@ -50,7 +50,7 @@ const (
 )
 
 const (
-	minHeap           = 4096
+	minHeap           = env.MinHeap
 	defaultHostHeap   = 64 << 20
 	defaultDeviceHeap = 1 << 30
 	heapAlign         = 64 // a cache line: symmetric objects never share one with another object

@@ -85,13 +85,14 @@ func TestErrorKinds(t *testing.T) {
 	}
 }
 
-// TestInitKnobs: a heap of 0 bytes or one larger than the machine's memory is refused at Init,
-// naming the knob, the value and the limit, on every PE by number; GlobalExit(0) ends the job
-// with status 0.
+// TestInitKnobs: a heap of 0 bytes is refused by roxrun before any PE starts (one message, exit
+// 2; Init's own refusal is shmem's TestInitValidation); one larger than the machine's memory is
+// refused at Init, naming the knob, the value and the limit, on every PE by number; GlobalExit(0)
+// ends the job with status 0.
 func TestInitKnobs(t *testing.T) {
 	r := runScenario(t, time.Minute, []string{"ROX_HEAP_SIZE=0"}, 2, "api")
-	if r.status == 0 || !strings.Contains(r.stderr, "Init on PE 1: bad argument: ROX_HEAP_SIZE=0") || !strings.Contains(r.stderr, "4096-byte minimum") {
-		t.Errorf("status %d; want ROX_HEAP_SIZE=0 refused naming PE 1\n%s", r.status, r.stderr)
+	if r.status != 2 || !strings.Contains(r.stderr, "ROX_HEAP_SIZE=0") || !strings.Contains(r.stderr, "4096-byte minimum") || !strings.Contains(r.stderr, "no PE was started") {
+		t.Errorf("status %d; want ROX_HEAP_SIZE=0 refused by roxrun before any PE starts, exit 2\n%s", r.status, r.stderr)
 	}
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {

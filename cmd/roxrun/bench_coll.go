@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"os"
@@ -28,12 +27,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/launch"
@@ -53,6 +46,9 @@ type collRow struct {
 	BusBWGBps float64 `json:"busbw_gbps"`
 	Algorithm string  `json:"algorithm,omitempty"`
 	SMs       *int    `json:"sms,omitempty"` // SMs (blocks) the algorithm occupies; absent in anchor rows
+	// The fastest and slowest rounds' latency (LatencyUS is their median); absent in anchor rows.
+	LatencyMinUS float64 `json:"latency_min_us,omitempty"`
+	LatencyMaxUS float64 `json:"latency_max_us,omitempty"`
 }
 
 var collTests = []string{"allreduce", "allgather", "alltoall", "broadcast", "reduce_scatter", "team_barrier"}
@@ -182,7 +178,7 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 		printCollTable(stdout, rows, anchorNames, anchorRows)
 	}
 	if *plotFile != "" {
-		if err := plotColl(*plotFile, rows, anchorNames, anchorRows); err != nil {
+		if err := plotColl(*plotFile, plotCaption(""), rows, anchorNames, anchorRows); err != nil {
 			fmt.Fprintln(stderr, "roxrun bench: --plot:", err)
 			return 1, true
 		}
@@ -420,7 +416,8 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters int, 
 			sort.Float64s(rounds)
 			t := rounds[2]
 			if w.MyPE() == 0 {
-				row := collRow{Test: test, Backend: w.Device().Driver, PEs: np, SizeBytes: sz, LatencyUS: t * 1e6, Algorithm: algo, SMs: &sms}
+				row := collRow{Test: test, Backend: w.Device().Driver, PEs: np, SizeBytes: sz, LatencyUS: t * 1e6, Algorithm: algo, SMs: &sms,
+					LatencyMinUS: math.Round(rounds[0]*1e9) / 1000, LatencyMaxUS: math.Round(rounds[len(rounds)-1]*1e9) / 1000}
 				if sz > 0 {
 					row.BusBWGBps = math.Round(float64(sz)*f/t/1e9*1000) / 1000
 				}
@@ -436,7 +433,9 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters int, 
 
 // ---- the plot ----
 
-func plotColl(file string, rows []collRow, names []string, anchors map[string][]collRow) error {
+// plotColl draws a latency and a busbw panel per collective, a line per source, each point
+// with its spread over rounds where the rows carry one.
+func plotColl(file, caption string, rows []collRow, names []string, anchors map[string][]collRow) error {
 	series := append([]string{"roxamen"}, names...)
 	data := map[string][]collRow{"roxamen": rows}
 	for _, n := range names {
@@ -449,19 +448,26 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 	var grid [][]plotPanel
 	for _, test := range collTests[:5] { // team_barrier has one size: it is in the table only
 		var line []plotPanel
-		for _, metric := range []string{"latency_us", "busbw_gbps"} {
-			pn := plotPanel{Title: fmt.Sprintf("%s, %d PEs: %s", test, pes, metric), XLabel: "bytes per PE"}
+		for _, metric := range []string{"latency", "busbw"} {
+			pn := plotPanel{Title: fmt.Sprintf("%s, %d PEs", test, pes), XLabel: "message size per PE", XBytes: true, YLabel: "latency (µs)"}
+			if metric == "busbw" {
+				pn.YLabel = "bus bandwidth (GB/s)"
+			}
 			for si, s := range series {
 				sr := plotSeries{Name: s, Color: si}
 				for _, r := range data[s] {
 					if r.Test != test || (pes > 0 && r.PEs != pes) || r.SizeBytes <= 0 {
 						continue
 					}
-					v := r.LatencyUS
-					if metric == "busbw_gbps" {
-						v = r.BusBWGBps
+					pt := plotPoint{X: float64(r.SizeBytes), Y: r.LatencyUS, Lo: r.LatencyMinUS, Hi: r.LatencyMaxUS}
+					if metric == "busbw" {
+						// busbw is bytes over time: the slowest round gives the least
+						pt.Y, pt.Lo, pt.Hi = r.BusBWGBps, 0, 0
+						if r.LatencyMinUS > 0 && r.LatencyMaxUS > 0 {
+							pt.Lo, pt.Hi = r.BusBWGBps*r.LatencyUS/r.LatencyMaxUS, r.BusBWGBps*r.LatencyUS/r.LatencyMinUS
+						}
 					}
-					sr.XY = append(sr.XY, plotter.XY{X: float64(r.SizeBytes), Y: v})
+					sr.Pts = append(sr.Pts, pt)
 				}
 				pn.Series = append(pn.Series, sr)
 			}
@@ -469,96 +475,5 @@ func plotColl(file string, rows []collRow, names []string, anchors map[string][]
 		}
 		grid = append(grid, line)
 	}
-	return plotGrid(file, grid)
-}
-
-// plotPanel is one log-log panel of plotGrid's grid.
-type plotPanel struct {
-	Title, XLabel, YLabel string
-	Series                []plotSeries
-}
-
-// plotSeries is one line of a panel; Color indexes plotColors, so that one series keeps its
-// colour across panels.
-type plotSeries struct {
-	Name  string
-	Color int
-	XY    plotter.XYs // points at or below zero are left out (log axes)
-}
-
-var plotColors = []color.Color{color.RGBA{0xd6, 0x27, 0x28, 255}, color.RGBA{0x1f, 0x77, 0xb4, 255}, color.RGBA{0x2c, 0xa0, 0x2c, 255}, color.RGBA{0xff, 0x7f, 0x0e, 255}, color.RGBA{0x94, 0x67, 0xbd, 255}}
-
-// plotGrid draws panels, rows of them, into an SVG file: the benchmarks' one plotting code
-// (--coll's collectives, --rails's rails).
-func plotGrid(file string, panels [][]plotPanel) error {
-	cols := 0
-	for _, row := range panels {
-		cols = max(cols, len(row))
-	}
-	var grid [][]*plot.Plot
-	for _, row := range panels {
-		line := make([]*plot.Plot, cols)
-		for j, pn := range row {
-			p := plot.New()
-			p.Title.Text = pn.Title
-			p.X.Label.Text, p.Y.Label.Text = pn.XLabel, pn.YLabel
-			p.Legend.Top = true
-			drawn := false
-			for _, sr := range pn.Series {
-				var xy plotter.XYs
-				for _, pt := range sr.XY {
-					if pt.X > 0 && pt.Y > 0 {
-						xy = append(xy, pt)
-					}
-				}
-				if len(xy) == 0 {
-					continue
-				}
-				sort.Slice(xy, func(i, j int) bool { return xy[i].X < xy[j].X })
-				l, pts, err := plotter.NewLinePoints(xy)
-				if err != nil {
-					return err
-				}
-				c := plotColors[sr.Color%len(plotColors)]
-				l.Color, pts.Color = c, c
-				p.Add(l, pts)
-				p.Legend.Add(sr.Name, l, pts)
-				drawn = true
-			}
-			if drawn { // log axes need data above zero; an empty panel keeps linear ones
-				p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-				p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-			} else {
-				p.Title.Text += " (no rows)"
-			}
-			line[j] = p
-		}
-		for j := range line {
-			if line[j] == nil {
-				line[j] = plot.New() // a short row: blank tiles
-			}
-		}
-		grid = append(grid, line)
-	}
-	const cellW, cellH = 5 * vg.Inch, 3.2 * vg.Inch
-	cnv := vgsvg.New(vg.Length(cols)*cellW, vg.Length(len(grid))*cellH)
-	dc := draw.New(cnv)
-	tiles := draw.Tiles{Rows: len(grid), Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4}
-	canvases := plot.Align(grid, tiles, dc)
-	for i := range grid {
-		for j := range grid[i] {
-			if grid[i][j] != nil {
-				grid[i][j].Draw(canvases[i][j])
-			}
-		}
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := cnv.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return plotGrid(file, caption, grid)
 }

@@ -76,6 +76,17 @@ func ratios(a, b []float64) []float64 {
 	return r
 }
 
+// minMax gives the least and greatest of the rounds' figures above zero (0, 0 for none).
+func minMax(v []float64) (lo, hi float64) {
+	for _, x := range v {
+		if x > 0 && (lo == 0 || x < lo) {
+			lo = x
+		}
+		hi = max(hi, x)
+	}
+	return lo, hi
+}
+
 func ratioSpread(r []float64) string {
 	if len(r) == 0 {
 		return "-"
@@ -155,15 +166,18 @@ func collCompare(runRox func() ([]collRow, int), n, rounds int, tests string, ti
 		var rox, mpi []collRow
 		for _, k := range order {
 			c := rows[k]
-			rox = append(rox, collRow{Test: c.Test, PEs: c.PEs, SizeBytes: c.SizeBytes, LatencyUS: median(c.RoxLat), BusBWGBps: median(c.RoxBW), Algorithm: c.Algorithm})
-			mpi = append(mpi, collRow{Test: c.Test, PEs: c.PEs, SizeBytes: c.SizeBytes, LatencyUS: median(c.MPILat), BusBWGBps: median(c.MPIBW)})
+			rlo, rhi := minMax(c.RoxLat)
+			mlo, mhi := minMax(c.MPILat)
+			rox = append(rox, collRow{Test: c.Test, PEs: c.PEs, SizeBytes: c.SizeBytes, LatencyUS: median(c.RoxLat), BusBWGBps: median(c.RoxBW), Algorithm: c.Algorithm, LatencyMinUS: rlo, LatencyMaxUS: rhi})
+			mpi = append(mpi, collRow{Test: c.Test, PEs: c.PEs, SizeBytes: c.SizeBytes, LatencyUS: median(c.MPILat), BusBWGBps: median(c.MPIBW), LatencyMinUS: mlo, LatencyMaxUS: mhi})
 		}
 		names := append([]string{"mpi (same run)"}, anchorNames...)
 		all := map[string][]collRow{"mpi (same run)": mpi}
 		for _, a := range anchorNames {
 			all[a] = anchorRows[a]
 		}
-		if err := plotColl(plotFile, rox, names, all); err != nil {
+		caption := plotCaption(fmt.Sprintf("%s (first round) .. %s (last), %d rounds", loads[0], loads[len(loads)-1], len(loads)))
+		if err := plotColl(plotFile, caption, rox, names, all); err != nil {
 			fmt.Fprintln(stderr, "roxrun bench: --plot:", err)
 			return 1
 		}

@@ -37,7 +37,7 @@ func TestCollBenchTableAndPlot(t *testing.T) {
 		}
 	}
 	file := filepath.Join(t.TempDir(), "coll.svg")
-	if err := plotColl(file, ours, []string{"mpi"}, map[string][]collRow{"mpi": rows}); err != nil {
+	if err := plotColl(file, "roxrun bench --coll | test caption", ours, []string{"mpi"}, map[string][]collRow{"mpi": rows}); err != nil {
 		t.Fatal(err)
 	}
 	svg, err := os.ReadFile(file)
@@ -45,7 +45,7 @@ func TestCollBenchTableAndPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(svg)
-	for _, want := range []string{"<svg", "allreduce, 2 PEs: busbw_gbps", "broadcast, 2 PEs: latency_us", "roxamen", "mpi"} {
+	for _, want := range []string{"<svg", "allreduce, 2 PEs", "broadcast, 2 PEs", "bus bandwidth (GB/s)", "latency (µs)", "64 KiB", "roxamen", "mpi", "test caption"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("plot lacks %q", want)
 		}

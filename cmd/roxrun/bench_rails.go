@@ -17,8 +17,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"gonum.org/v1/plot/plotter"
 )
 
 // railRow is one cell's samples in one run (test/netns's TestRailsBandwidth writes them).
@@ -241,11 +239,11 @@ func plotRails(file string, tb *railTable) error {
 	for _, test := range []string{"put", "alltoall"} {
 		var row []plotPanel
 		for _, rails := range []string{"equal", "unequal"} {
-			y := "bandwidth, Mbit/s"
+			y := "put bandwidth (GB/s)"
 			if test == "alltoall" {
-				y = "busbw per PE, Mbit/s"
+				y = "bus bandwidth per PE (GB/s)"
 			}
-			pn := plotPanel{Title: fmt.Sprintf("%s, %s rails, %d PEs", test, rails, tb.pes[test]), XLabel: "bytes", YLabel: y}
+			pn := plotPanel{Title: fmt.Sprintf("%s, %s rails, %d PEs", test, rails, tb.pes[test]), XLabel: "message size", XBytes: true, YLabel: y}
 			for si, s := range series {
 				t := test
 				if s.test != "" {
@@ -256,14 +254,19 @@ func plotRails(file string, tb *railTable) error {
 				}
 				sr := plotSeries{Name: s.name, Color: si}
 				for _, size := range tb.sizes {
-					sr.XY = append(sr.XY, plotter.XY{X: float64(size), Y: tb.med(t, rails, s.spray, size)})
+					// the samples are Mbit/s; the plots speak GB/s, as every other benchmark does
+					v := tb.cells[railKey{t, rails, s.spray, size}]
+					if len(v) == 0 {
+						continue
+					}
+					sr.Pts = append(sr.Pts, plotPoint{X: float64(size), Y: medianOf(v) / 8000, Lo: slices.Min(v) / 8000, Hi: slices.Max(v) / 8000})
 				}
 				pn.Series = append(pn.Series, sr)
 			}
 			if sum, n := tb.railSum(test); rails == "unequal" && n > 0 {
 				sr := plotSeries{Name: fmt.Sprintf("sum of the %d rails alone", n), Color: len(series)}
 				for _, size := range tb.sizes {
-					sr.XY = append(sr.XY, plotter.XY{X: float64(size), Y: sum})
+					sr.Pts = append(sr.Pts, plotPoint{X: float64(size), Y: sum / 8000})
 				}
 				pn.Series = append(pn.Series, sr)
 			}
@@ -271,5 +274,13 @@ func plotRails(file string, tb *railTable) error {
 		}
 		grid = append(grid, row)
 	}
-	return plotGrid(file, grid)
+	var loads []string
+	for _, l := range tb.loads {
+		loads = append(loads, l...)
+	}
+	load := ""
+	if len(loads) > 0 {
+		load = fmt.Sprintf("%s .. %s (as the runs' cells ended)", strings.Fields(loads[0])[0], strings.Fields(loads[len(loads)-1])[0])
+	}
+	return plotGrid(file, plotCaption(load), grid)
 }

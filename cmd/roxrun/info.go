@@ -1,11 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/roxamen/roxamen/device/auto"
@@ -13,13 +13,15 @@ import (
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic/ucx"
+	"github.com/roxamen/roxamen/shmem"
 )
 
 // infoCommand is info's command with its flags.
 type infoCommand struct {
 	*command
-	scale *bool
-	sf    *scaleFlags
+	scale  *bool
+	asJSON *bool
+	sf     *scaleFlags
 }
 
 func newInfoCommand() *command { return newInfoCmd().command }
@@ -32,7 +34,8 @@ backend ROX_DEVICE asks for is unusable. With --scale, start a job of -n PEs ins
 that talk in --pattern and print what setup cost them: Init's phases (min, mean and
 max over the PEs), Init's CPU time, and the transport connections each PE holds.`)
 	scale := c.fs.Bool("scale", false, "run a job and report its setup cost (see -n, --pattern, --timeout)")
-	return infoCommand{command: c, scale: scale, sf: addScaleFlags(c.fs)}
+	asJSON := c.fs.Bool("json", false, "print the report as one JSON object, for tools")
+	return infoCommand{command: c, scale: scale, asJSON: asJSON, sf: addScaleFlags(c.fs)}
 }
 
 func infoMain(args []string, stdout, stderr io.Writer) int {
@@ -52,75 +55,119 @@ func infoMain(args []string, stdout, stderr io.Writer) int {
 	if *scale {
 		return scaleMain(sf, stdout, stderr)
 	}
-	fmt.Fprintf(stdout, "roxamen: %s, %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	status := 0
-	want := env.Device.Raw()
-	if err := env.Device.Validate(); err != nil {
-		fmt.Fprintln(stdout, err)
-		status = 1
+	r := gatherInfo()
+	if *ic.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(r)
 	} else {
+		r.print(stdout)
+	}
+	if !r.OK {
+		return 1
+	}
+	return 0
+}
+
+// infoReport is what `roxrun info` says, for people (print) and tools (--json).
+type infoReport struct {
+	Version    string      `json:"version"`
+	Go         string      `json:"go"`
+	Backends   []infoProbe `json:"backends"`
+	Backend    string      `json:"backend,omitempty"` // the one PEs would pick; empty when none
+	BackendErr string      `json:"backend_error,omitempty"`
+	Transports []infoProbe `json:"transports"`
+	SDMA       string      `json:"sdma"`
+	Launcher   string      `json:"launcher"`
+	Knobs      []infoKnob  `json:"knobs"`
+	OK         bool        `json:"ok"` // no knob is malformed and the backend asked for is usable
+}
+
+type infoProbe struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+type infoKnob struct {
+	Name    string   `json:"name"`
+	Value   string   `json:"value"`
+	Set     bool     `json:"set"`
+	Default string   `json:"default"`
+	Type    string   `json:"type"`
+	Choices []string `json:"choices,omitempty"`
+	Doc     string   `json:"doc"`
+	Error   string   `json:"error,omitempty"`
+}
+
+func gatherInfo() infoReport {
+	r := infoReport{Version: shmem.Version().String(), Go: fmt.Sprintf("%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH), OK: true}
+	if err := env.Device.Validate(); err != nil {
+		r.BackendErr, r.OK = err.Error(), false
+	} else {
+		want, _ := env.Device.String()
 		drv, probes, err := auto.Pick(want)
 		for _, p := range probes {
-			mark := "no "
-			if p.OK {
-				mark = "yes"
-			}
-			fmt.Fprintf(stdout, "backend %-5s %s  %s\n", p.Driver, mark, p.Detail)
+			r.Backends = append(r.Backends, infoProbe{p.Driver, p.OK, p.Detail})
 		}
 		if err != nil {
-			fmt.Fprintf(stdout, "backend: none usable for ROX_DEVICE=%s: %v\n", want, err)
-			status = 1
+			r.BackendErr, r.OK = fmt.Sprintf("none usable for ROX_DEVICE=%s: %v", want, err), false
 		} else {
-			fmt.Fprintf(stdout, "backend: %s (ROX_DEVICE=%s)\n", drv.Name(), want)
+			r.Backend = drv.Name()
 		}
 	}
 	// The NIC path: tcp is built in; ucx needs libucp, and auto stays on tcp without it.
+	r.Transports = append(r.Transports, infoProbe{"tcp", true, "built in"})
 	if v, err := ucx.Version(); err != nil {
-		fmt.Fprintf(stdout, "transport tcp   yes  built in\ntransport ucx   no   %v (ROX_TRANSPORT=auto uses tcp)\n", err)
+		r.Transports = append(r.Transports, infoProbe{"ucx", false, fmt.Sprintf("%v (ROX_TRANSPORT=auto uses tcp)", err)})
 	} else {
-		fmt.Fprintf(stdout, "transport tcp   yes  built in\ntransport ucx   yes  libucp.so.0 %s\n", v)
+		r.Transports = append(r.Transports, infoProbe{"ucx", true, "libucp.so.0 " + v})
 	}
-	fmt.Fprintln(stdout, sdmaLine())
-	fmt.Fprintln(stdout, bootstrap.Describe(os.Getenv)) // which launcher started this process (PMIx first)
-	fmt.Fprintln(stdout, "knobs:")
+	r.SDMA = sdmaLine()
+	r.Launcher = bootstrap.Describe(os.Getenv) // which launcher started this process (PMIx first)
 	for _, k := range env.All() {
-		val, src := k.Raw(), "default"
-		if k.IsSet() {
-			src = "set"
-		}
-		bad := ""
+		ik := infoKnob{Name: k.Name, Value: k.Raw(), Set: k.IsSet(), Default: k.Default, Type: k.Type, Choices: k.Choices, Doc: k.Doc}
 		if err := k.Validate(); err != nil {
-			bad = "  INVALID: " + err.Error()
-			status = 1
+			ik.Error, r.OK = err.Error(), false
 		}
-		fmt.Fprintf(stdout, "  %-16s %-10q (%s) %s%s\n", k.Name, val, src, k.Doc, bad)
+		r.Knobs = append(r.Knobs, ik)
 	}
-	return status
+	return r
 }
 
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown build"
+func (r infoReport) print(w io.Writer) {
+	fmt.Fprintf(w, "roxamen: %s, %s\n", r.Version, r.Go)
+	for _, p := range r.Backends {
+		fmt.Fprintf(w, "backend %-5s %s  %s\n", p.Name, yesNo(p.OK), p.Detail)
 	}
-	rev, dirty := "", ""
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
+	if r.BackendErr != "" {
+		fmt.Fprintf(w, "backend: %s\n", r.BackendErr)
+	} else {
+		fmt.Fprintf(w, "backend: %s (ROX_DEVICE=%s)\n", r.Backend, env.Device.Raw())
+	}
+	for _, t := range r.Transports {
+		fmt.Fprintf(w, "transport %-5s %s  %s\n", t.Name, yesNo(t.OK), t.Detail)
+	}
+	fmt.Fprintln(w, r.SDMA)
+	fmt.Fprintln(w, r.Launcher)
+	fmt.Fprintln(w, "knobs:")
+	for _, k := range r.Knobs {
+		src, bad := "default", ""
+		if k.Set {
+			src = "set"
 		}
+		if k.Error != "" {
+			bad = "  INVALID: " + k.Error
+		}
+		fmt.Fprintf(w, "  %-16s %-10q (%s) %s%s\n", k.Name, k.Value, src, k.Doc, bad)
 	}
-	if rev == "" {
-		return bi.Main.Version
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	return rev + dirty
+	return "no "
 }
 
 // sdmaLine says whether the AMD SDMA route (device-written copy-engine queues) can run here, and

@@ -4,6 +4,7 @@
 //	roxrun info                                          build, backend, transports, ROX_* knobs
 //	roxrun bench [flags]                                 the benchmark suite, with --compare
 //	roxrun litmus [flags] FILE...                        the memory-model checker and runner
+//	roxrun version                                       module, commit and device code of this build
 //
 // `roxrun --help` prints every command's usage; `roxrun COMMAND --help` prints one.
 package main
@@ -12,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/roxamen/roxamen/shmem"
 )
 
 func main() {
@@ -35,6 +38,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return benchMain(args, stdout, stderr)
 	case "litmus", litmusPECommand:
 		return litmusMain(args, stdout, stderr)
+	case "version", "-version", "--version", "-v":
+		fmt.Fprintln(stdout, "roxrun", shmem.Version())
+		return 0
 	case "help":
 		if len(args) > 1 {
 			for _, c := range commands() {
@@ -65,8 +71,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: roxrun COMMAND [flags] [args]
 
 Roxamen's launcher and tools. COMMAND is run (the default: "roxrun -n 4 ./prog" is
-"roxrun run -n 4 ./prog"), info, bench or litmus; "roxrun COMMAND --help" prints the
-usage of one command, "roxrun help COMMAND" too. Flags take one dash or two (-n 4, --hosts a:2).
+"roxrun run -n 4 ./prog"), info, bench, litmus or version; "roxrun COMMAND --help" prints
+the usage of one command, "roxrun help COMMAND" too; "roxrun version" (or --version) the build. Flags take one dash or two (-n 4, --hosts a:2).
 `)
 	for _, c := range commands() {
 		fmt.Fprintln(w)

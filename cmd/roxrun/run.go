@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/internal/launch"
 )
 
@@ -51,6 +52,11 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if msg := c.needs("rsh", "hosts"); msg != "" {
 		return c.fail(stderr, "%s", msg)
+	}
+	// The knobs are checked here, once, before any PE starts: one message, not one per PE.
+	if err := env.ValidateAll(); err != nil {
+		fmt.Fprintf(stderr, "roxrun: a malformed knob; no PE was started:\n%v\n(roxrun info lists every knob with its accepted values)\n", err)
+		return 2
 	}
 	cfg := launch.Config{
 		NPEs:     f.n,

@@ -97,11 +97,11 @@ func Pick(want string) (device.Driver, []Probe, error) {
 	}
 	if want != "auto" {
 		if driver(want) == nil {
-			return nil, nil, &device.Error{Op: "auto.Pick", Arg: fmt.Sprintf("device %q: want auto|cuda|hip|host", want), Kind: device.ErrInvalid}
+			return nil, nil, &device.Error{Op: "choosing a backend", Arg: fmt.Sprintf("ROX_DEVICE=%q: want auto|cuda|hip|host", want), Kind: device.ErrInvalid}
 		}
 		drv, p, err := probe(want)
 		if err != nil {
-			return nil, []Probe{p}, fmt.Errorf("auto.Pick(%q): %w", want, err)
+			return nil, []Probe{p}, fmt.Errorf("backend %s: %w", want, err)
 		}
 		return drv, []Probe{p}, nil
 	}
@@ -113,7 +113,7 @@ func Pick(want string) (device.Driver, []Probe, error) {
 			return drv, probes, nil
 		}
 	}
-	return nil, probes, &device.Error{Op: "auto.Pick", Arg: "auto: no driver has a device", Kind: device.ErrNoDevice}
+	return nil, probes, &device.Error{Op: "choosing a backend", Arg: "ROX_DEVICE=auto: no driver has a device", Kind: device.ErrNoDevice}
 }
 
 // FromEnv is Pick(ROX_DEVICE).

@@ -3,6 +3,7 @@
 package env
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -16,39 +17,100 @@ type Knob struct {
 	Name    string
 	Default string
 	Doc     string
+	Type    string   // what the value is: size, duration, bool, count, list, choice, string
+	Choices []string // a choice knob's values, matched without regard to case
 	check   func(string) error
 }
 
 var knobs = map[string]*Knob{}
 
-func register(name, def, doc string, check func(string) error) *Knob {
-	k := &Knob{Name: name, Default: def, Doc: doc, check: check}
+// checker is a knob's type: its name and the check of a value.
+type checker struct {
+	typ     string
+	choices []string
+	check   func(string) error
+}
+
+func register(name, def, doc string, c checker) *Knob {
+	k := &Knob{Name: name, Default: def, Doc: doc, Type: c.typ, Choices: c.choices, check: c.check}
 	knobs[name] = k
 	return k
 }
 
-func oneOf(vals ...string) func(string) error {
-	return func(s string) error {
+func oneOf(vals ...string) checker {
+	return checker{"choice", vals, func(s string) error {
 		for _, v := range vals {
-			if s == v {
+			if strings.EqualFold(s, v) {
 				return nil
 			}
 		}
 		return fmt.Errorf("want one of %s", strings.Join(vals, "|"))
-	}
+	}}
 }
 
-func isSize(s string) error   { _, err := ParseSize(s); return err }
-func isDur(s string) error    { _, err := time.ParseDuration(s); return err }
-func isBool(s string) error   { _, err := strconv.ParseBool(s); return err }
-func anything(s string) error { return nil }
+const sizeForms = "a byte count with an optional K, M, G or T suffix (binary: 64M is 64 MiB)"
 
-func isCount(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		return fmt.Errorf("want a whole number of at least 1")
+// sizeAtLeast is a size knob whose value, when set, is at least least bytes.
+func sizeAtLeast(least int64) checker {
+	return checker{"size", nil, func(s string) error {
+		n, err := ParseSize(s)
+		if err != nil {
+			return fmt.Errorf("want %s", sizeForms)
+		}
+		if n < least {
+			return fmt.Errorf("a symmetric heap of %d bytes is below the %d-byte minimum", n, least)
+		}
+		return nil
+	}}
+}
+
+var (
+	isSize   = sizeAtLeast(0)
+	isDur    = checker{"duration", nil, func(s string) error { _, err := parseDuration(s); return err }}
+	isBool   = checker{"bool", nil, func(s string) error { _, err := parseBool(s); return err }}
+	anything = checker{"string", nil, func(string) error { return nil }}
+	isCount  = checker{"count", nil, func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a whole number of at least 1")
+		}
+		return nil
+	}}
+	isList = checker{"list", nil, func(s string) error {
+		for _, f := range strings.Split(s, ",") {
+			if strings.TrimSpace(f) == "" {
+				return fmt.Errorf("an empty entry in a comma-separated list")
+			}
+		}
+		return nil
+	}}
+)
+
+// parseDuration takes Go's forms (30s, 2m, 1h30m, 500ms) and a plain number of seconds; the
+// result must be positive: a wait of no time at all would fail every job.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if ferr != nil {
+			return 0, fmt.Errorf("want a duration such as 30s, 2m or 1h30m, or a number of seconds")
+		}
+		d = time.Duration(f * float64(time.Second))
 	}
-	return nil
+	if d <= 0 {
+		return 0, fmt.Errorf("want a positive duration")
+	}
+	return d, nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("want true or false (also 1|0, yes|no, on|off)")
 }
 
 // Int returns the value as a whole number (0 when unset with no default).
@@ -60,15 +122,6 @@ func (k *Knob) Int() (int, error) {
 		return 0, nil
 	}
 	return strconv.Atoi(k.Raw())
-}
-
-func isList(s string) error {
-	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
-			return fmt.Errorf("an empty entry in a comma-separated list")
-		}
-	}
-	return nil
 }
 
 // List returns the value split at commas, each entry trimmed (nil when unset).
@@ -89,13 +142,13 @@ func (k *Knob) List() ([]string, error) {
 // The knobs. README.md lists them; `roxrun info` prints them.
 var (
 	Device      = register("ROX_DEVICE", "auto", "backend: auto|cuda|hip|host", oneOf("auto", "cuda", "hip", "host"))
-	HeapSize    = register("ROX_HEAP_SIZE", "", "symmetric heap bytes per PE (suffixes K, M, G), at least 4096; default 1G on GPUs, 64M on the host backend, where Init refuses heaps that the node's memory or memory cgroup cannot hold", isSize)
+	HeapSize    = register("ROX_HEAP_SIZE", "", "symmetric heap bytes per PE (suffixes K, M, G), at least 4096; default 1G on GPUs, 64M on the host backend, where Init refuses heaps that the node's memory or memory cgroup cannot hold", sizeAtLeast(MinHeap))
 	Ordering    = register("ROX_ORDERING", "strict", "memory model mode: strict|bypass", oneOf("strict", "bypass"))
 	Transport   = register("ROX_TRANSPORT", "auto", "inter-node transport: auto|tcp|ucx; tcp or ucx also forces the NIC path between PEs of one node", oneOf("auto", "tcp", "ucx"))
 	CEThreshold = register("ROX_CE_THRESHOLD", "1M", "device puts of at least this many bytes take the copy engine", isSize)
 	SDMA        = register("ROX_SDMA", "auto", "AMD: device-written SDMA queues for copy-engine puts: auto (where /dev/kfd allows)|on|off", oneOf("auto", "on", "off"))
 	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
-	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed", isDur)
+	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed (30s, 2m, or a plain number of seconds)", isDur)
 	CollAlgo    = register("ROX_COLL_ALGO", "auto", "host collectives' algorithm: auto|oneshot|twoshot|ring|hier (auto picks per call from size, team shape and topology); ce: stream-ordered all-gather, broadcast and all-to-all take the copy engine at every size", oneOf("auto", "oneshot", "twoshot", "ring", "hier", "ce"))
 	CollCE      = register("ROX_COLL_CE_THRESHOLD", "4M", "stream-ordered all-gather, broadcast and all-to-all (GPU) of at least this many bytes per PE take the copy engine (one block posts the copies, no SM moves data); 0: only with ROX_COLL_ALGO=ce", isSize)
 	NICs        = register("ROX_NICS", "", "tcp transport: the NICs (rails) this host's PEs reach other nodes through, comma-separated interface names or addresses (e.g. eth1,eth2); default: the NICs on the subnets every node has one on (from the kernel's routing table, published through the bootstrap), else the one interface that routes to the rendezvous", isList)
@@ -115,6 +168,9 @@ var (
 	Node      = register("ROX_NODE", "", "node name; PEs with the same node share memory (default: hostname)", anything)
 )
 
+// MinHeap is the smallest symmetric heap Init takes, in bytes.
+const MinHeap = 4096
+
 // Raw returns the value set in the environment, or the default.
 func (k *Knob) Raw() string {
 	if v, ok := os.LookupEnv(k.Name); ok && v != "" {
@@ -133,15 +189,24 @@ func (k *Knob) Validate() error {
 		return nil
 	}
 	if err := k.check(v); err != nil {
-		return fmt.Errorf("env: %s=%q: %v", k.Name, v, err)
+		shown := v
+		if strings.ContainsAny(v, " \t\"'") {
+			shown = strconv.Quote(v)
+		}
+		return fmt.Errorf("%s=%s: %v", k.Name, shown, err)
 	}
 	return nil
 }
 
-// String returns the validated value.
+// String returns the validated value; a choice knob's as its registered spelling.
 func (k *Knob) String() (string, error) {
 	if err := k.Validate(); err != nil {
 		return "", err
+	}
+	for _, c := range k.Choices {
+		if strings.EqualFold(c, k.Raw()) {
+			return c, nil
+		}
 	}
 	return k.Raw(), nil
 }
@@ -162,7 +227,7 @@ func (k *Knob) Duration() (time.Duration, error) {
 	if err := k.Validate(); err != nil {
 		return 0, err
 	}
-	return time.ParseDuration(k.Raw())
+	return parseDuration(k.Raw())
 }
 
 // Bool returns the value as a boolean.
@@ -170,7 +235,7 @@ func (k *Knob) Bool() (bool, error) {
 	if err := k.Validate(); err != nil {
 		return false, err
 	}
-	return strconv.ParseBool(k.Raw())
+	return parseBool(k.Raw())
 }
 
 // All returns every knob, sorted by name.
@@ -183,14 +248,16 @@ func All() []*Knob {
 	return out
 }
 
-// ValidateAll checks every knob and returns the first malformed one.
+// ValidateAll checks every knob: the one check that roxrun (before any PE starts), roxrun info
+// and Init share. The error names every malformed knob, one a line.
 func ValidateAll() error {
+	var errs []error
 	for _, k := range All() {
 		if err := k.Validate(); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ParseSize parses "4096", "64K", "1M", "2G" (binary multiples).
@@ -212,7 +279,7 @@ func ParseSize(s string) (int64, error) {
 	}
 	v, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("not a size: %q", s)
+		return 0, fmt.Errorf("%q is not %s", s, sizeForms)
 	}
 	return v * mult, nil
 }

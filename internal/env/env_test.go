@@ -2,7 +2,9 @@ package env
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestListKnob(t *testing.T) {
@@ -40,6 +42,57 @@ func TestMaxPeersKnob(t *testing.T) {
 			t.Fatalf("ROX_MAX_PEERS=%s: no error", bad)
 		} else if err := ValidateAll(); err == nil {
 			t.Fatalf("ROX_MAX_PEERS=%s: ValidateAll accepts it", bad)
+		}
+	}
+}
+
+// One check for every knob, in the user's words: the forms a knob takes, no parser's wording,
+// choices in any case, a plain number of seconds for a duration, the heap's minimum.
+func TestKnobChecks(t *testing.T) {
+	bad := map[string]map[string]string{
+		"ROX_HEAP_SIZE": {"0": "4096-byte minimum", "100": "4096-byte minimum", "abc": "byte count", "-1": "byte count"},
+		"ROX_TIMEOUT":   {"0": "positive", "-1": "positive", "soon": "number of seconds"},
+		"ROX_DEBUG":     {"maybe": "true or false"},
+		"ROX_TRANSPORT": {"rdma": "auto|tcp|ucx"},
+	}
+	for name, cases := range bad {
+		for val, want := range cases {
+			t.Setenv(name, val)
+			err := knobs[name].Validate()
+			if err == nil {
+				t.Errorf("%s=%s: accepted", name, val)
+				continue
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, name+"=") || !strings.Contains(msg, want) {
+				t.Errorf("%s=%s: %q, want it to start with the knob and say %q", name, val, msg, want)
+			}
+			for _, leak := range []string{"strconv", "time:", "env:", "Parse"} {
+				if strings.Contains(msg, leak) {
+					t.Errorf("%s=%s: %q leaks %q", name, val, msg, leak)
+				}
+			}
+			if all := ValidateAll(); all == nil || !strings.Contains(all.Error(), name) {
+				t.Errorf("%s=%s: ValidateAll = %v", name, val, all)
+			}
+		}
+		t.Setenv(name, "")
+	}
+	t.Setenv("ROX_TIMEOUT", "45")
+	if d, err := Timeout.Duration(); err != nil || d != 45*time.Second {
+		t.Errorf("ROX_TIMEOUT=45: %v, %v; want 45s", d, err)
+	}
+	t.Setenv("ROX_TRANSPORT", "TCP")
+	if v, err := Transport.String(); err != nil || v != "tcp" {
+		t.Errorf("ROX_TRANSPORT=TCP: %q, %v; want tcp", v, err)
+	}
+	t.Setenv("ROX_HEAP_SIZE", "4K")
+	if n, err := HeapSize.Size(); err != nil || n != 4096 {
+		t.Errorf("ROX_HEAP_SIZE=4K: %d, %v", n, err)
+	}
+	for _, k := range All() {
+		if k.Type == "" {
+			t.Errorf("%s has no type", k.Name)
 		}
 	}
 }

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSizeTicks(t *testing.T) {
+	for n, want := range map[float64]string{8: "8 B", 1024: "1 KiB", 65536: "64 KiB", 16 << 20: "16 MiB", 1 << 30: "1 GiB", 1536: "1.5 KiB"} {
+		if got := sizeLabel(n); got != want {
+			t.Errorf("sizeLabel(%v) = %q, want %q", n, got, want)
+		}
+	}
+	var labels []string
+	for _, tk := range byteTicks(8, 16<<20) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if len(labels) < 4 || len(labels) > 8 || labels[0] != "8 B" || labels[len(labels)-1] != "16 MiB" {
+		t.Errorf("byte ticks over 8 B .. 16 MiB labelled %q: want 4-8 labels from 8 B to 16 MiB", labels)
+	}
+	var dec []string
+	for _, tk := range decadeTicks(0.3, 40) {
+		if tk.Label != "" {
+			dec = append(dec, tk.Label)
+		}
+	}
+	if len(dec) < 3 {
+		t.Errorf("decade ticks over 0.3 .. 40 labelled %q: want at least 3", dec)
+	}
+}
+
+// A plot rendered as PNG is not blank: it has ink, and every series' colour is on it.
+func TestPlotPNGNotBlank(t *testing.T) {
+	one := 1
+	rows := []collRow{
+		{Test: "allreduce", PEs: 2, SizeBytes: 8, LatencyUS: 0.7, LatencyMinUS: 0.6, LatencyMaxUS: 0.9, BusBWGBps: 0.01},
+		{Test: "allreduce", PEs: 2, SizeBytes: 65536, LatencyUS: 16, LatencyMinUS: 12, LatencyMaxUS: 30, BusBWGBps: 8.1, SMs: &one},
+		{Test: "allreduce", PEs: 2, SizeBytes: 16 << 20, LatencyUS: 2000, LatencyMinUS: 1900, LatencyMaxUS: 2600, BusBWGBps: 8.4},
+	}
+	mpi := []collRow{{Test: "allreduce", PEs: 2, SizeBytes: 8, LatencyUS: 0.3, BusBWGBps: 0.03}, {Test: "allreduce", PEs: 2, SizeBytes: 65536, LatencyUS: 48, BusBWGBps: 2.7}}
+	file := filepath.Join(t.TempDir(), "coll.png")
+	if err := plotColl(file, plotCaption(""), rows, []string{"mpi"}, map[string][]collRow{"mpi": mpi}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s is not a PNG: %v", file, err)
+	}
+	b := img.Bounds()
+	if b.Dx() < 600 || b.Dy() < 600 {
+		t.Fatalf("PNG is %dx%d: too small to read", b.Dx(), b.Dy())
+	}
+	ink, found := 0, make([]bool, 2)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r < 0xf000 || g < 0xf000 || bl < 0xf000 {
+				ink++
+			}
+			for i := range found {
+				cr, cg, cb, _ := plotColors[i].RGBA()
+				if r>>8 == cr>>8 && g>>8 == cg>>8 && bl>>8 == cb>>8 {
+					found[i] = true
+				}
+			}
+		}
+	}
+	if frac := float64(ink) / float64(b.Dx()*b.Dy()); frac < 0.01 {
+		t.Errorf("PNG has ink on %.3f%% of its pixels: blank", 100*frac)
+	}
+	for i, ok := range found {
+		if !ok {
+			t.Errorf("PNG lacks series %d's colour", i)
+		}
+	}
+}
