@@ -99,69 +99,228 @@ func benchIters(size int) int {
 }
 
 type benchFlags struct {
-	cmd     *command
-	n       int
-	asJSON  bool
-	iters   int
-	rounds  int
-	tests   string
-	compare string
-	timeout time.Duration
-	nvshmem string
+	cmd        *command
+	suite      string   // p2p, coll, rails or all
+	files      []string // rails: the JSON rows files
+	n          int
+	asJSON     bool
+	iters      int
+	rounds     int
+	tests      string
+	compare    string
+	timeout    time.Duration
+	nvshmem    string
+	plot       string
+	anchors    multiFlag
+	cpuprofile string
+	coll       bool // the old spellings of `bench coll` and `bench rails`
+	rails      bool
 }
 
+// benchSuites are the suites `roxrun bench SUITE` runs; all is p2p then coll.
+var benchSuites = []string{"p2p", "coll", "rails", "all"}
+
 func newBenchFlags() *benchFlags {
-	f := &benchFlags{cmd: newCommand("bench", "[flags]", `
-Run the benchmark suite in a job of its own (on the backend ROX_DEVICE picks) and print one
-row per test and size: latency as the median over --rounds rounds with the fastest and the
-slowest round, bandwidth of the median round. --compare also builds and runs the project's
-comparison programs (OpenSHMEM with oshcc/oshrun, MPI with mpicc/mpirun) with the same
-measurements and prints their figures and the ratios beside Roxamen's; a comparison program
-that fails or crashes is reported as such and gives no ratios. On a terminal, stderr shows
-which row runs.`)}
+	f := &benchFlags{cmd: newCommand("bench", "[p2p|coll|rails|all] [flags] [FILE...]", `
+Run a benchmark suite in a job of its own (on the backend ROX_DEVICE picks) and print one
+row per test and size, each naming its unit: latency in microseconds as the median over
+--rounds rounds with the fastest and the slowest round, bandwidth in GB/s of the median
+round. Suites: p2p (the default: point to point, AMOs, barrier, ep dispatch/combine),
+coll (the collectives, per size), rails (the tcp rails' table and plot, from the JSON rows
+FILEs that test/netns's TestRailsBandwidth writes), all (p2p, then coll). --compare also
+builds and runs the project's comparison programs with the same measurements and prints
+their figures and the ratios beside Roxamen's (p2p: oshmem, mpi, mpi-ep; coll: mpi); a
+comparison program that fails or crashes is reported as such and gives no ratios. On a
+terminal, stderr shows which row runs.`)}
 	fs := f.cmd.fs
 	fs.IntVar(&f.n, "n", 2, "number of PEs (PE 0 and the last PE are the pair of the point-to-point rows)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per row instead of the table")
-	fs.IntVar(&f.iters, "iters", 20000, "round trips per round of the latency rows")
-	fs.IntVar(&f.rounds, "rounds", 5, "rounds of every row; latency is their median, with min and max")
-	fs.StringVar(&f.tests, "tests", "", "run only these rows: test names, comma-separated (default: all)")
-	fs.StringVar(&f.compare, "compare", "", "also run the comparison programs: oshmem, mpi, or both (oshmem,mpi); host backend only")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "stop the benchmark job (and each comparison program) after this long")
-	fs.StringVar(&f.nvshmem, "nvshmem", "", "GPU backends: a file holding NVSHMEM's figures in nvbench's text format, for ratios")
+	fs.IntVar(&f.iters, "iters", 0, "calls per row and round (default: the suite's per-size counts: 20000 round trips for p2p latency, 1000 collectives up to 8 KiB, fewer above)")
+	fs.IntVar(&f.rounds, "rounds", 5, "rounds of every row: its figure is their median, with min and max (with --compare, a round is one job of each side)")
+	fs.StringVar(&f.tests, "tests", "", "run only these tests, comma-separated (default: all of the suite's; an unknown name is refused with the list)")
+	fs.StringVar(&f.compare, "compare", "", "also run comparison programs: p2p: oshmem, mpi, mpi-ep (comma-separated); coll: mpi; host backend only")
+	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "stop the benchmark job (and each comparison program) after this long")
+	fs.StringVar(&f.nvshmem, "nvshmem", "", "p2p on a GPU backend: a file holding NVSHMEM's figures in nvbench's text format, for ratios")
+	fs.StringVar(&f.plot, "plot", "", "coll, rails: draw latency and bandwidth against size into this file (.svg or .png)")
+	fs.Var(&f.anchors, "anchor", "coll: a file of JSON rows to compare with, named by its base name (repeatable)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "coll: write each PE's CPU profile to this path with .PE appended")
+	fs.BoolVar(&f.coll, "coll", false, "the coll suite (the old spelling of 'bench coll')")
+	fs.BoolVar(&f.rails, "rails", false, "the rails suite (the old spelling of 'bench rails FILE...')")
 	return f
 }
 
-func benchMain(args []string, stdout, stderr io.Writer) int {
-	if code, ok := railsBenchMain(args, stdout, stderr); ok { // bench_rails.go
-		return code
-	}
-	if code, ok := collBenchMain(args, stdout, stderr); ok { // bench_coll.go
-		return code
-	}
-	pe := args[0] == benchPECommand
-	f := newBenchFlags()
+// parseBench reads a bench command line: the suite, then flags and (rails) files in any order.
+// ok is false with the exit status when the command ends here.
+func (f *benchFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, status int) {
 	c := f.cmd
-	if ok, status := c.parse(args[1:], stdout, stderr); !ok {
-		return status
+	f.suite = "p2p"
+	named := false
+	if len(args) > 0 && slices.Contains(benchSuites, args[0]) {
+		f.suite, args, named = args[0], args[1:], true
 	}
-	if c.fs.NArg() > 0 {
-		return c.fail(stderr, "unexpected argument %q", c.fs.Arg(0))
+	for rest := args; ; {
+		if ok, status := c.parse(rest, stdout, stderr); !ok {
+			return false, status
+		}
+		if c.fs.NArg() == 0 {
+			break
+		}
+		f.files, rest = append(f.files, c.fs.Arg(0)), c.fs.Args()[1:]
 	}
-	if f.iters < 1 {
-		return c.fail(stderr, "--iters %d: want at least 1", f.iters)
+	for _, old := range []struct {
+		set   bool
+		suite string
+	}{{f.coll, "coll"}, {f.rails, "rails"}} {
+		if !old.set {
+			continue
+		}
+		if named && f.suite != old.suite {
+			return false, c.fail(stderr, "--%s and the suite %s: name one suite", old.suite, f.suite)
+		}
+		f.suite = old.suite
+	}
+	if len(f.files) > 0 && f.suite != "rails" {
+		return false, c.fail(stderr, "unexpected argument %q (only the rails suite reads files)", f.files[0])
+	}
+	if f.iters < 0 {
+		return false, c.fail(stderr, "--iters %d: want at least 1 (or 0 for the suite's own counts)", f.iters)
 	}
 	if f.rounds < 1 || f.rounds > 100 {
-		return c.fail(stderr, "--rounds %d: want 1 to 100", f.rounds)
+		return false, c.fail(stderr, "--rounds %d: want 1 to 100", f.rounds)
+	}
+	if f.n < 2 {
+		return false, c.fail(stderr, "-n %d: the benchmarks need at least 2 PEs", f.n)
+	}
+	// A flag that the suite does not read is a mistake, never silently ignored.
+	applies := map[string][]string{
+		"plot": {"coll", "rails"}, "anchor": {"coll"}, "cpuprofile": {"coll"}, "nvshmem": {"p2p"},
+	}
+	for name, suites := range applies {
+		if c.set(name) && !slices.Contains(suites, f.suite) && !(f.suite == "all" && slices.Contains(suites, "coll")) {
+			return false, c.fail(stderr, "%s: the %s suite does not take it; it is for the suites %s", c.given(name), f.suite, strings.Join(suites, " and "))
+		}
+	}
+	if f.suite == "rails" {
+		for _, name := range []string{"tests", "compare", "iters", "json"} {
+			if c.set(name) {
+				return false, c.fail(stderr, "%s: the rails suite tabulates files; it runs no job", c.given(name))
+			}
+		}
+	}
+	return true, 0
+}
+
+// suiteTests lists the test names of a suite, for --tests.
+func suiteTests(suite string, npes int) []string {
+	var names []string
+	if suite == "p2p" || suite == "all" {
+		for _, s := range hostBench {
+			for _, k := range s.rows(max(npes, 2)) {
+				if !slices.Contains(names, k.test) {
+					names = append(names, k.test)
+				}
+			}
+		}
+	}
+	if suite == "coll" || suite == "all" {
+		names = append(names, collTests...)
+	}
+	return names
+}
+
+// checkTests refuses a --tests name the suite lacks, with the list.
+func checkTests(list, suite string, npes int) error {
+	names := suiteTests(suite, npes)
+	for _, t := range strings.Split(list, ",") {
+		if t = strings.TrimSpace(t); t != "" && !slices.Contains(names, t) {
+			return fmt.Errorf("--tests %q: no test %q (the %s suite has %s)", list, t, suite, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// testsOf keeps the names of list that belong to suite (for `all`, which hands each suite its own).
+func testsOf(list, suite string, npes int) string {
+	if list == "" {
+		return ""
+	}
+	names := suiteTests(suite, npes)
+	var keep []string
+	for _, t := range strings.Split(list, ",") {
+		if t = strings.TrimSpace(t); slices.Contains(names, t) {
+			keep = append(keep, t)
+		}
+	}
+	if len(keep) == 0 {
+		return "-" // none of this suite's tests: the suite is skipped
+	}
+	return strings.Join(keep, ",")
+}
+
+func benchMain(args []string, stdout, stderr io.Writer) int {
+	for _, a := range args[1:] {
+		if a == collPEFlag { // a PE of the coll suite's job
+			return collBenchPE(args[2:], stdout, stderr)
+		}
+	}
+	if args[0] == benchPECommand {
+		return benchPEMain(args, stdout, stderr)
+	}
+	f := newBenchFlags()
+	if ok, status := f.parse(args[1:], stdout, stderr); !ok {
+		return status
+	}
+	c := f.cmd
+	if f.tests != "" {
+		if err := checkTests(f.tests, f.suite, f.n); err != nil {
+			return c.fail(stderr, "%v", err)
+		}
+	}
+	switch f.suite {
+	case "rails":
+		return railsBench(f.files, f.plot, stdout, stderr)
+	case "coll":
+		return collBench(f, stdout, stderr)
+	case "all":
+		tests := f.tests
+		if f.tests = testsOf(tests, "p2p", f.n); f.tests != "-" {
+			if code := p2pBench(f, stdout, stderr); code != 0 {
+				return code
+			}
+		}
+		if f.tests = testsOf(tests, "coll", f.n); f.tests != "-" {
+			return collBench(f, stdout, stderr)
+		}
+		return 0
+	}
+	return p2pBench(f, stdout, stderr)
+}
+
+// benchPEMain is a PE of the p2p suite's job.
+func benchPEMain(args []string, stdout, stderr io.Writer) int {
+	f := newBenchFlags()
+	if ok, status := f.cmd.parse(args[1:], stdout, stderr); !ok {
+		return status
+	}
+	if f.iters == 0 {
+		f.iters = 20000
+	}
+	selected, err := selectRows(f.tests, f.n)
+	if err != nil {
+		return f.cmd.fail(stderr, "%v", err)
+	}
+	return benchPE(f.iters, f.rounds, selected, stdout, stderr)
+}
+
+// p2pBench runs the point-to-point suite (on a GPU backend, the GPU suite).
+func p2pBench(f *benchFlags, stdout, stderr io.Writer) int {
+	c := f.cmd
+	if f.iters == 0 {
+		f.iters = 20000
 	}
 	selected, err := selectRows(f.tests, f.n)
 	if err != nil {
 		return c.fail(stderr, "%v", err)
-	}
-	if pe {
-		return benchPE(f.iters, f.rounds, selected, stdout, stderr)
-	}
-	if f.n < 2 {
-		return c.fail(stderr, "-n %d: the benchmarks need at least 2 PEs", f.n)
 	}
 	compares, err := parseCompare(f.compare)
 	if err != nil {

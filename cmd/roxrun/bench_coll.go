@@ -1,6 +1,6 @@
 package main
 
-// roxrun bench --coll: the host collectives (allreduce, allgather, alltoall, broadcast,
+// roxrun bench coll: the host collectives (allreduce, allgather, alltoall, broadcast,
 // reduce_scatter, team_barrier) by nccl-tests' conventions, beside anchor rows (--anchor FILE: JSON
 // rows in the same format, e.g. Open MPI's collectives measured on the same machine), and
 // --plot FILE.svg: bus bandwidth and latency against size, one panel per collective.
@@ -8,7 +8,8 @@ package main
 // Conventions (those of nccl-tests, and of the Open MPI anchor): size_bytes is the per-PE buffer
 // (allreduce: the float32 vector; allgather and alltoall: the whole receive buffer, each PE sending
 // size/N bytes to each; broadcast: the message; reduce_scatter: the float32 input, each PE getting
-// size/N); latency_us is the mean time per call of the slowest PE, the median of 5 rounds;
+// size/N); latency_us is the mean time per call of the slowest PE, the median of --rounds rounds (5 in
+// each job of a --compare round);
 // busbw_gbps = size * f / latency with f = 2(N-1)/N for allreduce, (N-1)/N for allgather, alltoall
 // and reduce_scatter, 1 for broadcast.
 
@@ -72,58 +73,22 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
-// collBenchMain handles `roxrun bench --coll|--plot|--anchor ...` and the PE side; ok is false
-// for the other benchmarks.
-func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	isColl := false
-	for _, a := range args[1:] {
-		if a == collPEFlag {
-			return collBenchPE(args[2:], stdout, stderr), true
-		}
-		switch strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-") {
-		case "coll", "plot", "anchor":
-			isColl = true
-		}
+// collBench runs the coll suite: the collectives per size in a job of f.n PEs, or with
+// --compare mpi, round by round beside Open MPI's.
+func collBench(f *benchFlags, stdout, stderr io.Writer) int {
+	c := f.cmd
+	if f.compare != "" && f.compare != "mpi" {
+		return c.fail(stderr, "--compare %q: the coll suite compares with mpi only", f.compare)
 	}
-	if !isColl {
-		return 0, false
-	}
-	fs := flag.NewFlagSet("roxrun bench --coll", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	n := fs.Int("n", 2, "number of PEs")
-	fs.Bool("coll", true, "the collective benchmarks")
-	asJSON := fs.Bool("json", false, "print one JSON object per row")
-	plotFile := fs.String("plot", "", "draw bus bandwidth and latency against size into this SVG file")
-	var anchors multiFlag
-	fs.Var(&anchors, "anchor", "a file of JSON rows to compare with (repeatable)")
-	timeout := fs.Duration("timeout", 20*time.Minute, "stop the benchmark job after this long")
-	compareList := fs.String("compare", "", "also run Open MPI's collectives (mpi) in the same run, round by round, with the ratios' min/median/max")
-	rounds := fs.Int("rounds", 3, "with --compare: rounds, each one Roxamen job and one Open MPI run, alternating")
-	tests := fs.String("tests", "", "only these collectives, comma-separated (default: all)")
-	iters := fs.Int("iters", 0, "calls per row and round (default: 1000 up to 8 KiB, fewer above; a few suffice where PEs share one GPU)")
-	cpuprofile := fs.String("cpuprofile", "", "write each PE's CPU profile to this path with .PE appended")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2, true
-	}
-	if *compareList != "" && *compareList != "mpi" {
-		fmt.Fprintf(stderr, "roxrun bench --coll: --compare %q: the collectives compare with mpi only\n", *compareList)
-		return 2, true
-	}
-	if *rounds < 1 {
-		fmt.Fprintf(stderr, "roxrun bench --coll: --rounds %d, want >= 1\n", *rounds)
-		return 2, true
-	}
-	if *n < 2 {
-		fmt.Fprintf(stderr, "roxrun bench: -n %d: the benchmarks need at least 2 PEs\n", *n)
-		return 2, true
-	}
+	n, asJSON, timeout, tests, iters, cpuprofile := &f.n, &f.asJSON, &f.timeout, &f.tests, &f.iters, &f.cpuprofile
+	plotFile, compareList, rounds, anchors := &f.plot, &f.compare, &f.rounds, f.anchors
 	anchorRows := map[string][]collRow{}
 	var anchorNames []string
 	for _, f := range anchors {
 		rows, err := readCollRows(f)
 		if err != nil {
 			fmt.Fprintln(stderr, "roxrun bench:", err)
-			return 1, true
+			return 1
 		}
 		name := strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))
 		anchorRows[name] = rows
@@ -132,9 +97,15 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun bench:", err)
-		return 1, true
+		return 1
 	}
-	argv := []string{self, "bench", collPEFlag}
+	// Each job's rows are the median of its rounds; with --compare a round is one job of each
+	// side, each the median of 5 (the Open MPI program's count).
+	inner := *rounds
+	if *compareList != "" {
+		inner = 5
+	}
+	argv := []string{self, "bench", collPEFlag, "-rounds", strconv.Itoa(inner)}
 	if *tests != "" {
 		argv = append(argv, "-tests", *tests)
 	}
@@ -163,11 +134,11 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 		return rows, 0
 	}
 	if *compareList != "" {
-		return collCompare(runRox, *n, *rounds, *tests, *timeout, *asJSON, *plotFile, anchorNames, anchorRows, stdout, stderr), true
+		return collCompare(runRox, *n, *rounds, *tests, *timeout, *asJSON, *plotFile, anchorNames, anchorRows, stdout, stderr)
 	}
 	rows, code := runRox()
 	if code != 0 {
-		return code, true
+		return code
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -180,10 +151,10 @@ func collBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) 
 	if *plotFile != "" {
 		if err := plotColl(*plotFile, plotCaption(""), rows, anchorNames, anchorRows); err != nil {
 			fmt.Fprintln(stderr, "roxrun bench: --plot:", err)
-			return 1, true
+			return 1
 		}
 	}
-	return 0, true
+	return 0
 }
 
 // isCollRow: a row names its test.
@@ -244,6 +215,7 @@ func collBenchPE(args []string, stdout, stderr io.Writer) int {
 	tests := fs.String("tests", "", "")
 	cpuprofile := fs.String("cpuprofile", "", "")
 	iters := fs.Int("iters", 0, "")
+	nrounds := fs.Int("rounds", 5, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -266,7 +238,7 @@ func collBenchPE(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	err = runCollBench(ctx, w, *tests, *iters, json.NewEncoder(stdout))
+	err = runCollBench(ctx, w, *tests, *iters, *nrounds, json.NewEncoder(stdout))
 	if ferr := w.Finalize(); err == nil {
 		err = ferr
 	}
@@ -277,7 +249,7 @@ func collBenchPE(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runCollBench(ctx context.Context, w *shmem.World, tests string, iters int, enc *json.Encoder) error {
+func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrounds int, enc *json.Encoder) error {
 	np := w.NPEs()
 	team := w.TeamWorld()
 	maxb := collSizes[len(collSizes)-1]
@@ -386,7 +358,7 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters int, 
 				}
 			}
 			var rounds []float64
-			for r := 0; r < 5; r++ {
+			for r := 0; r < nrounds; r++ {
 				if err := team.Barrier(ctx); err != nil {
 					return err
 				}
@@ -414,7 +386,7 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters int, 
 				rounds = append(rounds, el[0])
 			}
 			sort.Float64s(rounds)
-			t := rounds[2]
+			t := rounds[len(rounds)/2]
 			if w.MyPE() == 0 {
 				row := collRow{Test: test, Backend: w.Device().Driver, PEs: np, SizeBytes: sz, LatencyUS: t * 1e6, Algorithm: algo, SMs: &sms,
 					LatencyMinUS: math.Round(rounds[0]*1e9) / 1000, LatencyMaxUS: math.Round(rounds[len(rounds)-1]*1e9) / 1000}

@@ -1,6 +1,6 @@
 package main
 
-// roxrun bench --coll --compare mpi: Roxamen's host collectives and Open MPI's (the project's
+// roxrun bench coll --compare mpi: Roxamen's host collectives and Open MPI's (the project's
 // comparison program, test/compare/c/mpi_bench.c) measured in the same run, round by round: each
 // round is one Roxamen job then one Open MPI run with the same PEs, the same binding (none: both
 // launchers leave placement to the kernel) and the same sizes and iterations, so that both see the
@@ -107,7 +107,7 @@ func collCompare(runRox func() ([]collRow, int), n, rounds int, tests string, ti
 	for r := 0; r < rounds; r++ {
 		load := loadAvg()
 		loads = append(loads, load)
-		fmt.Fprintf(stderr, "roxrun bench --coll: round %d of %d (load average %s)\n", r+1, rounds, load)
+		fmt.Fprintf(stderr, "roxrun bench coll: round %d of %d (load average %s)\n", r+1, rounds, load)
 		rox, code := runRox()
 		if code != 0 {
 			return code
@@ -128,7 +128,7 @@ func collCompare(runRox func() ([]collRow, int), n, rounds int, tests string, ti
 		// per-size counts as collIters); 5 inner rounds, their median, as Roxamen's job does.
 		res := runComparison(comparisons["mpi"], n, 1000, 5, mpiTests, timeout, stderr)
 		if res.err != nil {
-			fmt.Fprintf(stderr, "roxrun bench --coll --compare mpi: %v\n", res.err)
+			fmt.Fprintf(stderr, "roxrun bench coll --compare mpi: %v\n", res.err)
 			return 1
 		}
 		for _, m := range res.rows {

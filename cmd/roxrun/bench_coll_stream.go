@@ -1,6 +1,6 @@
 package main
 
-// roxrun bench --coll on a GPU backend: the rows are the stream-ordered collectives
+// roxrun bench coll on a GPU backend: the rows are the stream-ordered collectives
 // (shmem.AllReduceOnStream and the others) on one stream, the iterations of a round enqueued back
 // to back and the stream synchronized once at the end (nccl-tests' way), with the algorithm each
 // took (block: one block of the GPU moves or reduces the data; ce: one block posts copy-engine

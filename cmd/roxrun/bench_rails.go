@@ -1,6 +1,6 @@
 package main
 
-// roxrun bench --rails FILE... [--plot FILE.svg]: the tcp transport's rails benchmark table and
+// roxrun bench rails FILE... [--plot FILE.svg]: the tcp transport's rails benchmark table and
 // plot, from the JSON rows that `ROX_BENCH=1 ROX_BENCH_JSON=FILE go test -run
 // TestRailsBandwidth ./test/netns` writes (it needs root: the rig is network namespaces). Each
 // row is one cell's samples in one run; the files (one or several runs) are pooled per cell,
@@ -11,7 +11,6 @@ package main
 // --coll.
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -31,48 +30,30 @@ type railRow struct {
 	Load      string    `json:"load"`
 }
 
-// railsBenchMain handles `roxrun bench --rails ...`; ok is false for the other benchmarks.
-func railsBenchMain(args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	if !slices.ContainsFunc(args[1:], func(a string) bool { return strings.TrimLeft(a, "-") == "rails" }) {
-		return 0, false
-	}
-	fs := flag.NewFlagSet("roxrun bench --rails", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Bool("rails", true, "the rails benchmark's table, from the JSON rows files named")
-	plotFile := fs.String("plot", "", "draw put bandwidth and alltoall busbw against size into this SVG file")
-	// Files and flags in any order.
-	var files []string
-	for rest := args[1:]; ; {
-		if err := fs.Parse(rest); err != nil {
-			return 2, true
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files, rest = append(files, fs.Arg(0)), fs.Args()[1:]
-	}
+// railsBench tabulates (and with plotFile draws) the rails benchmark's JSON rows files.
+func railsBench(files []string, plotFile string, stdout, stderr io.Writer) int {
 	if len(files) == 0 {
-		fmt.Fprintln(stderr, "roxrun bench --rails: name the JSON rows files of TestRailsBandwidth (ROX_BENCH_JSON)")
-		return 2, true
+		fmt.Fprintln(stderr, "roxrun bench rails: name the JSON rows files of TestRailsBandwidth (ROX_BENCH_JSON)")
+		return 2
 	}
 	var runs [][]railRow
 	for _, f := range files {
 		rows, err := readRailRows(f)
 		if err != nil {
-			fmt.Fprintln(stderr, "roxrun bench --rails:", err)
-			return 1, true
+			fmt.Fprintln(stderr, "roxrun bench rails:", err)
+			return 1
 		}
 		runs = append(runs, rows)
 	}
 	tb := poolRails(runs)
 	printRailsTable(stdout, tb, files)
-	if *plotFile != "" {
-		if err := plotRails(*plotFile, tb); err != nil {
-			fmt.Fprintln(stderr, "roxrun bench --rails: --plot:", err)
-			return 1, true
+	if plotFile != "" {
+		if err := plotRails(plotFile, tb); err != nil {
+			fmt.Fprintln(stderr, "roxrun bench rails: --plot:", err)
+			return 1
 		}
 	}
-	return 0, true
+	return 0
 }
 
 func readRailRows(file string) ([]railRow, error) {
