@@ -41,3 +41,15 @@ func TestErrorsNameTheCall(t *testing.T) {
 		return nil
 	})
 }
+
+// A cgroup file is named from /, also on a real machine (root "/").
+func TestCgroupShown(t *testing.T) {
+	for _, c := range []struct{ root, file, want string }{
+		{"/", "/sys/fs/cgroup/job/memory.max", "/sys/fs/cgroup/job/memory.max"},
+		{"/tmp/x", "/tmp/x/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
+	} {
+		if got := cgroupShown(c.root, c.file); got != c.want {
+			t.Errorf("cgroupShown(%q, %q) = %q, want %q", c.root, c.file, got, c.want)
+		}
+	}
+}
