@@ -108,7 +108,7 @@ func (c *Ctx) Destroy() error {
 
 func (c *Ctx) check(call string, store bool) error {
 	if c == nil {
-		return &Error{Call: call, PE: -1, Kind: ErrBadArgument, Detail: "nil context"}
+		return &Error{Call: call, PE: callerPE(), Kind: ErrBadArgument, Detail: "nil context"}
 	}
 	if err := c.w.check(call); err != nil {
 		return err
@@ -142,14 +142,18 @@ func ctxSym[T Elem](c *Ctx, call string, s Sym[T], store bool) error {
 
 // CtxPut is Put on context c (shmem_ctx_put).
 func CtxPut[T Elem](c *Ctx, s Sym[T], pe, at int, src []T) error {
-	if err := ctxSym(c, "CtxPut", s, true); err != nil {
+	return ctxPut(c, "CtxPut", s, pe, at, src)
+}
+
+func ctxPut[T Elem](c *Ctx, call string, s Sym[T], pe, at int, src []T) error {
+	if err := ctxSym(c, call, s, true); err != nil {
 		return err
 	}
-	off, size, err := s.target("CtxPut", pe, at, len(src))
+	off, size, err := s.target(call, pe, at, len(src))
 	if err != nil {
 		return err
 	}
-	if err := c.w.putOn("CtxPut", c.path(pe), pe, off, asBytes(src)[:size]); err != nil {
+	if err := c.w.putOn(call, c.path(pe), pe, off, asBytes(src)[:size]); err != nil {
 		return err
 	}
 	c.wrote(pe)
@@ -158,30 +162,34 @@ func CtxPut[T Elem](c *Ctx, s Sym[T], pe, at int, src []T) error {
 
 // CtxPutNBI is PutNBI on context c: src must not change until c.Quiet.
 func CtxPutNBI[T Elem](c *Ctx, s Sym[T], pe, at int, src []T) error {
-	return CtxPut(c, s, pe, at, src)
+	return ctxPut(c, "CtxPutNBI", s, pe, at, src)
 }
 
 // CtxP writes one element on context c (shmem_ctx_p).
 func CtxP[T Elem](c *Ctx, s Sym[T], pe, at int, v T) error {
-	return CtxPut(c, s, pe, at, []T{v})
+	return ctxPut(c, "CtxP", s, pe, at, []T{v})
 }
 
 // CtxGet is Get on context c (shmem_ctx_get).
 func CtxGet[T Elem](c *Ctx, s Sym[T], pe, at int, dst []T) error {
-	if err := ctxSym(c, "CtxGet", s, false); err != nil {
+	return ctxGet(c, "CtxGet", s, pe, at, dst)
+}
+
+func ctxGet[T Elem](c *Ctx, call string, s Sym[T], pe, at int, dst []T) error {
+	if err := ctxSym(c, call, s, false); err != nil {
 		return err
 	}
-	off, size, err := s.target("CtxGet", pe, at, len(dst))
+	off, size, err := s.target(call, pe, at, len(dst))
 	if err != nil {
 		return err
 	}
-	return c.w.getOn("CtxGet", c.path(pe), pe, off, asBytes(dst)[:size])
+	return c.w.getOn(call, c.path(pe), pe, off, asBytes(dst)[:size])
 }
 
 // CtxG reads one element on context c (shmem_ctx_g).
 func CtxG[T Elem](c *Ctx, s Sym[T], pe, at int) (T, error) {
 	var v [1]T
-	err := CtxGet(c, s, pe, at, v[:])
+	err := ctxGet(c, "CtxG", s, pe, at, v[:])
 	return v[0], err
 }
 

@@ -41,11 +41,10 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	pe := "PE ?"
+	s := fmt.Sprintf("shmem: %s: %v", e.Call, e.Kind) // no PE is known: before Init, or a nil handle
 	if e.PE >= 0 {
-		pe = fmt.Sprintf("PE %d", e.PE)
+		s = fmt.Sprintf("shmem: %s on PE %d: %v", e.Call, e.PE, e.Kind)
 	}
-	s := fmt.Sprintf("shmem: %s on %s: %v", e.Call, pe, e.Kind)
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
@@ -63,7 +62,7 @@ func (e *Error) Unwrap() []error {
 }
 
 func (w *World) errorf(call string, kind error, format string, args ...any) *Error {
-	pe := -1
+	pe := callerPE()
 	if w != nil {
 		pe = w.pe
 	}
@@ -93,4 +92,13 @@ func kindOf(err error, fallback error) error {
 		return ErrSystem
 	}
 	return fallback
+}
+
+// callerPE is the PE an error names when the call gave no World (a nil team or context, a zero
+// object): the process's one World's, or -1 where it has none or several.
+func callerPE() int {
+	if w := soleWorld(); w != nil {
+		return w.pe
+	}
+	return -1
 }

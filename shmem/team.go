@@ -101,7 +101,7 @@ func (w *World) TeamShared() *Team {
 
 func (t *Team) check(call string) error {
 	if t == nil {
-		return &Error{Call: call, PE: -1, Kind: ErrNotInTeam, Detail: "nil team (this PE is outside the team the split made)"}
+		return &Error{Call: call, PE: callerPE(), Kind: ErrNotInTeam, Detail: "nil team (this PE is outside the team the split made)"}
 	}
 	if err := t.w.check(call); err != nil {
 		return err

@@ -783,7 +783,7 @@ func checkHostMemory(root string, heapSize int64, npes int, knob string) error {
 		return fmt.Errorf("%s: %s is more than the %s of memory this machine has (MemTotal in /proc/meminfo)", knob, whose, sizeString(total))
 	}
 	if limit, file := cgroupLimit(root); limit > 0 && need > limit {
-		return fmt.Errorf("%s: %s is more than the %s limit of this process's memory cgroup (%s)", knob, whose, sizeString(limit), strings.TrimPrefix(file, filepath.Clean(root)))
+		return fmt.Errorf("%s: %s is more than the %s limit of this process's memory cgroup (%s)", knob, whose, sizeString(limit), cgroupShown(root, file))
 	}
 	return nil
 }
@@ -800,6 +800,11 @@ func memTotal(path string) (int64, error) {
 		}
 	}
 	return 0, errors.New("no MemTotal")
+}
+
+// cgroupShown is a cgroup file as the process sees it (from /), whatever root the test gave.
+func cgroupShown(root, file string) string {
+	return "/" + strings.TrimLeft(strings.TrimPrefix(file, filepath.Clean(root)), "/")
 }
 
 // cgroupLimit returns the smallest memory limit over this process's memory cgroup and its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -512,5 +513,44 @@ func BenchmarkBarrier(b *testing.B) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+// A flood of connections with a wrong token (3000 of them) is logged as a few lines and a count
+// of the rest, each refused all the same.
+func TestRefusalFloodRateLimited(t *testing.T) {
+	s := startServer(t, 2)
+	var mu sync.Mutex
+	var logged []string
+	s.SetLogger(func(format string, args ...any) {
+		mu.Lock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	})
+	const n = 3000
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("no hello at all, just bytes\n"))
+		c.SetReadDeadline(time.Now().Add(testTimeout))
+		io.Copy(io.Discard, c) // the server refuses and closes
+		c.Close()
+	}
+	s.refused.Flush()
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for _, l := range logged {
+		var k int
+		if _, err := fmt.Sscanf(l, "%d more like this", &k); err == nil {
+			total += k
+		} else if strings.HasPrefix(l, "bootstrap: refused connection from") {
+			total++
+		}
+	}
+	if len(logged) > 40 || total != n {
+		t.Fatalf("%d lines account for %d of %d refusals; want a few lines accounting for all:\n%s", len(logged), total, n, strings.Join(logged[:min(len(logged), 10)], "\n"))
 	}
 }

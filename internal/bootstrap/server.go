@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/internal/ratelog"
 )
 
 // handshakeTimeout bounds how long an unauthenticated connection may hold a server goroutine.
@@ -59,6 +60,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	logf    func(format string, args ...any)
+	refused *ratelog.Limiter // refused connections: a flood is a few lines and a count
 	hostPE  int
 	closed  bool
 	pes     []*peer // by PE; nil until it joins
@@ -151,6 +153,7 @@ func newServer(npes int, token string) *Server {
 		npes: npes, token: []byte(token),
 		failures:   make(chan Failure, npes),
 		logf:       log.Printf,
+		refused:    &ratelog.Limiter{Logf: log.Printf},
 		hostPE:     -1,
 		pes:        make([]*peer, npes),
 		gone:       make([]bool, npes),
@@ -170,6 +173,7 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) SetLogger(logf func(format string, args ...any)) {
 	s.mu.Lock()
 	s.logf = logf
+	s.refused = &ratelog.Limiter{Logf: logf}
 	s.mu.Unlock()
 }
 
@@ -271,9 +275,9 @@ func (s *Server) serve(conn net.Conn) {
 func (s *Server) handshake(conn net.Conn, f frame, err error) (*peer, bool) {
 	refuse := func(reason string) (*peer, bool) {
 		s.mu.Lock()
-		logf := s.logf
+		refused := s.refused
 		s.mu.Unlock()
-		logf("bootstrap: refused connection from %s: %s", conn.RemoteAddr(), reason)
+		refused.Printf("bootstrap: refused connection from %s: %s", conn.RemoteAddr(), reason)
 		conn.SetWriteDeadline(time.Now().Add(time.Second))
 		conn.Write(newFrame(msgRefuse, 0).str(reason).finish())
 		return nil, false
@@ -609,7 +613,7 @@ func (s *Server) treeRoot(conn net.Conn, f frame) *node {
 		if s.mode != "star" {
 			reason = fmt.Sprintf("malformed tree join (fanout %d, %v)", k, d.err)
 		}
-		s.logf("bootstrap: refused connection from %s: %s", conn.RemoteAddr(), reason)
+		s.refused.Printf("bootstrap: refused connection from %s: %s", conn.RemoteAddr(), reason)
 		conn.SetWriteDeadline(time.Now().Add(time.Second))
 		conn.Write(newFrame(msgRefuse, 0).str(reason).finish())
 		return nil

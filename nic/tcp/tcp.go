@@ -37,6 +37,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/internal/ratelog"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -115,10 +116,11 @@ const (
 
 // Transport is a nic.Transport over TCP. Its methods are safe for concurrent use.
 type Transport struct {
-	cfg   Config
-	lns   []net.Listener // lns[rail]
-	addrs []string       // addrs[rail]: where other PEs dial it
-	addr  string         // addrs, comma-separated: what Addr publishes
+	cfg     Config
+	refused ratelog.Limiter // refused connections: a flood is a few lines and a count
+	lns     []net.Listener  // lns[rail]
+	addrs   []string        // addrs[rail]: where other PEs dial it
+	addr    string          // addrs, comma-separated: what Addr publishes
 
 	peers  []atomic.Pointer[peer] // peers[pe]: the connection to pe on rail 0, once made; nil for itself
 	links  []link                 // links[pe]: connecting to pe (lazy.go)
@@ -213,6 +215,7 @@ func newTransport(cfg Config) *Transport {
 		joined: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
+	t.refused.Logf = t.logf
 	if len(cfg.Rails) > 1 {
 		t.dedup = make([]dedup, cfg.NPEs)
 	}
@@ -584,7 +587,7 @@ func (t *Transport) accept(conn net.Conn, rail int) {
 			}
 		}
 	}
-	t.logf("tcp: PE %d: refused connection from %s: %v", t.cfg.PE, conn.RemoteAddr(), err)
+	t.refused.Printf("tcp: PE %d: refused connection from %s: %v", t.cfg.PE, conn.RemoteAddr(), err)
 	t.untrack(conn)
 }
 
