@@ -424,7 +424,7 @@ func (rt *gpuRuntime) waitStream(ctx context.Context, call string, st device.Str
 			sleep *= 2
 		}
 	}
-	if on, _ := env.Debug.Bool(); on && rt.proxy != nil && rt.proxy.stats.Descs.Load() != 0 {
+	if env.Debugging(env.LevelTrace) && rt.proxy != nil && rt.proxy.stats.Descs.Load() != 0 {
 		debugf("PE %d: %s: proxy %v", w.pe, call, &rt.proxy.stats)
 		rt.proxy.stats.reset()
 	}
@@ -642,7 +642,7 @@ func (m Mem) Device() device.Ptr {
 }
 
 func debugf(format string, args ...any) {
-	if on, _ := env.Debug.Bool(); on {
+	if env.Debugging(env.LevelInfo) {
 		fmt.Fprintf(os.Stderr, "roxamen: "+format+"\n", args...)
 	}
 }

@@ -416,7 +416,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	clock.mark(PhaseBarrier)
 	w.initReport = clock.report(w.pe, w.npes, transportKind)
-	if on, _ := env.Debug.Bool(); on {
+	if env.Debugging(env.LevelInfo) {
 		fmt.Fprintf(os.Stderr, "roxamen: %v\n", w.initReport)
 	}
 	w.registered()

@@ -209,7 +209,7 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 		return fail(err)
 	}
 	r.Host = r.PE == 0
-	if on, _ := env.Debug.Bool(); on {
+	if env.Debugging(env.LevelInfo) {
 		sum := sha256.Sum256([]byte(r.Token))
 		fmt.Fprintf(os.Stderr, "roxamen: PE %d: bootstrap through PMIx (%s, namespace %s, rank %d of %d, node %d %q): "+
 			"rendezvous %s (published %s), job token sha256:%s\n",
@@ -218,7 +218,7 @@ func dialPMIx(ctx context.Context, r Rank, timeout time.Duration) (*Client, erro
 	cfg := Config{}
 	if tree != nil {
 		cfg = pmixTreeConfig(pc, tree, node, timeout)
-		if on, _ := env.Debug.Bool(); on {
+		if env.Debugging(env.LevelInfo) {
 			fmt.Fprintf(os.Stderr, "roxamen: PE %d: bootstrap tree through PMIx: listening at %s, addresses read from PMIx on first use\n", r.PE, tree.Addr())
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"slices"
 	"sync"
@@ -152,8 +151,8 @@ func newServer(npes int, token string) *Server {
 	return &Server{
 		npes: npes, token: []byte(token),
 		failures:   make(chan Failure, npes),
-		logf:       log.Printf,
-		refused:    &ratelog.Limiter{Logf: log.Printf},
+		logf:       env.Warnf,
+		refused:    &ratelog.Limiter{Logf: env.Warnf},
 		hostPE:     -1,
 		pes:        make([]*peer, npes),
 		gone:       make([]bool, npes),
@@ -169,7 +168,7 @@ func newServer(npes int, token string) *Server {
 // Addr returns the address the server listens on, HOST:PORT.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// SetLogger replaces log.Printf as the destination of the server's messages (refused connections).
+// SetLogger replaces env.Warnf (log.Printf unless ROX_DEBUG=off) as the destination of the server's messages (refused connections).
 func (s *Server) SetLogger(logf func(format string, args ...any)) {
 	s.mu.Lock()
 	s.logf = logf

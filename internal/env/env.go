@@ -5,6 +5,7 @@ package env
 import (
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"sort"
 	"strconv"
@@ -86,6 +87,61 @@ var (
 	}}
 )
 
+// Level is how much the runtime logs (ROX_DEBUG).
+type Level int
+
+const (
+	LevelOff Level = iota
+	LevelWarn
+	LevelInfo
+	LevelTrace
+)
+
+var levelNames = []string{"off", "warn", "info", "trace"}
+
+func (l Level) String() string { return levelNames[l] }
+
+func parseLevel(s string) (Level, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	for i, n := range levelNames {
+		if v == n {
+			return Level(i), nil
+		}
+	}
+	if b, err := parseBool(v); err == nil { // ROX_DEBUG=1 was "log the runtime's decisions"
+		if b {
+			return LevelInfo, nil
+		}
+		return LevelOff, nil
+	}
+	return 0, fmt.Errorf("want one of off|warn|info|trace (or 1|0)")
+}
+
+var isLevel = checker{"level", levelNames, func(s string) error { _, err := parseLevel(s); return err }}
+
+// DebugLevel is ROX_DEBUG's level (warn when it is malformed: Init and roxrun refuse that).
+func DebugLevel() Level {
+	l, err := parseLevel(Debug.Raw())
+	if err != nil {
+		return LevelWarn
+	}
+	return l
+}
+
+// Debugging reports whether ROX_DEBUG asks for messages of level l.
+func Debugging(l Level) bool { return DebugLevel() >= l }
+
+// Logf writes a message of level l to the standard logger where ROX_DEBUG asks for it.
+func Logf(l Level, format string, args ...any) {
+	if Debugging(l) {
+		log.Printf(format, args...)
+	}
+}
+
+// Warnf is Logf at LevelWarn: the default destination of the transports' and the rendezvous's
+// messages.
+func Warnf(format string, args ...any) { Logf(LevelWarn, format, args...) }
+
 // parseDuration takes Go's forms (30s, 2m, 1h30m, 500ms) and a plain number of seconds; the
 // result must be positive: a wait of no time at all would fail every job.
 func parseDuration(s string) (time.Duration, error) {
@@ -147,7 +203,7 @@ var (
 	Transport   = register("ROX_TRANSPORT", "auto", "inter-node transport: auto|tcp|ucx; tcp or ucx also forces the NIC path between PEs of one node", oneOf("auto", "tcp", "ucx"))
 	CEThreshold = register("ROX_CE_THRESHOLD", "1M", "device puts of at least this many bytes take the copy engine", isSize)
 	SDMA        = register("ROX_SDMA", "auto", "AMD: device-written SDMA queues for copy-engine puts: auto (where /dev/kfd allows)|on|off", oneOf("auto", "on", "off"))
-	Debug       = register("ROX_DEBUG", "false", "log runtime decisions to stderr", isBool)
+	Debug       = register("ROX_DEBUG", "warn", "what the runtime logs to stderr: off|warn (refused connections, lost peers, retired rails)|info (and Init's phases and choices, the launcher's start, the rendezvous's traffic)|trace (and every transport connection, the GPU proxy's batches); 1|true means info, 0|false off", isLevel)
 	Timeout     = register("ROX_TIMEOUT", "30s", "how long any wait may last before the job is declared failed (30s, 2m, or a plain number of seconds)", isDur)
 	CollAlgo    = register("ROX_COLL_ALGO", "auto", "host collectives' algorithm: auto|oneshot|twoshot|ring|hier (auto picks per call from size, team shape and topology); ce: stream-ordered all-gather, broadcast and all-to-all take the copy engine at every size", oneOf("auto", "oneshot", "twoshot", "ring", "hier", "ce"))
 	CollCE      = register("ROX_COLL_CE_THRESHOLD", "4M", "stream-ordered all-gather, broadcast and all-to-all (GPU) of at least this many bytes per PE take the copy engine (one block posts the copies, no SM moves data); 0: only with ROX_COLL_ALGO=ce", isSize)

@@ -1,6 +1,9 @@
 package env
 
 import (
+	"bytes"
+	"log"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -52,7 +55,7 @@ func TestKnobChecks(t *testing.T) {
 	bad := map[string]map[string]string{
 		"ROX_HEAP_SIZE": {"0": "4096-byte minimum", "100": "4096-byte minimum", "abc": "byte count", "-1": "byte count"},
 		"ROX_TIMEOUT":   {"0": "positive", "-1": "positive", "soon": "number of seconds"},
-		"ROX_DEBUG":     {"maybe": "true or false"},
+		"ROX_DEBUG":     {"maybe": "off|warn|info|trace"},
 		"ROX_TRANSPORT": {"rdma": "auto|tcp|ucx"},
 	}
 	for name, cases := range bad {
@@ -94,5 +97,38 @@ func TestKnobChecks(t *testing.T) {
 		if k.Type == "" {
 			t.Errorf("%s has no type", k.Name)
 		}
+	}
+}
+
+// ROX_DEBUG takes levels (and the old booleans); messages print at their level and above.
+func TestDebugLevels(t *testing.T) {
+	for v, want := range map[string]Level{"": LevelWarn, "off": LevelOff, "WARN": LevelWarn, "info": LevelInfo, "trace": LevelTrace, "1": LevelInfo, "true": LevelInfo, "0": LevelOff} {
+		t.Setenv("ROX_DEBUG", v)
+		if err := Debug.Validate(); err != nil {
+			t.Errorf("ROX_DEBUG=%q: %v", v, err)
+		}
+		if got := DebugLevel(); got != want {
+			t.Errorf("ROX_DEBUG=%q: level %v, want %v", v, got, want)
+		}
+	}
+	t.Setenv("ROX_DEBUG", "loud")
+	if err := Debug.Validate(); err == nil || !strings.Contains(err.Error(), "off|warn|info|trace") {
+		t.Errorf("ROX_DEBUG=loud: %v", err)
+	}
+	var buf bytes.Buffer
+	log.SetOutput(&buf)
+	defer log.SetOutput(os.Stderr)
+	t.Setenv("ROX_DEBUG", "info")
+	Logf(LevelTrace, "trace line")
+	Logf(LevelInfo, "info line")
+	Warnf("warn line")
+	if s := buf.String(); strings.Contains(s, "trace line") || !strings.Contains(s, "info line") || !strings.Contains(s, "warn line") {
+		t.Errorf("ROX_DEBUG=info printed %q: want the info and warn lines only", s)
+	}
+	buf.Reset()
+	t.Setenv("ROX_DEBUG", "off")
+	Warnf("warn line")
+	if buf.Len() != 0 {
+		t.Errorf("ROX_DEBUG=off printed %q", buf.String())
 	}
 }

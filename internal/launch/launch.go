@@ -306,7 +306,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	if on, _ := env.Debug.Bool(); on {
+	if env.Debugging(env.LevelInfo) {
 		// The first PEs' Init waits for the last to start: a slow start shows here.
 		fmt.Fprintf(errw, "roxrun: started %d PEs in %v\n", len(pes), time.Since(startTime).Round(time.Millisecond))
 	}
@@ -423,7 +423,7 @@ func Run(ctx context.Context, cfg Config) error {
 	closeOutput(closeOutputAfter)
 	killAll(syscall.SIGKILL)
 	j.report()
-	if on, _ := env.Debug.Bool(); on {
+	if env.Debugging(env.LevelInfo) {
 		st := srv.Stats()
 		t := st.Total()
 		fmt.Fprintf(errw, "roxrun: rendezvous (%s, the bootstrap's root): %d messages (%d received), %d bytes\n", st.Mode, t.Msgs(), t.MsgsRecv, t.Bytes())

@@ -39,14 +39,14 @@ type benchEnv struct {
 
 var (
 	envOnce sync.Once
-	env     *benchEnv
+	bench   *benchEnv
 	envErr  error
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if env != nil {
-		env.close()
+	if bench != nil {
+		bench.close()
 	}
 	os.Exit(code)
 }
@@ -54,11 +54,11 @@ func TestMain(m *testing.M) {
 const benchHeap = 40 << 20
 
 func getEnv(b *testing.B) *benchEnv {
-	envOnce.Do(func() { env, envErr = newBenchEnv() })
+	envOnce.Do(func() { bench, envErr = newBenchEnv() })
 	if envErr != nil {
 		b.Fatal(envErr)
 	}
-	return env
+	return bench
 }
 
 func newBenchEnv() (*benchEnv, error) {

@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"strconv"
 	"strings"
@@ -37,6 +36,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/internal/ratelog"
 	"github.com/roxamen/roxamen/nic"
 )
@@ -61,7 +61,7 @@ type Config struct {
 	// sockets in network namespaces).
 	Listener net.Listener
 	Dial     func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Logf logs refused connections and lost peers; default log.Printf.
+	// Logf logs refused connections and lost peers; default env.Warnf (log.Printf unless ROX_DEBUG=off).
 	Logf func(format string, args ...any)
 	// Notify, when set, is called after requests from other PEs changed this PE's heap (puts,
 	// signals, AMOs), once per burst, before the transport waits for more: a PE waiting for a
@@ -162,7 +162,7 @@ func New(cfg Config) (*Transport, error) {
 		cfg.Timeout = defaultTimeout
 	}
 	if cfg.Logf == nil {
-		cfg.Logf = log.Printf
+		cfg.Logf = env.Warnf
 	}
 	if len(cfg.Rails) == 0 {
 		cfg.Rails = []Rail{{Listen: cfg.Listen, Advertise: cfg.Advertise, Listener: cfg.Listener, Dial: cfg.Dial}}
@@ -405,6 +405,7 @@ func (t *Transport) dialAs(ctx context.Context, op string, pe, rail int, addr st
 		t.untrack(conn)
 		return fmt.Errorf("tcp: %s: PE %d: PE %d at %s: %w", op, t.cfg.PE, pe, addr, err)
 	}
+	env.Logf(env.LevelTrace, "tcp: PE %d: connected to PE %d at %s (rail %d) on first %s", t.cfg.PE, pe, addr, rail, op)
 	return nil
 }
 
