@@ -475,8 +475,8 @@ func (w *World) watch() {
 		status := pe.Status
 		// Another PE called GlobalExit: every PE ends with its status, as OpenSHMEM requires,
 		// before any wait can report the exit as a failure.
-		fmt.Fprintf(os.Stderr, "roxamen: PE %d: exiting with status %d: %v\n", w.pe, status, err)
-		os.Exit(status)
+		fmt.Fprintf(os.Stderr, "roxamen: PE %d: exiting with status %d: %v\n", w.pe, exitCode(status), err)
+		os.Exit(exitCode(status))
 	}
 	departed := pe != nil && pe.Exited && !pe.Aborted && pe.Status == 0
 	w.fail.CompareAndSwap(nil, &failure{err: err, pe: failed, departed: departed})
@@ -624,11 +624,23 @@ func (w *World) closeConnections() {
 
 // GlobalExit ends the whole job with status (shmem_global_exit): every other PE exits with the
 // same status as soon as it learns of it. It does not return.
+//
+// A process's exit code holds 8 bits: the code is status's low 8 bits (300 gives 44, -1 gives
+// 255), except that a nonzero status whose low 8 bits are 0 (256, -256) gives 1, so that a job
+// ended with a nonzero status never looks successful. roxrun exits with the same code.
 func (w *World) GlobalExit(status int) {
 	if w != nil && w.boot != nil && !w.closed.Load() {
 		w.boot.Abort(status, fmt.Sprintf("PE %d called GlobalExit(%d)", w.pe, status))
 	}
-	os.Exit(status)
+	os.Exit(exitCode(status))
+}
+
+// exitCode is the process exit code of GlobalExit(status); internal/launch maps it the same way.
+func exitCode(status int) int {
+	if c := status & 0xff; c != 0 || status == 0 {
+		return c
+	}
+	return 1
 }
 
 // collectives serializes the collective calls of one group of PEs (the World's; a team keeps its

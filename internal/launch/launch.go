@@ -90,6 +90,16 @@ func (e *ExitError) how() string {
 	return "exited with status " + strconv.Itoa(e.Status)
 }
 
+// GlobalExitCode is the exit code of a job ended by GlobalExit(status): status's low 8 bits, or 1
+// when they are 0 for a nonzero status, so that no nonzero status ends a job with 0 (shmem's
+// GlobalExit gives its process the same code).
+func GlobalExitCode(status int) int {
+	if c := status & 0xff; c != 0 || status == 0 {
+		return c
+	}
+	return 1
+}
+
 // ExitStatus returns the status roxrun should exit with for err.
 func ExitStatus(err error) int {
 	var ee *ExitError
@@ -535,17 +545,18 @@ type verdict struct {
 	pes  []*pe
 	// root is the first PE to leave the job badly: the first failure the rendezvous reported (a
 	// lost connection, an exit before Finalize, an abort), or else the first PE to exit non-zero.
-	root       int
-	rootReason string         // the rendezvous's account of root, if it came from there
-	aborted    bool           // root called GlobalExit
-	rootStop   syscall.Signal // root was stopped by this signal while the others waited for it
-	hasRoot    bool
-	printed    bool
-	collateral []int      // PEs that exited non-zero on their own after root left
-	queued     []int      // collateral PEs not yet printed
-	failed     bool       // some PE exited non-zero
-	stopped    *ExitError // the job was stopped (signal to roxrun, timeout)
-	terminated bool       // roxrun has terminated the PEs: what follows is its doing
+	root        int
+	rootReason  string         // the rendezvous's account of root, if it came from there
+	aborted     bool           // root called GlobalExit
+	abortedWith int            // the status it gave GlobalExit
+	rootStop    syscall.Signal // root was stopped by this signal while the others waited for it
+	hasRoot     bool
+	printed     bool
+	collateral  []int      // PEs that exited non-zero on their own after root left
+	queued      []int      // collateral PEs not yet printed
+	failed      bool       // some PE exited non-zero
+	stopped     *ExitError // the job was stopped (signal to roxrun, timeout)
+	terminated  bool       // roxrun has terminated the PEs: what follows is its doing
 }
 
 func (j *verdict) failure(f bootstrap.Failure) {
@@ -556,7 +567,7 @@ func (j *verdict) failure(f bootstrap.Failure) {
 		return
 	}
 	j.hasRoot, j.root, j.aborted = true, f.PE, f.Aborted
-	j.rootReason = f.Reason
+	j.rootReason, j.abortedWith = f.Reason, f.Status
 }
 
 // takeEarlierCause takes as root cause a PE whose end (or stop) came before p's failure but has
@@ -603,11 +614,12 @@ func (j *verdict) rootError() *ExitError {
 	e := &ExitError{PE: p.rank, Host: p.host, Status: 1}
 	switch {
 	case j.aborted:
-		// GlobalExit: every PE ends with the status it gave, which is the job's.
+		// GlobalExit: the status it gave is the job's, whatever became of its process (a
+		// status of 256 leaves a process's exit code 0).
 		e.Reason = "ended the job " + strings.TrimPrefix(j.rootReason, "aborted ")
-		e.Status = 0
-		if p.exit != nil {
-			e.Status = p.exit.Status
+		e.Status = GlobalExitCode(j.abortedWith)
+		if e.Status != j.abortedWith {
+			e.Reason += " (exit code " + strconv.Itoa(e.Status) + ")"
 		}
 		return e
 	case j.rootStop != 0:
