@@ -341,3 +341,26 @@ func TestBarrierMismatch(t *testing.T) {
 		return w.BarrierAll(context.Background())
 	}, false)
 }
+
+// TestFailedFinalizeIsNoGoodbye (issue 26, 8): PE 0's Finalize fails (PE 1 made another call at
+// that point), so PE 0 has not left the job in order: PE 1's own Finalize, which needs PE 0, fails
+// at once naming it with ErrPEFailed instead of waiting out the timeout for a PE that counted as
+// finalized.
+func TestFailedFinalizeIsNoGoodbye(t *testing.T) {
+	jobWith(t, 2, 1<<20, 5*time.Second, func(w *World) error {
+		if w.MyPE() == 0 {
+			if err := w.Finalize(); !errors.Is(err, ErrMismatch) {
+				return fmt.Errorf("Finalize against Malloc: %v, want ErrMismatch", err)
+			}
+			return nil
+		}
+		if _, err := w.Malloc(64); !errors.Is(err, ErrMismatch) {
+			return fmt.Errorf("Malloc against Finalize: %v, want ErrMismatch", err)
+		}
+		err := w.Finalize()
+		if !errors.Is(err, ErrPEFailed) || !strings.Contains(err.Error(), "PE 0") {
+			return fmt.Errorf("Finalize after PE 0's failed: %v, want ErrPEFailed naming PE 0", err)
+		}
+		return nil
+	}, false)
+}

@@ -91,6 +91,9 @@ type World struct {
 	timeout  time.Duration
 	knob     string // where timeout came from: "ROX_TIMEOUT=30s" or "WithTimeout(2s)"
 	key      string // this PE's entry in initialized
+	// dropBoot: Finalize failed, so this PE leaves the bootstrap without goodbye (set before
+	// closeConnections, by the goroutine that finalizes).
+	dropBoot bool
 
 	heap      *symheap.Heap // guarded by allocMu
 	allocMu   sync.Mutex
@@ -571,6 +574,12 @@ func (w *World) Finalize() error {
 	if err == nil {
 		err = qerr
 	}
+	if n > 0 || err != nil {
+		// A failed Finalize is no orderly goodbye: the PEs that wait for this one (in their
+		// Finalize, or a call it never made) learn at once that it left, instead of timing out.
+		// When the job had already failed there is nothing new to tell.
+		w.dropBoot = !errors.Is(err, ErrPEFailed) && w.boot != nil && w.boot.Err() == nil
+	}
 	if n > 0 {
 		// Unmapping under a call would fault: the heap stays mapped, the connections go.
 		unregister(w.key)
@@ -617,7 +626,11 @@ func (w *World) closeConnections() {
 	if w.transport != nil {
 		_ = w.transport.Close()
 	}
-	if w.boot != nil {
+	switch {
+	case w.boot == nil:
+	case w.dropBoot:
+		_ = w.boot.Drop()
+	default:
 		_ = w.boot.Close()
 	}
 }
