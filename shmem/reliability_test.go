@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/roxamen/roxamen/internal/bootstrap"
 )
@@ -363,4 +364,49 @@ func TestFailedFinalizeIsNoGoodbye(t *testing.T) {
 		}
 		return nil
 	}, false)
+}
+
+// TestMisalignedWaitRefused (issue 26, 10): a SymOf view of the heap that starts 2 bytes in is
+// refused by the waits, tests and signal reads with the error the AMOs give it (ErrMisaligned,
+// naming the call and the offset), instead of waiting on a word no AMO can update.
+func TestMisalignedWaitRefused(t *testing.T) {
+	job(t, 1, func(w *World) error {
+		raw, err := w.Malloc(64)
+		if err != nil {
+			return err
+		}
+		b := raw.Local()
+		odd, err := SymOf(w, unsafe.Slice((*int32)(unsafe.Pointer(&b[2])), 4))
+		if err != nil {
+			return err
+		}
+		oddSig, err := SymOf(w, unsafe.Slice((*uint64)(unsafe.Pointer(&b[4])), 2))
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, amoErr := AtomicFetchAdd(odd, 0, 1, 0)
+		_, testErr := Test(odd, 1, CmpEQ, 0)
+		_, anyErr := WaitUntilAny(ctx, odd, nil, CmpEQ, 0)
+		_, fetchErr := SignalFetch(oddSig, 0)
+		_, sigErr := SignalWaitUntil(ctx, oddSig, 0, CmpEQ, 0)
+		for _, c := range []struct {
+			call string
+			err  error
+		}{
+			{"AtomicFetchAdd", amoErr},
+			{"WaitUntil", WaitUntil(ctx, odd, 0, CmpEQ, 0)},
+			{"Test", testErr},
+			{"WaitUntilAny", anyErr},
+			{"SignalFetch", fetchErr},
+			{"SignalWaitUntil", sigErr},
+			{"PutSignal", PutSignal(odd, 0, []int32{1}, oddSig, 0, 1, SignalSet, 0)},
+		} {
+			if !errors.Is(c.err, ErrMisaligned) || !strings.Contains(c.err.Error(), c.call+" on PE 0") || !strings.Contains(c.err.Error(), "not a multiple of the") {
+				return fmt.Errorf("%s on a misaligned word: %v, want ErrMisaligned naming the call", c.call, c.err)
+			}
+		}
+		return nil
+	})
 }
