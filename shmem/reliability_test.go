@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -407,6 +408,47 @@ func TestMisalignedWaitRefused(t *testing.T) {
 				return fmt.Errorf("%s on a misaligned word: %v, want ErrMisaligned naming the call", c.call, c.err)
 			}
 		}
+		return nil
+	})
+}
+
+// TestLocalAfterFinalize (issue 26, 10): slices over this PE's heap (Local) and a peer's (Ptr)
+// taken before Finalize stay safe to use after it, over zero pages, instead of faulting on
+// memory Finalize unmapped. The job runs in a child process, so that the fault it would be fails
+// this test instead of killing the test binary.
+func TestLocalAfterFinalize(t *testing.T) {
+	if os.Getenv("ROX_TEST_USE_AFTER_FINALIZE") != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestLocalAfterFinalize$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "ROX_TEST_USE_AFTER_FINALIZE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "used after Finalize: ok") {
+			t.Fatalf("the job that uses its slices after Finalize: %v\n%s", err, out)
+		}
+		return
+	}
+	job(t, 2, func(w *World) error {
+		x, err := Alloc[int64](w, 512)
+		if err != nil {
+			return err
+		}
+		local, peer := x.Local(), x.Ptr(1-w.MyPE())
+		if local == nil || peer == nil {
+			return fmt.Errorf("Local %v, Ptr %v: want both heaps mapped", local == nil, peer == nil)
+		}
+		local[0] = 1
+		if err := w.Finalize(); err != nil {
+			return err
+		}
+		local[1], peer[1] = 2, 3
+		if local[0] != 0 || local[1] != 2 || peer[0] != 0 {
+			return fmt.Errorf("after Finalize the slices read %d, %d and %d, want 0, 2 and 0 (zero pages)", local[0], local[1], peer[0])
+		}
+		if x.Local() != nil {
+			return errors.New("Local after Finalize is not nil")
+		}
+		fmt.Printf("PE %d: used after Finalize: ok\n", w.MyPE())
 		return nil
 	})
 }

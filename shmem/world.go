@@ -547,7 +547,10 @@ func (w *World) Timeout() time.Duration { return w.timeout }
 func (w *World) Device() device.Info { return w.dev.Info() }
 
 // Finalize is collective: it completes this PE's operations, waits for every PE, and releases
-// the heap. Every later call on w fails with ErrFinalized.
+// the heap. Every later call on w fails with ErrFinalized, and Local and Ptr return nil. A slice
+// they returned before stays safe to use on the host backend, but over zero pages of this
+// process alone: it no longer shows or reaches any PE's heap. A Finalize that fails leaves the
+// job as a failed PE would: the others learn at once that this PE is gone.
 func (w *World) Finalize() error {
 	if err := w.check("Finalize"); err != nil {
 		return err
@@ -609,11 +612,17 @@ func (w *World) teardown() {
 	w.stopDevice()
 	w.closeConnections()
 	if w.dev != nil {
+		// Where the heaps are host memory, slices over them (Local, Ptr) that the program still
+		// holds stay valid, over zero pages: a use after Finalize must not crash the process.
+		closeImport, free := w.dev.CloseImport, w.dev.Free
+		if r, ok := w.dev.(interface{ Retire(device.Ptr) error }); ok {
+			closeImport, free = r.Retire, r.Retire
+		}
 		for _, p := range w.imports {
-			_ = w.dev.CloseImport(p)
+			_ = closeImport(p)
 		}
 		if w.heapBase != 0 {
-			_ = w.dev.Free(w.heapBase)
+			_ = free(w.heapBase)
 		}
 		_ = w.dev.Close()
 	}
