@@ -297,11 +297,18 @@ func (b *Buffer) errorf(call string, kind error, format string, args ...any) err
 }
 
 // New allocates the symmetric buffers of cfg on every PE (collective: every PE passes the same
-// cfg).
+// cfg). It first compares the PEs' Configs: if any two differ, New fails on every PE with
+// shmem.ErrMismatch naming the fields, their values and the PEs.
 func New(w *shmem.World, cfg Config) (*Buffer, error) {
+	if w == nil || w.NPEs() < 1 {
+		return nil, &shmem.Error{Call: "ep.New", PE: -1, Kind: shmem.ErrNotInitialized, Detail: "a nil World"}
+	}
 	me, npes := w.MyPE(), w.NPEs()
 	bad := func(format string, args ...any) error {
 		return &shmem.Error{Call: "ep.New", PE: me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf(format, args...)}
+	}
+	if err := agreeConfig(w, cfg); err != nil {
+		return nil, err
 	}
 	switch {
 	case cfg.Hidden < 1:
