@@ -436,6 +436,9 @@ var fenceWord atomic.Uint64
 // Fence orders delivery: puts, AMOs and put-with-signals this PE issued to a PE before the fence
 // are delivered before those issued to it after (shmem_fence).
 func (w *World) Fence() error {
+	if err := w.check("Fence"); err != nil {
+		return err
+	}
 	if err := w.enter("Fence"); err != nil {
 		return err
 	}

@@ -531,20 +531,45 @@ func (w *World) NPEs() int {
 }
 
 // LocalPE returns this PE's index among the PEs of its node.
-func (w *World) LocalPE() int { return w.rank.LocalPE }
+func (w *World) LocalPE() int {
+	if w == nil {
+		return -1
+	}
+	return w.rank.LocalPE
+}
 
 // LocalNPEs returns the number of PEs on this PE's node (the launcher's, e.g. PMIx's, count).
-func (w *World) LocalNPEs() int { return w.rank.LocalNPEs }
+func (w *World) LocalNPEs() int {
+	if w == nil {
+		return 0
+	}
+	return w.rank.LocalNPEs
+}
 
 // Ordering returns the memory-model mode the job runs in (ROX_ORDERING).
-func (w *World) Ordering() Ordering { return w.ordering }
+func (w *World) Ordering() Ordering {
+	if w == nil {
+		return ""
+	}
+	return w.ordering
+}
 
 // Timeout is how long a wait may last before the job is declared failed (WithTimeout, or
 // ROX_TIMEOUT): libraries built on shmem bound their own waits by it.
-func (w *World) Timeout() time.Duration { return w.timeout }
+func (w *World) Timeout() time.Duration {
+	if w == nil {
+		return 0
+	}
+	return w.timeout
+}
 
 // Device returns the device this PE's symmetric heap lives on.
-func (w *World) Device() device.Info { return w.dev.Info() }
+func (w *World) Device() device.Info {
+	if w == nil || w.dev == nil {
+		return device.Info{}
+	}
+	return w.dev.Info()
+}
 
 // Finalize is collective: it completes this PE's operations, waits for every PE, and releases
 // the heap. Every later call on w fails with ErrFinalized, and Local and Ptr return nil. A slice
