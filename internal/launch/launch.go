@@ -53,9 +53,11 @@ type Config struct {
 // ExitError is how a job failed: its root cause first, the PE that left the job first and how
 // (its exit status or signal), or the job's own end (timeout, signal to roxrun).
 type ExitError struct {
-	PE     int    // the root cause's PE; -1 when the job itself was stopped
-	Host   string // the PE's host with --hosts
-	Status int    // the status roxrun exits with: the root cause's exit status, or 128+signal
+	PE   int    // the root cause's PE; -1 when the job itself was stopped
+	Host string // the PE's host with --hosts
+	// Status is the status roxrun exits with: the root cause's exit status, 128+signal when a
+	// signal killed or stopped it, or GlobalExitCode of the status it gave GlobalExit.
+	Status int
 	Signal string // the signal that killed the root cause's PE, if any
 	Reason string // what happened, when it is more than an exit status (timeout, GlobalExit, before Init)
 	// Said is the root cause's own account: the last line it wrote to stderr (a panic's first
