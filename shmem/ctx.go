@@ -82,7 +82,12 @@ func (w *World) CreateCtx(opts CtxOption) (*Ctx, error) {
 // Reorder returns the context's stream on the reordering delivery path when ROX_DELIVERY=reorder,
 // else nil. It is for conformance runs: a thread issuing on the context makes its plain accesses
 // through it (Store, Load), so that they sit in a store buffer of their own.
-func (c *Ctx) Reorder() *nic.ReorderCtx { return c.ro }
+func (c *Ctx) Reorder() *nic.ReorderCtx {
+	if c == nil {
+		return nil
+	}
+	return c.ro
+}
 
 // path is the context's path to pe: its own stream on the reordering path, else the World's.
 func (c *Ctx) path(pe int) path {
@@ -93,7 +98,12 @@ func (c *Ctx) path(pe int) path {
 }
 
 // Options returns the options the context was made with.
-func (c *Ctx) Options() CtxOption { return c.opts }
+func (c *Ctx) Options() CtxOption {
+	if c == nil {
+		return 0
+	}
+	return c.opts
+}
 
 // Destroy completes the context's operations (as Quiet) and releases it (shmem_ctx_destroy);
 // later calls on it fail with ErrBadArgument.

@@ -125,12 +125,20 @@ func (c *initClock) report(pe, npes int, transport string) InitReport {
 }
 
 // InitReport returns what Init cost this PE, phase by phase.
-func (w *World) InitReport() InitReport { return w.initReport }
+func (w *World) InitReport() InitReport {
+	if w == nil {
+		return InitReport{}
+	}
+	return w.initReport
+}
 
 // Connections returns how many transport connections (tcp sockets, one per peer and rail; UCX
 // endpoints) this PE holds now: with connections made on first use, the peers it has talked
 // to over the NIC path, less those closed under ROX_MAX_PEERS. 0 without a transport.
 func (w *World) Connections() int {
+	if w == nil {
+		return 0
+	}
 	if c, ok := w.transport.(interface{ Connections() int }); ok {
 		return c.Connections()
 	}

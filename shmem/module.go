@@ -86,7 +86,12 @@ func (m *Module) function(call, name string) (device.Function, error) {
 
 // Stream returns the stream the module's kernels run on; stream-ordered operations (PutOnStream,
 // ...) enqueued on it are ordered with them.
-func (m *Module) Stream() device.Stream { return m.stream }
+func (m *Module) Stream() device.Stream {
+	if m == nil {
+		return nil
+	}
+	return m.stream
+}
 
 // Global returns the device address and size of a global variable of the module.
 func (m *Module) Global(name string) (device.Ptr, int, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/roxamen/roxamen/internal/bootstrap"
 )
@@ -340,4 +342,113 @@ func TestBarrierMismatch(t *testing.T) {
 		}
 		return w.BarrierAll(context.Background())
 	}, false)
+}
+
+// TestFailedFinalizeIsNoGoodbye (issue 26, 8): PE 0's Finalize fails (PE 1 made another call at
+// that point), so PE 0 has not left the job in order: PE 1's own Finalize, which needs PE 0, fails
+// at once naming it with ErrPEFailed instead of waiting out the timeout for a PE that counted as
+// finalized.
+func TestFailedFinalizeIsNoGoodbye(t *testing.T) {
+	jobWith(t, 2, 1<<20, 5*time.Second, func(w *World) error {
+		if w.MyPE() == 0 {
+			if err := w.Finalize(); !errors.Is(err, ErrMismatch) {
+				return fmt.Errorf("Finalize against Malloc: %v, want ErrMismatch", err)
+			}
+			return nil
+		}
+		if _, err := w.Malloc(64); !errors.Is(err, ErrMismatch) {
+			return fmt.Errorf("Malloc against Finalize: %v, want ErrMismatch", err)
+		}
+		err := w.Finalize()
+		if !errors.Is(err, ErrPEFailed) || !strings.Contains(err.Error(), "PE 0") {
+			return fmt.Errorf("Finalize after PE 0's failed: %v, want ErrPEFailed naming PE 0", err)
+		}
+		return nil
+	}, false)
+}
+
+// TestMisalignedWaitRefused (issue 26, 10): a SymOf view of the heap that starts 2 bytes in is
+// refused by the waits, tests and signal reads with the error the AMOs give it (ErrMisaligned,
+// naming the call and the offset), instead of waiting on a word no AMO can update.
+func TestMisalignedWaitRefused(t *testing.T) {
+	job(t, 1, func(w *World) error {
+		raw, err := w.Malloc(64)
+		if err != nil {
+			return err
+		}
+		b := raw.Local()
+		odd, err := SymOf(w, unsafe.Slice((*int32)(unsafe.Pointer(&b[2])), 4))
+		if err != nil {
+			return err
+		}
+		oddSig, err := SymOf(w, unsafe.Slice((*uint64)(unsafe.Pointer(&b[4])), 2))
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, amoErr := AtomicFetchAdd(odd, 0, 1, 0)
+		_, testErr := Test(odd, 1, CmpEQ, 0)
+		_, anyErr := WaitUntilAny(ctx, odd, nil, CmpEQ, 0)
+		_, fetchErr := SignalFetch(oddSig, 0)
+		_, sigErr := SignalWaitUntil(ctx, oddSig, 0, CmpEQ, 0)
+		for _, c := range []struct {
+			call string
+			err  error
+		}{
+			{"AtomicFetchAdd", amoErr},
+			{"WaitUntil", WaitUntil(ctx, odd, 0, CmpEQ, 0)},
+			{"Test", testErr},
+			{"WaitUntilAny", anyErr},
+			{"SignalFetch", fetchErr},
+			{"SignalWaitUntil", sigErr},
+			{"PutSignal", PutSignal(odd, 0, []int32{1}, oddSig, 0, 1, SignalSet, 0)},
+		} {
+			if !errors.Is(c.err, ErrMisaligned) || !strings.Contains(c.err.Error(), c.call+" on PE 0") || !strings.Contains(c.err.Error(), "not a multiple of the") {
+				return fmt.Errorf("%s on a misaligned word: %v, want ErrMisaligned naming the call", c.call, c.err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestLocalAfterFinalize (issue 26, 10): slices over this PE's heap (Local) and a peer's (Ptr)
+// taken before Finalize stay safe to use after it, over zero pages, instead of faulting on
+// memory Finalize unmapped. The job runs in a child process, so that the fault it would be fails
+// this test instead of killing the test binary.
+func TestLocalAfterFinalize(t *testing.T) {
+	if os.Getenv("ROX_TEST_USE_AFTER_FINALIZE") != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestLocalAfterFinalize$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "ROX_TEST_USE_AFTER_FINALIZE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "used after Finalize: ok") {
+			t.Fatalf("the job that uses its slices after Finalize: %v\n%s", err, out)
+		}
+		return
+	}
+	job(t, 2, func(w *World) error {
+		x, err := Alloc[int64](w, 512)
+		if err != nil {
+			return err
+		}
+		local, peer := x.Local(), x.Ptr(1-w.MyPE())
+		if local == nil || peer == nil {
+			return fmt.Errorf("Local %v, Ptr %v: want both heaps mapped", local == nil, peer == nil)
+		}
+		local[0] = 1
+		if err := w.Finalize(); err != nil {
+			return err
+		}
+		local[1], peer[1] = 2, 3
+		if local[0] != 0 || local[1] != 2 || peer[0] != 0 {
+			return fmt.Errorf("after Finalize the slices read %d, %d and %d, want 0, 2 and 0 (zero pages)", local[0], local[1], peer[0])
+		}
+		if x.Local() != nil {
+			return errors.New("Local after Finalize is not nil")
+		}
+		fmt.Printf("PE %d: used after Finalize: ok\n", w.MyPE())
+		return nil
+	})
 }

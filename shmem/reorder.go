@@ -52,7 +52,12 @@ func (w *World) startReorder() error {
 
 // Reorder returns the reordering delivery path when ROX_DELIVERY=reorder, else nil. It is for
 // conformance runs: its plain-access emulation (Store, Load, Cache) and its mutation switch (Arm).
-func (w *World) Reorder() *nic.Reorder { return w.reorder }
+func (w *World) Reorder() *nic.Reorder {
+	if w == nil {
+		return nil
+	}
+	return w.reorder
+}
 
 // acquire is an acquiring call's invalidate on the reordering path (in bypass, plain loads see
 // memory as it is now).

@@ -186,6 +186,9 @@ func WaitUntil[T AMOInt](ctx context.Context, s Sym[T], at int, cmp Cmp, value T
 	if err := s.bounds("WaitUntil", at, 1); err != nil {
 		return err
 	}
+	if err := wordAligned("WaitUntil", s, at); err != nil {
+		return err
+	}
 	if err := checkCmp(s.w, "WaitUntil", cmp); err != nil {
 		return err
 	}
@@ -205,6 +208,17 @@ func WaitUntil[T AMOInt](ctx context.Context, s Sym[T], at int, cmp Cmp, value T
 	return nil
 }
 
+// wordAligned refuses a wait or read on element at of s that the AMOs would refuse: a word
+// loaded atomically must sit at a multiple of its size in the heap (SymOf can make one that does
+// not), and the error is theirs.
+func wordAligned[T Elem](call string, s Sym[T], at int) error {
+	size := uint64(s.elemSize())
+	if off := s.off + uint64(at)*size; off%size != 0 {
+		return s.w.errorf(call, ErrMisaligned, "heap offset %d is not a multiple of the %d-byte word", off, size)
+	}
+	return nil
+}
+
 func checkCmp(w *World, call string, c Cmp) error {
 	if c < CmpEQ || c > CmpLE {
 		return w.errorf(call, ErrBadArgument, "comparison %d", int(c))
@@ -217,6 +231,9 @@ func checkCmp(w *World, call string, c Cmp) error {
 // test that reports success acquires, as roxshmem_test does, MODEL.md §3b).
 func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool, cmp Cmp, value T, done, acquires func(hit []int, active int) bool) ([]int, error) {
 	if err := s.bounds(call, 0, s.n); err != nil {
+		return nil, err
+	}
+	if err := wordAligned(call, s, 0); err != nil {
 		return nil, err
 	}
 	if err := checkCmp(s.w, call, cmp); err != nil {
@@ -286,6 +303,9 @@ func WaitUntilSome[T AMOInt](ctx context.Context, s Sym[T], status []bool, cmp C
 // Test reports whether element at of this PE's s satisfies cmp value (shmem_test).
 func Test[T AMOInt](s Sym[T], at int, cmp Cmp, value T) (bool, error) {
 	if err := s.bounds("Test", at, 1); err != nil {
+		return false, err
+	}
+	if err := wordAligned("Test", s, at); err != nil {
 		return false, err
 	}
 	if err := checkCmp(s.w, "Test", cmp); err != nil {
@@ -358,6 +378,9 @@ func putSignal[T Elem](call string, s Sym[T], at int, src []T, sig Sym[uint64], 
 	if err != nil {
 		return err
 	}
+	if err := wordAligned(call, sig, sigAt); err != nil {
+		return err
+	}
 	if op != SignalSet && op != SignalAdd {
 		return s.w.errorf(call, ErrBadArgument, "signal operation %d (want SignalSet or SignalAdd)", op)
 	}
@@ -377,6 +400,9 @@ func putSignal[T Elem](call string, s Sym[T], at int, src []T, sig Sym[uint64], 
 // SignalFetch atomically reads this PE's signal element at (shmem_signal_fetch).
 func SignalFetch(sig Sym[uint64], at int) (uint64, error) {
 	if err := sig.bounds("SignalFetch", at, 1); err != nil {
+		return 0, err
+	}
+	if err := wordAligned("SignalFetch", sig, at); err != nil {
 		return 0, err
 	}
 	if err := sig.w.enter("SignalFetch"); err != nil {
@@ -410,6 +436,9 @@ var fenceWord atomic.Uint64
 // Fence orders delivery: puts, AMOs and put-with-signals this PE issued to a PE before the fence
 // are delivered before those issued to it after (shmem_fence).
 func (w *World) Fence() error {
+	if err := w.check("Fence"); err != nil {
+		return err
+	}
 	if err := w.enter("Fence"); err != nil {
 		return err
 	}

@@ -91,6 +91,9 @@ type World struct {
 	timeout  time.Duration
 	knob     string // where timeout came from: "ROX_TIMEOUT=30s" or "WithTimeout(2s)"
 	key      string // this PE's entry in initialized
+	// dropBoot: Finalize failed, so this PE leaves the bootstrap without goodbye (set before
+	// closeConnections, by the goroutine that finalizes).
+	dropBoot bool
 
 	heap      *symheap.Heap // guarded by allocMu
 	allocMu   sync.Mutex
@@ -475,8 +478,8 @@ func (w *World) watch() {
 		status := pe.Status
 		// Another PE called GlobalExit: every PE ends with its status, as OpenSHMEM requires,
 		// before any wait can report the exit as a failure.
-		fmt.Fprintf(os.Stderr, "roxamen: PE %d: exiting with status %d: %v\n", w.pe, status, err)
-		os.Exit(status)
+		fmt.Fprintf(os.Stderr, "roxamen: PE %d: exiting with status %d: %v\n", w.pe, exitCode(status), err)
+		os.Exit(exitCode(status))
 	}
 	departed := pe != nil && pe.Exited && !pe.Aborted && pe.Status == 0
 	w.fail.CompareAndSwap(nil, &failure{err: err, pe: failed, departed: departed})
@@ -528,23 +531,51 @@ func (w *World) NPEs() int {
 }
 
 // LocalPE returns this PE's index among the PEs of its node.
-func (w *World) LocalPE() int { return w.rank.LocalPE }
+func (w *World) LocalPE() int {
+	if w == nil {
+		return -1
+	}
+	return w.rank.LocalPE
+}
 
 // LocalNPEs returns the number of PEs on this PE's node (the launcher's, e.g. PMIx's, count).
-func (w *World) LocalNPEs() int { return w.rank.LocalNPEs }
+func (w *World) LocalNPEs() int {
+	if w == nil {
+		return 0
+	}
+	return w.rank.LocalNPEs
+}
 
 // Ordering returns the memory-model mode the job runs in (ROX_ORDERING).
-func (w *World) Ordering() Ordering { return w.ordering }
+func (w *World) Ordering() Ordering {
+	if w == nil {
+		return ""
+	}
+	return w.ordering
+}
 
 // Timeout is how long a wait may last before the job is declared failed (WithTimeout, or
 // ROX_TIMEOUT): libraries built on shmem bound their own waits by it.
-func (w *World) Timeout() time.Duration { return w.timeout }
+func (w *World) Timeout() time.Duration {
+	if w == nil {
+		return 0
+	}
+	return w.timeout
+}
 
 // Device returns the device this PE's symmetric heap lives on.
-func (w *World) Device() device.Info { return w.dev.Info() }
+func (w *World) Device() device.Info {
+	if w == nil || w.dev == nil {
+		return device.Info{}
+	}
+	return w.dev.Info()
+}
 
 // Finalize is collective: it completes this PE's operations, waits for every PE, and releases
-// the heap. Every later call on w fails with ErrFinalized.
+// the heap. Every later call on w fails with ErrFinalized, and Local and Ptr return nil. A slice
+// they returned before stays safe to use on the host backend, but over zero pages of this
+// process alone: it no longer shows or reaches any PE's heap. A Finalize that fails leaves the
+// job as a failed PE would: the others learn at once that this PE is gone.
 func (w *World) Finalize() error {
 	if err := w.check("Finalize"); err != nil {
 		return err
@@ -570,6 +601,12 @@ func (w *World) Finalize() error {
 	err = c.agree(0, 0)
 	if err == nil {
 		err = qerr
+	}
+	if n > 0 || err != nil {
+		// A failed Finalize is no orderly goodbye: the PEs that wait for this one (in their
+		// Finalize, or a call it never made) learn at once that it left, instead of timing out.
+		// When the job had already failed there is nothing new to tell.
+		w.dropBoot = !errors.Is(err, ErrPEFailed) && w.boot != nil && w.boot.Err() == nil
 	}
 	if n > 0 {
 		// Unmapping under a call would fault: the heap stays mapped, the connections go.
@@ -600,11 +637,17 @@ func (w *World) teardown() {
 	w.stopDevice()
 	w.closeConnections()
 	if w.dev != nil {
+		// Where the heaps are host memory, slices over them (Local, Ptr) that the program still
+		// holds stay valid, over zero pages: a use after Finalize must not crash the process.
+		closeImport, free := w.dev.CloseImport, w.dev.Free
+		if r, ok := w.dev.(interface{ Retire(device.Ptr) error }); ok {
+			closeImport, free = r.Retire, r.Retire
+		}
 		for _, p := range w.imports {
-			_ = w.dev.CloseImport(p)
+			_ = closeImport(p)
 		}
 		if w.heapBase != 0 {
-			_ = w.dev.Free(w.heapBase)
+			_ = free(w.heapBase)
 		}
 		_ = w.dev.Close()
 	}
@@ -617,18 +660,34 @@ func (w *World) closeConnections() {
 	if w.transport != nil {
 		_ = w.transport.Close()
 	}
-	if w.boot != nil {
+	switch {
+	case w.boot == nil:
+	case w.dropBoot:
+		_ = w.boot.Drop()
+	default:
 		_ = w.boot.Close()
 	}
 }
 
 // GlobalExit ends the whole job with status (shmem_global_exit): every other PE exits with the
 // same status as soon as it learns of it. It does not return.
+//
+// A process's exit code holds 8 bits: the code is status's low 8 bits (300 gives 44, -1 gives
+// 255), except that a nonzero status whose low 8 bits are 0 (256, -256) gives 1, so that a job
+// ended with a nonzero status never looks successful. roxrun exits with the same code.
 func (w *World) GlobalExit(status int) {
 	if w != nil && w.boot != nil && !w.closed.Load() {
 		w.boot.Abort(status, fmt.Sprintf("PE %d called GlobalExit(%d)", w.pe, status))
 	}
-	os.Exit(status)
+	os.Exit(exitCode(status))
+}
+
+// exitCode is the process exit code of GlobalExit(status); internal/launch maps it the same way.
+func exitCode(status int) int {
+	if c := status & 0xff; c != 0 || status == 0 {
+		return c
+	}
+	return 1
 }
 
 // collectives serializes the collective calls of one group of PEs (the World's; a team keeps its

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,6 +143,18 @@ func TestGlobalExit(t *testing.T) {
 	r := roxrun(t, time.Minute, nil, "-n", "3", filepath.Join(bin, "testprog"), "exit")
 	if r.status != 7 {
 		t.Fatalf("roxrun exited %d, want 7 from GlobalExit(7)\n%s", r.status, r.stderr)
+	}
+	assertNoProcesses(t, "testprog")
+}
+
+// TestGlobalExitStatusCode (issue 26, 9): a nonzero status never ends the job with 0, though a
+// process's exit code keeps only its low 8 bits: 256, 512 and -256 give 1, 300 gives 44.
+func TestGlobalExitStatusCode(t *testing.T) {
+	for _, c := range []struct{ status, code int }{{256, 1}, {512, 1}, {-256, 1}, {300, 44}, {-1, 255}} {
+		r := roxrun(t, time.Minute, nil, "-n", "2", filepath.Join(bin, "testprog"), "exit", strconv.Itoa(c.status))
+		if r.status != c.code {
+			t.Errorf("GlobalExit(%d): roxrun exited %d, want %d\n%s", c.status, r.status, c.code, r.stderr)
+		}
 	}
 	assertNoProcesses(t, "testprog")
 }

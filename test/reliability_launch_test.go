@@ -136,6 +136,37 @@ func TestRootCauseFirst(t *testing.T) {
 	}
 }
 
+// TestRootCauseKilledPEFirst (issue 26, 7): PE 1 of 2 is SIGKILLed while PE 0 reads from it over
+// tcp; PE 0 sees the connection reset at once and exits with status 1. PE 1 holds its output open
+// through a child, so roxrun learns of its end after PE 0's, as it did at random under load:
+// the dead PE is still the root cause, and roxrun exits with its 137. Several runs, since the
+// order of the two ends is the kernel's.
+func TestRootCauseKilledPEFirst(t *testing.T) {
+	for i := range 4 {
+		r := roxrun(t, time.Minute, []string{"ROX_TRANSPORT=tcp", "ROX_TIMEOUT=10m"}, "--grace", "1s", "-n", "2", filepath.Join(bin, "testprog"), "killpeer")
+		if r.status != 137 {
+			t.Errorf("run %d: roxrun exited %d, want PE 1's 137\n%s", i, r.status, r.stderr)
+		}
+		wantRootCause(t, r, 2, 1, "PE 1 was killed by signal SIGKILL")
+		if t.Failed() {
+			break
+		}
+	}
+	assertNoProcesses(t, "testprog")
+}
+
+// TestRootCauseStoppedPE (issue 26, 7): PE 2 of 3 stops itself with SIGSTOP while the others wait
+// for it in a barrier; they time out (ROX_TIMEOUT) naming it, and roxrun names the stopped PE as
+// the root cause, not the first PE that timed out.
+func TestRootCauseStoppedPE(t *testing.T) {
+	r := roxrun(t, time.Minute, []string{"ROX_TIMEOUT=2s"}, "--grace", "1s", "-n", "3", filepath.Join(bin, "testprog"), "leave", "sigstop")
+	if r.status != 128+19 {
+		t.Errorf("roxrun exited %d, want 147 (128+SIGSTOP)\n%s", r.status, r.stderr)
+	}
+	wantRootCause(t, r, 3, 2, "PE 2 was stopped by signal SIGSTOP while the other PEs waited for it")
+	assertNoProcesses(t, "testprog")
+}
+
 // TestRootCauseOOM: a PE killed by the kernel's OOM killer is named as such. The job runs in a
 // memory cgroup of its own with a limit only the growing PE exceeds; skipped where no memory
 // cgroup can be made (not root, no memory controller).

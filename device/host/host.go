@@ -26,6 +26,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -142,6 +143,34 @@ func release(m *mapping) error {
 		}
 	}
 	return err
+}
+
+// Retire ends device memory or an import as Free and CloseImport do, except that its address
+// range stays mapped, to private zero pages, until the process exits: a slice over it that a
+// caller still holds (shmem's Local after Finalize) reads zeros and its stores reach nobody,
+// instead of faulting. The shared memory is released; the zero pages cost nothing until touched.
+func (d *hostDevice) Retire(p device.Ptr) error {
+	const op = "host.Retire"
+	k := kindDevice
+	d.mu.Lock()
+	if m := d.maps[p]; m != nil && m.kind == kindImport {
+		k = kindImport
+	}
+	d.mu.Unlock()
+	m, err := d.untrack(op, p, k)
+	if err != nil {
+		return err
+	}
+	// MAP_FIXED replaces the shared pages in one step: nothing else can be mapped there between.
+	_, err = unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(m.mem)), uintptr(len(m.mem)),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	if err == nil && m.fd >= 0 {
+		err = unix.Close(m.fd)
+	}
+	if err != nil {
+		return &device.Error{Op: op, Arg: fmt.Sprintf("ptr=%#x", uintptr(p)), Err: err}
+	}
+	return nil
 }
 
 func checkSize(op string, size int) error {

@@ -530,13 +530,19 @@ func (c *Client) Abort(status int, reason string) {
 // Close says goodbye, so that this PE's disconnection is not taken for a death, and disconnects.
 // A client that hosts the server keeps it up until every PE has left or failed (at most the
 // timeout), so that it does not cut off PEs that are still finishing.
-func (c *Client) Close() error {
+func (c *Client) Close() error { return c.close(true) }
+
+// Drop disconnects without goodbye, so that the job takes this PE for failed and the PEs that
+// wait for it learn so at once (a PE whose Finalize failed has not left the job in order).
+func (c *Client) Drop() error { return c.close(false) }
+
+func (c *Client) close(bye bool) error {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return nil
 	}
-	failed := c.err != nil
+	failed := c.err != nil || !bye
 	if c.tree != nil {
 		c.closing = true
 	}
@@ -549,7 +555,7 @@ func (c *Client) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		_, err = c.call(ctx, "Close", msgBye, func(*enc) {}, func() string { return "the server to acknowledge the goodbye" })
 		cancel()
-	} else {
+	} else if bye {
 		// The job already failed: still say goodbye, without waiting, so that the server does not
 		// report this PE's exit as one more death on top of the real one.
 		c.wmu.Lock()

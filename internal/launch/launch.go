@@ -53,9 +53,11 @@ type Config struct {
 // ExitError is how a job failed: its root cause first, the PE that left the job first and how
 // (its exit status or signal), or the job's own end (timeout, signal to roxrun).
 type ExitError struct {
-	PE     int    // the root cause's PE; -1 when the job itself was stopped
-	Host   string // the PE's host with --hosts
-	Status int    // the status roxrun exits with: the root cause's exit status, or 128+signal
+	PE   int    // the root cause's PE; -1 when the job itself was stopped
+	Host string // the PE's host with --hosts
+	// Status is the status roxrun exits with: the root cause's exit status, 128+signal when a
+	// signal killed or stopped it, or GlobalExitCode of the status it gave GlobalExit.
+	Status int
 	Signal string // the signal that killed the root cause's PE, if any
 	Reason string // what happened, when it is more than an exit status (timeout, GlobalExit, before Init)
 	// Said is the root cause's own account: the last line it wrote to stderr (a panic's first
@@ -90,6 +92,16 @@ func (e *ExitError) how() string {
 	return "exited with status " + strconv.Itoa(e.Status)
 }
 
+// GlobalExitCode is the exit code of a job ended by GlobalExit(status): status's low 8 bits, or 1
+// when they are 0 for a nonzero status, so that no nonzero status ends a job with 0 (shmem's
+// GlobalExit gives its process the same code).
+func GlobalExitCode(status int) int {
+	if c := status & 0xff; c != 0 || status == 0 {
+		return c
+	}
+	return 1
+}
+
 // ExitStatus returns the status roxrun should exit with for err.
 func ExitStatus(err error) int {
 	var ee *ExitError
@@ -114,6 +126,10 @@ type pe struct {
 	exit       *ExitError    // how it ended; nil while it runs or when it exited 0
 	done       bool
 	stopped    bool // it ended after roxrun had begun to terminate the job
+	// reaped is closed once cmd.Wait has returned, at reapedAt: a PE's exit is reported only
+	// after its output, so this is when it ended as far as roxrun can tell.
+	reaped   chan struct{}
+	reapedAt time.Time
 	// flowed is signalled (never blocking) each time a line of the PE's output is copied, so that
 	// a wait for the rest of its output lasts while output still comes, not a fixed time.
 	flowed chan struct{}
@@ -230,13 +246,19 @@ func Run(ctx context.Context, cfg Config) error {
 	var pes []*pe
 	var pgid int
 	killAll := func(sig syscall.Signal) {
-		if pgid != 0 {
-			_ = syscall.Kill(-pgid, sig)
-		}
-		for _, p := range pes {
-			if !p.done && p.cmd.Process != nil {
-				_ = p.cmd.Process.Signal(sig)
+		for _, sig := range []syscall.Signal{sig, syscall.SIGCONT} {
+			if pgid != 0 {
+				_ = syscall.Kill(-pgid, sig)
 			}
+			for _, p := range pes {
+				if !p.done && p.cmd.Process != nil {
+					_ = p.cmd.Process.Signal(sig)
+				}
+			}
+			if sig == syscall.SIGKILL {
+				break
+			}
+			// A stopped PE acts on the signal only once it runs again.
 		}
 	}
 	// closeOutput stops reading every PE's output once every PE's output has ended or none has
@@ -325,6 +347,8 @@ func Run(ctx context.Context, cfg Config) error {
 	for _, p := range pes {
 		go func(p *pe) {
 			err := p.cmd.Wait()
+			p.reapedAt = time.Now()
+			close(p.reaped)
 			// Its last words (a panic's trace) come before roxrun's verdict on it, unless a child
 			// it left behind keeps its output open.
 			awaitOutput(p, outputSettle, time.Now().Add(outputDrainMax), p.flowed)
@@ -498,7 +522,7 @@ func startPE(argv, env []string, rank int, host string, pgid int) (*pe, error) {
 		errR.Close()
 		return nil, err
 	}
-	return &pe{rank: rank, host: host, cmd: cmd, outR: outR, errR: errR, copied: make(chan struct{}), flowed: make(chan struct{}, 1)}, nil
+	return &pe{rank: rank, host: host, cmd: cmd, outR: outR, errR: errR, copied: make(chan struct{}), reaped: make(chan struct{}), flowed: make(chan struct{}, 1)}, nil
 }
 
 func copyAll(out, errw io.Writer, p *pe, prefix bool, jobFlowed chan struct{}) {
@@ -523,24 +547,43 @@ type verdict struct {
 	pes  []*pe
 	// root is the first PE to leave the job badly: the first failure the rendezvous reported (a
 	// lost connection, an exit before Finalize, an abort), or else the first PE to exit non-zero.
-	root       int
-	rootReason string // the rendezvous's account of root, if it came from there
-	aborted    bool   // root called GlobalExit
-	hasRoot    bool
-	printed    bool
-	collateral []int      // PEs that exited non-zero on their own after root left
-	queued     []int      // collateral PEs not yet printed
-	failed     bool       // some PE exited non-zero
-	stopped    *ExitError // the job was stopped (signal to roxrun, timeout)
-	terminated bool       // roxrun has terminated the PEs: what follows is its doing
+	root        int
+	rootReason  string         // the rendezvous's account of root, if it came from there
+	aborted     bool           // root called GlobalExit
+	abortedWith int            // the status it gave GlobalExit
+	rootStop    syscall.Signal // root was stopped by this signal while the others waited for it
+	hasRoot     bool
+	printed     bool
+	collateral  []int      // PEs that exited non-zero on their own after root left
+	queued      []int      // collateral PEs not yet printed
+	failed      bool       // some PE exited non-zero
+	stopped     *ExitError // the job was stopped (signal to roxrun, timeout)
+	terminated  bool       // roxrun has terminated the PEs: what follows is its doing
 }
 
 func (j *verdict) failure(f bootstrap.Failure) {
 	if j.hasRoot || j.terminated || f.PE < 0 || f.PE >= len(j.pes) {
 		return
 	}
+	if !f.Aborted && j.takeEarlierCause(j.pes[f.PE]) {
+		return
+	}
 	j.hasRoot, j.root, j.aborted = true, f.PE, f.Aborted
-	j.rootReason = f.Reason
+	j.rootReason, j.abortedWith = f.Reason, f.Status
+}
+
+// takeEarlierCause takes as root cause a PE whose end (or stop) came before p's failure but has
+// not been reported yet; it says whether it found one.
+func (j *verdict) takeEarlierCause(p *pe) bool {
+	q, st, ok := j.earlierCause(p)
+	if !ok {
+		return false
+	}
+	j.hasRoot, j.root = true, q.rank
+	if st.stopped {
+		j.rootStop = st.signal
+	}
+	return true
 }
 
 func (j *verdict) drain(ch <-chan bootstrap.Failure) {
@@ -557,7 +600,7 @@ func (j *verdict) drain(ch <-chan bootstrap.Failure) {
 // exit records p's non-zero exit; afterTerm says roxrun had already terminated the job.
 func (j *verdict) exit(p *pe, afterTerm bool) {
 	j.failed = true
-	if !j.hasRoot && !afterTerm {
+	if !j.hasRoot && !afterTerm && !j.takeEarlierCause(p) {
 		j.hasRoot, j.root = true, p.rank
 		return
 	}
@@ -573,13 +616,22 @@ func (j *verdict) rootError() *ExitError {
 	e := &ExitError{PE: p.rank, Host: p.host, Status: 1}
 	switch {
 	case j.aborted:
-		// GlobalExit: every PE ends with the status it gave, which is the job's.
+		// GlobalExit: the status it gave is the job's, whatever became of its process (a
+		// status of 256 leaves a process's exit code 0).
 		e.Reason = "ended the job " + strings.TrimPrefix(j.rootReason, "aborted ")
-		e.Status = 0
-		if p.exit != nil {
-			e.Status = p.exit.Status
+		e.Status = GlobalExitCode(j.abortedWith)
+		if e.Status != j.abortedWith {
+			e.Reason += " (exit code " + strconv.Itoa(e.Status) + ")"
 		}
 		return e
+	case j.rootStop != 0:
+		// It never answered again; whatever ended it afterwards (roxrun) is beside the point.
+		e.Signal = signalName(j.rootStop)
+		if e.Signal == "" {
+			e.Signal = j.rootStop.String()
+		}
+		e.Status = 128 + int(j.rootStop)
+		e.Reason = "was stopped by signal " + e.Signal + " while the other PEs waited for it"
 	case p.exit != nil && p.stopped:
 		// It lost its connection but lived on until roxrun stopped the job.
 		*e = *p.exit
@@ -691,7 +743,8 @@ func signalName(s syscall.Signal) string {
 	names := map[syscall.Signal]string{
 		syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT",
 		syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
-		syscall.SIGHUP: "SIGHUP", syscall.SIGQUIT: "SIGQUIT",
+		syscall.SIGHUP: "SIGHUP", syscall.SIGQUIT: "SIGQUIT", syscall.SIGSTOP: "SIGSTOP",
+		syscall.SIGTSTP: "SIGTSTP", syscall.SIGTTIN: "SIGTTIN", syscall.SIGTTOU: "SIGTTOU",
 	}
 	return names[s]
 }

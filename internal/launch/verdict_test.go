@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,7 +82,7 @@ func TestVerdictAllZero(t *testing.T) {
 func TestVerdictGlobalExit(t *testing.T) {
 	for _, status := range []int{7, 0} {
 		j, out := jobOf(3)
-		j.failure(bootstrap.Failure{PE: 0, Aborted: true, Reason: "aborted with status " + string(rune('0'+status)) + ": PE 0 called GlobalExit"})
+		j.failure(bootstrap.Failure{PE: 0, Aborted: true, Status: status, Reason: "aborted with status " + string(rune('0'+status)) + ": PE 0 called GlobalExit"})
 		for pe := 0; pe < 3; pe++ {
 			var e *ExitError
 			if status != 0 {
@@ -108,5 +109,24 @@ func TestVerdictAfterTermination(t *testing.T) {
 	exited(j, 0, &ExitError{PE: 0, Status: 143, Signal: "SIGTERM"})
 	if err := j.result(); err != j.stopped || out.Len() != 0 {
 		t.Errorf("result %v, printed %q", err, out)
+	}
+}
+
+// GlobalExit with a nonzero status whose low 8 bits are 0 leaves the PEs' processes with exit
+// code 0: the status the rendezvous reported decides the job's, and it is never 0 (issue 26, 9).
+func TestVerdictGlobalExitStatusCode(t *testing.T) {
+	for _, c := range []struct{ status, code int }{{256, 1}, {512, 1}, {-256, 1}, {300, 44}, {-1, 255}, {7, 7}} {
+		j, _ := jobOf(2)
+		j.failure(bootstrap.Failure{PE: 0, Aborted: true, Status: c.status, Reason: fmt.Sprintf("aborted with status %d: PE 0 called GlobalExit(%d)", c.status, c.status)})
+		for pe := 0; pe < 2; pe++ {
+			var e *ExitError
+			if c.status&0xff != 0 {
+				e = &ExitError{PE: pe, Status: c.status & 0xff}
+			}
+			exited(j, pe, e)
+		}
+		if st := ExitStatus(j.result()); st != c.code {
+			t.Errorf("GlobalExit(%d): roxrun status %d, want %d", c.status, st, c.code)
+		}
 	}
 }

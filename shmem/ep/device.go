@@ -87,6 +87,9 @@ func newDevLayout(cfg Config, npes int) devLayout {
 // side's regions, the largest the received rows' room (NPEs*MaxTokens*min(TopK, Experts/NPEs)
 // rows).
 func DeviceHeapBytes(cfg Config, npes int) int64 {
+	if npes < 1 {
+		return 0
+	}
 	return HeapBytes(cfg, npes) + int64(newDevLayout(cfg, npes).size)
 }
 
@@ -193,10 +196,18 @@ func (d *devBuf) ptr(off int) device.Ptr { return d.base.Add(off) }
 // MaxRows is the most rows Dispatch can deliver to one PE: every PE's MaxTokens tokens, each
 // with min(TopK, Experts/NPEs) experts here. DeviceRecv.X has room for that many, and
 // CombineOnStream's y must too.
-func (b *Buffer) MaxRows() int { return b.npes * b.cfg.MaxTokens * min(b.cfg.TopK, b.local) }
+func (b *Buffer) MaxRows() int {
+	if b == nil {
+		return 0
+	}
+	return b.npes * b.cfg.MaxTokens * min(b.cfg.TopK, b.local)
+}
 
 // streamArgs refuses a stream-ordered call on a freed buffer or a nil stream.
 func (b *Buffer) streamArgs(call string, st device.Stream) error {
+	if err := b.made(call); err != nil {
+		return err
+	}
 	switch {
 	case b.freed:
 		return b.errorf(call, ErrClosed, "the buffer was freed")
@@ -330,11 +341,16 @@ func (b *Buffer) launch(call string, st device.Stream, name string, grid int, ar
 
 // checkHandle checks a Combine's handle.
 func (b *Buffer) checkHandle(call string, h *Handle) error {
+	if err := b.made(call); err != nil {
+		return err
+	}
 	switch {
 	case b.freed:
 		return b.errorf(call, ErrClosed, "the buffer was freed")
 	case h == nil:
 		return b.errorf(call, ErrForeignHandle, "nil handle")
+	case h.buf == nil:
+		return b.errorf(call, ErrForeignHandle, "a zero Handle (Dispatch returns them)")
 	case h.buf != b:
 		return b.errorf(call, ErrForeignHandle, "the handle is from buffer %d (Dispatch call %d), this is buffer %d", h.buf.id, h.epoch, b.id)
 	case b.dev != nil && h.epoch != b.dispEpoch:

@@ -235,7 +235,12 @@ type entry struct {
 
 // Rows returns the number of rows Combine expects in y (Recv.Rows); for a DispatchOnStream's
 // handle, whose row count is on the device, -1 until a blocking Combine has read it.
-func (h *Handle) Rows() int { return h.rows }
+func (h *Handle) Rows() int {
+	if h == nil {
+		return 0
+	}
+	return h.rows
+}
 
 var bufferIDs atomic.Uint64
 
@@ -292,16 +297,31 @@ func HeapBytes(cfg Config, npes int) int64 {
 	return n*int64(row) + n*int64(cfg.Hidden*cfg.DType.size()) + int64(npes)*int64(npes+cfg.Experts)*8 + int64(nSigs*npes)*8
 }
 
+// made refuses a call on a nil Buffer or one that New did not make (the zero Buffer).
+func (b *Buffer) made(call string) error {
+	if b == nil || b.w == nil {
+		return &shmem.Error{Call: call, PE: -1, Kind: shmem.ErrBadArgument, Detail: "a nil or zero Buffer (ep.New makes them)"}
+	}
+	return nil
+}
+
 func (b *Buffer) errorf(call string, kind error, format string, args ...any) error {
 	return &shmem.Error{Call: call, PE: b.me, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 }
 
 // New allocates the symmetric buffers of cfg on every PE (collective: every PE passes the same
-// cfg).
+// cfg). It first compares the PEs' Configs: if any two differ, New fails on every PE with
+// shmem.ErrMismatch naming the fields, their values and the PEs.
 func New(w *shmem.World, cfg Config) (*Buffer, error) {
+	if w == nil || w.NPEs() < 1 {
+		return nil, &shmem.Error{Call: "ep.New", PE: -1, Kind: shmem.ErrNotInitialized, Detail: "a nil World"}
+	}
 	me, npes := w.MyPE(), w.NPEs()
 	bad := func(format string, args ...any) error {
 		return &shmem.Error{Call: "ep.New", PE: me, Kind: shmem.ErrBadArgument, Detail: fmt.Sprintf(format, args...)}
+	}
+	if err := agreeConfig(w, cfg); err != nil {
+		return nil, err
 	}
 	switch {
 	case cfg.Hidden < 1:
@@ -364,10 +384,18 @@ func New(w *shmem.World, cfg Config) (*Buffer, error) {
 }
 
 // Config returns the buffer's shape.
-func (b *Buffer) Config() Config { return b.cfg }
+func (b *Buffer) Config() Config {
+	if b == nil {
+		return Config{}
+	}
+	return b.cfg
+}
 
 // Free releases the symmetric buffers (collective).
 func (b *Buffer) Free() error {
+	if err := b.made("ep.Free"); err != nil {
+		return err
+	}
 	if b.freed {
 		return b.errorf("ep.Free", ErrClosed, "buffer already freed")
 	}
@@ -398,6 +426,9 @@ func (b *Buffer) wait(ctx context.Context, call string, block, pe int, v uint64)
 // check validates the input of Dispatch; nothing has been written when it fails.
 func (b *Buffer) checkDispatch(x Tokens, idx []int64, weights []float32) (int, error) {
 	const call = "ep.Dispatch"
+	if err := b.made(call); err != nil {
+		return 0, err
+	}
 	cfg := b.cfg
 	if b.freed {
 		return 0, b.errorf(call, ErrClosed, "the buffer was freed")
@@ -810,10 +841,10 @@ func (b *Buffer) Combine(ctx context.Context, y Tokens, h *Handle) (Tokens, erro
 // earlier result the caller is done with; the zero Tokens: a new one) and returning it.
 func (b *Buffer) CombineInto(ctx context.Context, out, y Tokens, h *Handle) (Tokens, error) {
 	const call = "ep.Combine"
-	cfg, P, M, H := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.Hidden
 	if err := b.checkHandle(call, h); err != nil {
 		return Tokens{}, err
 	}
+	cfg, P, M, H := b.cfg, b.npes, b.cfg.MaxTokens, b.cfg.Hidden
 	if other := map[DType]int{DTypeBF16: len(y.BF16), DTypeF32: len(y.F32)}; other[1-cfg.DType] != 0 {
 		return Tokens{}, b.errorf(call, ErrShape, "y holds %d %v elements; this buffer's DType is %v", other[1-cfg.DType], 1-cfg.DType, cfg.DType)
 	}

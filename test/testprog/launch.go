@@ -23,6 +23,7 @@ func init() {
 	scenarios["leave"] = leave
 	scenarios["nofinalize"] = noFinalize
 	scenarios["amoconc"] = amoConcurrent
+	scenarios["killpeer"] = killPeer
 	// Some scenarios act before main calls Init: the child a PE leaves behind, and a PE that ends
 	// before it ever joins the job.
 	if len(os.Args) < 2 {
@@ -71,7 +72,7 @@ func bgChild(ctx context.Context, w *shmem.World) error {
 
 // leave: the last PE leaves the job the way os.Args[2] says while the others wait for it in a
 // barrier; they must fail naming it. Ways: exit0 (returns from main without Finalize), exit3
-// (os.Exit(3)), panic, sigkill, sigterm, oom.
+// (os.Exit(3)), panic, sigkill, sigterm, sigstop, oom.
 func leave(ctx context.Context, w *shmem.World) error {
 	how := "exit0"
 	if len(os.Args) > 2 {
@@ -100,6 +101,8 @@ func leave(ctx context.Context, w *shmem.World) error {
 			}
 		case "sigterm":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		case "sigstop":
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		}
 		select {}
 	}
@@ -178,4 +181,41 @@ func amoConcurrent(ctx context.Context, w *shmem.World) error {
 		fmt.Printf("amoconc: %d goroutines x %d fetch-adds in %v: %.0f/s\n", g, n, took.Round(time.Millisecond), float64(g*n)/took.Seconds())
 	}
 	return w.BarrierAll(ctx)
+}
+
+// killPeer: the last PE starts a child that holds its stdout (so that roxrun reports its end
+// only after the output grace, late), then SIGKILLs itself, while PE 0 reads from it until a
+// read fails. Over tcp PE 0 sees the connection reset at once and exits with status 1 long
+// before the dead PE is reported: roxrun must still name the dead PE first.
+func killPeer(ctx context.Context, w *shmem.World) error {
+	x, err := shmem.Alloc[int64](w, 1)
+	if err != nil {
+		return err
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return err
+	}
+	dead := w.NPEs() - 1
+	switch w.MyPE() {
+	case dead:
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		child := exec.Command(self, "linger")
+		child.Stdout, child.Stderr = os.Stdout, os.Stderr
+		if err := child.Start(); err != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	case 0:
+		for {
+			if _, err := x.G(dead, 0); err != nil {
+				return fmt.Errorf("read from PE %d failed as expected: %w", dead, err)
+			}
+		}
+	}
+	select {} // roxrun ends the job
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -498,15 +499,22 @@ func kill(ctx context.Context, w *shmem.World) error {
 	return fmt.Errorf("barrier failed as expected: %w", err)
 }
 
-// globalExit: PE 0 ends the job with status 7 while the others wait.
+// globalExit: PE 0 ends the job with status 7 (or os.Args[2]) while the others wait.
 func globalExit(ctx context.Context, w *shmem.World) error {
+	status := 7
+	if len(os.Args) > 2 {
+		var err error
+		if status, err = strconv.Atoi(os.Args[2]); err != nil {
+			return err
+		}
+	}
 	x, err := shmem.Alloc[int64](w, 1)
 	if err != nil {
 		return err
 	}
 	if w.MyPE() == 0 {
 		time.Sleep(100 * time.Millisecond)
-		w.GlobalExit(7)
+		w.GlobalExit(status)
 	}
 	return shmem.WaitUntil(ctx, x, 0, shmem.CmpEQ, 1)
 }
