@@ -123,7 +123,7 @@ func TestConflictingFlags(t *testing.T) {
 	}
 }
 
-// The README's litmus example decides as it says.
+// LITMUS.md's example decides as it says.
 func TestLitmusFormatExample(t *testing.T) {
 	doc, err := os.ReadFile("../../memmodel/LITMUS.md")
 	if err != nil {
