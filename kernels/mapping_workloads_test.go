@@ -167,7 +167,7 @@ func TestWorkloadCounts(t *testing.T) {
 			t.Errorf("%s wait: strict %+v, bypass %+v", arch, s, b)
 		}
 	}
-	for _, doc := range []string{"MAPPING.md", "../README.md"} {
+	for _, doc := range []string{"MAPPING.md", "../docs/reference.md"} {
 		md, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

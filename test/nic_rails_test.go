@@ -105,7 +105,7 @@ func railBytes(t *testing.T, h *netns.Host, rails int) []int64 {
 // the bootstrap uses) moves 4 MiB puts between the hosts over the rails: with ROX_TRANSPORT=tcp
 // through ROX_NICS, each rail carrying a share; with ROX_TRANSPORT=ucx through UCX's own device
 // selection (UCX_NET_DEVICES naming both NICs, UCX_MAX_RNDV_RAILS=2), which keeps the job on
-// them (see README.md, "Several NICs").
+// them (see docs/clusters.md, "Several NICs").
 func TestJobOverTwoRails(t *testing.T) {
 	nt := hostsNet(t)
 	rn, err := nt.AddRails(netns.RailOptions{Rails: 2})

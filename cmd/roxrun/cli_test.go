@@ -59,9 +59,9 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// The usage and the README name every flag of every command.
+// The usage and docs/roxrun.md name every flag of every command.
 func TestEveryFlagDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/roxrun.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestEveryFlagDocumented(t *testing.T) {
 				t.Errorf("roxrun --help does not list %s %s", c.name, name)
 			}
 			if !strings.Contains(string(readme), "`"+name) {
-				t.Errorf("README.md does not mention %s's %s", c.name, name)
+				t.Errorf("docs/roxrun.md does not mention %s's %s", c.name, name)
 			}
 		})
 	}
@@ -123,7 +123,7 @@ func TestConflictingFlags(t *testing.T) {
 	}
 }
 
-// The README's litmus example decides as it says.
+// LITMUS.md's example decides as it says.
 func TestLitmusFormatExample(t *testing.T) {
 	doc, err := os.ReadFile("../../memmodel/LITMUS.md")
 	if err != nil {
