@@ -53,3 +53,18 @@ func TestCgroupShown(t *testing.T) {
 		}
 	}
 }
+
+// Counts in messages read as words: "1 element", "2 entries".
+func TestErrorsCountWords(t *testing.T) {
+	job(t, 1, func(w *World) error {
+		x, err := Alloc[int64](w, 1)
+		if err != nil {
+			return err
+		}
+		err = WaitUntilAll(context.Background(), x, []bool{false, false}, CmpEQ, 0)
+		if err == nil || !strings.Contains(err.Error(), "status has 2 entries for 1 element") {
+			return fmt.Errorf("WaitUntilAll with 2 status entries on 1 element: %v", err)
+		}
+		return nil
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/internal/units"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -171,7 +172,7 @@ func (s Sym[T]) strided(call string, pe, at, symStride, locLen, locStride, n int
 		return err
 	}
 	if last := (n-1)*locStride + 1; last > locLen {
-		return s.w.errorf(call, ErrBounds, "%d elements at stride %d need a local slice of %d, have %d", n, locStride, last, locLen)
+		return s.w.errorf(call, ErrBounds, "%s at stride %d need a local slice of %d, have %d", units.Count(n, "element"), locStride, last, locLen)
 	}
 	_, _, err := s.target(call, pe, at, (n-1)*symStride+1)
 	return err

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/internal/units"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -240,7 +241,7 @@ func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool
 		return nil, err
 	}
 	if status != nil && len(status) != s.n {
-		return nil, s.w.errorf(call, ErrBadArgument, "status has %d entries for %d elements", len(status), s.n)
+		return nil, s.w.errorf(call, ErrBadArgument, "status has %s for %s", units.Count(len(status), "entry"), units.Count(s.n, "element"))
 	}
 	if err := s.w.enter(call); err != nil {
 		return nil, err
@@ -266,7 +267,7 @@ func waitSet[T AMOInt](ctx context.Context, call string, s Sym[T], status []bool
 			return hit, nil
 		}
 		if err := sp.next(func() string {
-			return fmt.Sprintf("%s: %d of %d elements %v %v", call, len(hit), active, cmp, value)
+			return fmt.Sprintf("%s: %d of %s %v %v", call, len(hit), units.Count(active, "element"), cmp, value)
 		}); err != nil {
 			return nil, err
 		}
@@ -372,7 +373,7 @@ func putSignal[T Elem](call string, s Sym[T], at int, src []T, sig Sym[uint64], 
 		return err
 	}
 	if sig.w != s.w {
-		return s.w.errorf(call, ErrNotSymmetric, "the signal array (heap offset %d, %d elements) is not an allocation of this World", sig.off, sig.n)
+		return s.w.errorf(call, ErrNotSymmetric, "the signal array (heap offset %d, %s) is not an allocation of this World", sig.off, units.Count(sig.n, "element"))
 	}
 	soff, _, err := sig.target(call, pe, sigAt, 1)
 	if err != nil {

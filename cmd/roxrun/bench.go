@@ -16,6 +16,7 @@ import (
 
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/internal/units"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -357,7 +358,7 @@ func p2pBench(f *benchFlags, stdout, stderr io.Writer) int {
 		}
 		results = append(results, r)
 	}
-	summary := fmt.Sprintf("bench: %d rows on %s, %d PEs, %d rounds each, in %v", len(rows), rowsBackend(rows), f.n, f.rounds, time.Since(start).Round(time.Millisecond))
+	summary := fmt.Sprintf("bench: %s on %s, %d PEs, %s each, in %v", units.Count(len(rows), "row"), rowsBackend(rows), f.n, units.Count(f.rounds, "round"), time.Since(start).Round(time.Millisecond))
 	for _, r := range results {
 		if r.err != nil {
 			summary += fmt.Sprintf("; %s FAILED (no ratios)", r.name)

@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/units"
 )
 
 // collCompared is one row of the comparison: both sides' figures per round.
@@ -148,8 +150,8 @@ func collCompare(runRox func() ([]collRow, int), n, rounds int, tests string, ti
 			_ = enc.Encode(rows[k])
 		}
 	} else {
-		fmt.Fprintf(stdout, "%d PEs on %d CPUs, %d rounds (each: one Roxamen job, then one Open MPI run, neither bound to cores; waits: Roxamen spins, yields after 10 us, sleeps after 2 ms; Open MPI spins, yielding when oversubscribed); load average (1, 5, 15 min) before each round: %s\n",
-			n, runtime.NumCPU(), rounds, strings.Join(loads, " | "))
+		fmt.Fprintf(stdout, "%d PEs on %d CPUs, %s (each: one Roxamen job, then one Open MPI run, neither bound to cores; waits: Roxamen spins, yields after 10 us, sleeps after 2 ms; Open MPI spins, yielding when oversubscribed); load average (1, 5, 15 min) before each round: %s\n",
+			n, runtime.NumCPU(), units.Count(rounds, "round"), strings.Join(loads, " | "))
 		fmt.Fprintf(stdout, "%-15s %4s %9s %-8s | %10s %10s | %10s %10s | %-16s %-16s\n", "test", "pes", "size", "algo", "rox_lat_us", "rox_GB/s", "mpi_lat_us", "mpi_GB/s", "lat_x min/med/max", "bw_x min/med/max")
 		for _, k := range order {
 			c := rows[k]
@@ -176,7 +178,7 @@ func collCompare(runRox func() ([]collRow, int), n, rounds int, tests string, ti
 		for _, a := range anchorNames {
 			all[a] = anchorRows[a]
 		}
-		caption := plotCaption(fmt.Sprintf("%s (first round) .. %s (last), %d rounds", loads[0], loads[len(loads)-1], len(loads)))
+		caption := plotCaption(fmt.Sprintf("%s (first round) .. %s (last), %s", loads[0], loads[len(loads)-1], units.Count(len(loads), "round")))
 		if err := plotColl(plotFile, caption, rox, names, all); err != nil {
 			fmt.Fprintln(stderr, "roxrun bench: --plot:", err)
 			return 1

@@ -88,6 +88,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/internal/units"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -438,17 +439,17 @@ func (b *Buffer) checkDispatch(x Tokens, idx []int64, weights []float32) (int, e
 	}
 	el := x.len(cfg.DType)
 	if el%cfg.Hidden != 0 {
-		return 0, b.errorf(call, ErrShape, "x has %d elements, not a multiple of Hidden (%d)", el, cfg.Hidden)
+		return 0, b.errorf(call, ErrShape, "x has %s, not a multiple of Hidden (%d)", units.Count(el, "element"), cfg.Hidden)
 	}
 	n := el / cfg.Hidden
 	if n > cfg.MaxTokens {
 		return 0, b.errorf(call, ErrTooManyTokens, "%d tokens, MaxTokens is %d", n, cfg.MaxTokens)
 	}
 	if len(idx) != n*cfg.TopK {
-		return 0, b.errorf(call, ErrShape, "topkIdx has %d entries, want tokens*TopK = %d*%d", len(idx), n, cfg.TopK)
+		return 0, b.errorf(call, ErrShape, "topkIdx has %s, want tokens*TopK = %d*%d", units.Count(len(idx), "entry"), n, cfg.TopK)
 	}
 	if len(weights) != n*cfg.TopK {
-		return 0, b.errorf(call, ErrShape, "topkWeights has %d entries, want tokens*TopK = %d*%d", len(weights), n, cfg.TopK)
+		return 0, b.errorf(call, ErrShape, "topkWeights has %s, want tokens*TopK = %d*%d", units.Count(len(weights), "entry"), n, cfg.TopK)
 	}
 	for i, e := range idx {
 		if e < -1 || e >= int64(cfg.Experts) {
@@ -856,7 +857,7 @@ func (b *Buffer) CombineInto(ctx context.Context, out, y Tokens, h *Handle) (Tok
 		}
 	}
 	if got := y.len(cfg.DType); got != rows*H {
-		return Tokens{}, b.errorf(call, ErrShape, "y has %d elements, want the dispatched rows times Hidden = %d*%d", got, rows, H)
+		return Tokens{}, b.errorf(call, ErrShape, "y has %s, want the dispatched rows times Hidden = %d*%d", units.Count(got, "element"), rows, H)
 	}
 	if b.dev != nil {
 		return b.combineBlocking(ctx, call, y, h)
