@@ -27,7 +27,8 @@
 // roxshmem_ptr is a plain store to a peer's word; wait_until_all/any/some and the test family
 // read each word once, the candidate choosing the outcome returned (acquiring on a success); team
 // barriers and syncs, all-reduce and broadcast order memory as barrier and sync do among their
-// members (a broadcast from its root only).
+// members (a broadcast from its root only); a collective call is an event in program order, so a
+// PE's later collective is ordered after its earlier one and order passes along chains of them.
 //
 // # Axioms
 //

@@ -623,6 +623,58 @@ func sharedColls(c Column, other int) []string {
 	return ks
 }
 
+// collCycle names the matched calls (the k-th call of one collective on one team) of a cycle in
+// which each waits for the next (a member makes one before the other), or returns "": two PEs
+// agreeing on their shared collectives' order is not enough when three teams overlap.
+func collCycle(t *Test) string {
+	next := map[string][]string{}
+	for _, c := range t.Columns {
+		nth, prev := map[string]int{}, ""
+		for _, in := range c.Instrs {
+			if !in.Op.collective() {
+				continue
+			}
+			k := collKey(in)
+			id := fmt.Sprintf("%s #%d", k, nth[k]+1)
+			nth[k]++
+			if prev != "" {
+				next[prev] = append(next[prev], id)
+			}
+			prev = id
+		}
+	}
+	state, path := map[string]int{}, []string{}
+	var visit func(id string) string
+	visit = func(id string) string {
+		switch state[id] {
+		case 1:
+			i := slices.Index(path, id)
+			return strings.Join(append(path[i:], id), " before ")
+		case 2:
+			return ""
+		}
+		state[id], path = 1, append(path, id)
+		for _, n := range next[id] {
+			if cyc := visit(n); cyc != "" {
+				return cyc
+			}
+		}
+		state[id], path = 2, path[:len(path)-1]
+		return ""
+	}
+	var ids []string
+	for id := range next {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if cyc := visit(id); cyc != "" {
+			return cyc
+		}
+	}
+	return ""
+}
+
 // flowCycle reports a location through which values move in a cycle: a get reads x@q into d, a
 // put from a buffer reads b into x@q.
 func flowCycle(t *Test) (Loc, bool) {
@@ -925,6 +977,10 @@ func (p *parser) validate(t *Test, line, col int) {
 				return
 			}
 		}
+	}
+	if cyc := collCycle(t); cyc != "" {
+		p.failAt(line, col, "test %s: collectives wait for each other in a cycle (%s): they deadlock", t.Name, cyc)
+		return
 	}
 	var check func(q *Prop)
 	check = func(q *Prop) {
