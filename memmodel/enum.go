@@ -111,6 +111,8 @@ type checker struct {
 	raw              bool           // Candidates: no axiom prunes, every candidate execution is listed
 	split            map[Loc]bool   // words named by half: their locations are the halves (width.go)
 	collPt           map[[2]int]int // (column, instruction) of a collective call -> its matched call's point
+	regEv            map[string]int // condPossible: the event that fills each register
+	deferLoc         int            // decide: the race location whose co is left to the end (race.go, deferrable), or -1
 	fn               func(*Execution)
 }
 
