@@ -33,7 +33,8 @@
 // # Axioms
 //
 // Strict: every memory event is one instant; acyclic(ord | rf | co | fr), and an AMO reads the
-// write immediately co-before it among AMOs (Options.AtomicAllWrites: among all writes).
+// write immediately co-before it among AMOs (Options.AtomicAllWrites: among all writes;
+// Options.SameWidthAtomicity: among those of its own width).
 //
 // CacheBypass (Bypass): network accesses act on memory, plain accesses on the PE's caches. A plain
 // load has two instants, the moment the cached copy it reads was taken from memory and the moment

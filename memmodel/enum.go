@@ -707,13 +707,14 @@ func (c *checker) waitMaySee(l *locInfo, src, r int) bool {
 }
 
 // atomicOK: the read-modify-write r reads the write at co position pos, and no AMO (or, with
-// AtomicAllWrites, no write at all) lands between that write and r.
+// AtomicAllWrites, no write at all; with SameWidthAtomicity, of r's width) lands between that
+// write and r.
 func (c *checker) atomicOK(li, pos, r int) bool {
 	if pos >= c.coPos[r] {
 		return false
 	}
 	for _, w := range c.co[li][pos+1 : c.coPos[r]] {
-		if c.opt.AtomicAllWrites || c.evs[w].AMO {
+		if (c.opt.AtomicAllWrites || c.evs[w].AMO) && (!c.opt.SameWidthAtomicity || sameWidth(&c.evs[w], &c.evs[r])) {
 			return false
 		}
 	}
