@@ -460,12 +460,16 @@ func (p *parser) instr(own int) Instr {
 			}
 		}
 	}
+	call := ""
+	if v, ok := callVariants[name]; ok && op < 0 {
+		op, call = v, name
+	}
 	if op < 0 {
 		p.fail("unknown instruction %q", name)
 		return Instr{}
 	}
 	p.next()
-	in := Instr{Op: op, NBI: nbi}
+	in := Instr{Op: op, NBI: nbi, Call: call}
 	switch {
 	case op.collective():
 		if op == OpBroadcast {
@@ -722,7 +726,7 @@ func flowCycle(t *Test) (Loc, bool) {
 
 // collKey names a collective with its team (and root): the calls that match each other.
 func collKey(in Instr) string {
-	s := in.Op.String()
+	s := in.name()
 	if in.Op == OpBroadcast {
 		s += " " + strconv.Itoa(in.Root)
 	}
@@ -975,6 +979,22 @@ func (p *parser) validate(t *Test, line, col int) {
 			if !slices.Equal(sa, sb) {
 				p.failAt(line, col, "test %s: PE%d calls %s, PE%d %s: collectives they both take part in must come in one order (else they deadlock)", t.Name, a.PE, strings.Join(sa, ", "), b.PE, strings.Join(sb, ", "))
 				return
+			}
+		}
+	}
+	for _, c := range t.Columns { // a destroyed context is gone; the default one cannot be destroyed
+		gone := map[string]bool{}
+		for _, in := range c.Instrs {
+			if in.Ctx != "" && gone[in.Ctx] {
+				p.failAt(line, col, "test %s: %s on PE%d: context %s was destroyed before", t.Name, in.Format(c.PE), c.PE, in.Ctx)
+				return
+			}
+			if in.Call == "ctx_destroy" {
+				if in.Ctx == "" {
+					p.failAt(line, col, "test %s: ctx_destroy on PE%d names no context (ctx_destroy on NAME; the default context is not destroyed)", t.Name, c.PE)
+					return
+				}
+				gone[in.Ctx] = true
 			}
 		}
 	}

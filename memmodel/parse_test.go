@@ -45,6 +45,8 @@ func TestParseErrors(t *testing.T) {
 		{"SHMEM T\nPE0 | PE0.1 ;\nbarrier | barrier ;\nexists (x@0=0)\n", "f:1:1: test T: barrier in a test with threads"},
 		{"SHMEM T\nPE0 | PE1 ;\nbarrier | sync ;\nsync | barrier ;\nexists (x@0=0)\n", "f:1:1: test T: PE0 calls barrier, sync, PE1 sync, barrier: collectives they both take part in must come in one order"},
 		{"SHMEM T\nPE0 | PE1 | PE2 ;\nbarrier {0,1} | barrier {1,2} | barrier {0,2} ;\nbarrier {0,2} | barrier {0,1} | barrier {1,2} ;\nexists (x@0=0)\n", "f:1:1: test T: collectives wait for each other in a cycle (barrier {0,1} #1 before barrier {0,2} #1 before barrier {1,2} #1 before barrier {0,1} #1): they deadlock"},
+		{"SHMEM T\nPE0 ;\nctx_destroy ;\nexists (x@0=0)\n", "f:1:1: test T: ctx_destroy on PE0 names no context"},
+		{"SHMEM T\nPE0 ;\nctx_destroy on a ;\nput x@0 1 on a ;\nexists (x@0=0)\n", "f:1:1: test T: put x@0 1 on a on PE0: context a was destroyed before"},
 		{"SHMEM T\nPE0.0 ;\n", "f:2:1: bad column header \"PE0.0\""},
 		{"SHMEM T\nPE0 ;\ntest r0 x == 1 on a ;\nexists (0:r0=0)\n", "f:3:16: test takes no context"},
 		{"SHMEM T\nPE0 ;\nadd_nbi x@1 1 ;\nexists (x@0=0)\n", `f:3:1: unknown instruction "add_nbi"`},
