@@ -336,7 +336,7 @@ func (c *checker) swappable(i, j int) bool {
 			(x.Loc.Var != "" && sw(x.Loc.PE) != y.Loc.PE) || (x.Sig.Var != "" && sw(x.Sig.PE) != y.Sig.PE) {
 			return false
 		}
-		if x.Ctx != y.Ctx || x.NBI != y.NBI || x.Team != nil || y.Team != nil || (x.Op == OpBroadcast && sw(x.Root) != y.Root) ||
+		if x.Ctx != y.Ctx || x.NBI != y.NBI || x.Call != y.Call || x.Team != nil || y.Team != nil || (x.Op == OpBroadcast && sw(x.Root) != y.Root) ||
 			x.Src.Var != y.Src.Var || x.Dst.Var != y.Dst.Var || len(x.Locs) != len(y.Locs) || !slices.Equal(x.Vals, y.Vals) {
 			return false // a team's membership changes when only one of the two PEs is in it
 		}
