@@ -1,6 +1,7 @@
 package memmodel
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -71,6 +72,14 @@ func (c *checker) decide() {
 			e := &c.evs[i]
 			if e.Read && !c.free(i) && !(e.Write && inRace[c.locOf[e.Loc]]) {
 				reads = append(reads, i)
+			}
+		}
+		c.deferLoc = -1
+		for x := len(race) - 1; x >= 0; x-- {
+			if c.deferrable(race[x]) {
+				c.deferLoc = race[x]
+				race = slices.Delete(slices.Clone(race), x, x+1)
+				break
 			}
 		}
 		c.breakSymmetry(race)
@@ -338,6 +347,15 @@ func (c *checker) chooseFinal(k int, g graph) {
 		return
 	}
 	l := c.locs[c.keyLoc[k]]
+	if c.keyLoc[k] == c.deferLoc { // a counting location: its final value is its total
+		total, _ := c.countTotal(c.deferLoc)
+		if want, fixed := c.need[c.keys[k]]; fixed && total != want {
+			return
+		}
+		c.keyVal[k] = total
+		c.chooseFinal(k+1, g)
+		return
+	}
 	if len(l.writes) == 0 {
 		c.keyVal[k] = l.init
 		c.chooseFinal(k+1, g)
@@ -366,10 +384,10 @@ func (c *checker) chooseFinal(k int, g graph) {
 // coExists searches for coherence orders of locations li.. consistent with g, adding fr edges and
 // checking atomicity as each write is placed.
 func (c *checker) coExists(li int, g graph) bool {
-	if li == len(c.locs) {
+	if li == len(c.locs) { // a deferred location's co fits any acyclic g (race.go, deferrable)
 		return true
 	}
-	if c.fixed[li] { // a race location: co is fixed and its reads' fr edges are in g
+	if c.fixed[li] || li == c.deferLoc { // a race location: co is fixed and its reads' fr edges are in g
 		return c.coExists(li+1, g)
 	}
 	l := c.locs[li]

@@ -27,12 +27,14 @@
 // roxshmem_ptr is a plain store to a peer's word; wait_until_all/any/some and the test family
 // read each word once, the candidate choosing the outcome returned (acquiring on a success); team
 // barriers and syncs, all-reduce and broadcast order memory as barrier and sync do among their
-// members (a broadcast from its root only).
+// members (a broadcast from its root only); a collective call is an event in program order, so a
+// PE's later collective is ordered after its earlier one and order passes along chains of them.
 //
 // # Axioms
 //
 // Strict: every memory event is one instant; acyclic(ord | rf | co | fr), and an AMO reads the
-// write immediately co-before it among AMOs (Options.AtomicAllWrites: among all writes).
+// write immediately co-before it among AMOs (Options.AtomicAllWrites: among all writes;
+// Options.SameWidthAtomicity: among those of its own width).
 //
 // CacheBypass (Bypass): network accesses act on memory, plain accesses on the PE's caches. A plain
 // load has two instants, the moment the cached copy it reads was taken from memory and the moment

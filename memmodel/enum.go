@@ -3,8 +3,8 @@ package memmodel
 import (
 	"fmt"
 	"io"
-	"slices"
 	"sort"
+	"strconv"
 )
 
 // maxPoints bounds the instants of the order graph: one per event, two per plain access in bypass
@@ -104,12 +104,15 @@ type checker struct {
 	touched          []bool          // events some preserved-order pair relates
 	keySet           map[string]bool // the state's keys, as a set
 	keyScratch       []byte
-	cyclic           bool         // the preserved order alone has a cycle (under the current guess)
-	polls            []pollSite   // wait_all ... test_some calls: the outcomes each may return
-	pollCat          []int8       // per poll event, under the current guess: pollFree, pollHolds, pollFails
-	regConst         []int64      // per poll call's first event: the register's value under the current guess
-	raw              bool         // Candidates: no axiom prunes, every candidate execution is listed
-	split            map[Loc]bool // words named by half: their locations are the halves (width.go)
+	cyclic           bool           // the preserved order alone has a cycle (under the current guess)
+	polls            []pollSite     // wait_all ... test_some calls: the outcomes each may return
+	pollCat          []int8         // per poll event, under the current guess: pollFree, pollHolds, pollFails
+	regConst         []int64        // per poll call's first event: the register's value under the current guess
+	raw              bool           // Candidates: no axiom prunes, every candidate execution is listed
+	split            map[Loc]bool   // words named by half: their locations are the halves (width.go)
+	collPt           map[[2]int]int // (column, instruction) of a collective call -> its matched call's point
+	regEv            map[string]int // condPossible: the event that fills each register
+	deferLoc         int            // decide: the race location whose co is left to the end (race.go, deferrable), or -1
 	fn               func(*Execution)
 }
 
@@ -148,6 +151,7 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 			c.late[i], c.out[i] = p+1, p+1
 		}
 	}
+	c.collPoints()
 	if c.npts > maxPoints {
 		return nil, fmt.Errorf("memmodel: test %s has %d order points in %s mode, more than the %d the checker supports (see MODEL.md, Limits)", t.Name, c.npts, mode, maxPoints)
 	}
@@ -194,6 +198,32 @@ func newChecker(t *Test, mode Mode, opt Options) (*checker, error) {
 	}
 	c.keys = StateKeys(t)
 	return c, nil
+}
+
+// collPoints gives each matched collective call (the k-th call of one collective on one team,
+// which every member makes) a point of its own: the call is an event that the members' program
+// orders pass through.
+func (c *checker) collPoints() {
+	c.collPt = map[[2]int]int{}
+	matched := map[string]int{}
+	for ci, col := range c.t.Columns {
+		nth := map[string]int{}
+		for k, in := range col.Instrs {
+			if !in.Op.collective() {
+				continue
+			}
+			key := collKey(in)
+			id := key + "#" + strconv.Itoa(nth[key])
+			nth[key]++
+			p, ok := matched[id]
+			if !ok {
+				p = c.npts
+				c.npts++
+				matched[id] = p
+			}
+			c.collPt[[2]int{ci, k}] = p
+		}
+	}
 }
 
 // orderLocs puts the location a get or a put from a buffer reads before the one it writes, so that
@@ -331,40 +361,82 @@ func (c *checker) preservedOrder() {
 			}
 		}
 	}
-	// barrier_all: what a barrier completes (plain stores, the default context's operations, a
-	// context's once quieted) precedes everything after it anywhere, with release (plain stores
-	// reach memory) and acquire (plain loads read memory afresh). sync_all completes nothing: what
-	// is complete when the PE calls it (its plain accesses, at execution; what its blocking calls
-	// returned; what a quiet or barrier since completed) precedes, at execution, whatever any PE does
-	// after it.
-	for i := range c.evs {
-		a := &c.evs[i]
-		if !a.memory() {
-			continue
+	// Collectives: each matched call (the k-th call of one collective on one team) is a point of
+	// its own, which every member's call passes through (collPt). barrier_all: what a barrier
+	// completes (plain stores, the default context's operations, a context's once quieted) precedes
+	// the point, with release (plain stores reach memory), and the point precedes everything after
+	// the call on every member, with acquire (plain loads read memory afresh). sync_all completes
+	// nothing: what is complete when the PE calls it (its plain accesses, at execution; what its
+	// blocking calls returned; what a quiet or barrier since completed) precedes the point, which
+	// precedes, at execution, whatever any member does after it. A PE's earlier collectives precede
+	// its later ones, so order passes through a PE that only calls collectives.
+	type hop struct{ ev, pt int }
+	var entries, exits []hop
+	for ci, col := range c.t.Columns {
+		var ids []int
+		for i := range c.evs {
+			if e := &c.evs[i]; e.PE == col.PE && e.Thread == col.Thread && e.memory() {
+				ids = append(ids, i)
+			}
 		}
-		col := c.column(a.PE, a.Thread)
-		done := a.plainAccess() || a.Op == OpWait || a.Op.poll() || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
-		at := c.completedAt(col, a)
-		for k := a.Index + 1; k < len(col.Instrs); k++ {
-			in := col.Instrs[k]
-			op := in.Op
-			if !op.collective() || (op == OpBroadcast && in.Root != a.PE) {
+		var prev []int // the points of the column's earlier collectives
+		for k, in := range col.Instrs {
+			if !in.Op.collective() {
+				continue
+			}
+			m, bar := c.collPt[[2]int{ci, k}], in.Op == OpBarrier
+			for _, j := range ids {
+				if c.evs[j].Index <= k {
+					continue
+				}
+				if bar {
+					c.link(m, c.early[j])
+				} else {
+					c.link(m, c.in[j])
+				}
+				exits = append(exits, hop{j, m})
+			}
+			if in.Op == OpBroadcast && in.Root != col.PE {
+				prev = append(prev, m)
 				continue // a broadcast orders only the root's events before it
 			}
-			if op != OpBarrier {
-				op = OpSync // sync_all, all-reduce and broadcast order what is complete at the call
-			}
-			for _, j := range c.after(col, k) {
-				switch {
-				case op == OpBarrier && at <= k:
-					edge(i, j, c.late[i], c.early[j])
-				case op == OpSync && at < k:
-					edge(i, j, c.late[i], c.in[j])
-				case op == OpSync && done:
-					edge(i, j, c.out[i], c.in[j])
+			for _, i := range ids {
+				a := &c.evs[i]
+				if a.Index >= k {
+					continue
 				}
+				at := c.completedAt(col, a)
+				done := a.plainAccess() || a.Op == OpWait || a.Op.poll() || a.Op == OpSigFetch || (a.blockingFetch() && c.opt.BlockingFetchOrders)
+				switch {
+				case bar && at <= k, !bar && at < k:
+					c.link(c.late[i], m)
+				case !bar && done:
+					c.link(c.out[i], m)
+				default:
+					continue
+				}
+				entries = append(entries, hop{i, m})
+			}
+			for _, p := range prev {
+				c.link(p, m)
+			}
+			prev = append(prev, m)
+		}
+	}
+	for _, a := range entries { // the event pairs the collectives order, for ord
+		for _, b := range exits {
+			if a.ev != b.ev && (a.pt == b.pt || c.base.has(a.pt, b.pt)) && !seen[[2]int{a.ev, b.ev}] {
+				seen[[2]int{a.ev, b.ev}] = true
+				c.ord = append(c.ord, [2]int{a.ev, b.ev})
 			}
 		}
+	}
+}
+
+// link adds u->v to the base graph; a cycle means no execution.
+func (c *checker) link(u, v int) {
+	if !c.base.add(u, v) {
+		c.cyclic = true
 	}
 }
 
@@ -376,40 +448,6 @@ func (c *checker) column(pe, thread int) Column {
 		}
 	}
 	return Column{}
-}
-
-// after lists the memory events that follow, in any member's column, the collective that matches
-// instruction k of col (the k-th call of a collective on a team in col matches the k-th call of
-// every member).
-func (c *checker) after(col Column, k int) []int {
-	key, nth := collKey(col.Instrs[k]), 0
-	for _, in := range col.Instrs[:k] {
-		if in.Op.collective() && collKey(in) == key {
-			nth++
-		}
-	}
-	var ids []int
-	for _, other := range c.t.Columns {
-		if team := col.Instrs[k].Team; team != nil && !slices.Contains(team, other.PE) {
-			continue
-		}
-		n, from := 0, len(other.Instrs)
-		for x, in := range other.Instrs {
-			if in.Op.collective() && collKey(in) == key {
-				if n == nth {
-					from = x
-					break
-				}
-				n++
-			}
-		}
-		for i := range c.evs {
-			if e := &c.evs[i]; e.PE == other.PE && e.Thread == other.Thread && e.Index > from && e.memory() {
-				ids = append(ids, i)
-			}
-		}
-	}
-	return ids
 }
 
 // Result is the model's answer for one test in one mode.
@@ -669,13 +707,14 @@ func (c *checker) waitMaySee(l *locInfo, src, r int) bool {
 }
 
 // atomicOK: the read-modify-write r reads the write at co position pos, and no AMO (or, with
-// AtomicAllWrites, no write at all) lands between that write and r.
+// AtomicAllWrites, no write at all; with SameWidthAtomicity, of r's width) lands between that
+// write and r.
 func (c *checker) atomicOK(li, pos, r int) bool {
 	if pos >= c.coPos[r] {
 		return false
 	}
 	for _, w := range c.co[li][pos+1 : c.coPos[r]] {
-		if c.opt.AtomicAllWrites || c.evs[w].AMO {
+		if (c.opt.AtomicAllWrites || c.evs[w].AMO) && (!c.opt.SameWidthAtomicity || sameWidth(&c.evs[w], &c.evs[r])) {
 			return false
 		}
 	}

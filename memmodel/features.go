@@ -34,12 +34,13 @@ const (
 	PutFromBuffer                  // put_nbi from the PE's own source buffer
 	GetIntoLocation                // get or get_nbi into the PE's own destination word
 	SignalBuffer                   // a put from a buffer or get into a location where a word involved is a signal word
+	CallVariants                   // an API call written by its own name as another instruction's events (alltoall, signal_wait, ctx_destroy ...)
 	numFeatures
 )
 
 var featureNames = [numFeatures]string{"fetch_nbi", "putsig_nbi", "mixed_width", "threads", "ptr_store",
 	"contexts", "teams", "irregular_team", "collectives", "sync", "signals", "signal_fetch", "amo_inc",
-	"amo_bitwise", "polls", "poll_vector", "mixed_poll", "put_from_buffer", "get_into_location", "signal_buffer"}
+	"amo_bitwise", "polls", "poll_vector", "mixed_poll", "put_from_buffer", "get_into_location", "signal_buffer", "call_variants"}
 
 func (f Feature) String() string {
 	if f < numFeatures {
@@ -187,6 +188,9 @@ func (t *Test) Features() FeatureSet {
 			}
 			if (in.Src.Var != "" || in.Dst.Var != "") && (sigWords[in.Src.Var] || sigWords[in.Dst.Var] || sigWords[in.Loc.Var]) {
 				add(SignalBuffer)
+			}
+			if in.Call != "" {
+				add(CallVariants)
 			}
 		}
 	}

@@ -28,6 +28,9 @@ func TestFeaturesOfSuite(t *testing.T) {
 		"MP+wait_all_vector":                 "polls",
 		"PutNBI+reuse":                       "put_from_buffer",
 		"Get+dst+ld":                         "get_into_location",
+		"MP+quiet+alltoall":                  "collectives,call_variants",
+		"MP+putsig+signal_wait":              "signals,call_variants",
+		"MP+ctx+destroy":                     "contexts,call_variants",
 	}
 	seen := map[string]bool{}
 	for _, tt := range suite(t) {

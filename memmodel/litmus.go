@@ -168,6 +168,26 @@ type Instr struct {
 	// (the vector forms)
 	Src Loc // put_nbi from a buffer: the PE's own source variable (Var "" for an immediate Val)
 	Dst Loc // get, get_nbi into a location: the PE's own destination (Var "" for a register)
+	// Call: the API call an instruction of callVariants names (alltoall, signal_wait ...), whose
+	// events are those of Op's; "" for Op's own call
+	Call string
+}
+
+// callVariants are API calls the model states as another instruction's events, written by their
+// own names so that runners make the call: collectives in which every member's output depends on
+// every member's input order memory as all-reduce does; shmem_signal_wait_until is a wait on the
+// signal word; shmem_ctx_destroy completes the context's operations as its quiet does.
+var callVariants = map[string]Op{
+	"alltoall": OpAllReduce, "alltoalls": OpAllReduce, "collect": OpAllReduce, "fcollect": OpAllReduce,
+	"reduce_scatter": OpAllReduce, "signal_wait": OpWait, "ctx_destroy": OpQuiet,
+}
+
+// name is the instruction's name: its call variant's, or its operation's.
+func (in Instr) name() string {
+	if in.Call != "" {
+		return in.Call
+	}
+	return in.Op.String()
 }
 
 // Column is the code one PE runs, or one thread of a PE (header PEn.t): the threads of a PE share

@@ -19,6 +19,12 @@ type Options struct {
 	// AtomicAllWrites: AMOs are atomic with respect to every write, not only other AMOs (default
 	// false: OpenSHMEM promises atomicity only among AMOs).
 	AtomicAllWrites bool
+	// SameWidthAtomicity: an AMO is atomic only with AMOs of its own width on the same bytes
+	// (OpenSHMEM's letter: atomicity among AMOs of the same datatype), so a 32-bit AMO on a half
+	// of a word may land between a 64-bit AMO's read and write of it. Default false: AMOs of both
+	// widths are atomic with each other, as every backend's are (MODEL.md §3b, Mixed-width
+	// atomicity).
+	SameWidthAtomicity bool
 }
 
 // DefaultOptions returns the documented defaults.
@@ -52,6 +58,12 @@ type Event struct {
 	// two are one access (they share their instants), the high half is the event right after the
 	// low one, and the register goes with the low half
 	Half int
+}
+
+// sameWidth reports whether a and b are accesses of one width: both 32-bit (on a half, as a
+// half of nothing wider) or both 64-bit.
+func sameWidth(a, b *Event) bool {
+	return (a.Half != 0 || a.Loc.half() == 0) == (b.Half != 0 || b.Loc.half() == 0)
 }
 
 // wide reports whether a and b are the two halves of one 64-bit access.

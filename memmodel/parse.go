@@ -460,12 +460,16 @@ func (p *parser) instr(own int) Instr {
 			}
 		}
 	}
+	call := ""
+	if v, ok := callVariants[name]; ok && op < 0 {
+		op, call = v, name
+	}
 	if op < 0 {
 		p.fail("unknown instruction %q", name)
 		return Instr{}
 	}
 	p.next()
-	in := Instr{Op: op, NBI: nbi}
+	in := Instr{Op: op, NBI: nbi, Call: call}
 	switch {
 	case op.collective():
 		if op == OpBroadcast {
@@ -623,6 +627,58 @@ func sharedColls(c Column, other int) []string {
 	return ks
 }
 
+// collCycle names the matched calls (the k-th call of one collective on one team) of a cycle in
+// which each waits for the next (a member makes one before the other), or returns "": two PEs
+// agreeing on their shared collectives' order is not enough when three teams overlap.
+func collCycle(t *Test) string {
+	next := map[string][]string{}
+	for _, c := range t.Columns {
+		nth, prev := map[string]int{}, ""
+		for _, in := range c.Instrs {
+			if !in.Op.collective() {
+				continue
+			}
+			k := collKey(in)
+			id := fmt.Sprintf("%s #%d", k, nth[k]+1)
+			nth[k]++
+			if prev != "" {
+				next[prev] = append(next[prev], id)
+			}
+			prev = id
+		}
+	}
+	state, path := map[string]int{}, []string{}
+	var visit func(id string) string
+	visit = func(id string) string {
+		switch state[id] {
+		case 1:
+			i := slices.Index(path, id)
+			return strings.Join(append(path[i:], id), " before ")
+		case 2:
+			return ""
+		}
+		state[id], path = 1, append(path, id)
+		for _, n := range next[id] {
+			if cyc := visit(n); cyc != "" {
+				return cyc
+			}
+		}
+		state[id], path = 2, path[:len(path)-1]
+		return ""
+	}
+	var ids []string
+	for id := range next {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if cyc := visit(id); cyc != "" {
+			return cyc
+		}
+	}
+	return ""
+}
+
 // flowCycle reports a location through which values move in a cycle: a get reads x@q into d, a
 // put from a buffer reads b into x@q.
 func flowCycle(t *Test) (Loc, bool) {
@@ -670,7 +726,7 @@ func flowCycle(t *Test) (Loc, bool) {
 
 // collKey names a collective with its team (and root): the calls that match each other.
 func collKey(in Instr) string {
-	s := in.Op.String()
+	s := in.name()
 	if in.Op == OpBroadcast {
 		s += " " + strconv.Itoa(in.Root)
 	}
@@ -925,6 +981,26 @@ func (p *parser) validate(t *Test, line, col int) {
 				return
 			}
 		}
+	}
+	for _, c := range t.Columns { // a destroyed context is gone; the default one cannot be destroyed
+		gone := map[string]bool{}
+		for _, in := range c.Instrs {
+			if in.Ctx != "" && gone[in.Ctx] {
+				p.failAt(line, col, "test %s: %s on PE%d: context %s was destroyed before", t.Name, in.Format(c.PE), c.PE, in.Ctx)
+				return
+			}
+			if in.Call == "ctx_destroy" {
+				if in.Ctx == "" {
+					p.failAt(line, col, "test %s: ctx_destroy on PE%d names no context (ctx_destroy on NAME; the default context is not destroyed)", t.Name, c.PE)
+					return
+				}
+				gone[in.Ctx] = true
+			}
+		}
+	}
+	if cyc := collCycle(t); cyc != "" {
+		p.failAt(line, col, "test %s: collectives wait for each other in a cycle (%s): they deadlock", t.Name, cyc)
+		return
 	}
 	var check func(q *Prop)
 	check = func(q *Prop) {

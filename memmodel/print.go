@@ -7,6 +7,11 @@ import (
 
 // Format writes one instruction in litmus syntax; own is the PE whose column holds it.
 func (in Instr) Format(own int) string {
+	if in.Call != "" {
+		c := in
+		c.Call = ""
+		return in.Call + strings.TrimPrefix(c.Format(own), in.Op.String())
+	}
 	if in.Ctx != "" {
 		c := in
 		c.Ctx = ""

@@ -42,6 +42,16 @@ func (c *checker) race(k int, locs, reads []int, g graph) {
 		c.chooseRF(reads, 0, g)
 		return
 	}
+	if k == 0 && c.verdictOnly { // what the condition asks of every counting location, up front
+		for _, lj := range locs {
+			if !c.countFeasible(lj, g) {
+				return
+			}
+		}
+		if !c.condPossible(g) {
+			return
+		}
+	}
 	li := locs[k]
 	c.co[li] = c.co[li][:0]
 	saved := c.memo
@@ -151,6 +161,9 @@ func (c *checker) raceLoc(k int, locs, reads []int, li int, g graph) {
 			return
 		}
 		c.memo[k] = true
+	}
+	if n > 0 && c.verdictOnly && (!c.countFeasible(li, g) || !c.condPossible(g)) {
+		return
 	}
 	if n == len(l.writes) {
 		for pos, w := range c.co[li] {
@@ -323,7 +336,7 @@ func (c *checker) swappable(i, j int) bool {
 			(x.Loc.Var != "" && sw(x.Loc.PE) != y.Loc.PE) || (x.Sig.Var != "" && sw(x.Sig.PE) != y.Sig.PE) {
 			return false
 		}
-		if x.Ctx != y.Ctx || x.NBI != y.NBI || x.Team != nil || y.Team != nil || (x.Op == OpBroadcast && sw(x.Root) != y.Root) ||
+		if x.Ctx != y.Ctx || x.NBI != y.NBI || x.Call != y.Call || x.Team != nil || y.Team != nil || (x.Op == OpBroadcast && sw(x.Root) != y.Root) ||
 			x.Src.Var != y.Src.Var || x.Dst.Var != y.Dst.Var || len(x.Locs) != len(y.Locs) || !slices.Equal(x.Vals, y.Vals) {
 			return false // a team's membership changes when only one of the two PEs is in it
 		}
@@ -398,4 +411,286 @@ func (c *checker) breakClass(class []int, locs []int) {
 		}
 		return
 	}
+}
+
+// addend is what RMW w adds to its word when it is a fetch-add, add, increment or adding signal
+// update; ok is false for any other write.
+func (c *checker) addend(w int) (v int64, ok bool) {
+	e, in := &c.evs[w], c.ins[w]
+	if !e.AMO || !e.Read || !e.Write || e.Half != 0 || e.Loc.half() != 0 {
+		return 0, false
+	}
+	switch {
+	case e.Op == OpPutSig && e.Part == 1 && in.SigOp == SigAdd:
+		return in.New, true
+	case e.Op == OpFAdd || e.Op == OpAdd:
+		return in.Val, true
+	case e.Op == OpInc || e.Op == OpFInc:
+		return 1, true
+	}
+	return 0, false
+}
+
+// countFeasible prunes a counting location: one whose writes are all adding AMOs of one sign.
+// Atomicity makes each read the write just before it in co, so the value an RMW reads is the
+// initial value plus the addends of the writes co-before it, whatever their order, and the final
+// value is the initial value plus every addend. Against the values the condition requires (Decide),
+// with the co prefix placed so far: the final value is fixed; an unplaced RMW reads at least the
+// placed sum plus the writes that must precede it, at most that plus every write that may; and with
+// addends all non-zero, no two RMWs read the same value. These bounds refute a condition that
+// atomicity alone refutes before any order of the word is enumerated.
+func (c *checker) countFeasible(li int, g graph) bool {
+	l := c.locs[li]
+	sign := int64(0)
+	total := l.init
+	for _, w := range l.writes {
+		a, ok := c.addend(w)
+		if !ok {
+			return true
+		}
+		switch {
+		case a > 0 && sign >= 0:
+			sign = 1
+		case a < 0 && sign <= 0:
+			sign = -1
+		case a != 0:
+			return true // mixed signs: the sums are not monotone
+		}
+		total += a
+	}
+	if want, fixed := c.need[l.loc.String()]; fixed && want != total {
+		return false
+	}
+	if sign == 0 {
+		return true
+	}
+	base := l.init
+	for _, w := range c.co[li] {
+		a, _ := c.addend(w)
+		base += a
+	}
+	strict := true
+	for _, w := range l.writes {
+		if a, _ := c.addend(w); a == 0 {
+			strict = false
+		}
+	}
+	var wants []int64
+	var wanting []int
+	for _, w := range l.writes {
+		e := &c.evs[w]
+		if c.placed[w] || e.Reg == "" {
+			continue
+		}
+		want, fixed := c.need[regKey(e.PE, e.Reg)]
+		if !fixed {
+			continue
+		}
+		for _, u := range wanting { // one that must precede the other reads less (more, for negative addends)
+			uw := c.need[regKey(c.evs[u].PE, c.evs[u].Reg)]
+			au, _ := c.addend(u)
+			aw, _ := c.addend(w)
+			if g.has(c.late[u], c.late[w]) && (sign > 0 && want < uw+au || sign < 0 && want > uw+au) {
+				return false
+			}
+			if g.has(c.late[w], c.late[u]) && (sign > 0 && uw < want+aw || sign < 0 && uw > want+aw) {
+				return false
+			}
+		}
+		wanting = append(wanting, w)
+		lo, hi := c.countRange(li, w, sign, base, g)
+		if want < lo || want > hi {
+			return false
+		}
+		if strict {
+			if slices.Contains(wants, want) {
+				return false
+			}
+			wants = append(wants, want)
+		}
+	}
+	return true
+}
+
+// countTotal is a counting location's final value (see countFeasible): its initial value plus
+// every addend; ok is false for any other location.
+func (c *checker) countTotal(li int) (total int64, ok bool) {
+	l := c.locs[li]
+	total = l.init
+	for _, w := range l.writes {
+		a, ok := c.addend(w)
+		if !ok {
+			return 0, false
+		}
+		total += a
+	}
+	return total, true
+}
+
+// deferrable reports whether the search may leave race location li's coherence order to the very
+// end: its reads are all its read-modify-writes, its writes all AMOs that read (no compare-and-swap,
+// whose success is guessed from the value), no register they fill is in the state, and its final
+// value either is not in the state or is fixed (a counting location). Then nothing but the order
+// graph depends on its co, and once every other choice is made some co always fits: put its writes
+// in any order that extends the order g already gives their writes (late instants). Placing u
+// before w adds edges from u's write to w's read and write only; a cycle would need a path back
+// from a later write to an earlier one's read, but the reads' early instants lead only to their
+// own writes (their from-read edges are to this location alone), so it would be a path between
+// the writes that g already orders the other way. So the search leaves co out and lists none.
+func (c *checker) deferrable(li int) bool {
+	l := c.locs[li]
+	if !c.memoOK(li) {
+		return false
+	}
+	for _, w := range l.writes {
+		e := &c.evs[w]
+		if !e.Read || e.Op == OpCSwap || e.Half != 0 || (e.Reg != "" && c.keySet[regKey(e.PE, e.Reg)]) {
+			return false
+		}
+	}
+	if c.keySet[l.loc.String()] {
+		_, counting := c.countTotal(li)
+		return counting
+	}
+	return true
+}
+
+// countRange bounds the value unplaced RMW w of counting location li reads (addends of one sign,
+// base the value after the placed prefix): at least the writes that must precede it, at most
+// every write that may.
+func (c *checker) countRange(li, w int, sign, base int64, g graph) (lo, hi int64) {
+	lo, hi = base, base
+	for _, u := range c.locs[li].writes {
+		if u == w || c.placed[u] {
+			continue
+		}
+		a, _ := c.addend(u)
+		if g.has(c.late[u], c.late[w]) {
+			lo += a
+		}
+		if !g.has(c.late[w], c.late[u]) {
+			hi += a
+		}
+	}
+	if sign < 0 {
+		lo, hi = hi, lo
+	}
+	return lo, hi
+}
+
+// countSign is the sign the addends of counting location li share (0: all zero) and the value
+// after its placed co prefix; ok is false when li is not a counting location of one sign.
+func (c *checker) countSign(li int) (sign, base int64, ok bool) {
+	l := c.locs[li]
+	base = l.init
+	for _, w := range l.writes {
+		a, isAdd := c.addend(w)
+		if !isAdd || (a > 0 && sign < 0) || (a < 0 && sign > 0) {
+			return 0, 0, false
+		}
+		if a > 0 {
+			sign = 1
+		} else if a < 0 {
+			sign = -1
+		}
+	}
+	for _, w := range c.co[li] {
+		a, _ := c.addend(w)
+		base += a
+	}
+	return sign, base, true
+}
+
+// condPossible evaluates the condition in three values on what the race search knows: the
+// registers of placed RMWs, the ranges of the unplaced ones' at counting locations, the final
+// values of counting locations; everything else may be anything. False when no state the rest of
+// the search can reach satisfies it (Decide wants only those).
+func (c *checker) condPossible(g graph) bool {
+	type rng struct {
+		lo, hi int64
+		known  bool
+	}
+	value := func(key string) rng {
+		if c.regEv == nil {
+			c.regEv = map[string]int{}
+			for i := range c.evs {
+				if e := &c.evs[i]; e.Reg != "" && !e.Op.poll() && e.Half < 2 {
+					c.regEv[regKey(e.PE, e.Reg)] = i
+				}
+			}
+		}
+		w, ok := c.regEv[key]
+		if !ok {
+			return rng{}
+		}
+		e := &c.evs[w]
+		li := c.locOf[e.Loc]
+		if !e.Read || !e.Write || !c.inRaceLoc(li) { // not placed by the race search
+			return rng{}
+		}
+		if c.placed[w] {
+			if v, ok := c.readValue(w, 0); ok && c.chosen[w] {
+				return rng{v, v, true}
+			}
+			return rng{}
+		}
+		if sign, base, ok := c.countSign(li); ok {
+			lo, hi := c.countRange(li, w, sign, base, g)
+			return rng{lo, hi, true}
+		}
+		return rng{}
+	}
+	var eval func(p *Prop) (canTrue, canFalse bool)
+	eval = func(p *Prop) (bool, bool) {
+		switch p.Kind {
+		case PropTrue:
+			return true, false
+		case PropFalse:
+			return false, true
+		case PropReg, PropMem:
+			var r rng
+			if p.Kind == PropReg {
+				r = value(regKey(p.PE, p.Reg))
+			} else if li, ok := c.locOf[p.Loc]; ok {
+				if t, counting := c.countTotal(li); counting && !c.split[p.Loc] {
+					r = rng{t, t, true}
+				}
+			}
+			if !r.known {
+				return true, true
+			}
+			return r.lo <= p.Val && p.Val <= r.hi, !(r.lo == p.Val && r.hi == p.Val)
+		case PropNot:
+			t, f := eval(&p.Args[0])
+			return f, t
+		case PropAnd:
+			t, f := true, false
+			for i := range p.Args {
+				at, af := eval(&p.Args[i])
+				t, f = t && at, f || af
+			}
+			return t, f
+		case PropOr:
+			t, f := false, true
+			for i := range p.Args {
+				at, af := eval(&p.Args[i])
+				t, f = t || at, f && af
+			}
+			return t, f
+		}
+		return true, true
+	}
+	t, _ := eval(&c.t.Cond)
+	return t
+}
+
+// inRaceLoc: li is a location whose co the race search fixes (or defers).
+func (c *checker) inRaceLoc(li int) bool {
+	n := 0
+	for _, w := range c.locs[li].writes {
+		if c.evs[w].Read {
+			n++
+		}
+	}
+	return n >= 2
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -14,16 +15,30 @@ func TestConformSimulated(t *testing.T) {
 	if testing.Short() {
 		iters = 30
 	}
-	for _, tt := range suite(t) {
-		h, err := Conform(context.Background(), tt, SimRunner{}, Strict, DefaultOptions(), iters, 1, nil)
-		if err != nil {
-			t.Errorf("%v", err)
-			continue
-		}
-		if h.Total != iters {
-			t.Errorf("%s: histogram holds %d runs, want %d", tt.Name, h.Total, iters)
-		}
+	// Four tests at a time: a simulated run mostly waits in its random delays, so they overlap.
+	tests := make(chan *Test)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tt := range tests {
+				h, err := Conform(context.Background(), tt, SimRunner{}, Strict, DefaultOptions(), iters, 1, nil)
+				if err != nil {
+					t.Errorf("%v", err)
+					continue
+				}
+				if h.Total != iters {
+					t.Errorf("%s: histogram holds %d runs, want %d", tt.Name, h.Total, iters)
+				}
+			}
+		}()
 	}
+	for _, tt := range suite(t) {
+		tests <- tt
+	}
+	close(tests)
+	wg.Wait()
 }
 
 // A backend that drops fences is caught: the harness fails on the outcomes fences exist to forbid.

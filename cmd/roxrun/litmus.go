@@ -58,6 +58,7 @@ stderr shows which test runs.`), opt: memmodel.DefaultOptions()}
 	fs.BoolVar(&f.opt.FenceOrdersStores, "fence-orders-stores", f.opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
 	fs.BoolVar(&f.opt.BlockingFetchOrders, "blocking-fetch-orders", f.opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
 	fs.BoolVar(&f.opt.AtomicAllWrites, "atomic-all-writes", f.opt.AtomicAllWrites, "interpretation: AMOs are atomic with respect to all writes, not only AMOs")
+	fs.BoolVar(&f.opt.SameWidthAtomicity, "same-width-atomicity", f.opt.SameWidthAtomicity, "interpretation: AMOs are atomic only with AMOs of their own width (OpenSHMEM's same-datatype promise), not 32-bit with 64-bit ones on the same bytes")
 	return f
 }
 
@@ -261,7 +262,8 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			"--seed", strconv.FormatInt(seed, 10), "--instances", strconv.Itoa(instances),
 			"--fence-orders-stores=" + strconv.FormatBool(opt.FenceOrdersStores),
 			"--blocking-fetch-orders=" + strconv.FormatBool(opt.BlockingFetchOrders),
-			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites)}
+			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites),
+			"--same-width-atomicity=" + strconv.FormatBool(opt.SameWidthAtomicity)}
 		fmt.Fprintf(stdout, "litmus: running %d tests x %d iterations on the %s backend, ROX_ORDERING=%s\n", len(tests), iters, backend, m)
 		prog := newProgress(stderr)
 		done := 0

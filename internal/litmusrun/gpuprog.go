@@ -139,7 +139,7 @@ func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn
 	}
 	delay(startDelay)
 	for _, in := range col.Instrs {
-		if col.Thread != 0 || in.NBI || in.Team != nil || in.Src.Var != "" || in.Dst.Var != "" || (in.Op == memmodel.OpSt && in.Loc.PE != pe) {
+		if col.Thread != 0 || in.NBI || in.Team != nil || in.Call != "" || in.Src.Var != "" || in.Dst.Var != "" || (in.Op == memmodel.OpSt && in.Loc.PE != pe) {
 			return nil, fmt.Errorf("litmusrun: test %s PE %d: %s has no GPU encoding", g.t.Name, pe, in.Format(pe))
 		}
 		x := kernels.LitmusInsn{PE: int32(in.Loc.PE), Var: off(in.Loc.Var), Value: uint64(in.Val)}

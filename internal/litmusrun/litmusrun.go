@@ -318,7 +318,7 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		return none, err
 	}
 	defer w.Free(p.start.Mem())
-	if p.coll, err = shmem.Alloc[int64](w, 2); err != nil {
+	if p.coll, err = shmem.Alloc[int64](w, 2+2*w.NPEs()); err != nil { // the collectives' source and destination words
 		return none, err
 	}
 	defer w.Free(p.coll.Mem())
@@ -492,6 +492,22 @@ func (p *pe) contexts() []*shmem.Ctx {
 	return cs
 }
 
+// destroyCtx destroys named context name (shmem_ctx_destroy: it completes the context's
+// operations) and puts a new one in its place, for the next copy of the column.
+func (p *pe) destroyCtx(name string) error {
+	c := p.named[name]
+	if c == nil {
+		return fmt.Errorf("ctx_destroy: no context %s", name)
+	}
+	err := c.Destroy()
+	n, cerr := p.w.CreateCtx(shmem.CtxSerialized)
+	if cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	p.named[name] = n
+	return err
+}
+
 // ctxOf is the context in issues on: its named context, else the thread's, else nil (the
 // default context, the World's own calls).
 func (p *pe) ctxOf(in memmodel.Instr) *shmem.Ctx {
@@ -644,6 +660,21 @@ func (p *pe) collective(ctx context.Context, in memmodel.Instr) error {
 	case memmodel.OpSync:
 		return tm.Sync(ctx)
 	case memmodel.OpAllReduce:
+		n := tm.NPEs() // the call variants take one word from and to each member
+		all, _ := p.coll.Slice(2, n)
+		all2, _ := p.coll.Slice(2+n, n)
+		switch in.Call {
+		case "alltoall":
+			return shmem.AllToAll(ctx, tm, all2, all)
+		case "alltoalls":
+			return shmem.AllToAlls(ctx, tm, all2, all, 1, 1, 1)
+		case "fcollect":
+			return shmem.FCollect(ctx, tm, all, src)
+		case "collect":
+			return shmem.Collect(ctx, tm, all, src)
+		case "reduce_scatter":
+			return shmem.ReduceScatter(ctx, tm, dst, all, shmem.OpSum)
+		}
 		return shmem.AllReduce(ctx, tm, dst, src, shmem.OpSum)
 	case memmodel.OpBroadcast:
 		for j := 0; j < tm.NPEs(); j++ {
@@ -864,6 +895,9 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		}
 		return w.Fence()
 	case memmodel.OpQuiet:
+		if in.Call == "ctx_destroy" {
+			return p.destroyCtx(in.Ctx)
+		}
 		if c := p.ctxOf(in); c != nil {
 			return c.Quiet()
 		}
@@ -887,6 +921,14 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 			return poll(ctx, p, in, p.data32, p.hi)
 		}
 		return errors.New("a poll over both 32-bit halves and 64-bit words has no host call (one array of one width)")
+	case memmodel.OpWait:
+		if in.Call == "signal_wait" {
+			if !isSig {
+				return fmt.Errorf("signal_wait on %s, which no put-with-signal signals: shmem.SignalWaitUntil takes a signal word", in.Loc)
+			}
+			_, err := shmem.SignalWaitUntil(ctx, p.sig, si, cmpOf[in.Cmp], uint64(in.Val))
+			return err
+		}
 	case memmodel.OpPutSig:
 		if p.ctxOf(in) != nil {
 			return fmt.Errorf("%s has no context form in shmem: its context's quiet could not complete it", in.Op)

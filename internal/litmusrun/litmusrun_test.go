@@ -87,6 +87,7 @@ func child() int {
 
 // The host backend, run as a real multi-process job, never shows an outcome the model forbids.
 func TestHostConformance(t *testing.T) {
+	t.Parallel() // beside TestReorderPower: both mostly wait on their jobs' PEs
 	dir, err := filepath.Abs("../../memmodel/testdata")
 	if err != nil {
 		t.Fatal(err)

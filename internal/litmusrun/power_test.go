@@ -77,6 +77,7 @@ func powerRows(out string) map[string][]string {
 // model says it matters. Rounds (see powerRounds) go on until every row is shown or the rounds are
 // spent: the bound is on work, not on luck in one iteration.
 func TestReorderPower(t *testing.T) {
+	t.Parallel() // beside TestHostConformance
 	dir, err := filepath.Abs("../../memmodel/testdata")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,249 @@
+package memmodel
+
+import (
+	"fmt"
+	"go/ast"
+	goparser "go/parser"
+	gotoken "go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// apiCalls maps every exported call of package shmem to the litmus instructions that state it
+// (instrTokens' names), or to why none does: "-" and a reason for a call with no memory effect
+// the model speaks of, "uncovered:" and a reason for one the suite does not cover yet.
+var apiCalls = map[string]string{
+	"Sym.P": "put", "Sym.Put": "put", "Sym.PutNBI": "put_nbi, put_nbi from buffer",
+	"Sym.G": "get", "Sym.Get": "get, get into location", "Sym.GetNBI": "get_nbi, get_nbi into location",
+	"Sym.Ptr": "st x@q", "Sym.Local": "st, ld", "Mem.Local": "st, ld",
+	"AtomicAdd": "add", "AtomicInc": "inc", "AtomicSet": "set", "AtomicSwap": "swap",
+	"AtomicCompareSwap": "cswap", "AtomicFetch": "fetch", "AtomicFetchAdd": "fadd", "AtomicFetchInc": "finc",
+	"AtomicAnd": "and", "AtomicOr": "or", "AtomicXor": "xor",
+	"AtomicFetchAnd": "fand", "AtomicFetchOr": "for", "AtomicFetchXor": "fxor",
+	"AtomicFetchNBI": "fetch_nbi", "AtomicFetchAddNBI": "fadd_nbi", "AtomicFetchIncNBI": "finc_nbi",
+	"AtomicSwapNBI": "swap_nbi", "AtomicCompareSwapNBI": "cswap_nbi",
+	"AtomicFetchAndNBI": "fand_nbi", "AtomicFetchOrNBI": "for_nbi", "AtomicFetchXorNBI": "fxor_nbi",
+	"CtxP": "put on ctx", "CtxPut": "put on ctx", "CtxPutNBI": "put_nbi on ctx",
+	"CtxG": "get on ctx", "CtxGet": "get on ctx",
+	"CtxAtomicAdd": "add on ctx", "CtxAtomicSet": "set on ctx", "CtxAtomicSwap": "swap on ctx",
+	"CtxAtomicCompareSwap": "cswap on ctx", "CtxAtomicFetch": "fetch on ctx", "CtxAtomicFetchAdd": "fadd on ctx",
+	"CtxAtomicFetchNBI": "fetch_nbi on ctx", "CtxAtomicFetchAddNBI": "fadd_nbi on ctx",
+	"CtxAtomicSwapNBI": "swap_nbi on ctx", "CtxAtomicCompareSwapNBI": "cswap_nbi on ctx",
+	"Ctx.Fence": "fence on ctx", "Ctx.Quiet": "quiet on ctx", "Ctx.Destroy": "ctx_destroy on ctx",
+	"PutSignal": "putsig", "PutSignalNBI": "putsig_nbi", "SignalFetch": "sigfetch", "SignalWaitUntil": "signal_wait",
+	"WaitUntil": "wait", "WaitUntilAll": "wait_all", "WaitUntilAny": "wait_any", "WaitUntilSome": "wait_some",
+	"Test": "test", "TestAll": "test_all", "TestAny": "test_any", "TestSome": "test_some",
+	"World.Fence": "fence", "World.Quiet": "quiet", "World.BarrierAll": "barrier", "World.SyncAll": "sync",
+	"Team.Barrier": "barrier {team}", "Team.Sync": "sync {team}",
+	"AllReduce": "allreduce", "Broadcast": "broadcast", "AllToAll": "alltoall", "AllToAlls": "alltoalls",
+	"Collect": "collect", "FCollect": "fcollect", "ReduceScatter": "reduce_scatter",
+
+	"Sym.IPut":              "uncovered: a strided put is several elements; the language has one-word accesses",
+	"Sym.IGet":              "uncovered: a strided get is several elements; the language has one-word accesses",
+	"World.PEQuiet":         "uncovered: a quiet of the operations to some PEs only has no instruction",
+	"World.Malloc":          "uncovered: allocation's synchronization is not an instruction",
+	"World.Calloc":          "uncovered: allocation's synchronization (a barrier after zeroing) is not an instruction",
+	"World.Realloc":         "uncovered: allocation's synchronization is not an instruction",
+	"World.Align":           "uncovered: allocation's synchronization is not an instruction",
+	"World.Free":            "uncovered: allocation's synchronization is not an instruction",
+	"Alloc":                 "uncovered: allocation's synchronization is not an instruction",
+	"World.Finalize":        "uncovered: the implicit barrier of finalize ends the test",
+	"World.CreateCtx":       "uncovered: CtxNoStore (a context whose quiet need not complete stores) has no instruction; other options only make contexts (on NAME)",
+	"World.GlobalExit":      "- ends every PE",
+	"PutOnStream":           "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"PutSignalOnStream":     "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"SignalWaitOnStream":    "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"AllGatherOnStream":     "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"AllReduceOnStream":     "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"AllToAllOnStream":      "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"BroadcastOnStream":     "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"ReduceScatterOnStream": "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"World.BarrierOnStream": "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"World.QuietOnStream":   "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"World.SyncStream":      "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"Team.Destroy":          "- releases a team; orders nothing the model states",
+	"Team.Split2D":          "- makes teams (the suite's teams come from SplitStrided)",
+	"Team.SplitStrided":     "- makes the teams of barrier {team} ... before a test runs",
+}
+
+// noMemory lists calls with no memory effect: accessors, setup, conversions, modules.
+var noMemory = []string{"As", "BFloat16.Float32", "BFloat16From", "Cmp.String", "Ctx.Options", "Ctx.Reorder",
+	"CtxOption.String", "Error.Error", "Error.Unwrap", "Float16.Float32", "Float16From", "Init", "InitReport.String",
+	"Mem.Device", "Mem.Offset", "Mem.Size", "Module.Elapsed", "Module.Global", "Module.Launch", "Module.LaunchAll",
+	"Module.LaunchOn", "Module.Stream", "Module.Sync", "Module.Unload", "Op.String", "RegisterDeviceRecord",
+	"StreamSMs", "Sym.Device", "Sym.Len", "Sym.Mem", "Sym.Slice", "SymOf", "Team.Algorithm", "Team.Handle",
+	"Team.MyPE", "Team.NPEs", "Team.StreamAlgorithm", "Team.String", "Team.TranslatePE", "Team.WorldPE",
+	"WithHeapSize", "WithTimeout", "World.Connections", "World.Device", "World.InitReport", "World.LoadModule",
+	"World.LocalNPEs", "World.LocalPE", "World.MyPE", "World.NPEs", "World.NewStream", "World.Ordering",
+	"World.Reorder", "World.TeamShared", "World.TeamWorld", "World.Timeout"}
+
+// shmemCalls lists package shmem's exported functions and methods of exported types.
+func shmemCalls(t *testing.T) []string {
+	files, err := filepath.Glob("../shmem/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("../shmem: %d files, %v", len(files), err)
+	}
+	fs := gotoken.NewFileSet()
+	var names []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := goparser.ParseFile(fs, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || !fd.Name.IsExported() {
+				continue
+			}
+			name := fd.Name.Name
+			if fd.Recv != nil {
+				typ := fd.Recv.List[0].Type
+				if s, ok := typ.(*ast.StarExpr); ok {
+					typ = s.X
+				}
+				if ix, ok := typ.(*ast.IndexExpr); ok {
+					typ = ix.X
+				}
+				id, ok := typ.(*ast.Ident)
+				if !ok || !id.IsExported() {
+					continue
+				}
+				name = id.Name + "." + name
+			}
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// instrTokens names what instruction in (of column pe) exercises, in apiCalls' terms.
+func instrTokens(in Instr, pe int) []string {
+	base := in.name()
+	if in.NBI {
+		base += "_nbi"
+	}
+	var ts []string
+	switch {
+	case in.Ctx != "":
+		ts = append(ts, base+" on ctx")
+	case in.Team != nil && (in.Op == OpBarrier || in.Op == OpSync): // Team.Barrier, Team.Sync
+		ts = append(ts, base+" {team}")
+	case in.Team != nil: // the other collectives take their team as an argument
+		ts = append(ts, base)
+	case in.Src.Var != "":
+		ts = append(ts, base+" from buffer")
+	case in.Dst.Var != "":
+		ts = append(ts, base+" into location")
+	case in.Op == OpSt && in.Loc.PE != pe:
+		ts = append(ts, "st x@q")
+	default:
+		ts = append(ts, base)
+	}
+	return ts
+}
+
+// apiTable is API.md: each call of package shmem, the instructions that state it and the suite's
+// tests that use them.
+func apiTable(t *testing.T) string {
+	uses := map[string][]string{}
+	for _, tt := range suite(t) {
+		seen := map[string]bool{}
+		for _, c := range tt.Columns {
+			for _, in := range c.Instrs {
+				for _, k := range instrTokens(in, c.PE) {
+					if !seen[k] {
+						seen[k] = true
+						uses[k] = append(uses[k], tt.Name)
+					}
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString("# Package shmem's calls in the litmus suite\n\n")
+	b.WriteString("Generated by `ROX_UPDATE_API=1 go test -run TestAPITable ./memmodel` from the table in\n")
+	b.WriteString("`memmodel/api_test.go` and the tests of `memmodel/testdata`; `TestAPITable` fails when this file\n")
+	b.WriteString("is not current or a call of package shmem is missing from the table. A call with no memory effect\n")
+	b.WriteString("the model speaks of (accessors, setup, conversions, modules) is listed at the end.\n\n")
+	b.WriteString("| call | litmus instructions | tests |\n| --- | --- | --- |\n")
+	var calls []string
+	for c := range apiCalls {
+		calls = append(calls, c)
+	}
+	sort.Strings(calls)
+	covered, uncovered := 0, 0
+	for _, c := range calls {
+		row := apiCalls[c]
+		if strings.HasPrefix(row, "- ") || strings.HasPrefix(row, "uncovered: ") {
+			if strings.HasPrefix(row, "uncovered: ") {
+				uncovered++
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | |\n", c, row)
+			continue
+		}
+		var tests []string
+		var toks []string
+		for _, tok := range strings.Split(row, ", ") {
+			toks = append(toks, "`"+tok+"`")
+			tests = append(tests, uses[tok]...)
+		}
+		sort.Strings(tests)
+		tests = slices.Compact(tests)
+		if len(tests) > 0 {
+			covered++
+		} else {
+			uncovered++
+		}
+		list := tests
+		more := ""
+		if len(list) > 8 {
+			list, more = list[:8], fmt.Sprintf(" and %d more", len(tests)-8)
+		}
+		cell := "none"
+		if len(list) > 0 {
+			cell = strings.Join(list, ", ") + more
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c, strings.Join(toks, ", "), cell)
+	}
+	fmt.Fprintf(&b, "\n%d calls with tests, %d without.\n\nNo memory effect: %s.\n", covered, uncovered, "`"+strings.Join(noMemory, "`, `")+"`")
+	return b.String()
+}
+
+// API.md is current, and every exported call of package shmem is in apiCalls or noMemory.
+func TestAPITable(t *testing.T) {
+	calls := shmemCalls(t)
+	for _, c := range calls {
+		_, ok := apiCalls[c]
+		if !ok && !slices.Contains(noMemory, c) {
+			t.Errorf("shmem.%s is in neither apiCalls nor noMemory (api_test.go): say which instructions state it", c)
+		}
+	}
+	for c := range apiCalls {
+		if !slices.Contains(calls, c) {
+			t.Errorf("apiCalls names %s, which package shmem no longer has", c)
+		}
+	}
+	for _, c := range noMemory {
+		if !slices.Contains(calls, c) {
+			t.Errorf("noMemory names %s, which package shmem no longer has", c)
+		}
+	}
+	want := apiTable(t)
+	if os.Getenv("ROX_UPDATE_API") != "" {
+		if err := os.WriteFile("API.md", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("API.md")
+	if err != nil || string(got) != want {
+		t.Errorf("API.md is not current (%v): run ROX_UPDATE_API=1 go test -run TestAPITable ./memmodel", err)
+	}
+}
