@@ -249,6 +249,11 @@ func mismatch(call string, a, b *header) string {
 		if a.count != b.count {
 			return fmt.Sprintf("%d elements per PE while PE %%d moves %d", a.count, b.count)
 		}
+		// A reader gathers a peer's block at its own source stride: every PE must pass the same
+		// strides, as shmem_alltoalls requires.
+		if a.root != b.root || a.extra != b.extra {
+			return fmt.Sprintf("destination stride %d and source stride %d while PE %%d passes %d and %d", a.root, a.extra, b.root, b.extra)
+		}
 	default:
 		name = "elements"
 	}

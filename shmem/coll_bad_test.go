@@ -387,3 +387,59 @@ func TestCtx(t *testing.T) {
 		return w.BarrierAll(ctx)
 	})
 }
+
+// AllToAlls with a different source stride on one PE: past the eager path each PE gathers its
+// block from a peer's source at a stride, which must be the peer's; the strides are part of the
+// call's checked signature, so every PE gets ErrMismatch naming both, and nothing is written.
+func TestCollAllToAllsStrides(t *testing.T) {
+	nodeJob(t, 3, 0, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		const k = 20000 // 80 KB blocks: over the world's eager payload
+		src, err := Alloc[int32](w, 3*k*3)
+		if err != nil {
+			return err
+		}
+		dst, err := Alloc[int32](w, 3*k*2)
+		if err != nil {
+			return err
+		}
+		for i := range src.Local() {
+			src.Local()[i] = int32(me<<24 | i)
+		}
+		for i := range dst.Local() {
+			dst.Local()[i] = -7
+		}
+		stride := 2
+		if me == 1 {
+			stride = 3
+		}
+		err = AllToAlls(ctx, w.TeamWorld(), dst, src, 2, stride, k)
+		want := []string{"AllToAlls", "source stride", fmt.Sprintf("PE %d", me)}
+		if me == 1 {
+			want = append(want, "source stride 3", "passes 2 and 2")
+		} else {
+			want = append(want, "source stride 2", "passes 2 and 3")
+		}
+		if e := errHas(err, ErrMismatch, want...); e != nil {
+			return e
+		}
+		for i, v := range dst.Local() {
+			if v != -7 {
+				return fmt.Errorf("destination element %d written (%#x) by a refused call", i, v)
+			}
+		}
+		// The same strides everywhere: the data arrives.
+		if err := AllToAlls(ctx, w.TeamWorld(), dst, src, 2, 3, k); err != nil {
+			return err
+		}
+		for j := 0; j < 3; j++ {
+			for e := 0; e < k; e++ {
+				if v, wv := dst.Local()[(j*k+e)*2], int32(j<<24|(me*k+e)*3); v != wv {
+					return fmt.Errorf("block %d element %d is %#x, want %#x", j, e, v, wv)
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -646,11 +646,11 @@ func allToAll[T Elem](ctx context.Context, t *Team, call string, dst, src Sym[T]
 	algo := t.pickMove(block)
 	eager := algo == algoOneShot && block <= t.payloadCap()
 	id := callAllToAll
-	if strided {
-		id = callAllToAlls
+	if call == "AllToAlls" {
+		id = callAllToAlls // even at strides 1: its header carries the strides, which must agree
 	}
 	h := header{call: id, kind: elemKindOf[T](), count: int64(nelems), algo: algo, root: int64(dstStride), extra: int64(srcStride), word: s0, word2: d0}
-	if !strided {
+	if id == callAllToAll {
 		h.count = int64(src.n)
 	}
 	sel := &collOp{t: t, call: call}
