@@ -141,7 +141,14 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 		return Mem{}, err
 	}
 	defer c.end()
-	if err := c.agree(uint64(size), uint64(align)); err != nil {
+	id := callMalloc
+	switch call {
+	case "Calloc":
+		id = callCalloc
+	case "Align":
+		id = callAlign
+	}
+	if err := c.inSequence(context.Background(), id, int64(size), int64(align)); err != nil {
 		return Mem{}, err
 	}
 	w.allocMu.Lock()
@@ -244,7 +251,7 @@ func (w *World) Free(m Mem) error {
 		return err
 	}
 	defer c.end()
-	if err := c.agree(m.off, m.a.seq); err != nil {
+	if err := c.inSequence(context.Background(), callFree, int64(m.off), int64(m.a.seq)); err != nil {
 		return err
 	}
 	// No PE may still be writing into the object when it is reused.
@@ -280,7 +287,7 @@ func (w *World) Realloc(m Mem, size int) (Mem, error) {
 		return Mem{}, err
 	}
 	defer c.end()
-	if err := c.agree(m.off, uint64(size)); err != nil {
+	if err := c.inSequence(context.Background(), callRealloc, int64(m.off), int64(size)); err != nil {
 		return Mem{}, err
 	}
 	if err := c.barrier(context.Background()); err != nil {

@@ -27,9 +27,13 @@ package shmem
 // when a call returns everywhere; a team made later on the same slot starts its epochs above every
 // epoch its members have used (maxEpoch), so old values never satisfy a new wait.
 //
+// The World's own collective calls (BarrierAll, SyncAll, Malloc, Calloc, Align, Free, Realloc)
+// are calls of TeamWorld's sequence too (inSequence): each takes an epoch and exchanges headers
+// like a team call, so that a PE at a World call while another is at a TeamWorld collective fails
+// with ErrMismatch at once, naming both PEs and both calls, and the calls after it stay in step.
+//
 // Concurrency: one call at a time per team on each PE (Team.mu); several teams may run calls at
-// once from different goroutines. [relshmem: a per-World collective sequence check, once shmem
-// core has one, belongs in Team.begin, next to the header exchange that already checks the call.]
+// once from different goroutines.
 
 import (
 	"context"
@@ -147,12 +151,25 @@ const (
 	callAllToAlls
 	callAllReduce
 	callReduceScatter
+	// the World's own collective calls, numbered in TeamWorld's sequence (World.inSequence)
+	callBarrierAll
+	callSyncAll
+	callMalloc
+	callCalloc
+	callAlign
+	callFree
+	callRealloc
 )
+
+// worldCall is whether c is one of the World's own calls rather than a team call.
+func worldCall(c collCall) bool { return c >= callBarrierAll && c <= callRealloc }
 
 var callNames = map[collCall]string{
 	callSplit: "split", callDestroy: "Destroy", callSync: "Sync", callBarrier: "Barrier",
 	callBroadcast: "Broadcast", callFCollect: "FCollect", callCollect: "Collect", callAllToAll: "AllToAll",
 	callAllToAlls: "AllToAlls", callAllReduce: "AllReduce", callReduceScatter: "ReduceScatter",
+	callBarrierAll: "BarrierAll", callSyncAll: "SyncAll", callMalloc: "Malloc", callCalloc: "Calloc",
+	callAlign: "Align", callFree: "Free", callRealloc: "Realloc",
 }
 
 func (c collCall) String() string {
@@ -264,6 +281,36 @@ func mismatch(call string, a, b *header) string {
 		return fmt.Sprintf("algorithm %s while PE %%d picks %s (ROX_COLL_ALGO must agree)", a.algo, b.algo)
 	}
 	return ""
+}
+
+// disagree is the error of this PE's call when team PE j's header, for the same epoch, differs
+// from this PE's, or nil.
+func (t *Team) disagree(call string, a, b *header, j int) error {
+	w := t.w
+	pe := t.members[j]
+	if worldCall(a.call) || worldCall(b.call) {
+		// The World's calls and TeamWorld's collectives are one sequence: say it in its words.
+		var m string
+		switch {
+		case a.call != b.call:
+			m = fmt.Sprintf("PE %d's collective call #%d is %s, PE %d's is %s: every PE must make the same collective calls in the same order", w.pe, a.epoch, a.call, pe, b.call)
+		case (a.call == callMalloc || a.call == callCalloc) && a.count != b.count:
+			m = fmt.Sprintf("PE %d asked for %d bytes, PE %d for %d", w.pe, a.count, pe, b.count)
+		case a.call == callAlign && (a.count != b.count || a.root != b.root):
+			m = fmt.Sprintf("PE %d asked for %d bytes aligned to %d, PE %d for %d aligned to %d", w.pe, a.count, a.root, pe, b.count, b.root)
+		case a.call == callFree && (a.count != b.count || a.root != b.root):
+			m = fmt.Sprintf("PE %d frees allocation #%d (heap offset %d), PE %d #%d (heap offset %d)", w.pe, a.root, a.count, pe, b.root, b.count)
+		case a.call == callRealloc && (a.count != b.count || a.root != b.root):
+			m = fmt.Sprintf("PE %d resizes the allocation at heap offset %d to %d bytes, PE %d the one at %d to %d", w.pe, a.count, a.root, pe, b.count, b.root)
+		default:
+			return nil
+		}
+		return w.errorf(call, ErrMismatch, "%s", m)
+	}
+	if m := mismatch(call, a, b); m != "" {
+		return w.errorf(call, ErrMismatch, "on %s: PE %d (team PE %d) "+m, t.name, w.pe, t.me, pe)
+	}
+	return nil
 }
 
 // collOp is one collective call in progress on a team.
@@ -389,7 +436,6 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 		}
 	}
 	op.peers[t.me] = h
-	var bad error
 	for k := 1; k < n; k++ {
 		j := (t.me + n - k) % n
 		off, _ := t.region(op.par, j)
@@ -421,14 +467,14 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			}
 		}
 		op.peers[j] = decodeHeader(hb)
-		if bad == nil {
-			if m := mismatch(call, &h, &op.peers[j]); m != "" {
-				bad = t.w.errorf(call, ErrMismatch, "on %s: PE %d (team PE %d) "+m, t.name, w.pe, t.me, t.members[j])
+	}
+	// Every header is in: the error, if any, names the lowest team PE that differs.
+	for j := 0; j < n; j++ {
+		if j != t.me {
+			if err := t.disagree(call, &h, &op.peers[j], j); err != nil {
+				return nil, err
 			}
 		}
-	}
-	if bad != nil {
-		return nil, bad
 	}
 	return op, nil
 }

@@ -54,7 +54,7 @@ func TestCollMismatch(t *testing.T) {
 		err := AllReduce(ctx, world, d, s, OpSum)
 		want := []string{"AllReduce", fmt.Sprintf("PE %d", me)}
 		if me == 2 {
-			want = append(want, "100000 elements", "PE 1", "has 4")
+			want = append(want, "100000 elements", "PE 0", "has 4")
 		} else {
 			want = append(want, "4 elements", "PE 2", "has 100000")
 		}
@@ -260,7 +260,12 @@ func TestCollMissingPE(t *testing.T) {
 		src, _ := Alloc[int64](w, 4)
 		dst, _ := Alloc[int64](w, 4)
 		if w.MyPE() == 1 {
+			// Late, it makes the same calls, so that the job's sequence goes on in step: the
+			// others' headers are in, and its one-shot all-reduce completes alone.
 			time.Sleep(3 * time.Second)
+			if err := AllReduce(ctx, w.TeamWorld(), dst, src, OpSum); err != nil {
+				return err
+			}
 			return w.BarrierAll(ctx)
 		}
 		start := time.Now()
@@ -442,4 +447,60 @@ func TestCollAllToAllsStrides(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The World's calls (BarrierAll, SyncAll, the allocation calls) and TeamWorld's collectives are one
+// sequence: a PE at a World call while another is at a TeamWorld collective, or at another World
+// call, fails with ErrMismatch naming both PEs and both calls (not ErrTimeout after ROX_TIMEOUT),
+// and the calls after it stay in step.
+func TestWorldCallsInTeamSequence(t *testing.T) {
+	jobWith(t, 3, 8<<20, 5*time.Second, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		world := w.TeamWorld()
+		x, err := Alloc[int64](w, 4)
+		if err != nil {
+			return err
+		}
+		y, err := Alloc[int64](w, 4)
+		if err != nil {
+			return err
+		}
+		for i := range x.Local() {
+			x.Local()[i] = int64(me + 1)
+		}
+		sum := func() error { return AllReduce(ctx, world, y, x, OpSum) }
+		for _, c := range []struct {
+			name  string
+			calls [2]string // what PE 1 calls; what the others call
+			run   [2]func() error
+		}{
+			{"BarrierAll/AllReduce", [2]string{"BarrierAll", "AllReduce"}, [2]func() error{func() error { return w.BarrierAll(ctx) }, sum}},
+			{"Malloc/AllReduce", [2]string{"Malloc", "AllReduce"}, [2]func() error{func() error { _, err := w.Malloc(64); return err }, sum}},
+			{"Free/BarrierAll", [2]string{"Free", "BarrierAll"}, [2]func() error{func() error { return w.Free(y.Mem()) }, func() error { return w.BarrierAll(ctx) }}},
+			{"SyncAll/Broadcast", [2]string{"SyncAll", "Broadcast"}, [2]func() error{func() error { return w.SyncAll(ctx) }, func() error { return Broadcast(ctx, world, y, x, 0) }}},
+		} {
+			mine, other, peer := 1, 0, 0
+			if me == 1 {
+				mine, other, peer = 0, 1, 0
+			} else {
+				peer = 1
+			}
+			err := c.run[mine]()
+			if e := errHas(err, ErrMismatch, c.calls[mine], c.calls[other], fmt.Sprintf("PE %d", me), fmt.Sprintf("PE %d", peer)); e != nil {
+				return fmt.Errorf("%s: %w", c.name, e)
+			}
+		}
+		// In step: a sum and an allocation after the mismatches.
+		if err := sum(); err != nil {
+			return err
+		}
+		if got := y.Local()[0]; got != 1+2+3 {
+			return fmt.Errorf("sum after the mismatches: %d", got)
+		}
+		if _, err := w.Malloc(64); err != nil {
+			return err
+		}
+		return w.BarrierAll(ctx)
+	}, false)
 }
