@@ -83,6 +83,26 @@ func (w *World) SyncAll(ctx context.Context) error {
 // calls, and later calls stay in step. The exchange waits for every PE: it is a barrier
 // (without completing anything: BarrierAll quiets first).
 func (c *collective) inSequence(ctx context.Context, id collCall, a, b int64) error {
+	return c.exchange(ctx, header{call: id, count: a, root: b})
+}
+
+// refuse ends World call `call`, refused on this PE by its argument check (err), as a team call's
+// refusal ends (Team.refuse): it still takes its place in the sequence, and every other PE's call
+// fails at once naming this PE. It returns err.
+func (w *World) refuse(call string, id collCall, err error) error {
+	c, cerr := w.coll.begin(w, call)
+	if cerr != nil || w.teams == nil {
+		if cerr == nil {
+			c.end()
+		}
+		return err
+	}
+	defer c.end()
+	_ = c.exchange(context.Background(), header{call: id, refused: true, why: refusalCode(err)})
+	return err
+}
+
+func (c *collective) exchange(ctx context.Context, h header) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -90,7 +110,7 @@ func (c *collective) inSequence(ctx context.Context, id collCall, a, b int64) er
 	t.mu.Lock() // under the World's gate, which c holds: TeamWorld's gate takes the two in this order
 	defer t.mu.Unlock()
 	c.number()
-	op, err := t.begin(ctx, c.call, header{call: id, count: a, root: b}, nil)
+	op, err := t.begin(ctx, c.call, h, nil)
 	if err != nil {
 		return err
 	}

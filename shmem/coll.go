@@ -38,6 +38,7 @@ package shmem
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -192,13 +193,29 @@ type header struct {
 	extra2 int64
 	word   uint64 // free-form (splits: the free slots)
 	word2  uint64 // splits: the PE's highest epoch
+	// refused: the PE's argument check refused the call; why is the kind (refusalKinds). The
+	// call still takes its place in the team's sequence, and fails on every PE.
+	refused bool
+	why     uint8
+}
+
+// refusalKinds are the error kinds a refusal names in a header (its why).
+var refusalKinds = []error{ErrBadArgument, ErrPERange, ErrBounds, ErrNotSymmetric, ErrNotInitialized, ErrFreed, ErrMisaligned, ErrOutOfMemory}
+
+func refusalCode(err error) uint8 {
+	for i, k := range refusalKinds {
+		if errors.Is(err, k) {
+			return uint8(i)
+		}
+	}
+	return 0
 }
 
 func (h *header) encode(b []byte) {
 	_ = b[hdrSize-1]
 	binary.LittleEndian.PutUint64(b[0:], h.epoch)
 	b[8], b[9], b[10], b[11] = byte(h.call), byte(h.kind), byte(h.op), byte(h.algo)
-	binary.LittleEndian.PutUint32(b[12:], 0)
+	b[12], b[13], b[14], b[15] = byte(btoi(h.refused)), h.why, 0, 0
 	binary.LittleEndian.PutUint64(b[16:], uint64(h.count))
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.root))
 	binary.LittleEndian.PutUint64(b[32:], uint64(h.extra))
@@ -211,6 +228,7 @@ func decodeHeader(b []byte) header {
 	return header{
 		epoch: binary.LittleEndian.Uint64(b[0:]),
 		call:  collCall(b[8]), kind: elemKind(b[9]), op: Op(b[10]), algo: algorithm(b[11]),
+		refused: b[12] != 0, why: b[13],
 		count:  int64(binary.LittleEndian.Uint64(b[16:])),
 		root:   int64(binary.LittleEndian.Uint64(b[24:])),
 		extra:  int64(binary.LittleEndian.Uint64(b[32:])),
@@ -288,6 +306,20 @@ func mismatch(call string, a, b *header) string {
 func (t *Team) disagree(call string, a, b *header, j int) error {
 	w := t.w
 	pe := t.members[j]
+	switch {
+	case a.refused:
+		return nil // this PE refused the call: its own error is the one it returns
+	case b.refused:
+		what := b.call.String()
+		if b.call != a.call {
+			what += " (while this PE called " + a.call.String() + ")"
+		}
+		kind := ErrBadArgument
+		if int(b.why) < len(refusalKinds) {
+			kind = refusalKinds[b.why]
+		}
+		return w.errorf(call, ErrMismatch, "PE %d (team PE %d of %s) refused its %s: %v (its own error says which); the call fails on every PE of the team", pe, j, t.name, what, kind)
+	}
 	if worldCall(a.call) || worldCall(b.call) {
 		// The World's calls and TeamWorld's collectives are one sequence: say it in its words.
 		var m string
@@ -480,6 +512,26 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 }
 
 func (op *collOp) peerHeader(j int) *header { return &op.peers[j] }
+
+// refuse is how a collective call ends when this PE's argument check refused it (err): the call
+// still takes its place in the team's sequence, with a header that says it was refused, so that
+// every other PE's call fails at once (ErrMismatch naming this PE) instead of being matched with
+// this PE's next call. It returns err. A team that cannot make calls (nil, destroyed, finalized)
+// has no sequence to keep.
+func (t *Team) refuse(ctx context.Context, call string, id collCall, err error) error {
+	if t.check(call) != nil {
+		return err
+	}
+	release, gerr := t.gate(call)
+	if gerr != nil {
+		return err
+	}
+	defer release()
+	if op, _ := t.begin(ctx, call, header{call: id, refused: true, why: refusalCode(err)}, nil); op != nil {
+		op.finish()
+	}
+	return err
+}
 
 // payload returns the bytes member j sent this PE in the header exchange (n of them): a view of
 // this PE's scratch where the heap is host memory.

@@ -504,3 +504,104 @@ func TestWorldCallsInTeamSequence(t *testing.T) {
 		return w.BarrierAll(ctx)
 	}, false)
 }
+
+// A call refused on one PE by its argument check still takes its place in the team's sequence:
+// the others' call fails at once with ErrMismatch naming the refusing PE and the reason's kind
+// (instead of being matched with that PE's next call and returning mixed data), nothing is
+// written, and the next calls are in step.
+func TestCollRefusedCallKeepsItsPlace(t *testing.T) {
+	jobWith(t, 3, 8<<20, 5*time.Second, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		world := w.TeamWorld()
+		src, _ := Alloc[int64](w, 16)
+		dst, _ := Alloc[int64](w, 16)
+		s4, _ := src.Slice(0, 4)
+		d4, _ := dst.Slice(0, 4)
+		over, _ := src.Slice(2, 4) // overlaps s4
+		fill := func(base int64) {
+			for i := range src.Local() {
+				src.Local()[i] = base + int64(me)
+			}
+			for i := range dst.Local() {
+				dst.Local()[i] = -7
+			}
+		}
+		untouched := func(what string) error {
+			for i, v := range dst.Local() {
+				if v != -7 {
+					return fmt.Errorf("%s: destination element %d written (%d) by a failed call", what, i, v)
+				}
+			}
+			return nil
+		}
+		for _, c := range []struct {
+			what string
+			kind error
+			run  func(bad bool) error
+		}{
+			{"AllReduce", ErrBadArgument, func(bad bool) error {
+				if bad {
+					return AllReduce(ctx, world, over, s4, OpSum)
+				}
+				return AllReduce(ctx, world, d4, s4, OpSum)
+			}},
+			{"Broadcast", ErrPERange, func(bad bool) error {
+				root := 0
+				if bad {
+					root = 5
+				}
+				return Broadcast(ctx, world, d4, s4, root)
+			}},
+			{"AllToAlls", ErrBadArgument, func(bad bool) error {
+				stride := 1
+				if bad {
+					stride = 0
+				}
+				return AllToAlls(ctx, world, dst, src, 1, stride, 1)
+			}},
+		} {
+			fill(10)
+			err := c.run(me == 1)
+			if me == 1 {
+				if e := errHas(err, c.kind, c.what, "PE 1"); e != nil {
+					return fmt.Errorf("%s, the refusing PE: %w", c.what, e)
+				}
+			} else if e := errHas(err, ErrMismatch, c.what, "PE 1", "refused", c.kind.Error()); e != nil {
+				return fmt.Errorf("%s beside PE 1's refused one: %w", c.what, e)
+			}
+			if err := untouched(c.what); err != nil {
+				return err
+			}
+			// The next call pairs with the next call on every PE.
+			fill(100)
+			if err := c.run(false); err != nil {
+				return fmt.Errorf("%s after the refused one: %w", c.what, err)
+			}
+		}
+		if got := dst.Local()[0]; got != 100 { // the AllToAlls: block 0 from PE 0
+			return fmt.Errorf("AllToAlls after the refused one: element 0 is %d, want 100", got)
+		}
+		// A World call too: PE 1 asks for a negative size.
+		size := 64
+		if me == 1 {
+			size = -1
+		}
+		_, err := w.Malloc(size)
+		if me == 1 {
+			if e := errHas(err, ErrBadArgument, "Malloc", "negative size -1"); e != nil {
+				return e
+			}
+		} else if e := errHas(err, ErrMismatch, "Malloc", "PE 1", "refused"); e != nil {
+			return fmt.Errorf("Malloc beside PE 1's refused one: %w", e)
+		}
+		fill(1000)
+		if err := AllReduce(ctx, world, d4, s4, OpSum); err != nil {
+			return err
+		}
+		if got := d4.Local()[0]; got != 3000+0+1+2 {
+			return fmt.Errorf("the sum after the refused calls is %d, want %d", got, 3003)
+		}
+		return nil
+	}, false)
+}
