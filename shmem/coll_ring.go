@@ -171,6 +171,10 @@ func (t *Team) chainReduce(ctx context.Context, call string, h header, r reducer
 	// their sources: tell the group, and wait for the group's rail PEs.
 	for _, j := range mine {
 		if j != t.me && local < rails {
+			// The chunks went to j by put: a fence orders them before the signal on any path.
+			if err := op.fence(t.members[j]); err != nil {
+				return err
+			}
 			if err := op.signal(sigDone, j); err != nil {
 				return err
 			}
