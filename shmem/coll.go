@@ -460,6 +460,22 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(op.par), t.me)])), e)
 			continue
 		}
+		if w.reorder != nil && len(data) == 0 && worldCall(h.call) {
+			// The World's barriers and allocation calls on the reordering path go on the
+			// runtime's own channel, as the barrier's signals did (syncSignal): each word at once
+			// and in order, the signal last, rather than held up to milliseconds per delivery.
+			var hb [hdrSize]byte
+			h.encode(hb[:])
+			for i := 0; i < hdrSize; i += 8 {
+				if err := w.syncSignal(call, pe, off+uint64(i), binary.LittleEndian.Uint64(hb[i:])); err != nil {
+					return nil, err
+				}
+			}
+			if err := w.syncSignal(call, pe, t.sigOff(hdrSig(op.par), t.me), e); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		buf = append(buf[:0], make([]byte, hdrSize)...)
 		h.encode(buf)
 		buf = append(buf, data...)
