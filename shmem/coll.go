@@ -597,6 +597,9 @@ func (op *collOp) waitWord(off uint64, j int, v uint64, what string) error {
 		return nil
 	}
 	sp := w.spin(op.ctx, op.call)
+	// A PE that left cleanly after doing its part (a barrier's header sent) does not end a wait
+	// for another, as the World's barrier promised before it became a header exchange.
+	sp.on, sp.waitsOn = t.members[j], true
 	for w.loadWord(off, 8) < v {
 		if err := sp.next(func() string {
 			if what == "" {
