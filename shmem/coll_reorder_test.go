@@ -9,8 +9,8 @@ import (
 // TestCollReorder runs the collectives matrix on the reordering delivery path (ROX_DELIVERY=reorder),
 // which delivers every put, AMO and put-with-signal as late and out of order as the memory model
 // allows: a collective protocol that relies on more (two signals to one word landing in the order
-// sent, say) gives wrong results or hangs here. Every algorithm runs on 3 PEs and on 2 nodes of 2
-// (hier), over the world and a strided team, with the types whose folds differ, at the sizes that
+// sent, say) gives wrong results or hangs here. Every algorithm runs on 3 PEs, and ring on 2 nodes
+// of 2, over the world and strided teams, with the types whose folds differ, at the sizes that
 // leave the eager path (4 KiB + 3, several segments of the ring's pipe in a strided team's small slot).
 func TestCollReorder(t *testing.T) {
 	if raceEnabled {
@@ -22,7 +22,7 @@ func TestCollReorder(t *testing.T) {
 		n, perNode int
 	}{
 		{[]string{"auto", "oneshot", "twoshot", "ring"}, 3, 0},
-		{[]string{"hier", "ring"}, 4, 2},
+		{[]string{"ring"}, 4, 2}, // hier needs load/store within a node, which this path has not: it runs ring
 	} {
 		t.Run(fmt.Sprintf("%d/%d", tc.n, tc.perNode), func(t *testing.T) {
 			nodeJob(t, tc.n, tc.perNode, 24<<20, func(w *World) error {
