@@ -107,7 +107,7 @@ func (w *World) Calloc(n, size int) (Mem, error) {
 		if err := w.check("Calloc"); err != nil {
 			return Mem{}, err
 		}
-		return Mem{}, w.errorf("Calloc", ErrBadArgument, "count %d x size %d", n, size)
+		return Mem{}, w.refuse("Calloc", callCalloc, w.errorf("Calloc", ErrBadArgument, "count %d x size %d", n, size))
 	}
 	return w.calloc("Calloc", n, size)
 }
@@ -122,7 +122,7 @@ func (w *World) Align(align, size int) (Mem, error) {
 		return Mem{}, err
 	}
 	if align <= 0 || align&(align-1) != 0 {
-		return Mem{}, w.errorf("Align", ErrBadArgument, "alignment %d is not a positive power of two", align)
+		return Mem{}, w.refuse("Align", callAlign, w.errorf("Align", ErrBadArgument, "alignment %d is not a positive power of two", align))
 	}
 	return w.alloc("Align", "", size, align, false)
 }
@@ -133,15 +133,22 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 	if err := w.check(call); err != nil {
 		return Mem{}, err
 	}
+	id := callMalloc
+	switch call {
+	case "Calloc":
+		id = callCalloc
+	case "Align":
+		id = callAlign
+	}
 	if size < 0 {
-		return Mem{}, w.errorf(call, ErrBadArgument, "negative size %d", size)
+		return Mem{}, w.refuse(call, id, w.errorf(call, ErrBadArgument, "negative size %d", size))
 	}
 	c, err := w.coll.begin(w, call)
 	if err != nil {
 		return Mem{}, err
 	}
 	defer c.end()
-	if err := c.agree(uint64(size), uint64(align)); err != nil {
+	if err := c.inSequence(context.Background(), id, int64(size), int64(align)); err != nil {
 		return Mem{}, err
 	}
 	w.allocMu.Lock()
@@ -237,14 +244,14 @@ func (w *World) Free(m Mem) error {
 		return err
 	}
 	if err := w.whole("Free", m); err != nil {
-		return err
+		return w.refuse("Free", callFree, err)
 	}
 	c, err := w.coll.begin(w, "Free")
 	if err != nil {
 		return err
 	}
 	defer c.end()
-	if err := c.agree(m.off, m.a.seq); err != nil {
+	if err := c.inSequence(context.Background(), callFree, int64(m.off), int64(m.a.seq)); err != nil {
 		return err
 	}
 	// No PE may still be writing into the object when it is reused.
@@ -270,17 +277,17 @@ func (w *World) Realloc(m Mem, size int) (Mem, error) {
 		return Mem{}, err
 	}
 	if err := w.whole("Realloc", m); err != nil {
-		return Mem{}, err
+		return Mem{}, w.refuse("Realloc", callRealloc, err)
 	}
 	if size < 0 {
-		return Mem{}, w.errorf("Realloc", ErrBadArgument, "negative size %d", size)
+		return Mem{}, w.refuse("Realloc", callRealloc, w.errorf("Realloc", ErrBadArgument, "negative size %d", size))
 	}
 	c, err := w.coll.begin(w, "Realloc")
 	if err != nil {
 		return Mem{}, err
 	}
 	defer c.end()
-	if err := c.agree(m.off, uint64(size)); err != nil {
+	if err := c.inSequence(context.Background(), callRealloc, int64(m.off), int64(size)); err != nil {
 		return Mem{}, err
 	}
 	if err := c.barrier(context.Background()); err != nil {
@@ -336,7 +343,7 @@ func Alloc[T Elem](w *World, n int) (Sym[T], error) {
 		if err := w.check("Alloc"); err != nil {
 			return Sym[T]{}, err
 		}
-		return Sym[T]{}, w.errorf("Alloc", ErrBadArgument, "negative length %d", n)
+		return Sym[T]{}, w.refuse("Alloc", callCalloc, w.errorf("Alloc", ErrBadArgument, "negative length %d", n))
 	}
 	m, err := w.calloc("Alloc", n, int(unsafe.Sizeof(z)))
 	if err != nil {

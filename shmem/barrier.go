@@ -39,8 +39,9 @@ func (w *World) initBarrier() error {
 }
 
 // BarrierAll completes this PE's operations (as Quiet) and waits until every PE has reached the
-// barrier (shmem_barrier_all). It returns an error naming the PE when a PE dies, and ErrTimeout
-// after ROX_TIMEOUT.
+// barrier (shmem_barrier_all). It returns an error naming the PE when a PE dies, ErrMismatch
+// naming both PEs and calls when a PE is at another collective call of TeamWorld's sequence, and
+// ErrTimeout after ROX_TIMEOUT.
 func (w *World) BarrierAll(ctx context.Context) error {
 	if err := w.check("BarrierAll"); err != nil {
 		return err
@@ -50,7 +51,14 @@ func (w *World) BarrierAll(ctx context.Context) error {
 		return err
 	}
 	defer c.end()
-	return c.barrier(ctx)
+	if err := w.quiet(c.call, -1); err != nil {
+		return err
+	}
+	if err := c.inSequence(ctx, callBarrierAll, 0, 0); err != nil {
+		return err
+	}
+	w.acquire()
+	return nil
 }
 
 // SyncAll waits until every PE has reached it, without completing outstanding operations
@@ -65,10 +73,53 @@ func (w *World) SyncAll(ctx context.Context) error {
 	}
 	defer c.end()
 	w.syncPoint() // sync_all orders the PE's completed plain accesses
-	return c.w.sync(ctx, c)
+	return c.inSequence(ctx, callSyncAll, 0, 0)
 }
 
-// barrier is BarrierAll as a step of collective c.
+// inSequence gives the World's collective call c its place in TeamWorld's sequence of calls: a
+// header exchange on TeamWorld carrying the call and its arguments (a, b). The World's calls and
+// TeamWorld's collectives are thus one sequence, so that a PE at another call of either kind (or
+// at the same call with other arguments) fails at once with ErrMismatch naming both PEs and both
+// calls, and later calls stay in step. The exchange waits for every PE: it is a barrier
+// (without completing anything: BarrierAll quiets first).
+func (c *collective) inSequence(ctx context.Context, id collCall, a, b int64) error {
+	return c.exchange(ctx, header{call: id, count: a, root: b})
+}
+
+// refuse ends World call `call`, refused on this PE by its argument check (err), as a team call's
+// refusal ends (Team.refuse): it still takes its place in the sequence, and every other PE's call
+// fails at once naming this PE. It returns err.
+func (w *World) refuse(call string, id collCall, err error) error {
+	c, cerr := w.coll.begin(w, call)
+	if cerr != nil || w.teams == nil {
+		if cerr == nil {
+			c.end()
+		}
+		return err
+	}
+	defer c.end()
+	_ = c.exchange(context.Background(), header{call: id, refused: true, why: refusalCode(err)})
+	return err
+}
+
+func (c *collective) exchange(ctx context.Context, h header) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	t := c.w.teams.world
+	t.mu.Lock() // under the World's gate, which c holds: TeamWorld's gate takes the two in this order
+	defer t.mu.Unlock()
+	c.number()
+	op, err := t.begin(ctx, c.call, h, nil)
+	if err != nil {
+		return err
+	}
+	op.finish()
+	return nil
+}
+
+// barrier is a barrier as a step of collective c (an allocation call's, once its place in the
+// sequence is taken).
 func (c *collective) barrier(ctx context.Context) error {
 	if err := c.w.quiet(c.call, -1); err != nil {
 		return err

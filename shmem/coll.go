@@ -27,13 +27,18 @@ package shmem
 // when a call returns everywhere; a team made later on the same slot starts its epochs above every
 // epoch its members have used (maxEpoch), so old values never satisfy a new wait.
 //
+// The World's own collective calls (BarrierAll, SyncAll, Malloc, Calloc, Align, Free, Realloc)
+// are calls of TeamWorld's sequence too (inSequence): each takes an epoch and exchanges headers
+// like a team call, so that a PE at a World call while another is at a TeamWorld collective fails
+// with ErrMismatch at once, naming both PEs and both calls, and the calls after it stay in step.
+//
 // Concurrency: one call at a time per team on each PE (Team.mu); several teams may run calls at
-// once from different goroutines. [relshmem: a per-World collective sequence check, once shmem
-// core has one, belongs in Team.begin, next to the header exchange that already checks the call.]
+// once from different goroutines.
 
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -147,12 +152,25 @@ const (
 	callAllToAlls
 	callAllReduce
 	callReduceScatter
+	// the World's own collective calls, numbered in TeamWorld's sequence (World.inSequence)
+	callBarrierAll
+	callSyncAll
+	callMalloc
+	callCalloc
+	callAlign
+	callFree
+	callRealloc
 )
+
+// worldCall is whether c is one of the World's own calls rather than a team call.
+func worldCall(c collCall) bool { return c >= callBarrierAll && c <= callRealloc }
 
 var callNames = map[collCall]string{
 	callSplit: "split", callDestroy: "Destroy", callSync: "Sync", callBarrier: "Barrier",
 	callBroadcast: "Broadcast", callFCollect: "FCollect", callCollect: "Collect", callAllToAll: "AllToAll",
 	callAllToAlls: "AllToAlls", callAllReduce: "AllReduce", callReduceScatter: "ReduceScatter",
+	callBarrierAll: "BarrierAll", callSyncAll: "SyncAll", callMalloc: "Malloc", callCalloc: "Calloc",
+	callAlign: "Align", callFree: "Free", callRealloc: "Realloc",
 }
 
 func (c collCall) String() string {
@@ -175,13 +193,29 @@ type header struct {
 	extra2 int64
 	word   uint64 // free-form (splits: the free slots)
 	word2  uint64 // splits: the PE's highest epoch
+	// refused: the PE's argument check refused the call; why is the kind (refusalKinds). The
+	// call still takes its place in the team's sequence, and fails on every PE.
+	refused bool
+	why     uint8
+}
+
+// refusalKinds are the error kinds a refusal names in a header (its why).
+var refusalKinds = []error{ErrBadArgument, ErrPERange, ErrBounds, ErrNotSymmetric, ErrNotInitialized, ErrFreed, ErrMisaligned, ErrOutOfMemory}
+
+func refusalCode(err error) uint8 {
+	for i, k := range refusalKinds {
+		if errors.Is(err, k) {
+			return uint8(i)
+		}
+	}
+	return 0
 }
 
 func (h *header) encode(b []byte) {
 	_ = b[hdrSize-1]
 	binary.LittleEndian.PutUint64(b[0:], h.epoch)
 	b[8], b[9], b[10], b[11] = byte(h.call), byte(h.kind), byte(h.op), byte(h.algo)
-	binary.LittleEndian.PutUint32(b[12:], 0)
+	b[12], b[13], b[14], b[15] = byte(btoi(h.refused)), h.why, 0, 0
 	binary.LittleEndian.PutUint64(b[16:], uint64(h.count))
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.root))
 	binary.LittleEndian.PutUint64(b[32:], uint64(h.extra))
@@ -194,6 +228,7 @@ func decodeHeader(b []byte) header {
 	return header{
 		epoch: binary.LittleEndian.Uint64(b[0:]),
 		call:  collCall(b[8]), kind: elemKind(b[9]), op: Op(b[10]), algo: algorithm(b[11]),
+		refused: b[12] != 0, why: b[13],
 		count:  int64(binary.LittleEndian.Uint64(b[16:])),
 		root:   int64(binary.LittleEndian.Uint64(b[24:])),
 		extra:  int64(binary.LittleEndian.Uint64(b[32:])),
@@ -249,6 +284,11 @@ func mismatch(call string, a, b *header) string {
 		if a.count != b.count {
 			return fmt.Sprintf("%d elements per PE while PE %%d moves %d", a.count, b.count)
 		}
+		// A reader gathers a peer's block at its own source stride: every PE must pass the same
+		// strides, as shmem_alltoalls requires.
+		if a.root != b.root || a.extra != b.extra {
+			return fmt.Sprintf("destination stride %d and source stride %d while PE %%d passes %d and %d", a.root, a.extra, b.root, b.extra)
+		}
 	default:
 		name = "elements"
 	}
@@ -259,6 +299,50 @@ func mismatch(call string, a, b *header) string {
 		return fmt.Sprintf("algorithm %s while PE %%d picks %s (ROX_COLL_ALGO must agree)", a.algo, b.algo)
 	}
 	return ""
+}
+
+// disagree is the error of this PE's call when team PE j's header, for the same epoch, differs
+// from this PE's, or nil.
+func (t *Team) disagree(call string, a, b *header, j int) error {
+	w := t.w
+	pe := t.members[j]
+	switch {
+	case a.refused:
+		return nil // this PE refused the call: its own error is the one it returns
+	case b.refused:
+		what := b.call.String()
+		if b.call != a.call {
+			what += " (while this PE called " + a.call.String() + ")"
+		}
+		kind := ErrBadArgument
+		if int(b.why) < len(refusalKinds) {
+			kind = refusalKinds[b.why]
+		}
+		return w.errorf(call, ErrMismatch, "PE %d (team PE %d of %s) refused its %s: %v (its own error says which); the call fails on every PE of the team", pe, j, t.name, what, kind)
+	}
+	if worldCall(a.call) || worldCall(b.call) {
+		// The World's calls and TeamWorld's collectives are one sequence: say it in its words.
+		var m string
+		switch {
+		case a.call != b.call:
+			m = fmt.Sprintf("PE %d's collective call #%d is %s, PE %d's is %s: every PE must make the same collective calls in the same order", w.pe, a.epoch, a.call, pe, b.call)
+		case (a.call == callMalloc || a.call == callCalloc) && a.count != b.count:
+			m = fmt.Sprintf("PE %d asked for %d bytes, PE %d for %d", w.pe, a.count, pe, b.count)
+		case a.call == callAlign && (a.count != b.count || a.root != b.root):
+			m = fmt.Sprintf("PE %d asked for %d bytes aligned to %d, PE %d for %d aligned to %d", w.pe, a.count, a.root, pe, b.count, b.root)
+		case a.call == callFree && (a.count != b.count || a.root != b.root):
+			m = fmt.Sprintf("PE %d frees allocation #%d (heap offset %d), PE %d #%d (heap offset %d)", w.pe, a.root, a.count, pe, b.root, b.count)
+		case a.call == callRealloc && (a.count != b.count || a.root != b.root):
+			m = fmt.Sprintf("PE %d resizes the allocation at heap offset %d to %d bytes, PE %d the one at %d to %d", w.pe, a.count, a.root, pe, b.count, b.root)
+		default:
+			return nil
+		}
+		return w.errorf(call, ErrMismatch, "%s", m)
+	}
+	if m := mismatch(call, a, b); m != "" {
+		return w.errorf(call, ErrMismatch, "on %s: PE %d (team PE %d) "+m, t.name, w.pe, t.me, pe)
+	}
+	return nil
 }
 
 // collOp is one collective call in progress on a team.
@@ -376,6 +460,22 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(op.par), t.me)])), e)
 			continue
 		}
+		if w.reorder != nil && len(data) == 0 && worldCall(h.call) {
+			// The World's barriers and allocation calls on the reordering path go on the
+			// runtime's own channel, as the barrier's signals did (syncSignal): each word at once
+			// and in order, the signal last, rather than held up to milliseconds per delivery.
+			var hb [hdrSize]byte
+			h.encode(hb[:])
+			for i := 0; i < hdrSize; i += 8 {
+				if err := w.syncSignal(call, pe, off+uint64(i), binary.LittleEndian.Uint64(hb[i:])); err != nil {
+					return nil, err
+				}
+			}
+			if err := w.syncSignal(call, pe, t.sigOff(hdrSig(op.par), t.me), e); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		buf = append(buf[:0], make([]byte, hdrSize)...)
 		h.encode(buf)
 		buf = append(buf, data...)
@@ -384,7 +484,6 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 		}
 	}
 	op.peers[t.me] = h
-	var bad error
 	for k := 1; k < n; k++ {
 		j := (t.me + n - k) % n
 		off, _ := t.region(op.par, j)
@@ -416,19 +515,39 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			}
 		}
 		op.peers[j] = decodeHeader(hb)
-		if bad == nil {
-			if m := mismatch(call, &h, &op.peers[j]); m != "" {
-				bad = t.w.errorf(call, ErrMismatch, "on %s: PE %d (team PE %d) "+m, t.name, w.pe, t.me, t.members[j])
+	}
+	// Every header is in: the error, if any, names the lowest team PE that differs.
+	for j := 0; j < n; j++ {
+		if j != t.me {
+			if err := t.disagree(call, &h, &op.peers[j], j); err != nil {
+				return nil, err
 			}
 		}
-	}
-	if bad != nil {
-		return nil, bad
 	}
 	return op, nil
 }
 
 func (op *collOp) peerHeader(j int) *header { return &op.peers[j] }
+
+// refuse is how a collective call ends when this PE's argument check refused it (err): the call
+// still takes its place in the team's sequence, with a header that says it was refused, so that
+// every other PE's call fails at once (ErrMismatch naming this PE) instead of being matched with
+// this PE's next call. It returns err. A team that cannot make calls (nil, destroyed, finalized)
+// has no sequence to keep.
+func (t *Team) refuse(ctx context.Context, call string, id collCall, err error) error {
+	if t.check(call) != nil {
+		return err
+	}
+	release, gerr := t.gate(call)
+	if gerr != nil {
+		return err
+	}
+	defer release()
+	if op, _ := t.begin(ctx, call, header{call: id, refused: true, why: refusalCode(err)}, nil); op != nil {
+		op.finish()
+	}
+	return err
+}
 
 // payload returns the bytes member j sent this PE in the header exchange (n of them): a view of
 // this PE's scratch where the heap is host memory.
@@ -478,6 +597,9 @@ func (op *collOp) waitWord(off uint64, j int, v uint64, what string) error {
 		return nil
 	}
 	sp := w.spin(op.ctx, op.call)
+	// A PE that left cleanly after doing its part (a barrier's header sent) does not end a wait
+	// for another, as the World's barrier promised before it became a header exchange.
+	sp.on, sp.waitsOn = t.members[j], true
 	for w.loadWord(off, 8) < v {
 		if err := sp.next(func() string {
 			if what == "" {

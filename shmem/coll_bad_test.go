@@ -54,7 +54,7 @@ func TestCollMismatch(t *testing.T) {
 		err := AllReduce(ctx, world, d, s, OpSum)
 		want := []string{"AllReduce", fmt.Sprintf("PE %d", me)}
 		if me == 2 {
-			want = append(want, "100000 elements", "PE 1", "has 4")
+			want = append(want, "100000 elements", "PE 0", "has 4")
 		} else {
 			want = append(want, "4 elements", "PE 2", "has 100000")
 		}
@@ -260,7 +260,12 @@ func TestCollMissingPE(t *testing.T) {
 		src, _ := Alloc[int64](w, 4)
 		dst, _ := Alloc[int64](w, 4)
 		if w.MyPE() == 1 {
+			// Late, it makes the same calls, so that the job's sequence goes on in step: the
+			// others' headers are in, and its one-shot all-reduce completes alone.
 			time.Sleep(3 * time.Second)
+			if err := AllReduce(ctx, w.TeamWorld(), dst, src, OpSum); err != nil {
+				return err
+			}
 			return w.BarrierAll(ctx)
 		}
 		start := time.Now()
@@ -386,4 +391,217 @@ func TestCtx(t *testing.T) {
 		}
 		return w.BarrierAll(ctx)
 	})
+}
+
+// AllToAlls with a different source stride on one PE: past the eager path each PE gathers its
+// block from a peer's source at a stride, which must be the peer's; the strides are part of the
+// call's checked signature, so every PE gets ErrMismatch naming both, and nothing is written.
+func TestCollAllToAllsStrides(t *testing.T) {
+	nodeJob(t, 3, 0, 8<<20, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		const k = 20000 // 80 KB blocks: over the world's eager payload
+		src, err := Alloc[int32](w, 3*k*3)
+		if err != nil {
+			return err
+		}
+		dst, err := Alloc[int32](w, 3*k*2)
+		if err != nil {
+			return err
+		}
+		for i := range src.Local() {
+			src.Local()[i] = int32(me<<24 | i)
+		}
+		for i := range dst.Local() {
+			dst.Local()[i] = -7
+		}
+		stride := 2
+		if me == 1 {
+			stride = 3
+		}
+		err = AllToAlls(ctx, w.TeamWorld(), dst, src, 2, stride, k)
+		want := []string{"AllToAlls", "source stride", fmt.Sprintf("PE %d", me)}
+		if me == 1 {
+			want = append(want, "source stride 3", "passes 2 and 2")
+		} else {
+			want = append(want, "source stride 2", "passes 2 and 3")
+		}
+		if e := errHas(err, ErrMismatch, want...); e != nil {
+			return e
+		}
+		for i, v := range dst.Local() {
+			if v != -7 {
+				return fmt.Errorf("destination element %d written (%#x) by a refused call", i, v)
+			}
+		}
+		// The same strides everywhere: the data arrives.
+		if err := AllToAlls(ctx, w.TeamWorld(), dst, src, 2, 3, k); err != nil {
+			return err
+		}
+		for j := 0; j < 3; j++ {
+			for e := 0; e < k; e++ {
+				if v, wv := dst.Local()[(j*k+e)*2], int32(j<<24|(me*k+e)*3); v != wv {
+					return fmt.Errorf("block %d element %d is %#x, want %#x", j, e, v, wv)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// The World's calls (BarrierAll, SyncAll, the allocation calls) and TeamWorld's collectives are one
+// sequence: a PE at a World call while another is at a TeamWorld collective, or at another World
+// call, fails with ErrMismatch naming both PEs and both calls (not ErrTimeout after ROX_TIMEOUT),
+// and the calls after it stay in step.
+func TestWorldCallsInTeamSequence(t *testing.T) {
+	jobWith(t, 3, 8<<20, 5*time.Second, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		world := w.TeamWorld()
+		x, err := Alloc[int64](w, 4)
+		if err != nil {
+			return err
+		}
+		y, err := Alloc[int64](w, 4)
+		if err != nil {
+			return err
+		}
+		for i := range x.Local() {
+			x.Local()[i] = int64(me + 1)
+		}
+		sum := func() error { return AllReduce(ctx, world, y, x, OpSum) }
+		for _, c := range []struct {
+			name  string
+			calls [2]string // what PE 1 calls; what the others call
+			run   [2]func() error
+		}{
+			{"BarrierAll/AllReduce", [2]string{"BarrierAll", "AllReduce"}, [2]func() error{func() error { return w.BarrierAll(ctx) }, sum}},
+			{"Malloc/AllReduce", [2]string{"Malloc", "AllReduce"}, [2]func() error{func() error { _, err := w.Malloc(64); return err }, sum}},
+			{"Free/BarrierAll", [2]string{"Free", "BarrierAll"}, [2]func() error{func() error { return w.Free(y.Mem()) }, func() error { return w.BarrierAll(ctx) }}},
+			{"SyncAll/Broadcast", [2]string{"SyncAll", "Broadcast"}, [2]func() error{func() error { return w.SyncAll(ctx) }, func() error { return Broadcast(ctx, world, y, x, 0) }}},
+		} {
+			mine, other, peer := 1, 0, 0
+			if me == 1 {
+				mine, other, peer = 0, 1, 0
+			} else {
+				peer = 1
+			}
+			err := c.run[mine]()
+			if e := errHas(err, ErrMismatch, c.calls[mine], c.calls[other], fmt.Sprintf("PE %d", me), fmt.Sprintf("PE %d", peer)); e != nil {
+				return fmt.Errorf("%s: %w", c.name, e)
+			}
+		}
+		// In step: a sum and an allocation after the mismatches.
+		if err := sum(); err != nil {
+			return err
+		}
+		if got := y.Local()[0]; got != 1+2+3 {
+			return fmt.Errorf("sum after the mismatches: %d", got)
+		}
+		if _, err := w.Malloc(64); err != nil {
+			return err
+		}
+		return w.BarrierAll(ctx)
+	}, false)
+}
+
+// A call refused on one PE by its argument check still takes its place in the team's sequence:
+// the others' call fails at once with ErrMismatch naming the refusing PE and the reason's kind
+// (instead of being matched with that PE's next call and returning mixed data), nothing is
+// written, and the next calls are in step.
+func TestCollRefusedCallKeepsItsPlace(t *testing.T) {
+	jobWith(t, 3, 8<<20, 5*time.Second, func(w *World) error {
+		ctx := context.Background()
+		me := w.MyPE()
+		world := w.TeamWorld()
+		src, _ := Alloc[int64](w, 16)
+		dst, _ := Alloc[int64](w, 16)
+		s4, _ := src.Slice(0, 4)
+		d4, _ := dst.Slice(0, 4)
+		over, _ := src.Slice(2, 4) // overlaps s4
+		fill := func(base int64) {
+			for i := range src.Local() {
+				src.Local()[i] = base + int64(me)
+			}
+			for i := range dst.Local() {
+				dst.Local()[i] = -7
+			}
+		}
+		untouched := func(what string) error {
+			for i, v := range dst.Local() {
+				if v != -7 {
+					return fmt.Errorf("%s: destination element %d written (%d) by a failed call", what, i, v)
+				}
+			}
+			return nil
+		}
+		for _, c := range []struct {
+			what string
+			kind error
+			run  func(bad bool) error
+		}{
+			{"AllReduce", ErrBadArgument, func(bad bool) error {
+				if bad {
+					return AllReduce(ctx, world, over, s4, OpSum)
+				}
+				return AllReduce(ctx, world, d4, s4, OpSum)
+			}},
+			{"Broadcast", ErrPERange, func(bad bool) error {
+				root := 0
+				if bad {
+					root = 5
+				}
+				return Broadcast(ctx, world, d4, s4, root)
+			}},
+			{"AllToAlls", ErrBadArgument, func(bad bool) error {
+				stride := 1
+				if bad {
+					stride = 0
+				}
+				return AllToAlls(ctx, world, dst, src, 1, stride, 1)
+			}},
+		} {
+			fill(10)
+			err := c.run(me == 1)
+			if me == 1 {
+				if e := errHas(err, c.kind, c.what, "PE 1"); e != nil {
+					return fmt.Errorf("%s, the refusing PE: %w", c.what, e)
+				}
+			} else if e := errHas(err, ErrMismatch, c.what, "PE 1", "refused", c.kind.Error()); e != nil {
+				return fmt.Errorf("%s beside PE 1's refused one: %w", c.what, e)
+			}
+			if err := untouched(c.what); err != nil {
+				return err
+			}
+			// The next call pairs with the next call on every PE.
+			fill(100)
+			if err := c.run(false); err != nil {
+				return fmt.Errorf("%s after the refused one: %w", c.what, err)
+			}
+		}
+		if got := dst.Local()[0]; got != 100 { // the AllToAlls: block 0 from PE 0
+			return fmt.Errorf("AllToAlls after the refused one: element 0 is %d, want 100", got)
+		}
+		// A World call too: PE 1 asks for a negative size.
+		size := 64
+		if me == 1 {
+			size = -1
+		}
+		_, err := w.Malloc(size)
+		if me == 1 {
+			if e := errHas(err, ErrBadArgument, "Malloc", "negative size -1"); e != nil {
+				return e
+			}
+		} else if e := errHas(err, ErrMismatch, "Malloc", "PE 1", "refused"); e != nil {
+			return fmt.Errorf("Malloc beside PE 1's refused one: %w", e)
+		}
+		fill(1000)
+		if err := AllReduce(ctx, world, d4, s4, OpSum); err != nil {
+			return err
+		}
+		if got := d4.Local()[0]; got != 3000+0+1+2 {
+			return fmt.Errorf("the sum after the refused calls is %d, want %d", got, 3003)
+		}
+		return nil
+	}, false)
 }

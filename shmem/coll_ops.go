@@ -402,7 +402,7 @@ func none(int) bool { return false }
 func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) error {
 	const call = "Broadcast"
 	if err := broadcastArgs(t, call, dst, src, root); err != nil {
-		return err
+		return t.refuse(ctx, call, callBroadcast, err)
 	}
 	d0, _ := symRange(dst)
 	s0, s1 := symRange(src)
@@ -461,7 +461,7 @@ func Broadcast[T Elem](ctx context.Context, t *Team, dst, src Sym[T], root int) 
 func FCollect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	const call = "FCollect"
 	if err := fcollectArgs(t, call, dst, src); err != nil {
-		return err
+		return t.refuse(ctx, call, callFCollect, err)
 	}
 	size := src.n * src.elemSize()
 	d0, _ := symRange(dst)
@@ -484,7 +484,7 @@ func FCollect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 func Collect[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	const call = "Collect"
 	if err := collArgs(t, call, dst, src); err != nil {
-		return err
+		return t.refuse(ctx, call, callCollect, err)
 	}
 	es := dst.elemSize()
 	size := src.n * es
@@ -601,7 +601,7 @@ func gatherData(op *collOp, d0, s0 uint64, counts func(int) int, eager func(int)
 func AllToAll[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 	const call = "AllToAll"
 	if err := allToAllArgs(t, call, dst, src); err != nil {
-		return err
+		return t.refuse(ctx, call, callAllToAll, err)
 	}
 	return allToAll(ctx, t, call, dst, src, 1, 1, src.n/len(t.members))
 }
@@ -611,6 +611,14 @@ func AllToAll[T Elem](ctx context.Context, t *Team, dst, src Sym[T]) error {
 // at least 1; dst and src must not overlap.
 func AllToAlls[T Elem](ctx context.Context, t *Team, dst, src Sym[T], dstStride, srcStride, nelems int) error {
 	const call = "AllToAlls"
+	if err := allToAllsArgs(t, call, dst, src, dstStride, srcStride, nelems); err != nil {
+		return t.refuse(ctx, call, callAllToAlls, err)
+	}
+	return allToAll(ctx, t, call, dst, src, dstStride, srcStride, nelems)
+}
+
+// allToAllsArgs: strides at least 1, buffers long enough for them, disjoint.
+func allToAllsArgs[T Elem](t *Team, call string, dst, src Sym[T], dstStride, srcStride, nelems int) error {
 	if err := collArgs(t, call, dst, src); err != nil {
 		return err
 	}
@@ -624,10 +632,7 @@ func AllToAlls[T Elem](ctx context.Context, t *Team, dst, src Sym[T], dstStride,
 	if need := (n*nelems-1)*dstStride + 1; nelems > 0 && dst.n < need {
 		return t.w.errorf(call, ErrBounds, "destination has %d elements, %d PEs x %d at stride %d need %d", dst.n, n, nelems, dstStride, need)
 	}
-	if err := disjointArgs(t, call, dst, src); err != nil {
-		return err
-	}
-	return allToAll(ctx, t, call, dst, src, dstStride, srcStride, nelems)
+	return disjointArgs(t, call, dst, src)
 }
 
 // allToAll runs AllToAll and AllToAlls, their arguments checked.
@@ -646,11 +651,11 @@ func allToAll[T Elem](ctx context.Context, t *Team, call string, dst, src Sym[T]
 	algo := t.pickMove(block)
 	eager := algo == algoOneShot && block <= t.payloadCap()
 	id := callAllToAll
-	if strided {
-		id = callAllToAlls
+	if call == "AllToAlls" {
+		id = callAllToAlls // even at strides 1: its header carries the strides, which must agree
 	}
 	h := header{call: id, kind: elemKindOf[T](), count: int64(nelems), algo: algo, root: int64(dstStride), extra: int64(srcStride), word: s0, word2: d0}
-	if !strided {
+	if id == callAllToAll {
 		h.count = int64(src.n)
 	}
 	sel := &collOp{t: t, call: call}
@@ -769,7 +774,7 @@ func (op *collOp) writeStrided(off uint64, packed []byte, es, stride int) error 
 func AllReduce[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op) error {
 	const call = "AllReduce"
 	if err := allReduceArgs(t, call, dst, src, op); err != nil {
-		return err
+		return t.refuse(ctx, call, callAllReduce, err)
 	}
 	kind := elemKindOf[T]()
 	d0, _ := symRange(dst)
@@ -975,7 +980,7 @@ func (t *Team) twoShot(ctx context.Context, call string, h header, r reducer, d0
 func ReduceScatter[T Elem](ctx context.Context, t *Team, dst, src Sym[T], op Op) error {
 	const call = "ReduceScatter"
 	if err := reduceScatterArgs(t, call, dst, src, op); err != nil {
-		return err
+		return t.refuse(ctx, call, callReduceScatter, err)
 	}
 	kind := elemKindOf[T]()
 	n := len(t.members)

@@ -22,7 +22,9 @@ import (
 // Each PE receives from one PE (its rail predecessor) through a pipe: the payload areas of the
 // current half of its scratch, n slots, with a message counter and a credit counter (signal words
 // whose values are epoch<<20 | messages, so a later call's waits are never met by an earlier
-// call's values). Group G-1 finishes its reduce before it broadcasts, so the pipes never wait in a
+// call's values). Each counter is set to rising values, so a fence to the word's PE goes before
+// every set: the memory model orders two deliveries to one PE only across a fence (MODEL.md §3,
+// rule 3), and a later set landing first would be overwritten by the earlier, lower one. Group G-1 finishes its reduce before it broadcasts, so the pipes never wait in a
 // cycle. Last, every rail PE tells the PEs of its group that their destination chunk is written
 // and their source no longer read.
 
@@ -45,8 +47,25 @@ func (op *collOp) putWord(j, kind int, v uint64) error {
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), v)
 		return nil
 	}
+	if err := op.fence(pe); err != nil {
+		return err
+	}
 	if err := t.w.paths[pe].putSignal(off, nil, off, SignalSet, v); err != nil {
 		return t.w.pathError(op.call, pe, err)
+	}
+	return nil
+}
+
+// fence orders this PE's earlier deliveries to world PE pe before its later ones. Stores to a
+// mapped heap are atomics in program order already; a device path completes each call before it
+// returns; the NIC path (and the reordering path) needs the transport's fence.
+func (op *collOp) fence(pe int) error {
+	r, ok := op.t.w.paths[pe].(remote)
+	if !ok {
+		return nil
+	}
+	if err := r.t.Fence(r.pe); err != nil {
+		return op.t.w.pathError(op.call, pe, err)
 	}
 	return nil
 }
@@ -72,6 +91,9 @@ func (p *pipe) send(data []byte) error {
 		cachedCopy(dst[off:off+uint64(len(data))], data)
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[op.t.sigOff(sigPipe, op.t.me)])), op.tag(p.sent))
 		return nil
+	}
+	if err := op.fence(pe); err != nil {
+		return err
 	}
 	if err := op.t.w.paths[pe].putSignal(off, data, op.t.sigOff(sigPipe, op.t.me), SignalSet, op.tag(p.sent)); err != nil {
 		return op.t.w.pathError(op.call, pe, err)
@@ -149,6 +171,10 @@ func (t *Team) chainReduce(ctx context.Context, call string, h header, r reducer
 	// their sources: tell the group, and wait for the group's rail PEs.
 	for _, j := range mine {
 		if j != t.me && local < rails {
+			// The chunks went to j by put: a fence orders them before the signal on any path.
+			if err := op.fence(t.members[j]); err != nil {
+				return err
+			}
 			if err := op.signal(sigDone, j); err != nil {
 				return err
 			}

@@ -29,10 +29,19 @@ func TestLazyConnectionsOnFirstUse(t *testing.T) {
 		if rep.Transport != "tcp" || rep.Total <= 0 {
 			return fmt.Errorf("InitReport %v: want the tcp transport and a total", rep)
 		}
-		m, err := w.Malloc(8 * 1024) // agreed through the bootstrap: no barrier, no connection
-		if err != nil {
+		// Every PE counts before any dials it; the allocation is the collective Malloc's local
+		// half (the same offset on every PE), as Malloc's header exchange would connect every PE.
+		if err := w.boot.Barrier(context.Background()); err != nil {
 			return err
 		}
+		w.allocMu.Lock()
+		off, err := w.heap.Alloc(8*1024, 0)
+		if err != nil {
+			w.allocMu.Unlock()
+			return err
+		}
+		m := Mem{w: w, a: w.newAllocation("Malloc", off, 8*1024), off: off, size: 8 * 1024}
+		w.allocMu.Unlock()
 		s, err := As[int64](m)
 		if err != nil {
 			return err
@@ -71,8 +80,8 @@ func TestLazyConnectionsOnFirstUse(t *testing.T) {
 			return err
 		}
 		c := w.Connections()
-		// Agreed through the bootstrap: every PE has counted before BarrierAll's rounds dial.
-		if _, err := w.Malloc(64); err != nil {
+		// Every PE has counted before BarrierAll's header exchange dials.
+		if err := w.boot.Barrier(context.Background()); err != nil {
 			return err
 		}
 		if c != 2 {

@@ -326,6 +326,7 @@ func (t *Team) gate(call string) (release func(), err error) {
 			return nil, t.w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
 		}
 		q.current.Store(gateName(call))
+		q.last = call // for the message of a Finalize out of step
 		t.mu.Lock()
 		return t.ungate, nil
 	}

@@ -730,6 +730,10 @@ func (c *collective) number() uint64 {
 	if c.seq == 0 {
 		c.q.seq++
 		c.seq = c.q.seq
+		if tc := c.w.teams; tc != nil && c.q == &c.w.coll {
+			// TeamWorld's calls and the World's are one sequence (inSequence): its next epoch.
+			c.seq = tc.world.epoch + 1
+		}
 		c.q.last = c.call
 	}
 	return c.seq

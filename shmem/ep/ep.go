@@ -63,9 +63,10 @@
 //
 // Every call waits until each peer has consumed the previous call's data before writing over it
 // (an acknowledgement signal per peer), so calls may follow each other without barriers. A call
-// with bad input returns the error before it writes anything; the other PEs' calls then fail with
-// shmem.ErrTimeout after ROX_TIMEOUT (or ErrPEFailed when the job stops), as any collective a PE
-// leaves does.
+// with bad input returns the error before it writes any row; it still takes its place in the
+// buffer's sequence of calls, and the other PEs' calls fail at once with shmem.ErrMismatch naming
+// it (on the host backend; a PE that leaves the call altogether makes the others fail with
+// shmem.ErrTimeout after ROX_TIMEOUT, or ErrPEFailed when the job stops).
 //
 // The stream forms check on the host what the host sees (shapes, alignment, the handle, the
 // stream) before they enqueue anything. The expert indices of a stream-ordered Dispatch are in
@@ -476,6 +477,9 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 	const call = "ep.Dispatch"
 	n, err := b.checkDispatch(x, topkIdx, topkWeights)
 	if err != nil {
+		if b.dev == nil && !b.freed {
+			return nil, nil, b.refuseDispatch(ctx, call, err)
+		}
 		return nil, nil, err
 	}
 	if b.dev != nil {
@@ -531,6 +535,7 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 		}
 	}
 	start, counts := sc.start, sc.counts // first row of source s in this PE's landing zone, its rows
+	var refused []int                    // the PEs whose argument check refused this call
 	if cfg.Mode == Normal {
 		// Layout first, in the same signalled write as the rows: each source's rows land in its
 		// own region of the landing zone (source s: rows s*M...), so that no PE needs another's
@@ -579,6 +584,11 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 			if v>>32 != e {
 				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled the rows of call %d, this PE is in call %d", s, v>>32, e)
 			}
+			if v&0xffffffff == refusedRows {
+				refused = append(refused, s)
+				counts[s] = 0
+				continue
+			}
 			counts[s] = int(v & 0xffffffff)
 			if hdr := int(all[s*lw]); hdr != counts[s] || counts[s] > M {
 				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled %d rows, its layout says %d, MaxTokens is %d: the PEs' Configs differ", s, counts[s], hdr, M)
@@ -620,6 +630,11 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 			if v>>32 != e {
 				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled the count of call %d, this PE is in call %d", s, v>>32, e)
 			}
+			if v&0xffffffff == refusedRows {
+				refused = append(refused, s)
+				counts[s] = 0
+				continue
+			}
 			counts[s] = int(v & 0xffffffff)
 			if counts[s] > M {
 				return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d signalled %d rows, MaxTokens is %d: the PEs' Configs differ", s, counts[s], M)
@@ -630,6 +645,14 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 				return nil, nil, err
 			}
 		}
+	}
+
+	if len(refused) > 0 {
+		// Every row of the call is in: consume them, so that the buffer stays in step, and fail.
+		if err := b.ackDispatch(call, e); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, b.errorf(call, shmem.ErrMismatch, "PE %d refused its ep.Dispatch (call %d) on bad input (its own error says which); the call fails on every PE", refused[0], e)
 	}
 
 	// Group the received rows by local expert.
@@ -725,17 +748,68 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 		}
 	}
 	h.rows = r.Rows
-	// This PE's landing zone is free again: tell each source, and complete this PE's puts so
-	// that the staging rows may be rewritten by the next call.
-	if err := b.w.Quiet(); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", call, err)
-	}
-	for s := 0; s < P; s++ {
-		if err := shmem.AtomicSet(b.sig, b.sigAt(sigDispAck, b.me), e, s); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", call, err)
-		}
+	if err := b.ackDispatch(call, e); err != nil {
+		return nil, nil, err
 	}
 	return r, h, nil
+}
+
+// ackDispatch ends call e's use of the landing zone: this PE's is free again (tell each source),
+// and this PE's puts are complete, so that the staging rows may be rewritten by the next call.
+func (b *Buffer) ackDispatch(call string, e uint64) error {
+	if err := b.w.Quiet(); err != nil {
+		return fmt.Errorf("%s: %w", call, err)
+	}
+	for s := 0; s < b.npes; s++ {
+		if err := shmem.AtomicSet(b.sig, b.sigAt(sigDispAck, b.me), e, s); err != nil {
+			return fmt.Errorf("%s: %w", call, err)
+		}
+	}
+	return nil
+}
+
+// refusedRows in the row count of a data (Normal) or count (LowLatency) signal says that the
+// sender's argument check refused the call.
+const refusedRows = 0xffffffff
+
+// refuseDispatch is a Dispatch that this PE's argument check refused (why): it still takes its
+// place in the buffer's sequence of calls, so that the other PEs' Dispatch fails at once naming
+// this PE, instead of being matched with this PE's next Dispatch. It sends no rows, only a
+// signal that says so where the rows' would go; it takes the others' rows of the call (and
+// acknowledges them) so that the buffer stays in step; it returns why.
+func (b *Buffer) refuseDispatch(ctx context.Context, call string, why error) error {
+	b.dispEpoch++
+	e := b.dispEpoch
+	block := sigData
+	if b.cfg.Mode == LowLatency {
+		block = sigCount
+	}
+	for d := 0; d < b.npes; d++ {
+		if _, err := b.wait(ctx, call, sigDispAck, d, e-1); err != nil {
+			return errors.Join(why, err)
+		}
+	}
+	for d := 0; d < b.npes; d++ {
+		if err := shmem.AtomicSet(b.sig, b.sigAt(block, b.me), e<<32|refusedRows, d); err != nil {
+			return errors.Join(why, fmt.Errorf("%s: %w", call, err))
+		}
+	}
+	for s := 0; s < b.npes; s++ {
+		v, err := b.wait(ctx, call, block, s, e<<32)
+		if err != nil {
+			return errors.Join(why, err)
+		}
+		if n := v & 0xffffffff; b.cfg.Mode == LowLatency && v>>32 == e && n != refusedRows {
+			b.arrived[s] += n
+			if _, err := b.wait(ctx, call, sigData, s, b.arrived[s]); err != nil {
+				return errors.Join(why, err)
+			}
+		}
+	}
+	if err := b.ackDispatch(call, e); err != nil {
+		return errors.Join(why, err)
+	}
+	return why
 }
 
 // packRow writes token t's row for PE d into row (rowBytes): its payload, then its routing
