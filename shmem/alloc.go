@@ -216,6 +216,12 @@ func (c *collective) agree(a, b uint64) error {
 			return c.mismatch(pe, gseq, gcall, "")
 		}
 		if ga != a || gb != b {
+			switch {
+			case ga == refusedArg && a != refusedArg:
+				return w.errorf(call, ErrMismatch, "PE %d refused its %s: %v (its own error says which); the call fails on every PE", pe, gcall, refusalKind(uint8(gb)))
+			case a == refusedArg:
+				return nil // this PE refused the call: its own error is the one it returns
+			}
 			if b == 0 && gb == 0 {
 				return w.errorf(call, ErrMismatch, "PE %d asked for %d bytes, PE %d for %d", w.pe, a, pe, ga)
 			}

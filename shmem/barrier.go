@@ -106,6 +106,9 @@ func (c *collective) exchange(ctx context.Context, h header) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if !c.w.mapsEveryPE() {
+		return c.sparse(ctx, h)
+	}
 	t := c.w.teams.world
 	t.mu.Lock() // under the World's gate, which c holds: TeamWorld's gate takes the two in this order
 	defer t.mu.Unlock()
@@ -116,6 +119,37 @@ func (c *collective) exchange(ctx context.Context, h header) error {
 	}
 	op.finish()
 	return nil
+}
+
+// sparse is exchange where some PE is reached over the NIC path (other nodes, or ROX_TRANSPORT
+// forcing it): an exchange with every PE would open a transport connection to each at a PE's
+// first allocation, and connections are made only to the peers a PE talks to. So there the
+// World's calls are checked among themselves, as the same call of their own sequence with the
+// same arguments (a refusal included): allocations through the rendezvous (agree), barriers by
+// the dissemination barrier's words (log2 N peers). A TeamWorld collective against a World call
+// is then found by ROX_TIMEOUT, not at once.
+func (c *collective) sparse(ctx context.Context, h header) error {
+	switch {
+	case h.refused:
+		return c.agree(refusedArg, uint64(h.why))
+	case h.call == callBarrierAll || h.call == callSyncAll:
+		return c.w.sync(ctx, c)
+	}
+	return c.agree(uint64(h.count), uint64(h.root))
+}
+
+// refusedArg is the first argument a refused World call sends through agree on the NIC path.
+const refusedArg = ^uint64(0)
+
+// mapsEveryPE is whether this PE loads and stores every PE's heap (one node, no forced NIC
+// path); every PE of a job answers alike.
+func (w *World) mapsEveryPE() bool {
+	for _, p := range w.peers {
+		if p == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // barrier is a barrier as a step of collective c (an allocation call's, once its place in the

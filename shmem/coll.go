@@ -202,6 +202,14 @@ type header struct {
 // refusalKinds are the error kinds a refusal names in a header (its why).
 var refusalKinds = []error{ErrBadArgument, ErrPERange, ErrBounds, ErrNotSymmetric, ErrNotInitialized, ErrFreed, ErrMisaligned, ErrOutOfMemory}
 
+// refusalKind is the kind a refusal's code names (ErrBadArgument for a code it does not know).
+func refusalKind(why uint8) error {
+	if int(why) < len(refusalKinds) {
+		return refusalKinds[why]
+	}
+	return ErrBadArgument
+}
+
 func refusalCode(err error) uint8 {
 	for i, k := range refusalKinds {
 		if errors.Is(err, k) {

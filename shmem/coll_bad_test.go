@@ -605,3 +605,45 @@ func TestCollRefusedCallKeepsItsPlace(t *testing.T) {
 		return nil
 	}, false)
 }
+
+// Where PEs reach each other over the NIC path (here: two nodes), the World's calls are checked
+// among themselves without an exchange with every PE (that would connect a PE to every other at
+// its first allocation): an allocation of another size, or one refused on one PE, fails at once
+// on every PE with ErrMismatch naming the PE, and the next calls are in step.
+func TestWorldCallsOnNICPath(t *testing.T) {
+	runJob(t, 4, 2, 8<<20, 5*time.Second, func(w *World) error {
+		me := w.MyPE()
+		size := 64
+		if me == 1 {
+			size = 128
+		}
+		_, err := w.Malloc(size)
+		if e := errHas(err, ErrMismatch, "Malloc", "PE 1"); e != nil && me != 1 {
+			return fmt.Errorf("Malloc of another size on PE 1: %w", e)
+		}
+		if e := errHas(err, ErrMismatch, "Malloc"); e != nil && me == 1 {
+			return fmt.Errorf("Malloc of another size on PE 1, seen by PE 1: %w", e)
+		}
+		size = 64
+		if me == 1 {
+			size = -1
+		}
+		_, err = w.Malloc(size)
+		switch {
+		case me == 1 && !errors.Is(err, ErrBadArgument):
+			return fmt.Errorf("Malloc(-1) on PE 1: %v, want ErrBadArgument", err)
+		case me != 1:
+			if e := errHas(err, ErrMismatch, "PE 1 refused its Malloc", "bad argument"); e != nil {
+				return fmt.Errorf("Malloc beside PE 1's refused one: %w", e)
+			}
+		}
+		m, err := w.Malloc(64)
+		if err != nil {
+			return fmt.Errorf("Malloc after the mismatches: %w", err)
+		}
+		if err := w.BarrierAll(context.Background()); err != nil {
+			return err
+		}
+		return w.Free(m)
+	}, false)
+}
