@@ -139,9 +139,6 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 	if sharedBytes < 0 || grid.X == 0 || grid.Y == 0 || grid.Z == 0 || block.X == 0 || block.Y == 0 || block.Z == 0 {
 		return &device.Error{Op: op, Arg: arg(), Kind: device.ErrInvalid}
 	}
-	if _, err := device.CheckArgs(op+" "+f.name, args); err != nil {
-		return err
-	}
 	// Each argument lives in its own 8-byte slot (little endian, so a 4-byte value is at the
 	// slot's start); kernelParams points at the slots. The library copies them during the call.
 	slots := make([]uint64, len(args)+1)
@@ -164,6 +161,8 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 			slots[i] = uint64(v)
 		case uintptr:
 			slots[i] = uint64(v)
+		default: // device.CheckArgs' refusal, without its allocations on the launch path
+			return &device.Error{Op: op + " " + f.name, Arg: fmt.Sprintf("args[%d] of type %T", i, a), Kind: device.ErrInvalid}
 		}
 		params[i] = unsafe.Pointer(&slots[i])
 	}
