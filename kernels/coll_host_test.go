@@ -834,7 +834,12 @@ func collErrors(t *testing.T, nd *collNode) {
 		r := record(p)
 		wantPE := uint16(3)
 		if p == 3 {
-			wantPE = 4 // PE 3 checks the others from its neighbour on
+			// every other member differs from PE 3: its threads check them side by side (the LL
+			// exchange at this size), and any of them may be the one named
+			wantPE = r.PE
+			if r.PE == 3 || r.PE >= chPEs {
+				wantPE = 4
+			}
 		}
 		if res[p] != -1 || r.Call != CallCollMismatch || r.PE != wantPE {
 			t.Errorf("op mismatch: PE %d returned %d, recorded %s naming PE %d (want collective mismatch naming %d)", p, res[p], r.CallName(), r.PE, wantPE)
@@ -855,6 +860,22 @@ func collErrors(t *testing.T, nd *collNode) {
 			t.Errorf("size mismatch: PE %d returned %d, recorded %s", p, res[p], r.CallName())
 		}
 		nd.checkGuard(t, "size mismatch", p, chDst, 0)
+	}
+	nd.clearAborts()
+	// sizes on both sides of the LL exchange's limit: PE 6 runs the rounds, the others push LL
+	// slots; each side finds the other's mark (an announcement, a slot header) and fails
+	res = nd.run(t, world, func(p int) collCall {
+		n := uint64(100)
+		if p == 6 {
+			n = 3000
+		}
+		return collCall{coll: cFcollect, level: 2, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: n}
+	})
+	for _, p := range world {
+		if r := record(p); res[p] != -1 || r.Call != CallCollMismatch {
+			t.Errorf("LL/round mismatch: PE %d returned %d, recorded %s", p, res[p], r.CallName())
+		}
+		nd.checkGuard(t, "LL/round mismatch", p, chDst, 0)
 	}
 	nd.clearAborts()
 	// a root outside the team: every member refuses

@@ -45,13 +45,14 @@ func Object(arch string) ([]byte, error) { return object("runtime", arch) }
 func CollObject(arch string) ([]byte, error) { return object("coll", arch) }
 
 // CollKernels are the kernels of the collectives' object (src/coll.hip) that the runtime
-// launches: a reduction per element type (with its ops), the three data movers, and the
-// copy-engine offload of the data movers.
+// launches: a reduction per element type (with its ops), the three data movers, the
+// copy-engine offload of the data movers, the team barrier, and the device-side latency loops
+// that roxrun bench times.
 var CollKernels = []string{
 	"roxk_coll_reduce_int8", "roxk_coll_reduce_int16", "roxk_coll_reduce_int32", "roxk_coll_reduce_int64",
 	"roxk_coll_reduce_uint8", "roxk_coll_reduce_uint16", "roxk_coll_reduce_uint32", "roxk_coll_reduce_uint64",
 	"roxk_coll_reduce_float", "roxk_coll_reduce_double", "roxk_coll_reduce_half", "roxk_coll_reduce_bfloat16",
-	"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce",
+	"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce", "roxk_coll_barrier", "roxk_bench_barrier_loop", "roxk_bench_allreduce_loop",
 }
 
 func object(name, arch string) ([]byte, error) {

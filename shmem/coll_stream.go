@@ -41,13 +41,16 @@ type streamColls struct {
 	fns map[string]device.Function
 	// host backend: the registered module whose kernel runs a queued operation
 	hostFn device.Function
-	// per stream: the stream-ordered calls enqueued since its last sync, for messages
-	pending map[device.Stream][]string
+	// per stream: the stream-ordered calls enqueued since its last sync, for messages (formatted
+	// only when a message needs them: enqueueing is the hot path)
+	pending map[device.Stream][]pendingCall
 }
+
+type pendingCall struct{ call, team string }
 
 func (w *World) scolls() *streamColls {
 	w.scollOnce.Do(func() {
-		w.scoll = &streamColls{fns: map[string]device.Function{}, pending: map[device.Stream][]string{}}
+		w.scoll = &streamColls{fns: map[string]device.Function{}, pending: map[device.Stream][]pendingCall{}}
 	})
 	return w.scoll
 }
@@ -88,8 +91,13 @@ func (c *streamCall) enqueue() error {
 	if c.st == nil {
 		return w.errorf(c.call, ErrBadArgument, "nil stream")
 	}
-	if _, err := c.st.Query(); err != nil {
-		return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream failed earlier (" + w.scolls().takePending(c.st) + ")", Err: err}
+	// The host backend's stream remembers a failed operation and skips the rest: refuse at once.
+	// (On a GPU a stream fails only with its context, and then the launch below fails itself; a
+	// stream query there costs a driver call per enqueue, as much as the launch.)
+	if w.gpu == nil {
+		if _, err := c.st.Query(); err != nil {
+			return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream failed earlier (" + w.scolls().takePending(c.st) + ")", Err: err}
+		}
 	}
 	sc := w.scolls()
 	var err error
@@ -103,7 +111,7 @@ func (c *streamCall) enqueue() error {
 	}
 	sc.mu.Lock()
 	if p := sc.pending[c.st]; len(p) < 16 {
-		sc.pending[c.st] = append(p, fmt.Sprintf("%s on %s", c.call, t.name))
+		sc.pending[c.st] = append(p, pendingCall{c.call, t.name})
 	}
 	sc.mu.Unlock()
 	return nil
@@ -146,7 +154,11 @@ func (sc *streamColls) takePending(st device.Stream) string {
 	if len(p) == 0 {
 		return "no stream-ordered collective was enqueued on it"
 	}
-	return "stream-ordered calls since its last sync: " + strings.Join(p, ", ")
+	names := make([]string, len(p))
+	for i, c := range p {
+		names[i] = c.call + " on " + c.team
+	}
+	return "stream-ordered calls since its last sync: " + strings.Join(names, ", ")
 }
 
 // function returns a kernel of the collectives' object, loading it first (GPU backends).
@@ -211,14 +223,21 @@ func (t *Team) devCheck(call string) error {
 	return nil
 }
 
-const streamBlock = 256 // threads of the one block a stream-ordered collective runs
+const (
+	streamBlock   = 256 // threads of the one block a stream-ordered collective runs
+	barrierThread = 32  // the stream barrier's block: one warp (its round is one thread's flags)
+)
 
 func (t *Team) launchColl(sc *streamColls, call, kernel string, st device.Stream, args ...any) error {
+	return t.launchCollN(sc, call, kernel, st, streamBlock, args...)
+}
+
+func (t *Team) launchCollN(sc *streamColls, call, kernel string, st device.Stream, threads int, args ...any) error {
 	f, err := sc.function(t.w, call, kernel)
 	if err != nil {
 		return err
 	}
-	if err := st.Launch(f, device.D1(1), device.D1(streamBlock), 0, args...); err != nil {
+	if err := st.Launch(f, device.D1(1), device.D1(threads), 0, args...); err != nil {
 		return &Error{Call: call, PE: t.w.pe, Kind: ErrPEFailed, Detail: "enqueueing " + kernel, Err: err}
 	}
 	return nil
@@ -281,6 +300,27 @@ func deviceKind(k elemKind) string {
 }
 
 // ---- the calls ----
+
+// BarrierOnStream enqueues Barrier on st (nvshmemx_barrier_on_stream): when st reaches it, this
+// PE's operations issued before are complete, then the stream waits until every member's stream
+// has reached it. Every member enqueues it. On a GPU it is one kernel of one warp running the
+// device team barrier (coll.h, roxshmemx_barrier_block): the members' flags meet on the device,
+// the host takes no part.
+func (t *Team) BarrierOnStream(st device.Stream) error {
+	const call = "BarrierOnStream"
+	if err := t.check(call); err != nil {
+		return err
+	}
+	c := &streamCall{call: call, t: t, st: st,
+		run: func(ctx context.Context) error { return t.Barrier(ctx) },
+		dev: func(sc *streamColls) error {
+			if err := t.devCheck(call); err != nil {
+				return err
+			}
+			return t.launchCollN(sc, call, "roxk_coll_barrier", st, barrierThread, t.Handle())
+		}}
+	return c.enqueue()
+}
 
 // AllReduceOnStream enqueues AllReduce(team, dst, src, op) on st (ncclAllReduce): dst and src have
 // the same length and may be the same array.

@@ -66,6 +66,7 @@ func TestCollOnStreamHost(t *testing.T) {
 			func() error { return AllToAllOnStream(st, world, a2a, src) },
 			func() error { return BroadcastOnStream(st, world, bc, src, 2) },
 			func() error { return ReduceScatterOnStream(st, world, rs, src, OpMax) },
+			func() error { return y.BarrierOnStream(st) },
 		} {
 			if err := enq(); err != nil {
 				return err
@@ -155,7 +156,7 @@ func TestCollStreamKernelNames(t *testing.T) {
 	for _, k := range kernels.CollKernels {
 		have[k] = true
 	}
-	names := []string{"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce"}
+	names := []string{"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce", "roxk_coll_barrier"}
 	for k := kInt8; k <= kFloat16; k++ {
 		if n := deviceKind(k); n != "" {
 			names = append(names, "roxk_coll_reduce_"+n)

@@ -145,6 +145,39 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		}
 	}
 
+	// the stream team barrier: each PE's copy-engine put into its next member's array lands
+	// before the barrier on the sender's stream, so the receiver's copy enqueued after its
+	// barrier sees it, though PE 1 enqueues its put late
+	for round := int64(1); round <= 3; round++ {
+		slots, err := Alloc[int64](w, n)
+		must(err)
+		seen, err := Alloc[int64](w, n)
+		must(err)
+		must(slots.Put(me, 0, make([]int64, n)))
+		must(seen.Put(me, 0, make([]int64, n)))
+		val, err := Alloc[int64](w, 1)
+		must(err)
+		must(val.Put(me, 0, []int64{round*100 + int64(me)}))
+		must(w.BarrierAll(ctx))
+		if me == 1 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		must(PutOnStream(st, slots, me, val.Device(), 1, (me+1)%n))
+		must(world.BarrierOnStream(st))
+		must(st.CopyAsync(seen.Device(), slots.Device(), 8*n))
+		must(w.SyncStream(ctx, st))
+		got := make([]int64, n)
+		must(seen.Get(me, 0, got))
+		from := (me + n - 1) % n
+		if want := round*100 + int64(from); got[from] != want {
+			t.Fatalf("PE %d round %d: after BarrierOnStream the put of PE %d reads %d, want %d", me, round, from, got[from], want)
+		}
+		must(w.BarrierAll(ctx))
+		for _, s := range []Sym[int64]{slots, seen, val} {
+			must(w.Free(s.Mem()))
+		}
+	}
+
 	// a mismatch the device finds: reported by the sync, naming the call
 	x, err := Alloc[int64](w, 16)
 	must(err)

@@ -50,6 +50,9 @@ type collRow struct {
 	// The fastest and slowest rounds' latency (LatencyUS is their median); absent in anchor rows.
 	LatencyMinUS float64 `json:"latency_min_us,omitempty"`
 	LatencyMaxUS float64 `json:"latency_max_us,omitempty"`
+	// GPU rows: the host's time to enqueue one call, and the spread (slowest - fastest) of the rounds
+	EnqueueUS float64 `json:"enqueue_us,omitempty"`
+	SpreadUS  float64 `json:"spread_us,omitempty"`
 }
 
 var collTests = []string{"allreduce", "allgather", "alltoall", "broadcast", "reduce_scatter", "team_barrier"}
@@ -291,6 +294,11 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrou
 	if err != nil {
 		return err
 	}
+	if gpu && (tests == "" || containsString(strings.Split(tests, ","), "device")) {
+		if err := deviceLoopRows(ctx, w, team, fsrc, fdst, enc); err != nil {
+			return fmt.Errorf("device-side rows: %w", err)
+		}
+	}
 	for _, test := range collTests {
 		if tests != "" && !containsString(strings.Split(tests, ","), test) {
 			continue
@@ -338,9 +346,10 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrou
 			}
 			sms := 0 // the host collectives run on the CPU
 			var flush func() error
+			var sc *collStream
 			if gpu {
-				if c := streamRow(ctx, w, st, team, test, sz, fsrc, fdst, bsrc, bdst); c != nil {
-					call, flush, algo, sms = c.call, c.flush, c.algo, c.sms
+				if sc = streamRow(ctx, w, st, team, test, sz, fsrc, fdst, bsrc, bdst); sc != nil {
+					call, flush, algo, sms = sc.call, sc.flush, sc.algo, sc.sms
 				}
 			}
 			it := collIters(sz)
@@ -390,6 +399,9 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrou
 			if w.MyPE() == 0 {
 				row := collRow{Test: test, Backend: w.Device().Driver, PEs: np, SizeBytes: sz, LatencyUS: t * 1e6, Algorithm: algo, SMs: &sms,
 					LatencyMinUS: math.Round(rounds[0]*1e9) / 1000, LatencyMaxUS: math.Round(rounds[len(rounds)-1]*1e9) / 1000}
+				if sc != nil {
+					row.EnqueueUS, row.SpreadUS = sc.enqueueUS(), math.Round((rounds[len(rounds)-1]-rounds[0])*1e9)/1e3
+				}
 				if sz > 0 {
 					row.BusBWGBps = math.Round(float64(sz)*f/t/1e9*1000) / 1000
 				}

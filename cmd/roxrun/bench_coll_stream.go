@@ -9,8 +9,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"time"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -20,6 +26,18 @@ type collStream struct {
 	call, flush func() error
 	algo        string
 	sms         int
+	// host time spent enqueueing, over calls: the host's share of a row's latency (when it
+	// reaches the latency, the host, not the device, sets the pace)
+	enq   time.Duration
+	calls int
+}
+
+// enqueueUS is the host's time per enqueued call so far, in microseconds.
+func (c *collStream) enqueueUS() float64 {
+	if c.calls == 0 {
+		return 0
+	}
+	return math.Round(c.enq.Seconds()/float64(c.calls)*1e9) / 1e3
 }
 
 func streamRow(ctx context.Context, w *shmem.World, st device.Stream, team *shmem.Team, test string, sz int,
@@ -52,9 +70,109 @@ func streamRow(ctx context.Context, w *shmem.World, st device.Stream, team *shme
 		d, _ := fdst.Slice(0, sz/4/np)
 		c.call = func() error { return shmem.ReduceScatterOnStream(st, team, d, s, shmem.OpSum) }
 		c.algo = team.StreamAlgorithm(shmem.CollReduceScatter, sz/4/np*np*4)
+	case "team_barrier":
+		c.call = func() error { return team.BarrierOnStream(st) }
+		c.algo = "block"
 	default:
-		return nil // team_barrier: the host's
+		return nil
 	}
 	c.sms = shmem.StreamSMs(c.algo)
+	call := c.call
+	c.call = func() error {
+		t0 := time.Now()
+		err := call()
+		c.enq += time.Since(t0)
+		c.calls++
+		return err
+	}
 	return c
+}
+
+// deviceLoopIters: calls per timed kernel of the device-side rows (the launch amortized)
+const deviceLoopIters = 2000
+
+// deviceLoopRows adds, on a GPU, what a fused kernel sees and the floor under every stream-ordered
+// row, measured in the same job: the block barrier and the 8-byte float sum all-reduce called
+// deviceLoopIters times in one kernel (device_barrier_block, device_allreduce_block; per call),
+// and an empty kernel launched back to back on the stream (launch_empty; per launch). The
+// collectives' object is loaded as a user module here, so that the rows time its kernels alone.
+func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc, fdst shmem.Sym[float32], enc *json.Encoder) error {
+	img, _, err := kernels.CollObjectFor(w.Device().Arch)
+	if err != nil {
+		return err
+	}
+	mod, err := w.LoadModule(img)
+	if err != nil {
+		return err
+	}
+	defer mod.Unload()
+	times, err := shmem.Alloc[float64](w, 1)
+	if err != nil {
+		return err
+	}
+	tmax, err := shmem.Alloc[float64](w, 1)
+	if err != nil {
+		return err
+	}
+	defer w.Free(times.Mem())
+	defer w.Free(tmax.Mem())
+	np := w.NPEs()
+	one := device.D1(1)
+	rows := []struct {
+		test string
+		size int
+		per  int // calls the timed region makes
+		run  func() error
+	}{
+		{"launch_empty", 0, deviceLoopIters, func() error {
+			for i := 0; i < deviceLoopIters; i++ {
+				if err := mod.Launch("roxk_bench_barrier_loop", one, device.D1(32), 0, team.Handle(), uint32(0)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"device_barrier_block", 0, deviceLoopIters, func() error {
+			return mod.Launch("roxk_bench_barrier_loop", one, device.D1(256), 0, team.Handle(), uint32(deviceLoopIters))
+		}},
+		{"device_allreduce_block", 8, deviceLoopIters, func() error {
+			return mod.Launch("roxk_bench_allreduce_loop", one, device.D1(256), 0, team.Handle(), fdst.Device(), fsrc.Device(), uint64(2), uint32(deviceLoopIters))
+		}},
+	}
+	for _, r := range rows {
+		if _, err := mod.Elapsed(ctx, r.run); err != nil { // warm up
+			return fmt.Errorf("%s: %w", r.test, err)
+		}
+		var rounds []float64
+		for k := 0; k < 5; k++ {
+			if err := team.Barrier(ctx); err != nil {
+				return err
+			}
+			d, err := mod.Elapsed(ctx, r.run)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.test, err)
+			}
+			el := []float64{d.Seconds() / float64(r.per)}
+			if err := times.Put(w.MyPE(), 0, el); err != nil {
+				return err
+			}
+			if err := shmem.AllReduce(ctx, team, tmax, times, shmem.OpMax); err != nil {
+				return err
+			}
+			if err := tmax.Get(w.MyPE(), 0, el); err != nil {
+				return err
+			}
+			rounds = append(rounds, el[0])
+		}
+		sort.Float64s(rounds)
+		if w.MyPE() == 0 {
+			sms := 1
+			row := collRow{Test: r.test, Backend: w.Device().Driver, PEs: np, SizeBytes: r.size, LatencyUS: math.Round(rounds[2]*1e9) / 1e3,
+				Algorithm: "device", SMs: &sms, SpreadUS: math.Round((rounds[4]-rounds[0])*1e9) / 1e3}
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -91,6 +91,27 @@ KERNEL SMALL_BLOCK void roxk_coll_alltoall(int32_t team, void *dst, const void *
 	roxshmemx_alltoallmem_block(team, dst, src, n);
 }
 
+// The stream team barrier (Team.BarrierOnStream): coll.h's block barrier on the device, quiet
+// first, so that a stream-ordered barrier costs one kernel and one round of flags, not a trip
+// through the host. Launched with one warp: the round is one thread's stores and polls.
+KERNEL SMALL_BLOCK void roxk_coll_barrier(int32_t team) { roxshmemx_barrier_block(team); }
+
+// Device-side latency, what a fused kernel sees (roxrun bench --coll on a GPU): one block calls
+// the block barrier, or the float sum all-reduce, iters times inside one kernel, with no
+// launch between calls. A failed call ends the loop (it recorded why).
+KERNEL SMALL_BLOCK void roxk_bench_barrier_loop(int32_t team, uint32_t iters)
+{
+	for (uint32_t i = 0; i < iters; i++)
+		if (roxshmemx_barrier_block(team) != 0)
+			return;
+}
+KERNEL SMALL_BLOCK void roxk_bench_allreduce_loop(int32_t team, float *dst, const float *src, uint64_t n, uint32_t iters)
+{
+	for (uint32_t i = 0; i < iters; i++)
+		if (roxi_reduce<float, ROXI_OP_SUM>(team, dst, src, n, ROXI_BLOCK, roxi_type_code((const float *)0)) != 0)
+			return;
+}
+
 // Copy-engine offload of the data movers. An entry round of the team (coll.h's protocol: every
 // member has entered, so its destination is free; the signature names the offload, the kind and
 // the root, the count the block size, so members that disagree fail it and nothing is posted),

@@ -163,16 +163,16 @@ func (d *gpuDevice) call(f func() error) error {
 func (d *gpuDevice) callLocked(f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	arg := fmt.Sprintf("device %d", d.info.Ordinal)
-	var err error
+	var r status
+	op := d.op.CtxSetCurrent
 	switch d.dr.v.Context {
 	case PrimaryContext:
-		err = d.check(d.op.CtxSetCurrent, d.lib.ctxSetCurrent(d.ctx), arg)
+		r = d.lib.ctxSetCurrent(d.ctx)
 	case CurrentDevice:
-		err = d.check(d.op.SetDevice, d.lib.setDevice(d.dev), arg)
+		op, r = d.op.SetDevice, d.lib.setDevice(d.dev)
 	}
-	if err != nil {
-		return err
+	if r != 0 { // the name is formatted only for an error: every device call comes here
+		return d.check(op, r, fmt.Sprintf("device %d", d.info.Ordinal))
 	}
 	return f()
 }

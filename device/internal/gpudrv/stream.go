@@ -134,12 +134,10 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 	if !ok || f == nil {
 		return &device.Error{Op: op, Arg: fmt.Sprintf("function of type %T", fn), Kind: device.ErrInvalid}
 	}
-	arg := fmt.Sprintf("%s grid=%v block=%v shared=%d", f.name, grid, block, sharedBytes)
+	// formatted only for an error: a launch is on the hot path of every stream-ordered call
+	arg := func() string { return fmt.Sprintf("%s grid=%v block=%v shared=%d", f.name, grid, block, sharedBytes) }
 	if sharedBytes < 0 || grid.X == 0 || grid.Y == 0 || grid.Z == 0 || block.X == 0 || block.Y == 0 || block.Z == 0 {
-		return &device.Error{Op: op, Arg: arg, Kind: device.ErrInvalid}
-	}
-	if _, err := device.CheckArgs(op+" "+f.name, args); err != nil {
-		return err
+		return &device.Error{Op: op, Arg: arg(), Kind: device.ErrInvalid}
 	}
 	// Each argument lives in its own 8-byte slot (little endian, so a 4-byte value is at the
 	// slot's start); kernelParams points at the slots. The library copies them during the call.
@@ -163,6 +161,8 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 			slots[i] = uint64(v)
 		case uintptr:
 			slots[i] = uint64(v)
+		default: // device.CheckArgs' refusal, without its allocations on the launch path
+			return &device.Error{Op: op + " " + f.name, Arg: fmt.Sprintf("args[%d] of type %T", i, a), Kind: device.ErrInvalid}
 		}
 		params[i] = unsafe.Pointer(&slots[i])
 	}
@@ -171,11 +171,14 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 	pin.Pin(&params[0])
 	defer pin.Unpin()
 	return s.do(op, func() error {
-		if err := f.mod.alive(op, arg); err != nil {
+		if err := f.mod.alive(op, f.name); err != nil {
 			return err
 		}
-		return s.d.check(op, s.d.lib.launchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z,
-			uint32(sharedBytes), s.h, &params[0], nil), arg)
+		if r := s.d.lib.launchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z,
+			uint32(sharedBytes), s.h, &params[0], nil); r != 0 {
+			return s.d.check(op, r, arg())
+		}
+		return nil
 	})
 }
 

@@ -50,9 +50,24 @@ typedef struct roxshmem_bfloat16 {
 /* ---- internals ----------------------------------------------------------------------------- */
 struct roxi_team {
 	int start, stride, size, me;
-	uint64_t ws;   /* heap offset of the workspace */
-	uint64_t half; /* bytes of one scratch half; 0: no usable workspace */
+	uint64_t ws;     /* heap offset of the workspace */
+	uint64_t half;   /* bytes of one scratch half; 0: no usable workspace */
+	uint64_t ll;     /* heap offset of the low-latency receive slots (roxi_ll_*); 0: none */
+	uint32_t ll_max; /* payload bytes a slot holds (a power of two, at most ROXI_LL_MAX) */
 };
+
+/* The low-latency (LL) exchange for small messages, NCCL's LL protocol (NCCL's source, prims_ll.h:
+ * every 8-byte store carries 4 bytes of data beside a 4-byte flag, so a reader that sees the flag
+ * sees the data; no fence, no separate flag, one trip per line). Here a line is one relaxed
+ * system-scope 64-bit store (single-copy atomic in every ordering mode): data in the low half, the
+ * round number in the high half. Member i pushes its payload into slot (round & 1, i) of every
+ * member; a slot starts with ROXI_LL_HDR lines of the call's signature and byte count, so a member
+ * that called something else fails the round on every member, as roxi_round's check does. Reuse
+ * is safe with two parities: a member writes round r+2 into a slot only after it has received
+ * everyone's round r+1, which each member sends only after it has read its round r slots. */
+#define ROXI_LL_MAX 8192 /* payload bytes per member pair that take the LL exchange */
+#define ROXI_LL_HDR 4    /* header lines: signature (lo, hi), count (lo, hi) */
+ROXA_FN uint64_t roxi_ll_slot_bytes(uint32_t ll_max) { return 8ull * (ROXI_LL_HDR + ll_max / 4); }
 
 ROXA_FN const roxshmem_team_table_t *roxi_team_table(void)
 {
@@ -79,7 +94,23 @@ ROXI_FN int roxi_team_lookup(roxshmem_team_t team, struct roxi_team *tm, int mem
 		return 0;
 	tm->start = d->start, tm->stride = d->stride, tm->size = d->size, tm->me = d->my_index;
 	tm->ws = d->ws_off;
-	tm->half = d->ws_bytes >= ROXSHMEM_TEAM_WS_MIN ? ((d->ws_bytes - ROXSHMEM_TEAM_WS_DATA) / 2) & ~15ull : 0;
+	tm->half = 0, tm->ll = 0, tm->ll_max = 0;
+	if (d->ws_bytes >= ROXSHMEM_TEAM_WS_MIN) {
+		/* the LL slots take the end of the scratch, at most half of it; the largest payload that fits */
+		uint64_t data = d->ws_bytes - ROXSHMEM_TEAM_WS_DATA, region = 0;
+		for (uint32_t m = ROXI_LL_MAX; m >= 64 && d->size > 1; m /= 2) {
+			region = 2ull * (uint64_t)d->size * roxi_ll_slot_bytes(m);
+			if (region <= data / 2) {
+				tm->ll_max = m;
+				break;
+			}
+		}
+		if (tm->ll_max == 0)
+			region = 0;
+		tm->half = ((data - region) / 2) & ~15ull;
+		if (tm->ll_max != 0)
+			tm->ll = tm->ws + ROXSHMEM_TEAM_WS_DATA + 2 * tm->half;
+	}
 	return 1;
 }
 
@@ -102,6 +133,7 @@ ROXA_FN int roxi_member_mode(const struct roxi_team *tm, int i) { return i == tm
 #define ROXI_COLL_ALLTOALL 6
 #define ROXI_COLL_REDUCE 7
 #define ROXI_COLL_REDUCE_SCATTER 8
+#define ROXI_ALGO_LL 3 /* the root field of a reduction's signature: the LL exchange (ROXSHMEM_COLL_* otherwise) */
 #define ROXI_SIG_BAD (~0ull) /* this member's arguments are bad: every member fails the round */
 ROXA_FN uint64_t roxi_sig(uint32_t coll, uint32_t type, uint32_t op, uint32_t root)
 {
@@ -149,6 +181,18 @@ ROXI_FN int roxi_coll_team(roxshmem_team_t team, struct roxi_team *tm, int g)
 /* The round this PE enters next on the team (every thread of the group may read it between
  * rounds: only the leader writes it, inside roxi_round, between two group barriers). */
 ROXA_FN uint64_t roxi_next_round(const struct roxi_team *tm) { return *roxi_ws(tm, ROXSHMEM_TEAM_WS_ROUND) + 1; }
+
+/* line l of the slot member `from` fills for round r, in member `at`'s workspace as this PE reaches it */
+ROXA_FN uint64_t *roxi_ll_line(const struct roxi_team *tm, int at, uint64_t r, int from, uint64_t l)
+{
+	uint64_t off = tm->ll + ((r & 1) * (uint64_t)tm->size + (uint64_t)from) * roxi_ll_slot_bytes(tm->ll_max) + 8 * l;
+	return (uint64_t *)roxi_member(tm, at, off);
+}
+/* member i's LL header for round r has reached this PE */
+ROXA_FN int roxi_ll_header_at(const struct roxi_team *tm, uint64_t r, int i)
+{
+	return tm->ll != 0 && (uint32_t)(roxa_ld_relaxed_u64(roxi_ll_line(tm, tm->me, r, i, 0)) >> 32) == (uint32_t)r;
+}
 
 /* One round, run by the whole group once its threads have staged: the leader publishes the
  * signature (word ARRIVE: a new round; READY: the second phase of the current one, no signature),
@@ -202,6 +246,12 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 						ok = 0;
 						break;
 					}
+					if (word == ROXSHMEM_TEAM_WS_ARRIVE && roxi_ll_header_at(tm, r, i)) {
+						/* member i called an LL-sized collective for this round: it never announces */
+						roxi_record(ROXSHMEM_CALL_COLL_MISMATCH, roxi_team_pe(tm, i), (uint32_t)count);
+						ok = 0;
+						break;
+					}
 					if (spins > 1024)
 						roxa_pause();
 				}
@@ -240,6 +290,190 @@ ROXA_FN void roxi_fetch(const struct roxi_team *tm, int i, void *dst, uint64_t o
 	roxa_copy(dst, roxi_member(tm, i, off), n, roxi_gidx(g), roxi_gsize(g), roxi_member_mode(tm, i), ROXA_MEM_PLAIN);
 }
 
+/* ---- the LL exchange (small messages: one trip, the flag in the data) ---- */
+
+/* a call of bytes per member takes the LL exchange: the team has slots that hold it, and
+ * ROX_COLL_ALGO leaves the choice to the runtime (a forced algorithm takes the rounds) */
+ROXA_FN int roxi_ll_ok(const struct roxi_team *tm, uint64_t bytes)
+{
+	const roxshmem_team_table_t *tt = roxi_team_table();
+	return tm->ll != 0 && bytes <= tm->ll_max && (tt == 0 || tt->coll_algo == ROXSHMEM_COLL_AUTO);
+}
+/* the 4 bytes at byte i of an n-byte payload, the tail zero-padded (little endian everywhere) */
+ROXA_FN uint32_t roxi_ll_word(const uint8_t *p, uint64_t i, uint64_t n)
+{
+	if (i + 4 <= n && (((uintptr_t)p + i) & 3) == 0)
+		return *(const uint32_t *)(p + i);
+	uint32_t v = 0;
+	for (uint32_t b = 0; b < 4 && i + b < n; b++)
+		v |= (uint32_t)p[i + b] << (8 * b);
+	return v;
+}
+ROXA_FN void roxi_ll_put_word(uint8_t *d, uint64_t i, uint64_t n, uint32_t v)
+{
+	if (i + 4 <= n && (((uintptr_t)d + i) & 3) == 0) {
+		*(uint32_t *)(d + i) = v;
+		return;
+	}
+	for (uint32_t b = 0; b < 4 && i + b < n; b++)
+		d[i + b] = (uint8_t)(v >> (8 * b));
+}
+/* the group pushes this member's round-r slot into member j: the header (sig, count), then the
+ * n payload bytes at p, one line per 4 bytes */
+ROXA_FN void roxi_ll_push(const struct roxi_team *tm, int j, uint64_t r, uint64_t sig, uint64_t count, const uint8_t *p,
+			  uint64_t n, int g)
+{
+	uint64_t flag = (uint64_t)(uint32_t)r << 32, lines = ROXI_LL_HDR + (n + 3) / 4;
+	uint64_t *dst = roxi_ll_line(tm, j, r, tm->me, 0);
+	for (uint64_t l = roxi_gidx(g); l < lines; l += roxi_gsize(g)) {
+		uint64_t h = l < 2 ? sig : count;
+		uint32_t v = l < ROXI_LL_HDR ? (uint32_t)((l & 1) ? h >> 32 : h) : roxi_ll_word(p, 4 * (l - ROXI_LL_HDR), n);
+		roxa_st_relaxed_u64(dst + l, flag | v);
+	}
+}
+/* line l of member i's round-r slot here, once it has arrived: its 4 data bytes; *ok = 0 when the
+ * wait gave up (an abort; recorded) */
+ROXA_FN uint32_t roxi_ll_wait(const struct roxi_team *tm, uint64_t r, int i, uint64_t l, int *ok)
+{
+	const uint64_t *p = roxi_ll_line(tm, tm->me, r, i, l);
+	uint32_t spins = 0;
+	for (;;) {
+		uint64_t v = roxa_ld_relaxed_u64(p);
+		if ((uint32_t)(v >> 32) == (uint32_t)r)
+			return (uint32_t)v;
+		if ((++spins & 63) == 0) {
+			if (roxi_must_abort(ROXSHMEM_CALL_COLL, roxi_team_pe(tm, i), 1)) {
+				*ok = 0;
+				return 0;
+			}
+			if (spins > 1024)
+				roxa_pause();
+		}
+	}
+}
+/* After the group's pushes: the leader enters round r; then the group's threads share the
+ * members, each polling a member's whole header at once (its four loads in flight together), and
+ * compare signature and count, as roxi_round's check does. A member that announces this round
+ * through roxi_round instead called a collective of another size: a mismatch. The group's verdict. */
+ROXI_COLD int roxi_ll_headers(const struct roxi_team *tm, uint64_t r, uint64_t sig, uint64_t count, int g)
+{
+	uint64_t *ws = roxi_ws(tm, 0);
+	roxi_gsync(g); /* every thread has read r and its sources */
+	if (roxi_gidx(g) == 0) {
+		ws[ROXSHMEM_TEAM_WS_ROUND / 8] = r;
+		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = sig != ROXI_SIG_BAD;
+	}
+	roxi_gsync(g);
+	int ok = sig != ROXI_SIG_BAD;
+	for (int k = 1 + (int)roxi_gidx(g); k < tm->size && ok; k += (int)roxi_gsize(g)) {
+		int i = (tm->me + k) % tm->size;
+		const uint64_t *h = roxi_ll_line(tm, tm->me, r, i, 0);
+		uint64_t w[ROXI_LL_HDR];
+		uint32_t spins = 0;
+		for (;;) {
+			int have = 1;
+			for (int l = 0; l < ROXI_LL_HDR; l++)
+				w[l] = roxa_ld_relaxed_u64(h + l);
+			for (int l = 0; l < ROXI_LL_HDR; l++)
+				have &= (uint32_t)(w[l] >> 32) == (uint32_t)r;
+			if (have)
+				break;
+			if ((++spins & 63) == 0) {
+				if (roxi_must_abort(ROXSHMEM_CALL_COLL, roxi_team_pe(tm, i), 1)) {
+					ok = 0;
+					break;
+				}
+				/* an announcement of this round or a later one; a member that announces a
+				 * later round released its round-r header first: look again after the acquire */
+				uint64_t a = roxa_ld_relaxed_u64(ws + ROXSHMEM_TEAM_WS_ARRIVE / 8 + i);
+				roxi_wait_acquire();
+				if (a >= r && (uint32_t)(roxa_ld_relaxed_u64(h) >> 32) != (uint32_t)r) {
+					roxi_record(ROXSHMEM_CALL_COLL_MISMATCH, roxi_team_pe(tm, i), (uint32_t)count);
+					ok = 0;
+					break;
+				}
+				if (spins > 1024)
+					roxa_pause();
+			}
+		}
+		if (!ok)
+			break;
+		uint64_t sg = (w[0] & 0xffffffffull) | w[1] << 32, c = (w[2] & 0xffffffffull) | w[3] << 32;
+		if (sg != sig || c != count) {
+			roxi_record(ROXSHMEM_CALL_COLL_MISMATCH, roxi_team_pe(tm, i), (uint32_t)(sg != sig ? sg : c));
+			ok = 0;
+		}
+	}
+	if (!ok)
+		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = 0;
+	roxi_gsync(g);
+	return (int)ws[ROXSHMEM_TEAM_WS_STATUS / 8];
+}
+/* lines l and l+1 of member i's round-r slot (l+1 only when two): both loads in flight together */
+ROXA_FN uint64_t roxi_ll_wait2(const struct roxi_team *tm, uint64_t r, int i, uint64_t l, int two, int *ok)
+{
+	const uint64_t *p = roxi_ll_line(tm, tm->me, r, i, l);
+	uint32_t spins = 0, f = (uint32_t)r;
+	for (;;) {
+		uint64_t a = roxa_ld_relaxed_u64(p), b = two ? roxa_ld_relaxed_u64(p + 1) : (uint64_t)f << 32;
+		if ((uint32_t)(a >> 32) == f && (uint32_t)(b >> 32) == f)
+			return (a & 0xffffffffull) | (two ? b << 32 : 0);
+		if ((++spins & 63) == 0) {
+			if (roxi_must_abort(ROXSHMEM_CALL_COLL, roxi_team_pe(tm, i), 1)) {
+				*ok = 0;
+				return 0;
+			}
+			if (spins > 1024)
+				roxa_pause();
+		}
+	}
+}
+/* the group's verdict after its threads' waits (a thread whose wait gave up clears it) */
+ROXA_FN int roxi_ll_verdict(const struct roxi_team *tm, int ok, int g)
+{
+	uint64_t *ws = roxi_ws(tm, 0);
+	if (!ok)
+		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = 0;
+	roxi_gsync(g);
+	return ws[ROXSHMEM_TEAM_WS_STATUS / 8] ? 0 : -1;
+}
+#define ROXI_LL_FCOLLECT 0 /* dest[i*n ..) = member i's source */
+#define ROXI_LL_BCAST 1    /* dest = the root's source */
+#define ROXI_LL_ALLTOALL 2 /* dest[i*n ..) = member i's source[me*n ..) */
+/* the data movers over the LL exchange (the caller checked the arguments into sig) */
+ROXI_COLD int roxi_ll_move(const struct roxi_team *tm, int kind, uint8_t *dest, const uint8_t *src, uint64_t n, int root,
+			   uint64_t sig, int g)
+{
+	int me = tm->me, size = tm->size;
+	uint64_t r = roxi_next_round(tm);
+	for (int k = 1; k < size; k++) {
+		int j = (me + k) % size;
+		uint64_t m = sig == ROXI_SIG_BAD || (kind == ROXI_LL_BCAST && me != root) ? 0 : n; /* headers go everywhere */
+		roxi_ll_push(tm, j, r, sig, n, kind == ROXI_LL_ALLTOALL ? src + (uint64_t)j * n : src, m, g);
+	}
+	if (!roxi_ll_headers(tm, r, sig, n, g))
+		return -1;
+	uint32_t idx = roxi_gidx(g), step = roxi_gsize(g);
+	uint8_t *own = kind == ROXI_LL_BCAST ? dest : dest + (uint64_t)me * n;
+	const uint8_t *from = kind == ROXI_LL_ALLTOALL ? src + (uint64_t)me * n : src;
+	if (own != from && (kind != ROXI_LL_BCAST || me == root))
+		roxa_copy(own, from, n, idx, step, ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+	int ok = 1;
+	uint64_t lines = (n + 3) / 4;
+	for (int k = 1; k < size && ok; k++) {
+		int i = (me + k) % size;
+		if (kind == ROXI_LL_BCAST && i != root)
+			continue;
+		uint8_t *d = kind == ROXI_LL_BCAST ? dest : dest + (uint64_t)i * n;
+		for (uint64_t l = idx; l < lines && ok; l += step) {
+			uint32_t v = roxi_ll_wait(tm, r, i, ROXI_LL_HDR + l, &ok);
+			if (ok)
+				roxi_ll_put_word(d, 4 * l, n, v);
+		}
+	}
+	return roxi_ll_verdict(tm, ok, g);
+}
+
 /* barrier (quiet first) and sync (order only) over a team */
 ROXI_COLD int roxi_team_barrier(roxshmem_team_t team, int g, int quiet_first)
 {
@@ -271,6 +505,8 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, ROXSHMEM_BAD_ARG_OVERLAP);
 		sig = ROXI_SIG_BAD;
 	}
+	if (roxi_ll_ok(&tm, n))
+		return roxi_ll_move(&tm, ROXI_LL_BCAST, (uint8_t *)dest, (const uint8_t *)source, n, root, sig, g);
 	uint64_t done = 0;
 	do {
 		uint64_t c = n - done < tm.half ? n - done : tm.half;
@@ -305,6 +541,8 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 			roxi_record(ROXSHMEM_CALL_BAD_ARG, roxshmem_state.my_pe, ROXSHMEM_BAD_ARG_OVERLAP);
 		sig = ROXI_SIG_BAD;
 	}
+	if (roxi_ll_ok(&tm, n))
+		return roxi_ll_move(&tm, ROXI_LL_FCOLLECT, d, (const uint8_t *)source, n, 0, sig, g);
 	uint64_t done = 0;
 	do {
 		uint64_t c = n - done < tm.half ? n - done : tm.half;
@@ -377,6 +615,8 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	}
 	const uint8_t *s = (const uint8_t *)source;
 	uint8_t *d = (uint8_t *)dest;
+	if (roxi_ll_ok(&tm, n))
+		return roxi_ll_move(&tm, ROXI_LL_ALLTOALL, d, s, n, 0, sig, g);
 	uint64_t done = 0;
 	do {
 		uint64_t c = n - done < cb ? n - done : cb;
@@ -599,6 +839,42 @@ ROXI_COLD void roxi_reduce_range(T *dst, uint64_t in_off, uint64_t cnt, const st
 	}
 }
 
+/* The reduction over the LL exchange: each member pushes its n elements to every member, and each
+ * thread folds 8-byte words (two lines) in team order as the one-shot algorithm does, its own
+ * input read in place. */
+template <typename T, int OP>
+ROXI_COLD int roxi_ll_reduce(const struct roxi_team *tm, T *dest, const T *source, uint64_t n, uint64_t sig, int g)
+{
+	typedef roxi_acc_of<T> AC;
+	typedef typename AC::type A;
+	const uint64_t bytes = n * sizeof(T), E = 8 / sizeof(T), lines = (bytes + 3) / 4;
+	uint64_t r = roxi_next_round(tm);
+	for (int k = 1; k < tm->size; k++)
+		roxi_ll_push(tm, (tm->me + k) % tm->size, r, sig, bytes, (const uint8_t *)source, sig == ROXI_SIG_BAD ? 0 : bytes, g);
+	if (!roxi_ll_headers(tm, r, sig, bytes, g))
+		return -1;
+	int ok = 1;
+	for (uint64_t w = roxi_gidx(g); w < (bytes + 7) / 8 && ok; w += roxi_gsize(g)) {
+		A acc[8 / sizeof(T)];
+		for (int i = 0; i < tm->size && ok; i++) {
+			T x[8 / sizeof(T)];
+			if (i == tm->me) {
+				for (uint64_t e = 0; e < E; e++)
+					x[e] = w * E + e < n ? source[w * E + e] : T();
+			} else {
+				uint64_t v = roxi_ll_wait2(tm, r, i, ROXI_LL_HDR + 2 * w, 2 * w + 1 < lines, &ok);
+				roxa_bytecopy(x, &v, 8);
+			}
+			for (uint64_t e = 0; e < E; e++)
+				acc[e] = i == 0 ? AC::in(x[e]) : roxi_combiner<OP, A>::f(acc[e], AC::in(x[e]));
+		}
+		if (ok)
+			for (uint64_t e = 0; e < E && w * E + e < n; e++)
+				dest[w * E + e] = AC::out(acc[e]);
+	}
+	return roxi_ll_verdict(tm, ok, g);
+}
+
 ROXA_FN int roxi_reduce_algo(uint64_t bytes, int size)
 {
 	const roxshmem_team_table_t *tt = roxi_team_table();
@@ -627,6 +903,8 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 			roxi_record(bad, roxshmem_state.my_pe, bad == ROXSHMEM_CALL_BAD_ADDR ? (uint32_t)(uintptr_t)source : ROXSHMEM_BAD_ARG_OVERLAP);
 		sig = ROXI_SIG_BAD;
 	}
+	if (roxi_ll_ok(&tm, bytes))
+		return roxi_ll_reduce<T, OP>(&tm, dest, source, n, sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE, type, OP, ROXI_ALGO_LL), g);
 	const uint64_t per = tm.half / sz; /* elements a scratch half holds (a multiple of 16 bytes) */
 	uint64_t done = 0;
 	do {

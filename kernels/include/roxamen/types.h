@@ -58,7 +58,11 @@ typedef __PTRDIFF_TYPE__ ptrdiff_t;
 #else
 #define ROXI_COLD static __device__ inline __attribute__((noinline))
 #endif
+#ifdef ROXSHMEM_INLINE_ALL
+#define ROXA_API static __device__ inline __attribute__((always_inline)) /* a probe's call, whole */
+#else
 #define ROXA_API static __device__ inline
+#endif
 #endif
 
 #ifdef __cplusplus
