@@ -160,17 +160,18 @@ const (
 	callAlign
 	callFree
 	callRealloc
+	callFinalize
 )
 
 // worldCall is whether c is one of the World's own calls rather than a team call.
-func worldCall(c collCall) bool { return c >= callBarrierAll && c <= callRealloc }
+func worldCall(c collCall) bool { return c >= callBarrierAll && c <= callFinalize }
 
 var callNames = map[collCall]string{
 	callSplit: "split", callDestroy: "Destroy", callSync: "Sync", callBarrier: "Barrier",
 	callBroadcast: "Broadcast", callFCollect: "FCollect", callCollect: "Collect", callAllToAll: "AllToAll",
 	callAllToAlls: "AllToAlls", callAllReduce: "AllReduce", callReduceScatter: "ReduceScatter",
 	callBarrierAll: "BarrierAll", callSyncAll: "SyncAll", callMalloc: "Malloc", callCalloc: "Calloc",
-	callAlign: "Align", callFree: "Free", callRealloc: "Realloc",
+	callAlign: "Align", callFree: "Free", callRealloc: "Realloc", callFinalize: "Finalize",
 }
 
 func (c collCall) String() string {

@@ -588,6 +588,13 @@ func (w *World) Finalize() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
 	qerr := w.quiet("Finalize", -1) // this PE's operations complete first
+	var xerr error
+	if w.teams != nil && w.mapsEveryPE() {
+		// Between PEs that share memory the World's calls are TeamWorld's sequence: a PE at
+		// another call of it (an allocation, a collective) is a mismatch found at once. Before
+		// closing: the exchange's waits end at a closed World.
+		xerr = c.exchange(ctx, header{call: callFinalize})
+	}
 	if !w.closed.CompareAndSwap(false, true) {
 		return w.errorf("Finalize", ErrFinalized, "another goroutine finalized meanwhile")
 	}
@@ -598,7 +605,10 @@ func (w *World) Finalize() error {
 	n := w.drain(ctx)
 	// Agreeing is the barrier Finalize needs, and proves that every PE is finalizing. Whatever
 	// it finds, this PE is finalized.
-	err = c.agree(0, 0)
+	err = xerr
+	if err == nil {
+		err = c.agree(0, 0)
+	}
 	if err == nil {
 		err = qerr
 	}

@@ -477,7 +477,7 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 	const call = "ep.Dispatch"
 	n, err := b.checkDispatch(x, topkIdx, topkWeights)
 	if err != nil {
-		if b.dev == nil && !b.freed {
+		if b != nil && b.w != nil && b.dev == nil && !b.freed { // a zero Buffer has no call order to keep
 			return nil, nil, b.refuseDispatch(ctx, call, err)
 		}
 		return nil, nil, err
