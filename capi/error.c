@@ -3,10 +3,14 @@
 #include <stdlib.h>
 
 static __thread char *last_error;
+static __thread int last_code;
 
-void rox_set_error(char *msg) {
+void rox_set_error(char *msg, int code) {
 	free(last_error);
 	last_error = msg;
+	last_code = code;
 }
 
 const char *roxamen_error_message(void) { return last_error ? last_error : ""; }
+
+int roxamen_error_code(void) { return last_code; }

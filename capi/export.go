@@ -5,7 +5,7 @@ package main
 /*
 #include <stdint.h>
 #include <stdlib.h>
-void rox_set_error(char *msg);
+void rox_set_error(char *msg, int code);
 */
 import "C"
 
@@ -21,10 +21,11 @@ import (
 
 // ret records err's text as this thread's last error and returns its code.
 func ret(err error) C.int {
+	code := C.int(codeOf(err))
 	if err != nil {
-		C.rox_set_error(C.CString(err.Error()))
+		C.rox_set_error(C.CString(err.Error()), code)
 	}
-	return C.int(codeOf(err))
+	return code
 }
 
 func addr(p unsafe.Pointer) uintptr { return uintptr(p) }
@@ -434,3 +435,11 @@ func roxamen_ep_combine(b, handle C.int, y unsafe.Pointer, rows C.int, out unsaf
 
 //export roxamen_ep_handle_free
 func roxamen_ep_handle_free(b, handle C.int) C.int { return ret(epHandleFree(int32(b), int32(handle))) }
+
+//export roxamen_on_gpu
+func roxamen_on_gpu() C.int {
+	if w, err := world(""); err == nil && w.Device().Driver != "host" {
+		return 1
+	}
+	return 0
+}

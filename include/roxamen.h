@@ -91,8 +91,10 @@ enum { ROXAMEN_EP_NORMAL = 0, ROXAMEN_EP_LOW_LATENCY = 1 };
 /* A unique id (TOKEN@HOST:PORT) fits in this many bytes. */
 #define ROXAMEN_UNIQUE_ID_BYTES 128
 
-/* The thread's last error message ("" when none). */
+/* The thread's last error message ("" when none) and code (for the calls that return a pointer
+ * or -1: roxamen_malloc, roxamen_calloc, roxamen_ptr...). */
 const char *roxamen_error_message(void);
+int roxamen_error_code(void);
 
 /* Setup. roxamen_init joins the job the launcher started (roxrun, mpirun/PMIx, srun, torchrun; a
  * lone process is a 1-PE job). Without a launcher: one process calls roxamen_get_unique_id, sends
@@ -105,6 +107,7 @@ extern int roxamen_init_with_unique_id(char *uid, int rank, int npes);
 extern int roxamen_finalize(void);
 extern int roxamen_my_pe(void);  /* -1 before init */
 extern int roxamen_n_pes(void);  /* -1 before init */
+extern int roxamen_on_gpu(void); /* 1: symmetric memory is device memory (a GPU World) */
 
 /* Symmetric memory (collective: every PE allocates and frees the same sizes in the same order).
  * NULL on error (or for 0 bytes). roxamen_ptr: pe's copy of p for loads and stores, NULL when

@@ -476,9 +476,8 @@ class Ctx:
         _call("roxamen_ctx_quiet", self.handle)
 
     def destroy(self):
-        if self.handle is not None:
-            h, self.handle = self.handle, None
-            _call("roxamen_ctx_destroy", h)
+        """Release the context; later calls on it fail with the library's error."""
+        _call("roxamen_ctx_destroy", self.handle)
 
 
 # ---- collectives ----

@@ -3,7 +3,7 @@
 Where the library comes from, in this order:
   1. ROXAMEN_LIB, a path to libroxamen.so;
   2. libroxamen.so at the root of the checkout this package sits in (the README's
-     `CGO_ENABLED=1 go build -buildmode=c-shared -o libroxamen.so ./capi`);
+     `CGO_ENABLED=1 go build -buildmode=c-shared -o libroxamen.so ./capi`), unless ROXAMEN_BUILD=1;
   3. a build into a cache directory ($ROXAMEN_CACHE, else $XDG_CACHE_HOME/roxamen, else
      ~/.cache/roxamen), keyed by a hash of the Go sources, made on first use when `go` is on PATH.
      The PEs of a job that start together take a file lock, so one of them builds and the others
@@ -45,15 +45,17 @@ def _cache_dir():
 
 def _build(repo):
     go = shutil.which("go")
-    if go is None or not os.path.exists(os.path.join(repo, "go.mod")):
+    if not os.path.exists(os.path.join(repo, "go.mod")):
+        go = None
+    out = os.path.join(_cache_dir(), _source_hash(repo)) if go or os.path.exists(os.path.join(repo, "go.mod")) else None
+    lib = out and os.path.join(out, "libroxamen.so")
+    if lib and os.path.exists(lib):
+        return lib
+    if go is None:
         raise OSError(
             "roxamen: no libroxamen.so (set ROXAMEN_LIB, or build it at the checkout's root with "
             "`CGO_ENABLED=1 go build -buildmode=c-shared -o libroxamen.so ./capi`), and no Go "
             "toolchain and checkout to build it from")
-    out = os.path.join(_cache_dir(), _source_hash(repo))
-    lib = os.path.join(out, "libroxamen.so")
-    if os.path.exists(lib):
-        return lib
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another PE of the job may be building it
@@ -79,7 +81,7 @@ def find():
             raise OSError("roxamen: ROXAMEN_LIB=%s does not exist" % p)
         return p
     p = os.path.join(_REPO, "libroxamen.so")
-    if os.path.exists(p):
+    if os.path.exists(p) and os.environ.get("ROXAMEN_BUILD") != "1":
         return p
     return _build(_REPO)
 
