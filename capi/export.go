@@ -30,6 +30,10 @@ func ret(err error) C.int {
 
 func addr(p unsafe.Pointer) uintptr { return uintptr(p) }
 
+// cptr turns an address outside Go's memory (the mapped symmetric heap, a device address) into
+// the pointer C receives; the garbage collector never owns what it points to.
+func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
+
 //export roxamen_init
 func roxamen_init() C.int { return ret(initEnv()) }
 
@@ -75,14 +79,14 @@ func roxamen_n_pes() C.int {
 func roxamen_malloc(size C.size_t) unsafe.Pointer {
 	p, err := malloc("roxamen_malloc", int(size), 1, false)
 	ret(err)
-	return unsafe.Pointer(p)
+	return cptr(p)
 }
 
 //export roxamen_calloc
 func roxamen_calloc(n, size C.size_t) unsafe.Pointer {
 	p, err := malloc("roxamen_calloc", int(size), int(n), true)
 	ret(err)
-	return unsafe.Pointer(p)
+	return cptr(p)
 }
 
 //export roxamen_free
@@ -90,7 +94,7 @@ func roxamen_free(p unsafe.Pointer) C.int { return ret(free(addr(p))) }
 
 //export roxamen_ptr
 func roxamen_ptr(p unsafe.Pointer, pe C.int) unsafe.Pointer {
-	return unsafe.Pointer(peerPtr(addr(p), int(pe)))
+	return cptr(peerPtr(addr(p), int(pe)))
 }
 
 //export roxamen_putmem
