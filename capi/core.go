@@ -386,8 +386,8 @@ func local[T any](p unsafe.Pointer, n int) []T {
 
 func peerPtr(p uintptr, pe int) uintptr {
 	e, off, err := lookup("roxamen_ptr", p, 0)
-	if err != nil {
-		return 0
+	if err != nil || the.w.Device().Driver != "host" {
+		return 0 // on a GPU World the program's pointers are device addresses: no host mapping to give
 	}
 	b, err := shmem.As[byte](e.mem)
 	if err != nil {

@@ -55,6 +55,18 @@ def _call(name, *args):
     _check(getattr(_lib.lib(), name)(*args))
 
 
+def _sync_torch(*arrays):
+    """Wait for torch's current stream when an operand is a CUDA tensor: the runtime reads and
+    writes device memory from its own streams, so what torch queued on them must be done first.
+    Every call returns with its own work complete (or enqueued on a Roxamen stream, completed by
+    Stream.sync)."""
+    for a in arrays:
+        if _is_torch(a) and a.is_cuda:
+            import torch
+            torch.cuda.current_stream(a.device).synchronize()
+            return
+
+
 # ---- element types ----
 
 _DTYPES = {np.dtype(np.uint8): 0, np.dtype(np.int8): 1, np.dtype(np.int16): 2, np.dtype(np.uint16): 3,
@@ -84,6 +96,14 @@ def _nbytes(a):
     return a.nbytes
 
 
+def _np_dtype(a):
+    """a's element type as numpy's (torch's names match numpy's but for bfloat16)."""
+    if _is_torch(a):
+        name = str(a.dtype).replace("torch.", "")
+        return np.dtype(np.uint16 if name == "bfloat16" else name)
+    return np.dtype(a.dtype)
+
+
 def _dtype_code(a):
     if _is_torch(a):
         code = _TORCH_DTYPES.get(str(a.dtype))
@@ -107,7 +127,9 @@ def _contig(a, what):
 def _local(a, dtype=None):
     """a as a contiguous host numpy array (the local side of RMA)."""
     if _is_torch(a):
-        a = a.detach().cpu().numpy()
+        import torch
+        a = a.detach()
+        a = (a.view(torch.int16).cpu().numpy().view(np.uint16) if a.dtype == torch.bfloat16 else a.cpu().numpy())
     return np.ascontiguousarray(a, dtype=dtype)
 
 
@@ -242,7 +264,7 @@ def ptr(a, pe):
     """pe's copy of symmetric array a as a numpy array for direct loads and stores, or None when
     pe's heap is not mapped here."""
     p = _lib.lib().roxamen_ptr(_addr(a), pe)
-    if not p:
+    if not p or _is_torch(a):
         return None
     raw = (ctypes.c_uint8 * _nbytes(a)).from_address(p)
     return np.frombuffer(raw, dtype=a.dtype).reshape(a.shape)
@@ -257,8 +279,11 @@ def _fits(s, dest, call):
 
 
 def put(dest, src, pe):
-    """Copy the local array src into symmetric dest on pe (dest's type; as many bytes as src)."""
-    s = _fits(_local(src, dest.dtype if not _is_torch(dest) else None), dest, "put")
+    """Copy the local array src into symmetric dest on pe (dest's type; as many bytes as src).
+    On a GPU World dest is a device tensor and src host memory (a device tensor is copied to the
+    host first); make the work on torch's stream that wrote dest complete first."""
+    _sync_torch(dest, src)
+    s = _fits(_local(src, _np_dtype(dest)), dest, "put")
     _call("roxamen_putmem", _addr(_contig(dest, "dest")), s.ctypes.data, s.nbytes, pe)
 
 
@@ -276,6 +301,7 @@ def get(src, pe, out=None):
     elif out is None:
         out = np.empty(src.shape, dtype=src.dtype)
     _contig(out, "out")
+    _sync_torch(src, out)
     if _nbytes(out) > _nbytes(src):
         raise ValueError("roxamen: get on PE %d: %d bytes from a %d-byte array" % (my_pe(), _nbytes(out), _nbytes(src)))
     _call("roxamen_getmem", _addr(out), _addr(_contig(src, "src")), _nbytes(out), pe)
@@ -304,7 +330,8 @@ _FETCHING = {"fetch", "swap", "compare_swap", "fetch_add", "fetch_inc", "fetch_a
 
 
 def _amo(ctx, op, a, index, pe, value=None, cond=None):
-    dt = np.dtype(a.dtype)
+    _sync_torch(a)
+    dt = _np_dtype(a)
     code = _dtype_code(a)
     if not 0 <= index < _count(a):
         raise IndexError("roxamen: %s on PE %d: index %d of a %d-element array" % (op, my_pe(), index, _count(a)))
@@ -343,7 +370,7 @@ def fetch_xor(a, index, value, pe): return _amo(None, "fetch_xor", a, index, pe,
 # ---- signals and synchronization ----
 
 def _sig_addr(sig, index):
-    if np.dtype(sig.dtype) != np.uint64 and str(getattr(sig, "dtype", "")) != "torch.uint64":
+    if _np_dtype(sig) != np.uint64:
         raise TypeError("roxamen: a signal is a symmetric uint64 array, not %s" % (sig.dtype,))
     if not 0 <= index < _count(sig):
         raise IndexError("roxamen: PE %d: signal index %d of a %d-element array" % (my_pe(), index, _count(sig)))
@@ -353,7 +380,8 @@ def _sig_addr(sig, index):
 def put_signal(dest, src, sig, value, pe, op="set", sig_index=0, nbi=False):
     """Put src into symmetric dest on pe, then update sig[sig_index] there with value ("set" or
     "add"); the signal is seen only after the data."""
-    s = _fits(_local(src, dest.dtype if not _is_torch(dest) else None), dest, "put_signal")
+    _sync_torch(dest, src)
+    s = _fits(_local(src, _np_dtype(dest)), dest, "put_signal")
     name = "roxamen_putmem_signal_nbi" if nbi else "roxamen_putmem_signal"
     _call(name, _addr(_contig(dest, "dest")), s.ctypes.data, s.nbytes, _sig_addr(sig, sig_index), value,
           _SIGOPS[op], pe)
@@ -454,7 +482,7 @@ class Ctx:
         self.destroy()
 
     def put(self, dest, src, pe, nbi=False):
-        s = _fits(_local(src, dest.dtype if not _is_torch(dest) else None), dest, "Ctx.put")
+        s = _fits(_local(src, _np_dtype(dest)), dest, "Ctx.put")
         name = "roxamen_ctx_putmem_nbi" if nbi else "roxamen_ctx_putmem"
         if nbi:
             self._keep = s  # alive until quiet
@@ -462,7 +490,7 @@ class Ctx:
 
     def get(self, src, pe, out=None):
         if out is None:
-            out = np.empty(tuple(src.shape), dtype=src.dtype)
+            out = np.empty(tuple(src.shape), dtype=_np_dtype(src))
         _call("roxamen_ctx_getmem", self.handle, _addr(out), _addr(_contig(src, "src")), _nbytes(out), pe)
         return out
 
@@ -517,6 +545,7 @@ def _same_type(dst, src):
 def allreduce(dst, src, op="sum", team=TEAM_WORLD, stream=None):
     """dst = op over the team of every PE's src (symmetric arrays of the same size; may be one)."""
     dt = _same_type(dst, src)
+    _sync_torch(dst, src)
     if _count(dst) != _count(src):
         raise ValueError("roxamen: allreduce of %d elements into %d" % (_count(src), _count(dst)))
     _coll("roxamen_allreduce", stream, team, dt, _op(op), _addr(dst), _addr(src), _count(src))
@@ -525,12 +554,14 @@ def allreduce(dst, src, op="sum", team=TEAM_WORLD, stream=None):
 def broadcast(dst, src, root, team=TEAM_WORLD, stream=None):
     """dst = root's src on every PE of the team."""
     dt = _same_type(dst, src)
+    _sync_torch(dst, src)
     _coll("roxamen_broadcast", stream, team, dt, _addr(dst), _addr(src), _count(src), root)
 
 
 def fcollect(dst, src, team=TEAM_WORLD, stream=None):
     """All-gather: dst (n_pes times src's size) = every team PE's src in PE order."""
     dt = _same_type(dst, src)
+    _sync_torch(dst, src)
     name = "roxamen_allgather" if stream is not None else "roxamen_fcollect"
     _coll(name, stream, team, dt, _addr(dst), _addr(src), _count(src))
 
@@ -541,6 +572,7 @@ allgather = fcollect
 def alltoall(dst, src, team=TEAM_WORLD, stream=None):
     """Block j of src (size/n_pes elements) goes to team PE j, landing as block i of its dst."""
     dt = _same_type(dst, src)
+    _sync_torch(dst, src)
     n = team.n_pes()
     if _count(src) % n:
         raise ValueError("roxamen: alltoall of %d elements over %d PEs" % (_count(src), n))
@@ -550,6 +582,7 @@ def alltoall(dst, src, team=TEAM_WORLD, stream=None):
 def reduce_scatter(dst, src, op="sum", team=TEAM_WORLD, stream=None):
     """Team PE i gets, in dst, op over every PE's block i of src (n_pes blocks of dst's size)."""
     dt = _same_type(dst, src)
+    _sync_torch(dst, src)
     _coll("roxamen_reduce_scatter", stream, team, dt, _op(op), _addr(dst), _addr(src), _count(dst))
 
 

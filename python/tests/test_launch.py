@@ -107,6 +107,23 @@ def test_builds_on_first_use(tmp_path):
     assert r.returncode == 0 and r.stdout.split()[0] == path, r.stdout
 
 
+def test_torchrun(tmp_path):
+    pytest.importorskip("torch")  # the H200 machine has it; the CI host does not
+    p = script(tmp_path, """
+        import numpy as np, roxamen as rx
+        rx.init()  # torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+        x = rx.zeros(2, np.float32)
+        x[:] = rx.my_pe() + 1
+        rx.allreduce(x, x, "sum")
+        print("PE %d of %d: %s" % (rx.my_pe(), rx.n_pes(), x.tolist()))
+        rx.finalize()
+    """)
+    torchrun = shutil.which("torchrun") or pytest.fail("torch without torchrun")
+    r = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", "29621", p], env=env(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert r.returncode == 0 and "PE 1 of 2: [3.0, 3.0]" in r.stdout, r.stdout
+
+
 def test_torch_process_group(tmp_path):
     torch = pytest.importorskip("torch")  # the H200 machine has it; the CI host does not
     p = script(tmp_path, """
