@@ -447,3 +447,34 @@ func roxamen_on_gpu() C.int {
 	}
 	return 0
 }
+
+//export roxamen_ep_dispatch_on_stream
+func roxamen_ep_dispatch_on_stream(b, st C.int, x unsafe.Pointer, ntokens C.int, topkIdx, topkWeights unsafe.Pointer,
+	recvX, recvRows, recvCounts, recvOffsets, recvWeights, recvSrc *unsafe.Pointer, handle *C.int) C.int {
+	recv, h, err := epDispatchOnStream(int32(b), int32(st), addr(x), int(ntokens), addr(topkIdx), addr(topkWeights))
+	if err != nil {
+		return ret(err)
+	}
+	for _, o := range []struct {
+		dst *unsafe.Pointer
+		p   uintptr
+	}{{recvX, uintptr(recv.X.Ptr)}, {recvRows, uintptr(recv.Rows)}, {recvCounts, uintptr(recv.Counts)},
+		{recvOffsets, uintptr(recv.Offsets)}, {recvWeights, uintptr(recv.Weights)}, {recvSrc, uintptr(recv.Src)}} {
+		if o.dst != nil {
+			*o.dst = cptr(o.p)
+		}
+	}
+	if handle != nil {
+		*handle = C.int(h)
+	}
+	return 0
+}
+
+//export roxamen_ep_combine_on_stream
+func roxamen_ep_combine_on_stream(b, st, handle C.int, y unsafe.Pointer, yRows C.int, out *unsafe.Pointer) C.int {
+	p, err := epCombineOnStream(int32(b), int32(st), int32(handle), addr(y), int(yRows))
+	if err == nil && out != nil {
+		*out = cptr(p)
+	}
+	return ret(err)
+}

@@ -611,3 +611,47 @@ func epHandleFree(bh, hh int32) error {
 	delete(b.handles, hh)
 	return nil
 }
+
+// epDispatchOnStream enqueues a dispatch of device-resident tokens on stream sh (GPU Worlds).
+func epDispatchOnStream(bh, sh int32, x uintptr, ntok int, idx, w uintptr) (*ep.DeviceRecv, int32, error) {
+	const call = "roxamen_ep_dispatch_on_stream"
+	b, err := bufOf(call, bh)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := streamOf(call, sh)
+	if err != nil {
+		return nil, 0, err
+	}
+	recv, h, err := b.buf.DispatchOnStream(st, ep.DeviceTokens{Ptr: device.Ptr(x), Rows: ntok}, device.Ptr(idx), device.Ptr(w))
+	if err != nil {
+		return nil, 0, err
+	}
+	the.mu.Lock()
+	defer the.mu.Unlock()
+	hh := the.add()
+	b.handles[hh] = &epHandle{h: h, tokens: ntok}
+	return recv, hh, nil
+}
+
+// epCombineOnStream enqueues the combine of handle hh's dispatch on stream sh; y is in device
+// memory with room for MaxRows rows. It returns the device address of the combined tokens.
+func epCombineOnStream(bh, sh, hh int32, y uintptr, rows int) (uintptr, error) {
+	const call = "roxamen_ep_combine_on_stream"
+	b, err := bufOf(call, bh)
+	if err != nil {
+		return 0, err
+	}
+	st, err := streamOf(call, sh)
+	if err != nil {
+		return 0, err
+	}
+	the.mu.Lock()
+	h := b.handles[hh]
+	the.mu.Unlock()
+	if h == nil {
+		return 0, errorf(call, shmem.ErrBadArgument, "ep handle %d is not a live handle of buffer %d", hh, bh)
+	}
+	out, err := b.buf.CombineOnStream(st, ep.DeviceTokens{Ptr: device.Ptr(y), Rows: rows}, h.h)
+	return uintptr(out.Ptr), err
+}

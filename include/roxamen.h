@@ -196,6 +196,22 @@ extern int roxamen_ep_dispatch(roxamen_ep_t buf, void *x, int ntokens, int64_t *
 extern int roxamen_ep_combine(roxamen_ep_t buf, roxamen_ep_handle_t handle, void *y, int rows, void *out);
 extern int roxamen_ep_handle_free(roxamen_ep_t buf, roxamen_ep_handle_t handle);
 
+/* The stream-ordered forms (GPU Worlds; refused on the host backend with ROXAMEN_ERR_NOT_SUPPORTED):
+ * x, topk_idx and topk_weights are device memory; the call is enqueued on st and returns at once.
+ * What arrives is in the buffer's device memory until its next dispatch: recv_x (room for
+ * roxamen_ep_max_rows rows), the row count (int32, known on the device only: read it after
+ * roxamen_stream_sync), counts and offsets per local expert (int32), each row's weight (float)
+ * and source (int32[3]). Any of those out-pointers may be NULL. combine_on_stream takes the
+ * experts' outputs y in device memory with room for roxamen_ep_max_rows rows (y_rows) and sets
+ * *out to the device address of the ntokens combined tokens. Device errors (an expert out of
+ * range) come at roxamen_stream_sync. */
+extern int roxamen_ep_dispatch_on_stream(roxamen_ep_t buf, roxamen_stream_t st, void *x, int ntokens, void *topk_idx,
+                                         void *topk_weights, void **recv_x, void **recv_rows, void **recv_counts,
+                                         void **recv_offsets, void **recv_weights, void **recv_src,
+                                         roxamen_ep_handle_t *handle);
+extern int roxamen_ep_combine_on_stream(roxamen_ep_t buf, roxamen_stream_t st, roxamen_ep_handle_t handle, void *y,
+                                        int y_rows, void **out);
+
 /* Typed forms of the common atomics. */
 static inline int roxamen_int64_atomic_fetch_add(int64_t *dest, int64_t value, int pe, int64_t *old) {
 	return roxamen_atomic(ROXAMEN_AMO_FETCH_ADD, ROXAMEN_INT64, dest, &value, NULL, old, pe);

@@ -89,6 +89,7 @@ def find():
 P, I, L, S, U64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_size_t, ctypes.c_uint64
 PI = ctypes.POINTER(ctypes.c_int)
 PU64 = ctypes.POINTER(ctypes.c_uint64)
+PP = ctypes.POINTER(ctypes.c_void_p)
 
 # name: (result, argument types), as include/roxamen.h declares them.
 _PROTOS = {
@@ -153,6 +154,8 @@ _PROTOS = {
     "roxamen_ep_dispatch": (I, [I, P, I, P, P, P, I, PI, P, P, P, PI]),
     "roxamen_ep_combine": (I, [I, I, P, I, P]),
     "roxamen_ep_handle_free": (I, [I, I]),
+    "roxamen_ep_dispatch_on_stream": (I, [I, I, P, I, P, P, PP, PP, PP, PP, PP, PP, PI]),
+    "roxamen_ep_combine_on_stream": (I, [I, I, I, P, I, PP]),
 }
 
 _lib = None

@@ -314,3 +314,20 @@ def test_ep(low_latency, dtype):
     assert "not a live handle" in str(e.value)
     rx.barrier_all()
     buf.destroy()
+
+
+def test_ep_on_stream_needs_a_gpu():
+    buf = rx.ep.Buffer(hidden=8, num_experts=2 * rx.n_pes(), num_topk=1, max_tokens=2)
+    st = rx.Stream()
+    x = rx.zeros((2, 8), np.float32)
+    idx = rx.zeros((2, 1), np.int64)
+    w = rx.zeros((2, 1), np.float32)
+    with pytest.raises(rx.RoxamenError) as e:
+        rx._call("roxamen_ep_dispatch_on_stream", buf.h, st.handle, x.ctypes.data, 2, idx.ctypes.data, w.ctypes.data,
+                 None, None, None, None, None, None, None)
+    assert e.value.kind == "NOT_SUPPORTED" and "ep.DispatchOnStream on PE %d" % rx.my_pe() in str(e.value)
+    st.destroy()
+    rx.barrier_all()
+    for a in (w, idx, x):
+        rx.free(a)
+    buf.destroy()
