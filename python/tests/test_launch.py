@@ -90,6 +90,21 @@ def test_example_allreduce():
         assert "PE %d of 4: allreduce [6.0, 10.0, 14.0" % pe in r.stdout, r.stdout
 
 
+def test_mpirun():
+    # Open MPI's mpirun (PMIx under it): roxamen.init() finds the job as the Go runtime does.
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("no mpirun (Debian: apt-get install openmpi-bin)")
+    args = [mpirun, "--oversubscribe", "-np", "4"]
+    if os.geteuid() == 0:
+        args.insert(1, "--allow-run-as-root")
+    r = subprocess.run(args + [sys.executable, os.path.join(REPO, "examples", "python", "allreduce.py")],
+                       env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    for pe in range(4):
+        assert "PE %d of 4: allreduce [6.0, 10.0, 14.0" % pe in r.stdout, r.stdout
+
+
 def test_builds_on_first_use(tmp_path):
     # No ROXAMEN_LIB and (ROXAMEN_BUILD=1) no checkout library: the package builds one into the
     # cache, and a second process finds it there without building.
