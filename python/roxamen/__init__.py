@@ -287,10 +287,15 @@ def put(dest, src, pe):
     _call("roxamen_putmem", _addr(_contig(dest, "dest")), s.ctypes.data, s.nbytes, pe)
 
 
+_pending = []  # the local sources of non-blocking puts, kept alive until quiet
+
+
 def put_nbi(dest, src, pe):
-    """put, completed by quiet(); src must stay alive and unchanged until then."""
-    s = _fits(_contig(src, "src"), dest, "put_nbi")
-    _call("roxamen_putmem_nbi", _addr(_contig(dest, "dest")), _addr(s), _nbytes(s), pe)
+    """put, completed by quiet() (the package keeps its copy of src until then)."""
+    _sync_torch(dest, src)
+    s = _fits(_local(src, _np_dtype(dest)), dest, "put_nbi")
+    _pending.append(s)
+    _call("roxamen_putmem_nbi", _addr(_contig(dest, "dest")), s.ctypes.data, s.nbytes, pe)
 
 
 def get(src, pe, out=None):
@@ -316,6 +321,7 @@ def get_nbi(out, src, pe):
 
 def quiet():
     _call("roxamen_quiet")
+    del _pending[:]
 
 
 def fence():
@@ -383,6 +389,8 @@ def put_signal(dest, src, sig, value, pe, op="set", sig_index=0, nbi=False):
     _sync_torch(dest, src)
     s = _fits(_local(src, _np_dtype(dest)), dest, "put_signal")
     name = "roxamen_putmem_signal_nbi" if nbi else "roxamen_putmem_signal"
+    if nbi:
+        _pending.append(s)
     _call(name, _addr(_contig(dest, "dest")), s.ctypes.data, s.nbytes, _sig_addr(sig, sig_index), value,
           _SIGOPS[op], pe)
 
