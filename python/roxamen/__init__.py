@@ -204,12 +204,7 @@ class _CudaMem:
 def _alloc(shape, dtype, zero):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     n = int(np.prod(shape, dtype=np.int64))
-    if _is_torch_dtype(dtype):
-        import torch
-        size, typestr = torch.empty(0, dtype=dtype).element_size(), None
-    else:
-        dt = np.dtype(dtype)
-        size, typestr = dt.itemsize, dt.str
+    size, typestr = _layout(dtype)
     l = _lib.lib()
     p = l.roxamen_calloc(n, size) if zero else l.roxamen_malloc(n * size)
     if not p:
@@ -219,10 +214,9 @@ def _alloc(shape, dtype, zero):
     if on_gpu():
         import torch
         tdt = dtype if _is_torch_dtype(dtype) else getattr(torch, np.dtype(dtype).name)
-        if typestr is None:  # bfloat16: describe raw 2-byte words, then view
-            t = torch.as_tensor(_CudaMem(p, shape, "<i2"), device="cuda").view(tdt)
-        else:
-            t = torch.as_tensor(_CudaMem(p, shape, typestr), device="cuda")
+        t = torch.as_tensor(_CudaMem(p, shape, typestr), device="cuda")
+        if t.dtype != tdt:  # bfloat16: described as raw 2-byte words, then viewed
+            t = t.view(tdt)
         _live[p] = t
         return t
     if _is_torch_dtype(dtype):
@@ -235,6 +229,16 @@ def _alloc(shape, dtype, zero):
     a = np.frombuffer(raw, dtype=dtype).reshape(shape)
     _live[p] = a
     return a
+
+
+def _layout(dtype):
+    """(element size, __cuda_array_interface__ typestr) of a numpy or torch dtype; bfloat16,
+    which the interface cannot name, is described as 2-byte integers."""
+    if _is_torch_dtype(dtype):
+        name = str(dtype).replace("torch.", "")
+        dtype = np.int16 if name == "bfloat16" else np.dtype(name)
+    dt = np.dtype(dtype)
+    return dt.itemsize, dt.str
 
 
 def _is_torch_dtype(dtype):

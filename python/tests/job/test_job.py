@@ -21,6 +21,25 @@ def test_job_shape():
     assert rx.TEAM_WORLD.n_pes() == n and rx.TEAM_WORLD.my_pe() == me
 
 
+class _FakeTorchDtype:
+    """Stands in for torch's dtypes where torch is not installed."""
+    __module__ = "torch"
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+def test_torch_layouts():
+    # How a symmetric tensor's device memory is described to torch on a GPU World: the element
+    # size and typestr of the requested dtype (the H200 run found float32 described as int16).
+    for name, want in (("float32", (4, "<f4")), ("int64", (8, "<i8")), ("bfloat16", (2, "<i2")), ("float16", (2, "<f2"))):
+        assert rx._layout(_FakeTorchDtype(name)) == want, name
+    assert rx._layout(np.uint64) == (8, "<u8")
+
+
 def test_put_get():
     me, n, right, left = pes()
     a = rx.zeros((2, 4), np.int64)
