@@ -12,7 +12,11 @@ import (
 
 // Roxamen binds native libraries with purego only and builds with CGO_ENABLED=0. These tests
 // fail when cgo creeps in: in the module's own sources (whatever their build tags) or in
-// anything the module's packages build with.
+// anything the module's packages build with. The one exception is capi, the C library's export
+// layer (built with -buildmode=c-shared): it alone may import "C".
+
+// cgoPackage is the only directory of the module allowed to use cgo.
+const cgoPackage = "capi"
 
 // TestNoImportC parses every .go file of the module and fails on import "C".
 func TestNoImportC(t *testing.T) {
@@ -33,8 +37,9 @@ func TestNoImportC(t *testing.T) {
 			return nil // not ours to judge here: the build reports syntax errors
 		}
 		files++
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
 		for _, imp := range f.Imports {
-			if imp.Path.Value == `"C"` {
+			if imp.Path.Value == `"C"` && rel != cgoPackage {
 				t.Errorf("%s imports \"C\"", path)
 			}
 		}
@@ -74,5 +79,34 @@ func TestNoCgoDeps(t *testing.T) {
 	}
 	if pkgs < 10 {
 		t.Fatalf("go list saw only %d packages:\n%s", pkgs, out)
+	}
+}
+
+// TestCgoOnlyInCapi lists the module's packages as a cgo build sees them and fails on cgo files
+// anywhere but capi, and on capi without any (then this test would no longer see cgo at all).
+func TestCgoOnlyInCapi(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go command not found")
+	}
+	cmd := exec.Command(gobin, "list", "-e", "-f", "{{.ImportPath}}|{{join .CgoFiles \",\"}}", "github.com/roxamen/roxamen/...")
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	const capi = "github.com/roxamen/roxamen/" + cgoPackage
+	sawCapi := false
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, files, _ := strings.Cut(line, "|")
+		switch {
+		case path == capi:
+			sawCapi = files != ""
+		case files != "":
+			t.Errorf("package %s uses cgo: %s (only %s may)", path, files, capi)
+		}
+	}
+	if !sawCapi {
+		t.Errorf("go list shows no cgo files in %s:\n%s", capi, out)
 	}
 }

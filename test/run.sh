@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v clang-19 >/dev/null || need+=(clang-19 lld-19 llvm-19)
 command -v gcc >/dev/null || need+=(gcc)               # the race detector's runtime needs cgo
+/usr/bin/python3 -c 'import numpy, pytest' 2>/dev/null || need+=(python3-numpy python3-pytest)  # test/capi.sh
 command -v ip >/dev/null || need+=(iproute2)           # network namespaces as hosts
 [ -e /usr/lib/x86_64-linux-gnu/libamdhip64.so.5 ] || need+=(libamdhip64-5)   # the hip binding's "no AMD device" path
 command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
@@ -69,4 +70,5 @@ for target in \
   fi
   rm -f "$log"
 done
+bash test/capi.sh   # the C library and the Python package (its own cgo build)
 echo "test/run.sh: all tests passed"
