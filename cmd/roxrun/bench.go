@@ -224,7 +224,8 @@ func suiteTests(suite string, npes int) []string {
 		}
 	}
 	if suite == "coll" || suite == "all" {
-		names = append(names, collTests...)
+		// device: on a GPU, the block-level calls looped inside one kernel and the launch floor
+		names = append(names, append(collTests, "device")...)
 	}
 	return names
 }

@@ -168,7 +168,8 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 		if w.MyPE() == 0 {
 			sms := 1
 			row := collRow{Test: r.test, Backend: w.Device().Driver, PEs: np, SizeBytes: r.size, LatencyUS: math.Round(rounds[2]*1e9) / 1e3,
-				Algorithm: "device", SMs: &sms, SpreadUS: math.Round((rounds[4]-rounds[0])*1e9) / 1e3}
+				Algorithm: "device", SMs: &sms, SpreadUS: math.Round((rounds[4]-rounds[0])*1e9) / 1e3,
+				LatencyMinUS: math.Round(rounds[0]*1e9) / 1e3, LatencyMaxUS: math.Round(rounds[4]*1e9) / 1e3}
 			if err := enc.Encode(row); err != nil {
 				return err
 			}
