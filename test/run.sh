@@ -1,8 +1,11 @@
 #!/bin/bash
 # The test command: installs what the tests need when it is missing, then runs the whole suite.
-# CI (.ci/run) calls exactly this. Run it from anywhere in the checkout.
+# CI (.ci/run) calls exactly this. Run it from anywhere in the checkout. `./test/run.sh long` is
+# the nightly-style run: the long matrices too, and a 10-minute soak.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-}
+case "$mode" in "" | long) ;; *) echo "usage: test/run.sh [long]" >&2; exit 2 ;; esac
 
 need=()
 command -v clang-19 >/dev/null || need+=(clang-19 lld-19 llvm-19)
@@ -32,18 +35,62 @@ export CGO_ENABLED=0
 [ "$(id -u)" = 0 ] && export ROX_TEST_UCX=1 ROX_TEST_KFD=1
 # Likewise libpmix and its headers: the PMIx ABI test and the PMIx launcher tests fail, not skip.
 [ "$(id -u)" = 0 ] && export ROX_TEST_PMIX=1
+# `./test/run.sh long` also runs the long matrices (ROX_TEST_LONG=1: each test that reads it says
+# what it adds) and soaks for ROX_SOAK (default 10m) instead of a minute.
+soak_for=20s
+[ "$mode" = long ] && export ROX_TEST_LONG=1 && soak_for=${ROX_SOAK:-10m}
 go mod download
+
+work=$(mktemp -d)
+bg=()
+finish() {
+  status=$?
+  for pid in "${bg[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  if [ -x "$work/testlog" ] && compgen -G "$work/*.json" >/dev/null; then
+    "$work/testlog" slowest -n 10 "$work"/*.json || true
+  fi
+  rm -rf "$work"
+  exit $status
+}
+trap finish EXIT
+set -m # each background lane in its own process group, so that a failed run stops all of it
+go build -o "$work/testlog" ./test/testlog
+go build -o "$work/soak" ./test/soak
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
 
-# Everything, without the race detector (it needs cgo for its runtime, never for our code).
-go test -count=1 -timeout 30m ./...
-# The concurrent core again under the race detector.
+# The concurrent core again under the race detector, in a second lane beside the plain pass: the
+# plain pass spends much of its time waiting on jobs, timeouts and the namespaces' slow rail.
 # TestRailsPutSignalAfterEveryChunk is left out there: its reader and the transport's are ordered
 # through the rails' sockets and a signal, which the race detector cannot see (it runs above).
-CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
-  -skip '^TestRailsPutSignalAfterEveryChunk$'
+(
+  CGO_ENABLED=1 go test -json -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
+    -skip '^TestRailsPutSignalAfterEveryChunk$' | "$work/testlog" filter -save "$work/race.json" -label race
+) >"$work/race.log" 2>&1 &
+bg+=($!)
+race=$!
+
+# Everything, without the race detector (it needs cgo for its runtime, never for our code).
+failed=0
+go test -json -count=1 -timeout 30m ./... | "$work/testlog" filter -save "$work/plain.json" || failed=1
+echo "test/run.sh: the race detector's pass:"
+wait "$race" || failed=1
+cat "$work/race.log"
+[ $failed = 0 ] || { echo "test/run.sh: tests failed (above)" >&2; exit 1; }
+
+# A soak (test/soak: random puts, AMOs, signals, collectives and ep calls, every result checked)
+# over shared memory, tcp and the reordering delivery path, beside the fuzzing below: both run
+# for a set time.
+(
+  for env in ROX_TRANSPORT=auto ROX_TRANSPORT=tcp ROX_DELIVERY=reorder; do
+    echo "test/run.sh: soak with $env for $soak_for"
+    env "$env" "$work/soak" -n 4 -d "$soak_for" || exit 1
+  done
+) >"$work/soak.log" 2>&1 &
+bg+=($!)
+soak=$!
+
 # Every decoder of untrusted bytes, and the allocator against its model, fuzzed for a bounded time
 # each from its committed corpus (testdata/fuzz/NAME): about 70 s in all. A crash fails the run
 # and leaves its input in the package's testdata/fuzz/NAME, to be fixed and committed.
@@ -69,4 +116,12 @@ for target in \
   fi
   rm -f "$log"
 done
+soak_ok=0
+wait "$soak" || soak_ok=1
+cat "$work/soak.log"
+[ $soak_ok = 0 ] || { echo "test/run.sh: the soak failed (above)" >&2; exit 1; }
+
+trap - EXIT
+"$work/testlog" slowest -n 10 "$work"/*.json
+rm -rf "$work"
 echo "test/run.sh: all tests passed"

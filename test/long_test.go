@@ -1,0 +1,7 @@
+package test
+
+import "os"
+
+// long says whether the long matrices run (ROX_TEST_LONG=1, which `./test/run.sh long` sets):
+// the same checks, repeated more for the power to see a rare reordering.
+func long() bool { return os.Getenv("ROX_TEST_LONG") == "1" }
