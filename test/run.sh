@@ -60,23 +60,39 @@ go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
 
-# The concurrent core again under the race detector, in a second lane beside the plain pass: the
-# plain pass spends much of its time waiting on jobs, timeouts and the namespaces' slow rail.
-# TestRailsPutSignalAfterEveryChunk is left out there: its reader and the transport's are ordered
-# through the rails' sockets and a signal, which the race detector cannot see (it runs above).
-(
-  CGO_ENABLED=1 go test -json -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
-    -skip '^TestRailsPutSignalAfterEveryChunk$' | "$work/testlog" filter -save "$work/race.json" -label race
-) >"$work/race.log" 2>&1 &
-bg+=($!)
-race=$!
+# Three lanes run at once, each through testlog (plain output; the JSON kept for the slowest
+# tests): much of the suite waits on jobs, timeouts and the namespaces' slow rail, not on the CPU.
+# A lane's output is shown when it ends, the main lane's as it goes.
+lanes=()
+lane() { # lane NAME LABEL go test ARGS...: run in the background, its output in $work/NAME.log
+  local name=$1 label=$2
+  shift 2
+  ("$@" | "$work/testlog" filter -save "$work/$name.json" -label "$label") >"$work/$name.log" 2>&1 &
+  bg+=($!)
+  lanes+=("$name:$!")
+}
+# The conformance suite over the NIC paths (tcp on one node, across namespaces, over the 4 rails,
+# over UCX): long jobs in one package, started at once rather than after the packages before it.
+nic_litmus='^(TestNICLitmus|TestNICLitmusHosts|TestNICLitmusRails|TestUCXLitmus)$'
+lane nic-litmus "" go test -json -count=1 -timeout 30m -run "$nic_litmus" ./test
+# The concurrent core again under the race detector. Left out there: TestRailsPutSignalAfterEveryChunk,
+# whose reader and the transport's are ordered through the rails' sockets and a signal, which the
+# race detector cannot see (it runs in the plain pass); and what has no concurrency of its own to
+# check or repeats at scale what the smaller tests run under the detector: TestAuxKernelsUpToDate
+# (a clang build compared with the committed PTX), the bootstrap simulation's 1024-PE runs
+# (TestScale1024, TestScaleAcrossNodes: 100 s under the detector, 4 s without).
+lane race race env CGO_ENABLED=1 go test -json -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
+  -skip '^(TestRailsPutSignalAfterEveryChunk|TestAuxKernelsUpToDate|TestScale1024|TestScaleAcrossNodes)$'
 
-# Everything, without the race detector (it needs cgo for its runtime, never for our code).
+# Everything else, without the race detector (it needs cgo for its runtime, never for our code).
 failed=0
-go test -json -count=1 -timeout 30m ./... | "$work/testlog" filter -save "$work/plain.json" || failed=1
-echo "test/run.sh: the race detector's pass:"
-wait "$race" || failed=1
-cat "$work/race.log"
+go test -json -count=1 -timeout 30m -skip "$nic_litmus" ./... | "$work/testlog" filter -save "$work/plain.json" || failed=1
+for l in "${lanes[@]}"; do
+  name=${l%%:*} pid=${l##*:}
+  wait "$pid" || failed=1
+  echo "test/run.sh: the $name lane:"
+  cat "$work/$name.log"
+done
 [ $failed = 0 ] || { echo "test/run.sh: tests failed (above)" >&2; exit 1; }
 
 # A soak (test/soak: random puts, AMOs, signals, collectives and ep calls, every result checked)
