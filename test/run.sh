@@ -80,8 +80,9 @@ lane nic-litmus "" go test -json -count=1 -timeout 30m -run "$nic_litmus" ./test
 # race detector cannot see (it runs in the plain pass); and what has no concurrency of its own to
 # check or repeats at scale what the smaller tests run under the detector: TestAuxKernelsUpToDate
 # (a clang build compared with the committed PTX), the bootstrap simulation's 1024-PE runs
-# (TestScale1024, TestScaleAcrossNodes: 100 s under the detector, 4 s without).
-lane race race env CGO_ENABLED=1 go test -json -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
+# (TestScale1024, TestScaleAcrossNodes: 100 s under the detector, 4 s without). One package at a
+# time (-p 1): the detector's CPU would otherwise crowd the other lanes' timed jobs.
+lane race race env CGO_ENABLED=1 go test -json -count=1 -race -p 1 -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
   -skip '^(TestRailsPutSignalAfterEveryChunk|TestAuxKernelsUpToDate|TestScale1024|TestScaleAcrossNodes)$'
 
 # Everything else, without the race detector (it needs cgo for its runtime, never for our code).
