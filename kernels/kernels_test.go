@@ -60,6 +60,7 @@ func TestObject(t *testing.T) {
 // TestRegenerate rebuilds the objects, from this directory and from a copy elsewhere (a path in
 // the output would differ), and compares them with the committed ones byte for byte.
 func TestRegenerate(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	copyDir := filepath.Join(t.TempDir(), "elsewhere", "kernels")
 	for _, d := range []string{"include/roxamen", "src", "gpucheck"} {
@@ -130,6 +131,7 @@ func TestRegenerate(t *testing.T) {
 // TestHeaderCompiles builds a kernel that calls the whole API for each target with -Wall -Werror,
 // the HIP and CUDA host passes of it, and the layout headers as plain C.
 func TestHeaderCompiles(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	clang, _ := build.Tool("clang-19")
 	// the run-time mode compiles both orderings' code; the probes cover the forced modes

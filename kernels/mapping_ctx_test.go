@@ -17,6 +17,7 @@ import (
 // completion and ends with an acquire, create claims a slot by a system-scope compare-and-swap
 // followed by an acquire, and destroy releases before it frees the slot.
 func TestMappingCtx(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	ctxOpProbes := []string{"probe_ctx_p", "probe_ctx_g", "probe_ctx_putmem", "probe_ctx_getmem", "probe_ctx_fetch_add",
 		"probe_ctx_add32", "probe_ctx_compare_swap", "probe_ctx_swap32", "probe_ctx_fetch_xor", "probe_ctx_putmem_signal_set",
 		"probe_ctx_putmem_signal_add"}

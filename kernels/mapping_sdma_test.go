@@ -21,6 +21,7 @@ var sdmaRules = []rule{
 }
 
 func TestMappingSDMA(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	for _, target := range build.Targets {
 		if !target.AMD {

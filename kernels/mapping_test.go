@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/roxamen/roxamen/kernels/internal/build"
@@ -23,31 +24,57 @@ func needClang(t *testing.T) {
 
 // probeFuncs compiles testdata/probes.hip for target with defines and returns each probe's
 // instructions: llvm-objdump-19's disassembly of the code object on amdgcn, PTX text on nvptx.
+// Each build is made once per test binary and shared (TestMapping and TestMappingCtx read the
+// same ones, seconds of clang each); callers only read the result.
 func probeFuncs(t *testing.T, target build.Target, defines ...string) map[string][]string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "probes"+target.Ext())
+	key := target.Arch + " " + strings.Join(defines, " ")
+	v, _ := probeBuilds.LoadOrStore(key, &probeBuild{})
+	b := v.(*probeBuild)
+	b.once.Do(func() { b.funcs, b.err = buildProbes(target, defines) })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.funcs
+}
+
+var probeBuilds sync.Map // target and defines -> *probeBuild
+
+type probeBuild struct {
+	once  sync.Once
+	funcs map[string][]string
+	err   error
+}
+
+func buildProbes(target build.Target, defines []string) (map[string][]string, error) {
+	dir, err := os.MkdirTemp("", "roxprobes")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "probes"+target.Ext())
 	if err := build.Compile(".", target, "testdata/probes.hip", out, append(defines, "ROXSHMEM_INLINE_ALL")...); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var text string
 	if target.AMD {
 		objdump, err := build.Tool("llvm-objdump-19")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		b, err := exec.Command(objdump, "-d", "--no-show-raw-insn", out).Output()
 		if err != nil {
-			t.Fatalf("llvm-objdump-19: %v", err)
+			return nil, fmt.Errorf("llvm-objdump-19: %v", err)
 		}
 		text = string(b)
 	} else {
 		b, err := os.ReadFile(out)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		text = string(b)
 	}
-	return splitFuncs(text, target.AMD)
+	return splitFuncs(text, target.AMD), nil
 }
 
 var (
@@ -320,6 +347,7 @@ func (r rule) check(ins []string) []string {
 // TestMapping checks the instructions MAPPING.md promises, per target and ordering mode, in the
 // probes compiled with the ring compiled out (the load/store paths alone).
 func TestMapping(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	if _, err := build.Tool("llvm-objdump-19"); err != nil {
 		t.Fatal(err) // clang-19 present without llvm-19: the CI install is incomplete
@@ -372,6 +400,7 @@ func TestMapping(t *testing.T) {
 // TestMappingRing checks the producer: ticket by a system-scope fetch_add, the descriptor, then the
 // seq word published with a system-scope release (written last).
 func TestMappingRing(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	for _, target := range build.Targets {
 		var r []rule

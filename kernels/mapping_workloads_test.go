@@ -67,6 +67,7 @@ func workloadRules(arch string, mode int) []rule {
 // on AMD the committed count objects (which TestWorkloadCounts keeps equal to a rebuild), on
 // nvptx a build of the same probes.
 func TestMappingWorkloads(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	for _, target := range build.Targets {
 		for _, mode := range []int{strict, bypass} {
@@ -130,6 +131,7 @@ const (
 // Strict and none in CacheBypass, which instead marks the data stores; a system-scope invalidate
 // per wait in Strict, a CU-cache-only one in CacheBypass; no cache operation in a data copy loop.
 func TestWorkloadCounts(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	out := t.TempDir()
 	if err := build.CountObjects(".", out); err != nil {

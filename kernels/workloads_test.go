@@ -38,6 +38,7 @@ func TestWorkloadObject(t *testing.T) {
 
 // TestRegenerateWorkloads rebuilds the workload objects and compares them with the committed ones.
 func TestRegenerateWorkloads(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
 	needClang(t)
 	out := t.TempDir()
 	if err := build.Workloads(".", out); err != nil {

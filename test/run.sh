@@ -1,8 +1,11 @@
 #!/bin/bash
 # The test command: installs what the tests need when it is missing, then runs the whole suite.
-# CI (.ci/run) calls exactly this. Run it from anywhere in the checkout.
+# CI (.ci/run) calls exactly this. Run it from anywhere in the checkout. `./test/run.sh long` is
+# the nightly-style run: the long matrices too, and a 10-minute soak.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-}
+case "$mode" in "" | long) ;; *) echo "usage: test/run.sh [long]" >&2; exit 2 ;; esac
 
 need=()
 command -v clang-19 >/dev/null || need+=(clang-19 lld-19 llvm-19)
@@ -33,18 +36,79 @@ export CGO_ENABLED=0
 [ "$(id -u)" = 0 ] && export ROX_TEST_UCX=1 ROX_TEST_KFD=1
 # Likewise libpmix and its headers: the PMIx ABI test and the PMIx launcher tests fail, not skip.
 [ "$(id -u)" = 0 ] && export ROX_TEST_PMIX=1
+# `./test/run.sh long` also runs the long matrices (ROX_TEST_LONG=1: each test that reads it says
+# what it adds) and soaks for ROX_SOAK (default 10m) instead of a minute.
+soak_for=20s
+[ "$mode" = long ] && export ROX_TEST_LONG=1 && soak_for=${ROX_SOAK:-10m}
 go mod download
+
+work=$(mktemp -d)
+bg=()
+finish() {
+  status=$?
+  for pid in "${bg[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  if [ -x "$work/testlog" ] && compgen -G "$work/*.json" >/dev/null; then
+    "$work/testlog" slowest -n 10 "$work"/*.json || true
+  fi
+  rm -rf "$work"
+  exit $status
+}
+trap finish EXIT
+set -m # each background lane in its own process group, so that a failed run stops all of it
+go build -o "$work/testlog" ./test/testlog
+go build -o "$work/soak" ./test/soak
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
 
-# Everything, without the race detector (it needs cgo for its runtime, never for our code).
-go test -count=1 -timeout 30m ./...
-# The concurrent core again under the race detector.
-# TestRailsPutSignalAfterEveryChunk is left out there: its reader and the transport's are ordered
-# through the rails' sockets and a signal, which the race detector cannot see (it runs above).
-CGO_ENABLED=1 go test -count=1 -race -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
-  -skip '^TestRailsPutSignalAfterEveryChunk$'
+# Three lanes run at once, each through testlog (plain output; the JSON kept for the slowest
+# tests): much of the suite waits on jobs, timeouts and the namespaces' slow rail, not on the CPU.
+# A lane's output is shown when it ends, the main lane's as it goes.
+lanes=()
+lane() { # lane NAME LABEL go test ARGS...: run in the background, its output in $work/NAME.log
+  local name=$1 label=$2
+  shift 2
+  ("$@" | "$work/testlog" filter -save "$work/$name.json" -label "$label") >"$work/$name.log" 2>&1 &
+  bg+=($!)
+  lanes+=("$name:$!")
+}
+# The conformance suite over the NIC paths (tcp on one node, across namespaces, over the 4 rails,
+# over UCX): long jobs in one package, started at once rather than after the packages before it.
+nic_litmus='^(TestNICLitmus|TestNICLitmusHosts|TestNICLitmusRails|TestUCXLitmus)$'
+lane nic-litmus "" go test -json -count=1 -timeout 30m -run "$nic_litmus" ./test
+# The concurrent core again under the race detector. Left out there: TestRailsPutSignalAfterEveryChunk,
+# whose reader and the transport's are ordered through the rails' sockets and a signal, which the
+# race detector cannot see (it runs in the plain pass); and what has no concurrency of its own to
+# check or repeats at scale what the smaller tests run under the detector: TestAuxKernelsUpToDate
+# (a clang build compared with the committed PTX), the bootstrap simulation's 1024-PE runs
+# (TestScale1024, TestScaleAcrossNodes: 100 s under the detector, 4 s without). One package at a
+# time (-p 1): the detector's CPU would otherwise crowd the other lanes' timed jobs.
+lane race race env CGO_ENABLED=1 go test -json -count=1 -race -p 1 -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
+  -skip '^(TestRailsPutSignalAfterEveryChunk|TestAuxKernelsUpToDate|TestScale1024|TestScaleAcrossNodes)$'
+
+# Everything else, without the race detector (it needs cgo for its runtime, never for our code).
+failed=0
+go test -json -count=1 -timeout 30m -skip "$nic_litmus" ./... | "$work/testlog" filter -save "$work/plain.json" || failed=1
+for l in "${lanes[@]}"; do
+  name=${l%%:*} pid=${l##*:}
+  wait "$pid" || failed=1
+  echo "test/run.sh: the $name lane:"
+  cat "$work/$name.log"
+done
+[ $failed = 0 ] || { echo "test/run.sh: tests failed (above)" >&2; exit 1; }
+
+# A soak (test/soak: random puts, AMOs, signals, collectives and ep calls, every result checked)
+# over shared memory, tcp and the reordering delivery path, beside the fuzzing below: both run
+# for a set time.
+(
+  for env in ROX_TRANSPORT=auto ROX_TRANSPORT=tcp ROX_DELIVERY=reorder; do
+    echo "test/run.sh: soak with $env for $soak_for"
+    env "$env" "$work/soak" -n 4 -d "$soak_for" || exit 1
+  done
+) >"$work/soak.log" 2>&1 &
+bg+=($!)
+soak=$!
+
 # Every decoder of untrusted bytes, and the allocator against its model, fuzzed for a bounded time
 # each from its committed corpus (testdata/fuzz/NAME): about 70 s in all. A crash fails the run
 # and leaves its input in the package's testdata/fuzz/NAME, to be fixed and committed.
@@ -70,5 +134,13 @@ for target in \
   fi
   rm -f "$log"
 done
+soak_ok=0
+wait "$soak" || soak_ok=1
+cat "$work/soak.log"
+[ $soak_ok = 0 ] || { echo "test/run.sh: the soak failed (above)" >&2; exit 1; }
 bash test/capi.sh   # the C library and the Python package (its own cgo build)
+
+trap - EXIT
+"$work/testlog" slowest -n 10 "$work"/*.json
+rm -rf "$work"
 echo "test/run.sh: all tests passed"

@@ -140,16 +140,44 @@ func TestLitmusFormatExample(t *testing.T) {
 	}
 }
 
-// buildRoxrun builds the real binary: bench and litmus --run start themselves as the PEs.
+// buildRoxrun builds the real binary: bench and litmus --run start themselves as the PEs. It is
+// built once per test binary and shared (TestMain removes it); the tests only run it.
 func buildRoxrun(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "roxrun")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	roxrunBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "roxrun-test-")
+		if err != nil {
+			roxrunBin.err = err
+			return
+		}
+		roxrunBin.dir = dir
+		bin := filepath.Join(dir, "roxrun")
+		cmd := exec.Command("go", "build", "-o", bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			roxrunBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		roxrunBin.path = bin
+	})
+	if roxrunBin.err != nil {
+		t.Fatal(roxrunBin.err)
 	}
-	return bin
+	return roxrunBin.path
+}
+
+var roxrunBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if roxrunBin.dir != "" {
+		os.RemoveAll(roxrunBin.dir)
+	}
+	os.Exit(code)
 }
 
 // openPTY returns a pseudo-terminal's master and its slave, the terminal a program writes to.

@@ -107,10 +107,7 @@ func TestLitmusRunHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds roxrun and starts multi-process jobs")
 	}
-	bin := filepath.Join(t.TempDir(), "roxrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildRoxrun(t)
 	cmd := exec.Command(bin, "litmus", "--run", "20", "../../memmodel/testdata/MP+fence+wait.litmus", "../../memmodel/testdata/IRIW+gets.litmus")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

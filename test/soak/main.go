@@ -1,10 +1,13 @@
-// Soak runs random mixes of Put, Get, AMO, PutSignal, Wait, Barrier, Malloc and Free on every PE
-// of a job for a given time, with a checker that knows what every location must hold, and prints
-// the operations done, the errors, the wrong values and the largest latency seen. It is not part
-// of CI: run it by hand, on the host backend or over a transport, on one node or across hosts.
+// Soak runs random mixes of Put, Get, AMO, PutSignal, Wait, Barrier, Malloc, Free, collectives
+// (on the world team and on a split one) and ep Dispatch/Combine on every PE of a job for a given
+// time, with a checker that knows what every location and every result must hold, and prints the
+// operations done, the errors, the wrong values and the largest latency seen. test/run.sh runs it
+// for 20 s each over shared memory, tcp and the reordering delivery path; by hand it runs as long
+// as asked, on the host backend or over a transport, on one node or across hosts.
 //
 //	go run ./test/soak -n 8 -d 10m
 //	ROX_TRANSPORT=tcp go run ./test/soak -n 4 -d 2m
+//	ROX_DELIVERY=reorder go run ./test/soak -n 4 -d 2m
 //	go run ./test/soak --hosts ns1:2,ns2:2 --rsh 'ip netns exec' -d 2m   # see test/netns
 //
 // Started without ROX_PE it launches itself as a job (as roxrun does); each PE then runs rounds.
@@ -15,7 +18,8 @@
 // of that writer's last put-with-signal as soon as the signal says it has arrived, and checks all
 // of its memory after the round's barrier. Gets check what the writer itself put before them, and
 // fetch-adds check that the value they fetched lies between the counter's value before the round
-// and after it. Allocations are made and freed collectively between rounds, in sizes the shared
+// and after it. Then comes one collective, and in one round of three a Dispatch and its Combine
+// (coll.go). Allocations are made and freed collectively between rounds, in sizes the shared
 // random stream picks, so the heap is reused all the time.
 package main
 
@@ -100,10 +104,12 @@ const (
 	opMalloc
 	opFree
 	opFence
+	opColl
+	opEP
 	nKinds
 )
 
-var kindNames = [nKinds]string{"put", "get", "fetch_add", "put_signal", "wait", "barrier", "malloc", "free", "fence"}
+var kindNames = [nKinds]string{"put", "get", "fetch_add", "put_signal", "wait", "barrier", "malloc", "free", "fence", "collective", "ep"}
 
 // stats is one PE's account; it travels to PE 0 as int64 words.
 type stats struct {
@@ -153,6 +159,7 @@ type soak struct {
 	st     stats
 	allocs []*alloc
 	errs   int
+	cs     collState
 }
 
 func (s *soak) timed(kind int, f func() error) error {
@@ -421,6 +428,14 @@ func (s *soak) round(ctx context.Context, r int, rng *rand.Rand) error {
 			s.wrongf("round %d: fetch_add on PE %d fetched %d, outside [%d, %d]", r, f.target, f.old, lo, hi-f.d)
 		}
 	}
+	if err := s.collective(ctx, r, rng); err != nil {
+		return err
+	}
+	if rng.IntN(3) == 0 {
+		if err := s.dispatchCombine(ctx, r, rng); err != nil {
+			return err
+		}
+	}
 	s.st.rounds++
 	return nil
 }
@@ -436,6 +451,10 @@ func pe() int {
 		return 1
 	}
 	s := &soak{w: w, me: w.MyPE(), n: w.NPEs(), seed: seed, ops: max(1, nops)}
+	if err := s.setupColl(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "soak: setting up the collectives and ep buffers:", err)
+		return 1
+	}
 	ctl, err := shmem.Alloc[int64](w, 1)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
