@@ -26,3 +26,13 @@ func nvidiaGPUs() int {
 	}
 	return n
 }
+
+// jobMPS is planMPS for the jobs roxrun's own commands start (bench, litmus): a plan that cannot
+// start (ROX_MPS=on without a GPU) leaves the job time-sliced, and the job says what fails.
+func jobMPS(pes int) launch.MPS {
+	m, err := planMPS(pes)
+	if err != nil {
+		return launch.MPS{}
+	}
+	return m
+}
