@@ -120,7 +120,7 @@ func collBench(f *benchFlags, stdout, stderr io.Writer) int {
 	}
 	runRox := func() ([]collRow, int) {
 		var out bytes.Buffer
-		cfg := launch.Config{NPEs: *n, Argv: argv, Timeout: *timeout, Stdout: &out, Stderr: stderr}
+		cfg := launch.Config{NPEs: *n, Argv: argv, Timeout: *timeout, Stdout: &out, Stderr: stderr, MPS: jobMPS(*n)}
 		if os.Getenv("ROX_HEAP_SIZE") == "" {
 			// 16 MiB buffers: a source and a destination per PE, and the collectives' scratch
 			cfg.Env = []string{"ROX_HEAP_SIZE=160M"}

@@ -48,7 +48,7 @@ func benchGPUMain(n, rounds int, asJSON bool, timeout time.Duration, nvshmemOut 
 		var out bytes.Buffer
 		err := launch.Run(context.Background(), launch.Config{
 			NPEs: n, Argv: []string{self, benchPECommand, "-rounds", strconv.Itoa(rounds)}, Env: []string{"ROX_ORDERING=" + ord},
-			Timeout: timeout, Stdout: &out, Stderr: stderr,
+			Timeout: timeout, Stdout: &out, Stderr: stderr, MPS: jobMPS(n),
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "roxrun bench (ROX_ORDERING=%s): %v\n", ord, err)

@@ -78,6 +78,7 @@ type infoReport struct {
 	BackendErr string      `json:"backend_error,omitempty"`
 	Transports []infoProbe `json:"transports"`
 	SDMA       string      `json:"sdma"`
+	MPS        string      `json:"mps"` // what a job of 2 PEs on this node would do about CUDA MPS, and why
 	Launcher   string      `json:"launcher"`
 	Knobs      []infoKnob  `json:"knobs"`
 	OK         bool        `json:"ok"` // no knob is malformed and the backend asked for is usable
@@ -124,6 +125,13 @@ func gatherInfo() infoReport {
 		r.Transports = append(r.Transports, infoProbe{"ucx", true, "libucp.so.0 " + v})
 	}
 	r.SDMA = sdmaLine()
+	if m, err := planMPS(2); err != nil {
+		r.MPS, r.OK = err.Error(), false
+	} else if m.Start {
+		r.MPS = "a job of 2 PEs starts a CUDA MPS daemon of its own: " + m.Why
+	} else {
+		r.MPS = "a job of 2 PEs runs without a daemon of its own: " + m.Why
+	}
 	r.Launcher = bootstrap.Describe(os.Getenv) // which launcher started this process (PMIx first)
 	for _, k := range env.All() {
 		ik := infoKnob{Name: k.Name, Value: k.Raw(), Set: k.IsSet(), Default: k.Default, Type: k.Type, Choices: k.Choices, Doc: k.Doc}
@@ -149,6 +157,7 @@ func (r infoReport) print(w io.Writer) {
 		fmt.Fprintf(w, "transport %-5s %s  %s\n", t.Name, yesNo(t.OK), t.Detail)
 	}
 	fmt.Fprintln(w, r.SDMA)
+	fmt.Fprintln(w, "mps             "+r.MPS)
 	fmt.Fprintln(w, r.Launcher)
 	fmt.Fprintln(w, "knobs:")
 	for _, k := range r.Knobs {

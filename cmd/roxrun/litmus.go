@@ -275,7 +275,7 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			}
 		}}
 		start := time.Now()
-		err := launch.Run(context.Background(), launch.Config{
+		cfg := launch.Config{
 			NPEs:     litmusrun.NPEs(tests),
 			Hosts:    place.Hosts,
 			Rsh:      place.Rsh,
@@ -285,7 +285,11 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			Timeout:  timeout,
 			Stdout:   out,
 			Stderr:   stderr,
-		})
+		}
+		if place.Hosts == nil && backend == "cuda" {
+			cfg.MPS = jobMPS(cfg.NPEs)
+		}
+		err := launch.Run(context.Background(), cfg)
 		prog.done()
 		took := time.Since(start).Round(time.Millisecond)
 		if err != nil {

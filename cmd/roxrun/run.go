@@ -93,6 +93,12 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	defer cleanup()
 	cfg.Argv = append([]string{prog}, c.fs.Args()[1:]...)
+	if f.hosts == "" {
+		if cfg.MPS, err = planMPS(cfg.NPEs); err != nil {
+			fmt.Fprintf(stderr, "roxrun: %v\n", err)
+			return 2
+		}
+	}
 	err = launch.Run(context.Background(), cfg)
 	if err != nil {
 		// launch already printed the PE failure; other errors are ours to report.

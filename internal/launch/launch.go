@@ -38,6 +38,7 @@ type Config struct {
 	Rsh    []string // how to start a PE on a host: Rsh + host name + command (e.g. ssh, or ip netns exec)
 	Argv   []string // program and arguments
 	Env    []string // extra KEY=VALUE for every PE (on top of this process's environment)
+	MPS    MPS      // one node's PEs sharing a GPU: a CUDA MPS daemon for the job (PlanMPS)
 	Prefix bool     // prefix each output line with "[pe N] "
 	// Timeout bounds the whole job (0: none).
 	Timeout time.Duration
@@ -223,6 +224,21 @@ func Run(ctx context.Context, cfg Config) error {
 		for _, h := range hosts {
 			layout = append(layout, h.NPEs)
 		}
+	}
+	if cfg.MPS.Start && len(hosts) == 1 && hosts[0].Name == "" {
+		mpsEnv, stop, err := startMPS(cfg.MPS)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintln(cfg.Stderr, err)
+			}
+		}()
+		if env.Debugging(env.LevelInfo) {
+			fmt.Fprintf(cfg.Stderr, "roxrun: CUDA MPS: %s\n", cfg.MPS.Why)
+		}
+		cfg.Env = append(append([]string{}, cfg.Env...), mpsEnv...)
 	}
 	srv, err := bootstrap.NewServerConfig(bind, total, token, bootstrap.Config{Layout: layout})
 	if err != nil {
