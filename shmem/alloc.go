@@ -130,7 +130,11 @@ func (w *World) Align(align, size int) (Mem, error) {
 // alloc makes an allocation; allocName, where set, is the user's call that the allocation's
 // identity names (Alloc goes through Calloc).
 func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, error) {
-	if err := w.check(call); err != nil {
+	user := call // the call the user made, for the errors that are this PE's alone
+	if allocName != "" {
+		user = allocName
+	}
+	if err := w.check(user); err != nil {
 		return Mem{}, err
 	}
 	id := callMalloc
@@ -141,7 +145,7 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 		id = callAlign
 	}
 	if size < 0 {
-		return Mem{}, w.refuse(call, id, w.errorf(call, ErrBadArgument, "negative size %d", size))
+		return Mem{}, w.refuse(call, id, w.errorf(user, ErrBadArgument, "negative size %d", size))
 	}
 	c, err := w.coll.begin(w, call)
 	if err != nil {

@@ -214,7 +214,9 @@ func (f *benchFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, st
 // suiteTests lists the test names of a suite, for --tests.
 func suiteTests(suite string, npes int) []string {
 	var names []string
-	if suite == "p2p" || suite == "all" {
+	if (suite == "p2p" || suite == "all") && gpuBackend() {
+		names = append(names, gpuBenchTests...)
+	} else if suite == "p2p" || suite == "all" {
 		for _, s := range hostBench {
 			for _, k := range s.rows(max(npes, 2)) {
 				if !slices.Contains(names, k.test) {
@@ -332,10 +334,7 @@ func p2pBench(f *benchFlags, stdout, stderr io.Writer) int {
 		if len(compares) > 0 {
 			return c.fail(stderr, "--compare %s: the comparison programs run on the CPU; this backend is a GPU (ROX_DEVICE=host runs the host suite)", f.compare)
 		}
-		if c.set("tests") || c.set("iters") {
-			return c.fail(stderr, "--tests and --iters are options of the host suite; the GPU suite runs every row, 20000 round trips a round")
-		}
-		return benchGPUMain(f.n, f.rounds, f.asJSON, f.timeout, f.nvshmem, stdout, stderr)
+		return benchGPUMain(f.n, f.iters, f.rounds, f.tests, f.asJSON, f.timeout, f.nvshmem, stdout, stderr)
 	}
 	if c.set("nvshmem") {
 		return c.fail(stderr, "%s: NVSHMEM's figures compare with the GPU suite; this backend is the host", c.given("nvshmem"))
@@ -391,14 +390,9 @@ func selectRows(list string, npes int) (map[string]bool, error) {
 		return nil, nil
 	}
 	known := map[string]bool{}
-	var names []string
-	for _, s := range hostBench {
-		for _, k := range s.rows(max(npes, 2)) {
-			if !known[k.test] {
-				known[k.test] = true
-				names = append(names, k.test)
-			}
-		}
+	names := suiteTests("p2p", npes)
+	for _, n := range names {
+		known[n] = true
 	}
 	sel := map[string]bool{}
 	for _, t := range strings.Split(list, ",") {
@@ -407,7 +401,7 @@ func selectRows(list string, npes int) (map[string]bool, error) {
 			continue
 		}
 		if !known[t] {
-			return nil, fmt.Errorf("--tests %q: no test %q (the host suite has %s)", list, t, strings.Join(names, ", "))
+			return nil, fmt.Errorf("--tests %q: no test %q (the p2p suite has %s)", list, t, strings.Join(names, ", "))
 		}
 		sel[t] = true
 	}
@@ -605,7 +599,7 @@ func benchPE(iters, rounds int, selected map[string]bool, stdout, stderr io.Writ
 		return 1
 	}
 	if w.Device().Driver != "host" {
-		err = runGPUBenchmarks(ctx, w, rounds, json.NewEncoder(stdout))
+		err = runGPUBenchmarks(ctx, w, iters, rounds, selected, json.NewEncoder(stdout))
 	} else {
 		err = runBenchmarks(ctx, w, iters, rounds, selected, json.NewEncoder(stdout))
 	}

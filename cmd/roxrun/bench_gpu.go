@@ -28,6 +28,9 @@ type gpuRow struct {
 }
 
 // gpuBackend reports whether ROX_DEVICE picks a GPU here.
+// gpuBenchTests are the p2p suite's tests on a GPU backend, in the order they run.
+var gpuBenchTests = []string{"p_pingpong", "put_signal_pingpong", "fetch_add_latency", "put_bw", "put_bw_ce", "putmem_on_stream_bw", "barrier_all_latency"}
+
 func gpuBackend() bool {
 	backend, _ := env.Device.String()
 	drv, _, err := auto.Pick(backend)
@@ -37,7 +40,7 @@ func gpuBackend() bool {
 // benchGPUMain runs the GPU benchmark job once per ROX_ORDERING mode and prints the rows with the
 // bypass/strict ratio, and NVSHMEM's figure and the ratio to it where nvshmemOut (the output of
 // an NVSHMEM benchmark printing nvbench's lines) has one.
-func benchGPUMain(n, rounds int, asJSON bool, timeout time.Duration, nvshmemOut string, stdout, stderr io.Writer) int {
+func benchGPUMain(n, iters, rounds int, tests string, asJSON bool, timeout time.Duration, nvshmemOut string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun bench:", err)
@@ -47,7 +50,7 @@ func benchGPUMain(n, rounds int, asJSON bool, timeout time.Duration, nvshmemOut 
 	for _, ord := range []string{"strict", "bypass"} {
 		var out bytes.Buffer
 		err := launch.Run(context.Background(), launch.Config{
-			NPEs: n, Argv: []string{self, benchPECommand, "-rounds", strconv.Itoa(rounds)}, Env: []string{"ROX_ORDERING=" + ord},
+			NPEs: n, Argv: []string{self, benchPECommand, "-rounds", strconv.Itoa(rounds), "-iters", strconv.Itoa(iters), "-tests", tests}, Env: []string{"ROX_ORDERING=" + ord},
 			Timeout: timeout, Stdout: &out, Stderr: stderr, MPS: jobMPS(n),
 		})
 		if err != nil {
@@ -179,7 +182,9 @@ func printGPUTable(w io.Writer, rows, anchor []gpuRow) {
 
 // runGPUBenchmarks is one PE of the GPU benchmark job (PE 0 and the last PE are the pair; PE 0
 // prints the rows). Kernels come from the runtime's code object, loaded as a module of this World.
-func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json.Encoder) error {
+func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds int, selected map[string]bool, enc *json.Encoder) error {
+	// want: the rows --tests selects (all when nil); every PE skips the same ones.
+	want := func(test string) bool { return selected == nil || selected[test] }
 	me, npes := w.MyPE(), w.NPEs()
 	peer := npes - 1
 	other := int32(peer - me)
@@ -203,7 +208,7 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json
 	}
 	// emitRounds prints a latency row from the one-way or per-call time of each round (us).
 	emitRounds := func(test string, per []float64) error {
-		if me != 0 {
+		if me != 0 || !want(test) {
 			return nil
 		}
 		r := gpuRow{benchRow{Test: test, Backend: info.Driver, PEs: npes, SizeBytes: 8, Blocks: 1, Rounds: len(per)}, ord}
@@ -255,11 +260,13 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json
 	pair := me == 0 || me == peer
 
 	// Latency: one thread each, the loop inside the kernel; iters round trips after a warm-up run.
-	const iters = 20000
 	for _, t := range []struct {
 		test, kernel string
 		s            shmem.Sym[uint64]
 	}{{"p_pingpong", "roxk_p_pingpong", flag}, {"put_signal_pingpong", "roxk_putsig_pingpong", sig}} {
+		if !want(t.test) {
+			continue
+		}
 		var per []float64
 		for r := -1; r < rounds; r++ {
 			n := uint64(iters)
@@ -304,7 +311,7 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json
 
 	// fetch_add latency: PE 0 adds 1 to the last PE's word, each add waiting for the last.
 	var faddPer []float64
-	for r := -1; r < rounds; r++ {
+	for r := -1; want("fetch_add_latency") && r < rounds; r++ {
 		n := uint64(iters)
 		if r < 0 {
 			n = 1000 // warm-up, not timed
@@ -338,6 +345,9 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json
 	// bwCell measures one bandwidth cell on PE 0, the others keeping only the barrier: enqueue
 	// runs once to warm up, then n repetitions are timed with device events around them.
 	bwCell := func(test string, size, blocks int, enqueue func(n uint64) error) error {
+		if !want(test) {
+			return nil
+		}
 		if err := w.BarrierAll(ctx); err != nil {
 			return err
 		}
@@ -393,7 +403,7 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, rounds int, enc *json
 	// barrier_all_latency: stream-ordered barriers back to back (one kernel each), every PE.
 	const barriers = 2000
 	var barPer []float64
-	for r := -1; r < rounds; r++ {
+	for r := -1; want("barrier_all_latency") && r < rounds; r++ {
 		n := barriers
 		if r < 0 {
 			n = 100 // warm-up, not timed
