@@ -63,6 +63,7 @@ var apiCalls = map[string]string{
 	"BroadcastOnStream":     "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
 	"ReduceScatterOnStream": "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
 	"World.BarrierOnStream": "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
+	"Team.BarrierOnStream":  "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
 	"World.QuietOnStream":   "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
 	"World.SyncStream":      "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
 	"Team.Destroy":          "- releases a team; orders nothing the model states",
@@ -71,7 +72,7 @@ var apiCalls = map[string]string{
 }
 
 // noMemory lists calls with no memory effect: accessors, setup, conversions, modules.
-var noMemory = []string{"As", "BFloat16.Float32", "BFloat16From", "Cmp.String", "Ctx.Options", "Ctx.Reorder",
+var noMemory = []string{"As", "BuildVersion.String", "Version", "WithLauncherEnv", "BFloat16.Float32", "BFloat16From", "Cmp.String", "Ctx.Options", "Ctx.Reorder",
 	"CtxOption.String", "Error.Error", "Error.Unwrap", "Float16.Float32", "Float16From", "Init", "InitReport.String",
 	"Mem.Device", "Mem.Offset", "Mem.Size", "Module.Elapsed", "Module.Global", "Module.Launch", "Module.LaunchAll",
 	"Module.LaunchOn", "Module.Stream", "Module.Sync", "Module.Unload", "Op.String", "RegisterDeviceRecord",
