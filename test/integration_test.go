@@ -230,7 +230,7 @@ func TestInfo(t *testing.T) {
 		}
 	}
 	r = roxrun(t, 30*time.Second, []string{"ROX_ORDERING=sideways"}, "info")
-	if r.status == 0 || !strings.Contains(r.stdout, `ROX_ORDERING="sideways"`) {
+	if r.status == 0 || !strings.Contains(r.stdout, "INVALID: ROX_ORDERING=sideways: want one of strict|bypass") {
 		t.Errorf("a malformed knob was not reported (status %d):\n%s", r.status, r.stdout)
 	}
 }
