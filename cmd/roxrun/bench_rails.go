@@ -261,7 +261,9 @@ func plotRails(file string, tb *railTable) error {
 	}
 	load := ""
 	if len(loads) > 0 {
-		load = fmt.Sprintf("%s .. %s (as the runs' cells ended)", strings.Fields(loads[0])[0], strings.Fields(loads[len(loads)-1])[0])
+		first := strings.TrimSuffix(strings.Fields(loads[0])[0], ",")
+		last := strings.TrimSuffix(strings.Fields(loads[len(loads)-1])[0], ",")
+		load = fmt.Sprintf("%s .. %s (1-minute, as the runs' cells ended)", first, last)
 	}
 	return plotGrid(file, plotCaption(load), grid)
 }
