@@ -63,6 +63,11 @@ func TestRailsBenchTableAndPlot(t *testing.T) {
 			t.Errorf("plot lacks %q", want)
 		}
 	}
+	png := filepath.Join(dir, "rails.png")
+	if code := benchMain([]string{"bench", "rails", f1, f2, "--plot", png}, &out, &errOut); code != 0 {
+		t.Fatalf("roxrun bench rails --plot %s: status %d: %s", png, code, errOut.String())
+	}
+	checkPNG(t, png, 3) // single, rr, cas
 	if code := benchMain([]string{"bench", "--rails"}, &out, &errOut); code != 2 {
 		t.Errorf("roxrun bench --rails with no file: status %d", code)
 	}

@@ -46,6 +46,13 @@ func TestPlotPNGNotBlank(t *testing.T) {
 	if err := plotColl(file, plotCaption(""), rows, []string{"mpi"}, map[string][]collRow{"mpi": mpi}); err != nil {
 		t.Fatal(err)
 	}
+	checkPNG(t, file, 2)
+}
+
+// checkPNG fails t unless file is a PNG of a readable size with ink on it and the first series
+// colours of plotColors among its pixels.
+func checkPNG(t *testing.T, file string, series int) {
+	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,7 @@ func TestPlotPNGNotBlank(t *testing.T) {
 	if b.Dx() < 600 || b.Dy() < 600 {
 		t.Fatalf("PNG is %dx%d: too small to read", b.Dx(), b.Dy())
 	}
-	ink, found := 0, make([]bool, 2)
+	ink, found := 0, make([]bool, series)
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
 			r, g, bl, _ := img.At(x, y).RGBA()
