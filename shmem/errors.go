@@ -62,9 +62,11 @@ func (e *Error) Unwrap() []error {
 }
 
 func (w *World) errorf(call string, kind error, format string, args ...any) *Error {
-	pe := callerPE()
+	pe := -1
 	if w != nil {
 		pe = w.pe
+	} else {
+		pe = callerPE()
 	}
 	return &Error{Call: call, PE: pe, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 }
