@@ -362,5 +362,5 @@ func TestSDMAConformance(t *testing.T) {
 // signal_fetch, the inc and bitwise AMOs, and named contexts (on the default one). Threads of a
 // PE, teams and collectives, the polls, the _nbi fetches and putsig_nbi, puts from and gets into
 // locations, stores through roxshmem_ptr and 32-bit halves are the host runner's
-// (internal/litmusrun), not this one's.
+// (tools/litmusrun), not this one's.
 var sdmaFeatures = memmodel.Features(memmodel.Signals, memmodel.Sync, memmodel.SignalFetch, memmodel.AMOInc, memmodel.AMOBitwise, memmodel.Contexts)

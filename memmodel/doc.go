@@ -79,7 +79,7 @@
 //
 // Runner is what a backend implements; Conform runs a test many times, prints a litmus7-style
 // Histogram and returns a *ForbiddenError for any outcome the selected mode forbids. The host
-// backend's runner lives in internal/litmusrun; `roxrun litmus --run N` drives it.
+// backend's runner lives in tools/litmusrun; `roxrun litmus --run N` drives it.
 //
 // Test.Features says which of the language's shapes beyond the core a test uses (Feature:
 // fetch_nbi, putsig_nbi, mixed_width, threads, ptr_store, contexts, teams, irregular_team,

@@ -16,7 +16,7 @@ import (
 // a Transport that delivers one PE's puts, non-fetching AMOs, put-with-signals and non-blocking
 // gets out of order, as late as the Transport contract lets it, and emulates a weak CPU and its
 // caches for the PE's plain loads and stores. Only Fence, Quiet and PutSignal's own rules keep
-// order, so a conformance run (internal/litmusrun) on it shows whether the runtime's fence, quiet
+// order, so a conformance run (tools/litmusrun) on it shows whether the runtime's fence, quiet
 // and put-with-signal code is what keeps the outcomes the memory model forbids away, and a
 // Mutation breaks one of them on purpose to show that the run would notice.
 

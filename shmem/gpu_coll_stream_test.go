@@ -12,8 +12,8 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/env"
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/kernels"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // TestGPUStreamColl runs a 2-PE job (both PEs may share one GPU: the calls are few, so are the

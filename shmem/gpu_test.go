@@ -17,8 +17,8 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/nic"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // The GPU tests run 2-PE jobs: TestGPU starts this test binary twice under the launcher with

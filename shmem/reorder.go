@@ -12,7 +12,7 @@ import (
 // backend: every put, AMO, put-with-signal and get of this PE, to any PE including itself, goes
 // through a nic.Reorder, which delivers them out of order as far as Fence, Quiet and
 // put-with-signal allow (nic/reorder.go). The World's own Fence, Quiet, barrier and waits are then
-// what keeps order; the litmus runner (internal/litmusrun) shows that they do.
+// what keeps order; the litmus runner (tools/litmusrun) shows that they do.
 
 // startReorder wraps the paths to every PE in the reordering path. It runs after the barrier's
 // space is reserved and before anything decides by path kind (the collectives).

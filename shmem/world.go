@@ -692,7 +692,7 @@ func (w *World) GlobalExit(status int) {
 	os.Exit(exitCode(status))
 }
 
-// exitCode is the process exit code of GlobalExit(status); internal/launch maps it the same way.
+// exitCode is the process exit code of GlobalExit(status); tools/launch maps it the same way.
 func exitCode(status int) int {
 	if c := status & 0xff; c != 0 || status == 0 {
 		return c

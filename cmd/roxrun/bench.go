@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/internal/env"
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/internal/units"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 const benchPECommand = "bench-pe"

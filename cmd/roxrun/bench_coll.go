@@ -30,8 +30,8 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/device"
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // collPEFlag makes `roxrun bench` the PE side of the collective benchmark.

@@ -1,7 +1,7 @@
 package main
 
 // roxrun bench coll --compare mpi: Roxamen's host collectives and Open MPI's (the project's
-// comparison program, test/compare/c/mpi_bench.c) measured in the same run, round by round: each
+// comparison program, tools/compare/c/mpi_bench.c) measured in the same run, round by round: each
 // round is one Roxamen job then one Open MPI run with the same PEs, the same binding (none: both
 // launchers leave placement to the kernel) and the same sizes and iterations, so that both see the
 // same load. Each row gives both medians over the rounds and the ratio's min, median and max

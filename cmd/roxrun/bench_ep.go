@@ -1,17 +1,17 @@
 package main
 
 // The workload rows of the host suite: expert-parallel dispatch and combine (shmem/ep) in both
-// modes, and the tensor-parallel GEMM with its all-reduce fused in or after it (examples/gemm/tp).
+// modes, and the tensor-parallel GEMM with its all-reduce fused in or after it (shmem/tp).
 // `--compare mpi-ep` runs the same exchange with MPI_Alltoall + MPI_Alltoallv
-// (test/compare/c/mpi_ep_bench.c) over the same routings.
+// (tools/compare/c/mpi_ep_bench.c) over the same routings.
 
 import (
 	"runtime"
 	"time"
 
-	"github.com/roxamen/roxamen/examples/gemm/tp"
 	"github.com/roxamen/roxamen/shmem/ep"
-	"github.com/roxamen/roxamen/test/compare"
+	"github.com/roxamen/roxamen/shmem/tp"
+	"github.com/roxamen/roxamen/tools/compare"
 )
 
 func init() {

@@ -16,9 +16,9 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/auto"
 	"github.com/roxamen/roxamen/internal/env"
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // gpuRow is a benchRow of the GPU benchmarks, which run once per memory-model mode.

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/roxamen/roxamen/test/compare"
+	"github.com/roxamen/roxamen/tools/compare"
 )
 
 // comparison is a program `roxrun bench --compare` builds and runs beside Roxamen's rows.

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roxamen/roxamen/internal/launch"
-	"github.com/roxamen/roxamen/internal/litmusrun"
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/launch"
+	"github.com/roxamen/roxamen/tools/litmusrun"
 )
 
 // litmusPECommand is the hidden subcommand each PE of `roxrun litmus --run` executes.

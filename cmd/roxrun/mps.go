@@ -5,7 +5,7 @@ import (
 
 	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/internal/env"
-	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // planMPS is whether a job of pes PEs on this node gets a CUDA MPS daemon of its own (ROX_MPS).

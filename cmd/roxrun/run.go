@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/internal/env"
-	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 type runFlags struct {

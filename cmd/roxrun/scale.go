@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/internal/env"
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // roxrun info --scale: a job of N PEs (roxrun itself, as scalePECommand) that Init, talk to a

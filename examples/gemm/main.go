@@ -20,8 +20,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/roxamen/roxamen/examples/gemm/tp"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/shmem/tp"
 )
 
 func main() {

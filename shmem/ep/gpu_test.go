@@ -14,10 +14,10 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // TestGPU runs shmem/ep on the GPU: per ROX_ORDERING mode a 2-PE job of this test binary under the

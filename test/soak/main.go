@@ -34,8 +34,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 func main() {

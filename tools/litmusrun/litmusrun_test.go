@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 const childEnv = "ROX_LITMUSRUN_TEST_CHILD"

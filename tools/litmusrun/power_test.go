@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roxamen/roxamen/internal/launch"
 	"github.com/roxamen/roxamen/memmodel"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // powerTarget is issue 14's: the weak outcome of at least 90% of the Allowed (test, mode) rows

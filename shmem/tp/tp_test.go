@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/roxamen/roxamen/examples/gemm/tp"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/shmem/tp"
 )
 
 // In a 1-PE job (a lone process) every tile is this PE's: the workers, the sender and the
