@@ -72,7 +72,7 @@ var apiCalls = map[string]string{
 }
 
 // noMemory lists calls with no memory effect: accessors, setup, conversions, modules.
-var noMemory = []string{"As", "BuildVersion.String", "Version", "WithLauncherEnv", "BFloat16.Float32", "BFloat16From", "Cmp.String", "Ctx.Options", "Ctx.Reorder",
+var noMemory = []string{"As", "BuildVersion.String", "Version", "WithLauncherEnv", "BFloat16.Float32", "BFloat16From", "Cmp.String", "Ctx.Options",
 	"CtxOption.String", "Error.Error", "Error.Unwrap", "Float16.Float32", "Float16From", "Init", "InitReport.String",
 	"Mem.Device", "Mem.Offset", "Mem.Size", "Module.Elapsed", "Module.Global", "Module.Launch", "Module.LaunchAll",
 	"Module.LaunchOn", "Module.Stream", "Module.Sync", "Module.Unload", "Op.String", "RegisterDeviceRecord",
@@ -80,7 +80,7 @@ var noMemory = []string{"As", "BuildVersion.String", "Version", "WithLauncherEnv
 	"Team.MyPE", "Team.NPEs", "Team.StreamAlgorithm", "Team.String", "Team.TranslatePE", "Team.WorldPE",
 	"WithHeapSize", "WithTimeout", "World.Connections", "World.Device", "World.InitReport", "World.LoadModule",
 	"World.LocalNPEs", "World.LocalPE", "World.MyPE", "World.NPEs", "World.NewStream", "World.Ordering",
-	"World.Reorder", "World.TeamShared", "World.TeamWorld", "World.Timeout"}
+	"World.TeamShared", "World.TeamWorld", "World.Timeout"}
 
 // shmemCalls lists package shmem's exported functions and methods of exported types.
 func shmemCalls(t *testing.T) []string {

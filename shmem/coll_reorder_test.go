@@ -26,7 +26,7 @@ func TestCollReorder(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d/%d", tc.n, tc.perNode), func(t *testing.T) {
 			nodeJob(t, tc.n, tc.perNode, 24<<20, func(w *World) error {
-				if w.Reorder() == nil {
+				if w.reorder == nil {
 					return fmt.Errorf("ROX_DELIVERY=reorder did not select the reordering path")
 				}
 				ctx := context.Background()

@@ -79,16 +79,6 @@ func (w *World) CreateCtx(opts CtxOption) (*Ctx, error) {
 	return c, nil
 }
 
-// Reorder returns the context's stream on the reordering delivery path when ROX_DELIVERY=reorder,
-// else nil. It is for conformance runs: a thread issuing on the context makes its plain accesses
-// through it (Store, Load), so that they sit in a store buffer of their own.
-func (c *Ctx) Reorder() *nic.ReorderCtx {
-	if c == nil {
-		return nil
-	}
-	return c.ro
-}
-
 // path is the context's path to pe: its own stream on the reordering path, else the World's.
 func (c *Ctx) path(pe int) path {
 	if c.ro != nil {

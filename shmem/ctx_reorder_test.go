@@ -24,7 +24,7 @@ func TestCtxReorderQuietsOwnOperations(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if a.Reorder() == nil {
+		if a.ro == nil {
 			return errors.New("a context on the reordering path has no stream of its own")
 		}
 		if err := w.BarrierAll(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/internal/seam"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -50,13 +51,21 @@ func (w *World) startReorder() error {
 	return nil
 }
 
-// Reorder returns the reordering delivery path when ROX_DELIVERY=reorder, else nil. It is for
-// conformance runs: its plain-access emulation (Store, Load, Cache) and its mutation switch (Arm).
-func (w *World) Reorder() *nic.Reorder {
-	if w == nil {
+// The conformance runner reaches the path through internal/seam (its plain-access emulation:
+// Store, Load, Cache; its mutation switch: Arm), so that World and Ctx export nothing of it.
+func init() {
+	seam.Reorder = func(world any) any {
+		if w, _ := world.(*World); w != nil && w.reorder != nil {
+			return w.reorder
+		}
 		return nil
 	}
-	return w.reorder
+	seam.CtxReorder = func(ctx any) any {
+		if c, _ := ctx.(*Ctx); c != nil && c.ro != nil {
+			return c.ro
+		}
+		return nil
+	}
 }
 
 // acquire is an acquiring call's invalidate on the reordering path (in bypass, plain loads see

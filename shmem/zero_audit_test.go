@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roxamen/roxamen/internal/seam"
 	"github.com/roxamen/roxamen/shmem"
 )
 
@@ -95,7 +96,7 @@ func TestZeroValueAudit(t *testing.T) {
 		{"World.Device", func() any { return w.Device() }},
 		{"World.InitReport", func() any { return w.InitReport() }},
 		{"World.Connections", func() any { return w.Connections() }},
-		{"World.Reorder", func() any { return w.Reorder() }},
+		{"seam.Reorder(World)", func() any { return seam.Reorder(w) }},
 		{"World.TeamWorld", func() any { return w.TeamWorld() }},
 		{"World.TeamShared", func() any { return w.TeamShared() }},
 		{"Team.MyPE", func() any { return tm.MyPE() }},
@@ -106,7 +107,7 @@ func TestZeroValueAudit(t *testing.T) {
 		{"Team.Handle", func() any { return tm.Handle() }},
 		{"Team.Algorithm", func() any { return tm.Algorithm(shmem.CollBroadcast, 8) }},
 		{"Ctx.Options", func() any { return c.Options() }},
-		{"Ctx.Reorder", func() any { return c.Reorder() }},
+		{"seam.CtxReorder(Ctx)", func() any { return seam.CtxReorder(c) }},
 		{"Module.Stream", func() any { return m.Stream() }},
 	}
 	for _, c := range calls {

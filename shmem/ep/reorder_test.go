@@ -13,6 +13,7 @@ import (
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
+	"github.com/roxamen/roxamen/internal/seam"
 	"github.com/roxamen/roxamen/tools/launch"
 )
 
@@ -48,7 +49,7 @@ func TestReorderWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Finalize()
-	if w.Reorder() == nil {
+	if seam.Reorder(w) == nil {
 		t.Fatal("ROX_DELIVERY=reorder did not select the reordering path")
 	}
 	npes, me := w.NPEs(), w.MyPE()

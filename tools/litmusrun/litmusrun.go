@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/internal/seam"
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/shmem"
@@ -289,7 +290,7 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 	if err != nil {
 		return none, err
 	}
-	p := &pe{w: w, t: t, l: l, k: k, spread: 1, ro: w.Reorder()}
+	p := &pe{w: w, t: t, l: l, k: k, spread: 1, ro: reorderOf(w)}
 	if p.ro != nil {
 		p.plain = &p.ro.ReorderCtx
 	}
@@ -538,7 +539,7 @@ func (p *pe) runThreads(ctx context.Context, order []int) error {
 		tp := *p
 		tp.col, tp.tctx, tp.named = col, p.tctxs[j], p.nameds[j]
 		if p.ro != nil { // the thread's plain accesses sit in its own store buffer
-			tp.plain = tp.tctx.Reorder()
+			tp.plain = ctxReorderOf(tp.tctx)
 		}
 		tp.rng = rand.New(rand.NewSource(p.rng.Int63()))
 		tp.iregs, tp.ilate, tp.iafter = make([]map[string]int64, p.k), make([]map[string]*uint64, p.k), make([]map[string]func() int64, p.k)
@@ -1246,7 +1247,7 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 	for _, t := range tests {
 		used |= t.Features()
 	}
-	if used.Has(memmodel.PtrStore) && w.Reorder() == nil {
+	if used.Has(memmodel.PtrStore) && reorderOf(w) == nil {
 		var err error
 		if mapped, err = mapsEveryHeap(ctx, w); err != nil {
 			return err
@@ -1279,14 +1280,14 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 	}
 	if w.MyPE() == 0 && out != nil {
 		path := "the runtime's own delivery paths"
-		if ro := w.Reorder(); ro != nil {
+		if ro := reorderOf(w); ro != nil {
 			path = "the reordering delivery path (ROX_DELIVERY=reorder)"
 			if m := ro.Mutation(); m != nic.MutNone {
 				path += ", mutation " + m.String()
 			}
 		}
 		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s over %s, %s, %d copies per iteration", w.Device(), path, mode, max(cfg.Instances, DefaultInstances*boolInt(cfg.Instances == 0))), rows)
-		if ro := w.Reorder(); ro != nil && ro.Mutation() != nic.MutNone {
+		if ro := reorderOf(w); ro != nil && ro.Mutation() != nic.MutNone {
 			m, err := memmodel.ParseMutation(ro.Mutation().String())
 			if err == nil {
 				err = memmodel.PrintCaught(out, tests, rows, m, opt)
@@ -1350,4 +1351,17 @@ func mapsEveryHeap(ctx context.Context, w *shmem.World) (bool, error) {
 		return false, err
 	}
 	return dst.Local()[0] == 1, nil
+}
+
+// reorderOf is w's reordering delivery path (ROX_DELIVERY=reorder), or nil; shmem hands it over
+// through internal/seam rather than exporting it.
+func reorderOf(w *shmem.World) *nic.Reorder {
+	r, _ := seam.Reorder(w).(*nic.Reorder)
+	return r
+}
+
+// ctxReorderOf is c's own stream on the reordering delivery path, or nil.
+func ctxReorderOf(c *shmem.Ctx) *nic.ReorderCtx {
+	r, _ := seam.CtxReorder(c).(*nic.ReorderCtx)
+	return r
 }
