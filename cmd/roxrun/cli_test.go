@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/roxamen/roxamen/tools/roxruntest"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,11 +36,11 @@ func TestHelp(t *testing.T) {
 	}
 	for _, c := range commands() {
 		var want bytes.Buffer
-		c.usage(&want)
+		c.Usage(&want)
 		if !strings.Contains(top, want.String()) {
-			t.Errorf("roxrun --help lacks the usage of %s:\n%s", c.name, want.String())
+			t.Errorf("roxrun --help lacks the usage of %s:\n%s", c.Name, want.String())
 		}
-		for _, args := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {c.name, "-help"}, {"help", c.name}} {
+		for _, args := range [][]string{{c.Name, "--help"}, {c.Name, "-h"}, {c.Name, "-help"}, {"help", c.Name}} {
 			rc, out, errs := runRoxrun(args...)
 			if rc != 0 || errs != "" || out != want.String() {
 				t.Errorf("roxrun %v: rc %d, stderr %q, stdout:\n%s\nwant rc 0 and:\n%s", args, rc, errs, out, want.String())
@@ -67,16 +67,16 @@ func TestEveryFlagDocumented(t *testing.T) {
 	}
 	_, top, _ := runRoxrun("--help")
 	for _, c := range commands() {
-		c.fs.VisitAll(func(f *flag.Flag) {
+		c.Flags.VisitAll(func(f *flag.Flag) {
 			name := "--" + f.Name
 			if len(f.Name) == 1 {
 				name = "-" + f.Name
 			}
 			if !strings.Contains(top, "  "+name+" ") && !strings.Contains(top, "  "+name+"\n") {
-				t.Errorf("roxrun --help does not list %s %s", c.name, name)
+				t.Errorf("roxrun --help does not list %s %s", c.Name, name)
 			}
 			if !strings.Contains(string(readme), "`"+name) {
-				t.Errorf("docs/roxrun.md does not mention %s's %s", c.name, name)
+				t.Errorf("docs/roxrun.md does not mention %s's %s", c.Name, name)
 			}
 		})
 	}
@@ -123,60 +123,9 @@ func TestConflictingFlags(t *testing.T) {
 	}
 }
 
-// LITMUS.md's example decides as it says.
-func TestLitmusFormatExample(t *testing.T) {
-	doc, err := os.ReadFile("../../memmodel/LITMUS.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(doc), "```\nSHMEM ")
-	body, _, ok2 := strings.Cut(after, "```")
-	if !ok || !ok2 {
-		t.Fatal("memmodel/LITMUS.md has no example")
-	}
-	p := writeLitmus(t, "SHMEM "+body)
-	if rc, out, errs := runLitmus("--check", p); rc != 0 || !strings.Contains(out, " ok\n") {
-		t.Fatalf("the example of memmodel/LITMUS.md: rc %d\n%s%s", rc, out, errs)
-	}
-}
-
-// buildRoxrun builds the real binary: bench and litmus --run start themselves as the PEs. It is
-// built once per test binary and shared (TestMain removes it); the tests only run it.
-func buildRoxrun(t *testing.T) string {
-	t.Helper()
-	roxrunBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "roxrun-test-")
-		if err != nil {
-			roxrunBin.err = err
-			return
-		}
-		roxrunBin.dir = dir
-		bin := filepath.Join(dir, "roxrun")
-		cmd := exec.Command("go", "build", "-o", bin, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			roxrunBin.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		roxrunBin.path = bin
-	})
-	if roxrunBin.err != nil {
-		t.Fatal(roxrunBin.err)
-	}
-	return roxrunBin.path
-}
-
-var roxrunBin struct {
-	once      sync.Once
-	dir, path string
-	err       error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if roxrunBin.dir != "" {
-		os.RemoveAll(roxrunBin.dir)
-	}
+	roxruntest.Remove()
 	os.Exit(code)
 }
 
@@ -238,7 +187,7 @@ func TestProgressAndSummary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds roxrun and starts multi-process jobs")
 	}
-	bin := buildRoxrun(t)
+	bin := roxruntest.Binary(t)
 	bench := []string{"bench", "--tests", "p_pingpong,barrier_all_latency", "--rounds", "2", "--iters", "200"}
 	lit := []string{"litmus", "--run", "5", "../../memmodel/testdata/MP+fence+wait.litmus", "../../memmodel/testdata/SB+fences.litmus"}
 

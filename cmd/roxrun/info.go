@@ -14,46 +14,49 @@ import (
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic/ucx"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/bench"
+	"github.com/roxamen/roxamen/tools/cli"
+	"github.com/roxamen/roxamen/tools/launch"
 )
 
 // infoCommand is info's command with its flags.
 type infoCommand struct {
-	*command
+	*cli.Command
 	scale  *bool
 	asJSON *bool
-	sf     *scaleFlags
+	sf     *bench.ScaleFlags
 }
 
-func newInfoCommand() *command { return newInfoCmd().command }
+func newInfoCommand() *cli.Command { return newInfoCmd().Command }
 
 func newInfoCmd() infoCommand {
-	c := newCommand("info", "", `
+	c := cli.NewCommand("info", "", `
 Show the build, the backend roxrun's PEs would pick here and why, which NIC transports
 load, and every ROX_* knob with its value; exit 1 when a knob is malformed or the
 backend ROX_DEVICE asks for is unusable. With --scale, start a job of -n PEs instead
 that talk in --pattern and print what setup cost them: Init's phases (min, mean and
 max over the PEs), Init's CPU time, and the transport connections each PE holds.`)
-	scale := c.fs.Bool("scale", false, "run a job and report its setup cost (see -n, --pattern, --timeout)")
-	asJSON := c.fs.Bool("json", false, "print the report as one JSON object, for tools")
-	return infoCommand{command: c, scale: scale, asJSON: asJSON, sf: addScaleFlags(c.fs)}
+	scale := c.Flags.Bool("scale", false, "run a job and report its setup cost (see -n, --pattern, --timeout)")
+	asJSON := c.Flags.Bool("json", false, "print the report as one JSON object, for tools")
+	return infoCommand{Command: c, scale: scale, asJSON: asJSON, sf: bench.AddScaleFlags(c.Flags)}
 }
 
 func infoMain(args []string, stdout, stderr io.Writer) int {
 	ic := newInfoCmd()
-	c, scale, sf := ic.command, ic.scale, ic.sf
-	if ok, status := c.parse(args, stdout, stderr); !ok {
+	c, scale, sf := ic.Command, ic.scale, ic.sf
+	if ok, status := c.Parse(args, stdout, stderr); !ok {
 		return status
 	}
-	if c.fs.NArg() > 0 {
-		return c.fail(stderr, "unexpected argument %q (info takes none)", c.fs.Arg(0))
+	if c.Flags.NArg() > 0 {
+		return c.Fail(stderr, "unexpected argument %q (info takes none)", c.Flags.Arg(0))
 	}
 	for _, name := range []string{"n", "pattern", "timeout"} {
-		if msg := c.needs(name, "scale"); msg != "" {
-			return c.fail(stderr, "%s", msg)
+		if msg := c.Needs(name, "scale"); msg != "" {
+			return c.Fail(stderr, "%s", msg)
 		}
 	}
 	if *scale {
-		return scaleMain(sf, stdout, stderr)
+		return bench.Scale(sf, stdout, stderr)
 	}
 	r := gatherInfo()
 	if *ic.asJSON {
@@ -125,7 +128,7 @@ func gatherInfo() infoReport {
 		r.Transports = append(r.Transports, infoProbe{"ucx", true, "libucp.so.0 " + v})
 	}
 	r.SDMA = sdmaLine()
-	if m, err := planMPS(2); err != nil {
+	if m, err := launch.NodeMPS(2); err != nil {
 		r.MPS, r.OK = err.Error(), false
 	} else if m.Start {
 		r.MPS = "a job of 2 PEs starts a CUDA MPS daemon of its own: " + m.Why

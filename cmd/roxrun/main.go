@@ -1,4 +1,6 @@
-// Command roxrun launches Roxamen SPMD jobs and carries the project's tools.
+// Command roxrun launches Roxamen SPMD jobs and carries the project's tools: this package is the
+// launcher and the command line; the benchmarks (tools/bench) and the litmus runner
+// (tools/litmusrun) live above the runtime and are dispatched to from here.
 //
 //	roxrun [run] [flags] PROGRAM|GO-PACKAGE-DIR [args]   start a job (run is the default)
 //	roxrun info                                          build, backend, transports, ROX_* knobs
@@ -15,6 +17,9 @@ import (
 	"os"
 
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/bench"
+	"github.com/roxamen/roxamen/tools/cli"
+	"github.com/roxamen/roxamen/tools/litmusrun"
 )
 
 func main() {
@@ -32,20 +37,20 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return runMain(args[1:], stdout, stderr)
 	case "info":
 		return infoMain(args[1:], stdout, stderr)
-	case scalePECommand:
-		return scalePE(args[1:], stdout, stderr)
-	case "bench", benchPECommand:
-		return benchMain(args, stdout, stderr)
-	case "litmus", litmusPECommand:
-		return litmusMain(args, stdout, stderr)
+	case bench.ScalePECommand:
+		return bench.ScalePE(args[1:], stdout, stderr)
+	case "bench", bench.PECommand:
+		return bench.Main(args, stdout, stderr)
+	case "litmus", litmusrun.PECommand:
+		return litmusrun.Main(args, stdout, stderr)
 	case "version", "-version", "--version", "-v":
 		fmt.Fprintln(stdout, "roxrun", shmem.Version())
 		return 0
 	case "help":
 		if len(args) > 1 {
 			for _, c := range commands() {
-				if c.name == args[1] {
-					c.usage(stdout)
+				if c.Name == args[1] {
+					c.Usage(stdout)
 					return 0
 				}
 			}
@@ -62,8 +67,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the user-facing subcommands, in the order the usage lists them.
-func commands() []*command {
-	return []*command{newRunFlags().cmd, newInfoCommand(), newBenchFlags().cmd, newLitmusFlags().cmd}
+func commands() []*cli.Command {
+	return []*cli.Command{newRunFlags().cmd, newInfoCommand(), bench.Command(), litmusrun.Command()}
 }
 
 // usage is the top-level help: an overview, then each command's own usage, verbatim.
@@ -76,6 +81,6 @@ the usage of one command, "roxrun help COMMAND" too; "roxrun version" (or --vers
 `)
 	for _, c := range commands() {
 		fmt.Fprintln(w)
-		c.usage(w)
+		c.Usage(w)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/tools/roxruntest"
 )
 
 // The README's knobs table is internal/env's: every knob, its type, default and meaning.
@@ -40,7 +41,7 @@ func TestReadmeQuickstart(t *testing.T) {
 	if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
 		t.Fatal("README.md's first program is not examples/quickstart/main.go as it stands")
 	}
-	bin := buildRoxrun(t)
+	bin := roxruntest.Binary(t)
 	cmd := exec.Command(bin, "-n", "4", "./examples/quickstart")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "ROX_DEVICE=host")

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/tools/cli"
 	"github.com/roxamen/roxamen/tools/launch"
 )
 
 type runFlags struct {
-	cmd      *command
+	cmd      *cli.Command
 	n        int
 	hosts    string
 	rsh      string
@@ -26,11 +27,11 @@ type runFlags struct {
 }
 
 func newRunFlags() *runFlags {
-	f := &runFlags{cmd: newCommand("run", "[flags] PROGRAM|GO-PACKAGE-DIR [args]", `
+	f := &runFlags{cmd: cli.NewCommand("run", "[flags] PROGRAM|GO-PACKAGE-DIR [args]", `
 Start an SPMD job: N processes (PEs) of PROGRAM, or of the Go package in the directory,
 built first. Output lines are prefixed [pe N]; the first PE to fail stops the job and
 roxrun exits with its status; signals are forwarded; no child outlives roxrun.`)}
-	fs := f.cmd.fs
+	fs := f.cmd.Flags
 	fs.IntVar(&f.n, "n", 1, "number of PEs (with --hosts it may be left out: the sum of the hosts' counts)")
 	fs.StringVar(&f.hosts, "hosts", "", "start PEs on other hosts: NAME:COUNT,NAME:COUNT")
 	fs.StringVar(&f.rsh, "rsh", "ssh", "with --hosts: the command that runs a program on a host, e.g. 'ip netns exec'")
@@ -44,14 +45,14 @@ roxrun exits with its status; signals are forwarded; no child outlives roxrun.`)
 func runMain(args []string, stdout, stderr io.Writer) int {
 	f := newRunFlags()
 	c := f.cmd
-	if ok, status := c.parse(args, stdout, stderr); !ok {
+	if ok, status := c.Parse(args, stdout, stderr); !ok {
 		return status
 	}
-	if c.fs.NArg() == 0 {
-		return c.fail(stderr, "no program given")
+	if c.Flags.NArg() == 0 {
+		return c.Fail(stderr, "no program given")
 	}
-	if msg := c.needs("rsh", "hosts"); msg != "" {
-		return c.fail(stderr, "%s", msg)
+	if msg := c.Needs("rsh", "hosts"); msg != "" {
+		return c.Fail(stderr, "%s", msg)
 	}
 	// The knobs are checked here, once, before any PE starts: one message, not one per PE.
 	if err := env.ValidateAll(); err != nil {
@@ -70,14 +71,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if f.hosts != "" {
 		hosts, err := launch.ParseHosts(f.hosts)
 		if err != nil {
-			return c.fail(stderr, "%v", strings.TrimPrefix(err.Error(), "roxrun: "))
+			return c.Fail(stderr, "%v", strings.TrimPrefix(err.Error(), "roxrun: "))
 		}
 		total := 0
 		for _, h := range hosts {
 			total += h.NPEs
 		}
-		if c.set("n") && f.n != total {
-			return c.fail(stderr, "-n %d and --hosts %s disagree: the hosts' counts add up to %d PEs (give one of them, or make them agree)", f.n, f.hosts, total)
+		if c.Set("n") && f.n != total {
+			return c.Fail(stderr, "-n %d and --hosts %s disagree: the hosts' counts add up to %d PEs (give one of them, or make them agree)", f.n, f.hosts, total)
 		}
 		cfg.NPEs = total
 		cfg.Hosts = hosts
@@ -86,15 +87,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			cfg.BindAddr = launch.AdvertiseAddr() + ":0"
 		}
 	}
-	prog, cleanup, err := resolveProgram(c.fs.Arg(0), stderr)
+	prog, cleanup, err := resolveProgram(c.Flags.Arg(0), stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	defer cleanup()
-	cfg.Argv = append([]string{prog}, c.fs.Args()[1:]...)
+	cfg.Argv = append([]string{prog}, c.Flags.Args()[1:]...)
 	if f.hosts == "" {
-		if cfg.MPS, err = planMPS(cfg.NPEs); err != nil {
+		if cfg.MPS, err = launch.NodeMPS(cfg.NPEs); err != nil {
 			fmt.Fprintf(stderr, "roxrun: %v\n", err)
 			return 2
 		}

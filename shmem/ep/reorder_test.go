@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roxamen/roxamen/internal/seam"
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
-	"github.com/roxamen/roxamen/internal/seam"
 	"github.com/roxamen/roxamen/tools/launch"
 )
 

@@ -14,6 +14,7 @@ import (
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/tools/launch"
+	"github.com/roxamen/roxamen/tools/roxruntest"
 )
 
 const childEnv = "ROX_LITMUSRUN_TEST_CHILD"
@@ -23,7 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(child())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	roxruntest.Remove()
+	os.Exit(code)
 }
 
 func loadSuite(dir string) ([]*memmodel.Test, error) {

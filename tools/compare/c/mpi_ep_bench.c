@@ -5,7 +5,7 @@
    then copy the rows into per-local-expert groups. Combine: the weighted partial sum per (token,
    rank) in float32, rounded to bf16, MPI_Alltoallv back, summed per token in float32 and rounded
    to bf16 once (shmem/ep's Combine returns bf16). The
-   routings are cmd/roxrun/bench_ep.go's, from the same splitmix64 generator, so that every rank
+   routings are tools/bench/bench_ep.go's, from the same splitmix64 generator, so that every rank
    sends the same uneven splits as in Roxamen's rows. Rows: ep_dispatch_ll / ep_combine_ll (128
    tokens, hidden 7168) and ep_dispatch / ep_combine (1024 tokens, hidden 1024), bf16, top-8,
    16 experts per rank; latency is the median over ROUNDS rounds of the mean over a round's

@@ -1,4 +1,4 @@
-package main
+package litmusrun
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/roxamen/roxamen/tools/roxruntest"
 )
 
 func litmusFiles(t *testing.T) []string {
@@ -20,7 +22,7 @@ func litmusFiles(t *testing.T) []string {
 
 func runLitmus(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	rc := litmusMain(append([]string{"litmus"}, args...), &out, &errb)
+	rc := Main(append([]string{"litmus"}, args...), &out, &errb)
 	return rc, out.String(), errb.String()
 }
 
@@ -107,7 +109,7 @@ func TestLitmusRunHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds roxrun and starts multi-process jobs")
 	}
-	bin := buildRoxrun(t)
+	bin := roxruntest.Binary(t)
 	cmd := exec.Command(bin, "litmus", "--run", "20", "../../memmodel/testdata/MP+fence+wait.litmus", "../../memmodel/testdata/IRIW+gets.litmus")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -136,5 +138,22 @@ func TestLitmusCat(t *testing.T) {
 	rc, out, _ = runLitmus("--check", "--cat", nofence, "../../memmodel/testdata/MP+fence+wait.litmus")
 	if rc != 1 || !strings.Contains(out, "MP+fence+wait strict=Allowed(expected Forbidden)") {
 		t.Fatalf("model without fences: rc %d\n%s", rc, out)
+	}
+}
+
+// LITMUS.md's example decides as it says.
+func TestLitmusFormatExample(t *testing.T) {
+	doc, err := os.ReadFile("../../memmodel/LITMUS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "```\nSHMEM ")
+	body, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		t.Fatal("memmodel/LITMUS.md has no example")
+	}
+	p := writeLitmus(t, "SHMEM "+body)
+	if rc, out, errs := runLitmus("--check", p); rc != 0 || !strings.Contains(out, " ok\n") {
+		t.Fatalf("the example of memmodel/LITMUS.md: rc %d\n%s%s", rc, out, errs)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func TestRailsBenchTableAndPlot(t *testing.T) {
 	}
 	svg := filepath.Join(dir, "rails.svg")
 	var out, errOut bytes.Buffer
-	if code := benchMain([]string{"bench", "--rails", f1, "--plot", svg, f2}, &out, &errOut); code != 0 {
+	if code := Main([]string{"bench", "--rails", f1, "--plot", svg, f2}, &out, &errOut); code != 0 {
 		t.Fatalf("roxrun bench --rails: status %d: %s", code, errOut.String())
 	}
 	table := out.String()
@@ -64,11 +64,11 @@ func TestRailsBenchTableAndPlot(t *testing.T) {
 		}
 	}
 	png := filepath.Join(dir, "rails.png")
-	if code := benchMain([]string{"bench", "rails", f1, f2, "--plot", png}, &out, &errOut); code != 0 {
+	if code := Main([]string{"bench", "rails", f1, f2, "--plot", png}, &out, &errOut); code != 0 {
 		t.Fatalf("roxrun bench rails --plot %s: status %d: %s", png, code, errOut.String())
 	}
 	checkPNG(t, png, 3) // single, rr, cas
-	if code := benchMain([]string{"bench", "--rails"}, &out, &errOut); code != 2 {
+	if code := Main([]string{"bench", "--rails"}, &out, &errOut); code != 2 {
 		t.Errorf("roxrun bench --rails with no file: status %d", code)
 	}
 }

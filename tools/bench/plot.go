@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The benchmarks' one plotting code (--coll's collectives, --rails's rails): panels of log-log
 // axes with sizes in B/KiB/MiB, readable ticks, spread bars, one legend above the panels (a

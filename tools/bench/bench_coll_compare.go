@@ -1,4 +1,4 @@
-package main
+package bench
 
 // roxrun bench coll --compare mpi: Roxamen's host collectives and Open MPI's (the project's
 // comparison program, tools/compare/c/mpi_bench.c) measured in the same run, round by round: each

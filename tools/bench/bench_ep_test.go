@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/roxamen/roxamen/tools/roxruntest"
 )
 
 // The workload rows run in the host suite, and --compare mpi-ep runs the MPI_Alltoallv program
@@ -17,7 +19,7 @@ func TestBenchEPCompareMPI(t *testing.T) {
 		t.Skip("builds roxrun and the MPI program and runs both")
 	}
 	needMPI(t)
-	bin := buildRoxrun(t)
+	bin := roxruntest.Binary(t)
 	tests := "ep_dispatch_ll,ep_combine_ll,ep_dispatch,ep_combine,gemm_allreduce_fused,gemm_allreduce_unfused"
 	cmd := exec.Command(bin, "bench", "--tests", tests, "--rounds", "1", "--compare", "mpi-ep", "--json")
 	var out, errb bytes.Buffer

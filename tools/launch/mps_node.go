@@ -1,17 +1,17 @@
-package main
+package launch
 
 import (
 	"os"
 
 	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/internal/env"
-	"github.com/roxamen/roxamen/tools/launch"
 )
 
-// planMPS is whether a job of pes PEs on this node gets a CUDA MPS daemon of its own (ROX_MPS).
-func planMPS(pes int) (launch.MPS, error) {
+// NodeMPS is whether a job of pes PEs on this node gets a CUDA MPS daemon of its own: PlanMPS
+// for ROX_MPS, this node's NVIDIA GPUs and the daemon already running here, if any.
+func NodeMPS(pes int) (MPS, error) {
 	mode, _ := env.MPS.String()
-	return launch.PlanMPS(mode, pes, nvidiaGPUs(), launch.MPSRunning(os.Getenv), launch.MPSControlFound())
+	return PlanMPS(mode, pes, nvidiaGPUs(), MPSRunning(os.Getenv), MPSControlFound())
 }
 
 // nvidiaGPUs counts this node's NVIDIA GPUs where the PEs would use them (0 without a driver,
@@ -27,12 +27,12 @@ func nvidiaGPUs() int {
 	return n
 }
 
-// jobMPS is planMPS for the jobs roxrun's own commands start (bench, litmus): a plan that cannot
+// JobMPS is NodeMPS for the jobs roxrun's own tools start (bench, litmus): a plan that cannot
 // start (ROX_MPS=on without a GPU) leaves the job time-sliced, and the job says what fails.
-func jobMPS(pes int) launch.MPS {
-	m, err := planMPS(pes)
+func JobMPS(pes int) MPS {
+	m, err := NodeMPS(pes)
 	if err != nil {
-		return launch.MPS{}
+		return MPS{}
 	}
 	return m
 }

@@ -1,4 +1,4 @@
-package main
+package litmusrun
 
 import (
 	"context"
@@ -12,15 +12,18 @@ import (
 
 	"github.com/roxamen/roxamen/memmodel"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/cli"
 	"github.com/roxamen/roxamen/tools/launch"
-	"github.com/roxamen/roxamen/tools/litmusrun"
 )
 
-// litmusPECommand is the hidden subcommand each PE of `roxrun litmus --run` executes.
-const litmusPECommand = "litmus-pe"
+// PECommand is the hidden subcommand each PE of `roxrun litmus --run` executes.
+const PECommand = "litmus-pe"
+
+// Command is the litmus command, for roxrun's usage.
+func Command() *cli.Command { return newLitmusFlags().cmd }
 
 type litmusFlags struct {
-	cmd       *command
+	cmd       *cli.Command
 	check     bool
 	mode      string
 	run       int
@@ -36,14 +39,14 @@ type litmusFlags struct {
 }
 
 func newLitmusFlags() *litmusFlags {
-	f := &litmusFlags{cmd: newCommand("litmus", "[flags] FILE...", `
+	f := &litmusFlags{cmd: cli.NewCommand("litmus", "[flags] FILE...", `
 Decide litmus tests (memmodel's format; memmodel/testdata holds the project's suite)
 against the memory model: print each test's states and verdict, or with --check one
 line per test compared with its expect line. --run N also executes every test N times on
 a real backend (each PE a process; on a GPU each column runs as device code) and fails
 on an outcome the model forbids. Every phase ends with a summary line; on a terminal,
 stderr shows which test runs.`), opt: memmodel.DefaultOptions()}
-	fs := f.cmd.fs
+	fs := f.cmd.Flags
 	fs.BoolVar(&f.check, "check", false, "compare each verdict with the test's expect line; one line per test, exit 1 on a mismatch")
 	fs.StringVar(&f.mode, "mode", "both", "model mode: strict, bypass or both")
 	fs.IntVar(&f.run, "run", 0, "also run every test N times on the --device backend (one PE per process) and fail on an outcome the model forbids")
@@ -53,7 +56,7 @@ stderr shows which test runs.`), opt: memmodel.DefaultOptions()}
 	fs.StringVar(&f.hosts, "hosts", "", "with --run: place the PEs on hosts NAME:COUNT,... (as roxrun run --hosts)")
 	fs.StringVar(&f.rsh, "rsh", "ssh", "with --hosts: the command that runs a program on a host")
 	fs.StringVar(&f.bind, "bind", "", "with --hosts: the address the rendezvous listens on")
-	fs.IntVar(&f.instances, "instances", litmusrun.DefaultInstances, "with --run on the host backend: copies of each test every iteration runs side by side")
+	fs.IntVar(&f.instances, "instances", DefaultInstances, "with --run on the host backend: copies of each test every iteration runs side by side")
 	fs.StringVar(&f.cat, "cat", "", "decide with the axioms of this model file (memmodel/model.cat's language) instead of the built-in checker; every candidate execution is listed, so for tests of a dozen events")
 	fs.BoolVar(&f.opt.FenceOrdersStores, "fence-orders-stores", f.opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
 	fs.BoolVar(&f.opt.BlockingFetchOrders, "blocking-fetch-orders", f.opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
@@ -62,20 +65,20 @@ stderr shows which test runs.`), opt: memmodel.DefaultOptions()}
 	return f
 }
 
-// litmusMain implements `roxrun litmus` and the hidden `roxrun litmus-pe` (args[0] is the
+// Main implements `roxrun litmus` and the hidden `roxrun litmus-pe` (args[0] is the
 // subcommand), which each PE of a --run job executes with the same flags.
-func litmusMain(args []string, stdout, stderr io.Writer) int {
-	pe := len(args) > 0 && args[0] == litmusPECommand
+func Main(args []string, stdout, stderr io.Writer) int {
+	pe := len(args) > 0 && args[0] == PECommand
 	f := newLitmusFlags()
 	c := f.cmd
 	if pe {
-		c.name = litmusPECommand
+		c.Name = PECommand
 	}
 	var rest []string
 	if len(args) > 0 {
 		rest = args[1:]
 	}
-	if ok, status := c.parse(rest, stdout, stderr); !ok {
+	if ok, status := c.Parse(rest, stdout, stderr); !ok {
 		return status
 	}
 	var modes []memmodel.Mode
@@ -87,25 +90,25 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 	case "both":
 		modes = []memmodel.Mode{memmodel.Strict, memmodel.Bypass}
 	default:
-		return c.fail(stderr, "--mode %q: want strict, bypass or both", f.mode)
+		return c.Fail(stderr, "--mode %q: want strict, bypass or both", f.mode)
 	}
-	if c.fs.NArg() == 0 {
-		return c.fail(stderr, "no litmus files given")
+	if c.Flags.NArg() == 0 {
+		return c.Fail(stderr, "no litmus files given")
 	}
 	if f.instances <= 0 {
-		return c.fail(stderr, "--instances %d: want a positive number of copies", f.instances)
+		return c.Fail(stderr, "--instances %d: want a positive number of copies", f.instances)
 	}
 	if f.run < 0 {
-		return c.fail(stderr, "--run %d: want a positive number of iterations", f.run)
+		return c.Fail(stderr, "--run %d: want a positive number of iterations", f.run)
 	}
 	for _, p := range [][2]string{{"device", "run"}, {"seed", "run"}, {"timeout", "run"}, {"hosts", "run"}, {"rsh", "hosts"}, {"bind", "hosts"}} {
-		if msg := c.needs(p[0], p[1]); msg != "" && !pe {
-			return c.fail(stderr, "%s", msg)
+		if msg := c.Needs(p[0], p[1]); msg != "" && !pe {
+			return c.Fail(stderr, "%s", msg)
 		}
 	}
-	tests, err := loadLitmus(c.fs.Args())
+	tests, err := loadLitmus(c.Flags.Args())
 	if err != nil {
-		return c.fail(stderr, "%v", err)
+		return c.Fail(stderr, "%v", err)
 	}
 	if pe {
 		return litmusPE(tests, modes, f.opt, f.run, f.seed, f.instances, stdout, stderr)
@@ -117,7 +120,7 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 			model, err = memmodel.ParseCat(f.cat, string(src))
 		}
 		if err != nil {
-			return c.fail(stderr, "--cat: %v", err)
+			return c.Fail(stderr, "--cat: %v", err)
 		}
 	}
 	status := 0
@@ -145,14 +148,14 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		var place launch.Config
 		if f.hosts != "" {
 			if place.Hosts, err = launch.ParseHosts(f.hosts); err != nil {
-				return c.fail(stderr, "%v", strings.TrimPrefix(err.Error(), "roxrun: "))
+				return c.Fail(stderr, "%v", strings.TrimPrefix(err.Error(), "roxrun: "))
 			}
 			total := 0
 			for _, h := range place.Hosts {
 				total += h.NPEs
 			}
-			if need := litmusrun.NPEs(tests); total < need {
-				return c.fail(stderr, "--hosts %q places %d PEs; the tests need %d", f.hosts, total, need)
+			if need := NPEs(tests); total < need {
+				return c.Fail(stderr, "--hosts %q places %d PEs; the tests need %d", f.hosts, total, need)
 			}
 			place.Rsh, place.BindAddr = strings.Fields(f.rsh), f.bind
 			if place.BindAddr == "" {
@@ -166,7 +169,7 @@ func litmusMain(args []string, stdout, stderr io.Writer) int {
 		if backend == "" {
 			backend = "host"
 		}
-		if s := litmusRun(c.fs.Args(), tests, modes, f.opt, f.run, f.seed, f.instances, f.timeout, place, backend, stdout, stderr); s != 0 {
+		if s := litmusRun(c.Flags.Args(), tests, modes, f.opt, f.run, f.seed, f.instances, f.timeout, place, backend, stdout, stderr); s != 0 {
 			status = s
 		}
 	}
@@ -258,25 +261,25 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 	}
 	status := 0
 	for _, m := range modes {
-		argv := []string{self, litmusPECommand, "--mode", m.String(), "--run", strconv.Itoa(iters),
+		argv := []string{self, PECommand, "--mode", m.String(), "--run", strconv.Itoa(iters),
 			"--seed", strconv.FormatInt(seed, 10), "--instances", strconv.Itoa(instances),
 			"--fence-orders-stores=" + strconv.FormatBool(opt.FenceOrdersStores),
 			"--blocking-fetch-orders=" + strconv.FormatBool(opt.BlockingFetchOrders),
 			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites),
 			"--same-width-atomicity=" + strconv.FormatBool(opt.SameWidthAtomicity)}
 		fmt.Fprintf(stdout, "litmus: running %d tests x %d iterations on the %s backend, ROX_ORDERING=%s\n", len(tests), iters, backend, m)
-		prog := newProgress(stderr)
+		prog := cli.NewProgress(stderr)
 		done := 0
 		// PE 0 prints "Test NAME VERDICT (mode)" when a test has run: that is the progress.
-		out := &lineWriter{next: stdout, fn: func(line string) {
+		out := &cli.LineWriter{Next: stdout, Fn: func(line string) {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Test" {
 				done++
-				prog.show("litmus --run %s [%d/%d] %s", m, done, len(tests), f[1])
+				prog.Show("litmus --run %s [%d/%d] %s", m, done, len(tests), f[1])
 			}
 		}}
 		start := time.Now()
 		cfg := launch.Config{
-			NPEs:     litmusrun.NPEs(tests),
+			NPEs:     NPEs(tests),
 			Hosts:    place.Hosts,
 			Rsh:      place.Rsh,
 			BindAddr: place.BindAddr,
@@ -287,10 +290,10 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			Stderr:   stderr,
 		}
 		if place.Hosts == nil && backend == "cuda" {
-			cfg.MPS = jobMPS(cfg.NPEs)
+			cfg.MPS = launch.JobMPS(cfg.NPEs)
 		}
 		err := launch.Run(context.Background(), cfg)
-		prog.done()
+		prog.Done()
 		took := time.Since(start).Round(time.Millisecond)
 		if err != nil {
 			fmt.Fprintf(stderr, "roxrun litmus --run (%s): %v\n", m, err)
@@ -309,18 +312,18 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 // litmusPE is one PE of a --run job: it runs every test and, on PE 0, prints the histograms.
 func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, stdout, stderr io.Writer) int {
 	if iters <= 0 {
-		fmt.Fprintf(stderr, "roxrun %s: --run %d: want a positive number of iterations\n", litmusPECommand, iters)
+		fmt.Fprintf(stderr, "roxrun %s: --run %d: want a positive number of iterations\n", PECommand, iters)
 		return 2
 	}
 	ctx := context.Background()
 	w, err := shmem.Init(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "roxrun %s: %v\n", litmusPECommand, err)
+		fmt.Fprintf(stderr, "roxrun %s: %v\n", PECommand, err)
 		return 1
 	}
-	mode := litmusrun.ModeOf(w)
+	mode := ModeOf(w)
 	if len(modes) != 1 || modes[0] != mode {
-		fmt.Fprintf(stderr, "roxrun %s: PE %d: --mode %v does not match the runtime's ordering %s (ROX_ORDERING)\n", litmusPECommand, w.MyPE(), modes, w.Ordering())
+		fmt.Fprintf(stderr, "roxrun %s: PE %d: --mode %v does not match the runtime's ordering %s (ROX_ORDERING)\n", PECommand, w.MyPE(), modes, w.Ordering())
 		w.Finalize()
 		return 2
 	}
@@ -328,13 +331,13 @@ func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Option
 	if w.MyPE() == 0 {
 		out = stdout
 	}
-	if litmusrun.IsGPU(w) {
+	if IsGPU(w) {
 		if w.MyPE() == 0 {
 			fmt.Fprintf(stdout, "litmus: PE 0 on %s; every column runs as device code (roxk_litmus)\n", w.Device())
 		}
-		err = litmusrun.RunSuiteGPU(ctx, w, tests, mode, opt, iters, seed, out)
+		err = RunSuiteGPU(ctx, w, tests, mode, opt, iters, seed, out)
 	} else {
-		err = litmusrun.Run(ctx, w, tests, mode, opt, litmusrun.Config{Iters: iters, Instances: instances, Seed: seed}, out)
+		err = Run(ctx, w, tests, mode, opt, Config{Iters: iters, Instances: instances, Seed: seed}, out)
 	}
 	if ferr := w.Finalize(); err == nil {
 		err = ferr
@@ -344,7 +347,7 @@ func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Option
 		if errors.As(err, &fe) {
 			fmt.Fprintf(stderr, "FAIL: %v\n", err)
 		} else {
-			fmt.Fprintf(stderr, "roxrun %s: PE %d: %v\n", litmusPECommand, w.MyPE(), err)
+			fmt.Fprintf(stderr, "roxrun %s: PE %d: %v\n", PECommand, w.MyPE(), err)
 		}
 		return 1
 	}

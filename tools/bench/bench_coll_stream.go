@@ -1,4 +1,4 @@
-package main
+package bench
 
 // roxrun bench coll on a GPU backend: the rows are the stream-ordered collectives
 // (shmem.AllReduceOnStream and the others) on one stream, the iterations of a round enqueued back

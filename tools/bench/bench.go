@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -17,10 +17,12 @@ import (
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/internal/units"
 	"github.com/roxamen/roxamen/shmem"
+	"github.com/roxamen/roxamen/tools/cli"
 	"github.com/roxamen/roxamen/tools/launch"
 )
 
-const benchPECommand = "bench-pe"
+// PECommand is the hidden subcommand each PE of the p2p suite's job executes.
+const PECommand = "bench-pe"
 
 // benchRow is one line of `roxrun bench --json`, and of the comparison programs' output.
 // Latency figures are the median over Rounds rounds, with the fastest and slowest round beside it;
@@ -100,7 +102,7 @@ func benchIters(size int) int {
 }
 
 type benchFlags struct {
-	cmd        *command
+	cmd        *cli.Command
 	suite      string   // p2p, coll, rails or all
 	files      []string // rails: the JSON rows files
 	n          int
@@ -118,11 +120,14 @@ type benchFlags struct {
 	rails      bool
 }
 
+// Command is the bench command, for roxrun's usage.
+func Command() *cli.Command { return newBenchFlags().cmd }
+
 // benchSuites are the suites `roxrun bench SUITE` runs; all is p2p then coll.
 var benchSuites = []string{"p2p", "coll", "rails", "all"}
 
 func newBenchFlags() *benchFlags {
-	f := &benchFlags{cmd: newCommand("bench", "[p2p|coll|rails|all] [flags] [FILE...]", `
+	f := &benchFlags{cmd: cli.NewCommand("bench", "[p2p|coll|rails|all] [flags] [FILE...]", `
 Run a benchmark suite in a job of its own (on the backend ROX_DEVICE picks) and print one
 row per test and size, each naming its unit: latency in microseconds as the median over
 --rounds rounds with the fastest and the slowest round, bandwidth in GB/s of the median
@@ -133,7 +138,7 @@ builds and runs the project's comparison programs with the same measurements and
 their figures and the ratios beside Roxamen's (p2p: oshmem, mpi, mpi-ep; coll: mpi); a
 comparison program that fails or crashes is reported as such and gives no ratios. On a
 terminal, stderr shows which row runs.`)}
-	fs := f.cmd.fs
+	fs := f.cmd.Flags
 	fs.IntVar(&f.n, "n", 2, "number of PEs (PE 0 and the last PE are the pair of the point-to-point rows)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per row instead of the table")
 	fs.IntVar(&f.iters, "iters", 0, "calls per row and round (default: the suite's per-size counts: 20000 round trips for p2p latency, 1000 collectives up to 8 KiB, fewer above)")
@@ -160,13 +165,13 @@ func (f *benchFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, st
 		f.suite, args, named = args[0], args[1:], true
 	}
 	for rest := args; ; {
-		if ok, status := c.parse(rest, stdout, stderr); !ok {
+		if ok, status := c.Parse(rest, stdout, stderr); !ok {
 			return false, status
 		}
-		if c.fs.NArg() == 0 {
+		if c.Flags.NArg() == 0 {
 			break
 		}
-		f.files, rest = append(f.files, c.fs.Arg(0)), c.fs.Args()[1:]
+		f.files, rest = append(f.files, c.Flags.Arg(0)), c.Flags.Args()[1:]
 	}
 	for _, old := range []struct {
 		set   bool
@@ -176,35 +181,35 @@ func (f *benchFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, st
 			continue
 		}
 		if named && f.suite != old.suite {
-			return false, c.fail(stderr, "--%s and the suite %s: name one suite", old.suite, f.suite)
+			return false, c.Fail(stderr, "--%s and the suite %s: name one suite", old.suite, f.suite)
 		}
 		f.suite = old.suite
 	}
 	if len(f.files) > 0 && f.suite != "rails" {
-		return false, c.fail(stderr, "unexpected argument %q (only the rails suite reads files)", f.files[0])
+		return false, c.Fail(stderr, "unexpected argument %q (only the rails suite reads files)", f.files[0])
 	}
 	if f.iters < 0 {
-		return false, c.fail(stderr, "--iters %d: want at least 1 (or 0 for the suite's own counts)", f.iters)
+		return false, c.Fail(stderr, "--iters %d: want at least 1 (or 0 for the suite's own counts)", f.iters)
 	}
 	if f.rounds < 1 || f.rounds > 100 {
-		return false, c.fail(stderr, "--rounds %d: want 1 to 100", f.rounds)
+		return false, c.Fail(stderr, "--rounds %d: want 1 to 100", f.rounds)
 	}
 	if f.n < 2 {
-		return false, c.fail(stderr, "-n %d: the benchmarks need at least 2 PEs", f.n)
+		return false, c.Fail(stderr, "-n %d: the benchmarks need at least 2 PEs", f.n)
 	}
 	// A flag that the suite does not read is a mistake, never silently ignored.
 	applies := map[string][]string{
 		"plot": {"coll", "rails"}, "anchor": {"coll"}, "cpuprofile": {"coll"}, "nvshmem": {"p2p"},
 	}
 	for name, suites := range applies {
-		if c.set(name) && !slices.Contains(suites, f.suite) && !(f.suite == "all" && slices.Contains(suites, "coll")) {
-			return false, c.fail(stderr, "%s: the %s suite does not take it; it is for the suites %s", c.given(name), f.suite, strings.Join(suites, " and "))
+		if c.Set(name) && !slices.Contains(suites, f.suite) && !(f.suite == "all" && slices.Contains(suites, "coll")) {
+			return false, c.Fail(stderr, "%s: the %s suite does not take it; it is for the suites %s", c.Given(name), f.suite, strings.Join(suites, " and "))
 		}
 	}
 	if f.suite == "rails" {
 		for _, name := range []string{"tests", "compare", "iters", "json"} {
-			if c.set(name) {
-				return false, c.fail(stderr, "%s: the rails suite tabulates files; it runs no job", c.given(name))
+			if c.Set(name) {
+				return false, c.Fail(stderr, "%s: the rails suite tabulates files; it runs no job", c.Given(name))
 			}
 		}
 	}
@@ -261,13 +266,15 @@ func testsOf(list, suite string, npes int) string {
 	return strings.Join(keep, ",")
 }
 
-func benchMain(args []string, stdout, stderr io.Writer) int {
+// Main implements `roxrun bench` and the hidden commands of its jobs' PEs (args[0] is the
+// subcommand: "bench" or PECommand); it returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
 	for _, a := range args[1:] {
 		if a == collPEFlag { // a PE of the coll suite's job
 			return collBenchPE(args[2:], stdout, stderr)
 		}
 	}
-	if args[0] == benchPECommand {
+	if args[0] == PECommand {
 		return benchPEMain(args, stdout, stderr)
 	}
 	f := newBenchFlags()
@@ -277,7 +284,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	c := f.cmd
 	if f.tests != "" {
 		if err := checkTests(f.tests, f.suite, f.n); err != nil {
-			return c.fail(stderr, "%v", err)
+			return c.Fail(stderr, "%v", err)
 		}
 	}
 	switch f.suite {
@@ -303,7 +310,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 // benchPEMain is a PE of the p2p suite's job.
 func benchPEMain(args []string, stdout, stderr io.Writer) int {
 	f := newBenchFlags()
-	if ok, status := f.cmd.parse(args[1:], stdout, stderr); !ok {
+	if ok, status := f.cmd.Parse(args[1:], stdout, stderr); !ok {
 		return status
 	}
 	if f.iters == 0 {
@@ -311,7 +318,7 @@ func benchPEMain(args []string, stdout, stderr io.Writer) int {
 	}
 	selected, err := selectRows(f.tests, f.n)
 	if err != nil {
-		return f.cmd.fail(stderr, "%v", err)
+		return f.cmd.Fail(stderr, "%v", err)
 	}
 	return benchPE(f.iters, f.rounds, selected, stdout, stderr)
 }
@@ -324,20 +331,20 @@ func p2pBench(f *benchFlags, stdout, stderr io.Writer) int {
 	}
 	selected, err := selectRows(f.tests, f.n)
 	if err != nil {
-		return c.fail(stderr, "%v", err)
+		return c.Fail(stderr, "%v", err)
 	}
 	compares, err := parseCompare(f.compare)
 	if err != nil {
-		return c.fail(stderr, "%v", err)
+		return c.Fail(stderr, "%v", err)
 	}
 	if gpuBackend() {
 		if len(compares) > 0 {
-			return c.fail(stderr, "--compare %s: the comparison programs run on the CPU; this backend is a GPU (ROX_DEVICE=host runs the host suite)", f.compare)
+			return c.Fail(stderr, "--compare %s: the comparison programs run on the CPU; this backend is a GPU (ROX_DEVICE=host runs the host suite)", f.compare)
 		}
 		return benchGPUMain(f.n, f.iters, f.rounds, f.tests, f.asJSON, f.timeout, f.nvshmem, stdout, stderr)
 	}
-	if c.set("nvshmem") {
-		return c.fail(stderr, "%s: NVSHMEM's figures compare with the GPU suite; this backend is the host", c.given("nvshmem"))
+	if c.Set("nvshmem") {
+		return c.Fail(stderr, "%s: NVSHMEM's figures compare with the GPU suite; this backend is the host", c.Given("nvshmem"))
 	}
 	start := time.Now()
 	rows, err := runHostBench(f, selected, stderr)
@@ -430,14 +437,14 @@ func runHostBench(f *benchFlags, selected map[string]bool, stderr io.Writer) ([]
 			}
 		}
 	}
-	prog := newProgress(stderr)
-	defer prog.done()
+	prog := cli.NewProgress(stderr)
+	defer prog.Done()
 	var rows []benchRow
 	var other bytes.Buffer
-	out := &lineWriter{fn: func(line string) {
+	out := &cli.LineWriter{Fn: func(line string) {
 		var p benchProgress
 		if json.Unmarshal([]byte(line), &p) == nil && p.Running != "" {
-			prog.show("bench [%d/%d] %s %s", len(rows)+1, total, p.Running, sizeName(p.SizeBytes))
+			prog.Show("bench [%d/%d] %s %s", len(rows)+1, total, p.Running, sizeName(p.SizeBytes))
 			return
 		}
 		var r benchRow
@@ -447,7 +454,7 @@ func runHostBench(f *benchFlags, selected map[string]bool, stderr io.Writer) ([]
 		}
 		other.WriteString(line + "\n")
 	}}
-	argv := []string{self, benchPECommand, "-iters", strconv.Itoa(f.iters), "-rounds", strconv.Itoa(f.rounds)}
+	argv := []string{self, PECommand, "-iters", strconv.Itoa(f.iters), "-rounds", strconv.Itoa(f.rounds)}
 	if f.tests != "" {
 		argv = append(argv, "-tests", f.tests)
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // roxrun bench coll: the host collectives (allreduce, allgather, alltoall, broadcast,
 // reduce_scatter, team_barrier) by nccl-tests' conventions, beside anchor rows (--anchor FILE: JSON
@@ -81,7 +81,7 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 func collBench(f *benchFlags, stdout, stderr io.Writer) int {
 	c := f.cmd
 	if f.compare != "" && f.compare != "mpi" {
-		return c.fail(stderr, "--compare %q: the coll suite compares with mpi only", f.compare)
+		return c.Fail(stderr, "--compare %q: the coll suite compares with mpi only", f.compare)
 	}
 	n, asJSON, timeout, tests, iters, cpuprofile := &f.n, &f.asJSON, &f.timeout, &f.tests, &f.iters, &f.cpuprofile
 	plotFile, compareList, rounds, anchors := &f.plot, &f.compare, &f.rounds, f.anchors
@@ -120,7 +120,7 @@ func collBench(f *benchFlags, stdout, stderr io.Writer) int {
 	}
 	runRox := func() ([]collRow, int) {
 		var out bytes.Buffer
-		cfg := launch.Config{NPEs: *n, Argv: argv, Timeout: *timeout, Stdout: &out, Stderr: stderr, MPS: jobMPS(*n)}
+		cfg := launch.Config{NPEs: *n, Argv: argv, Timeout: *timeout, Stdout: &out, Stderr: stderr, MPS: launch.JobMPS(*n)}
 		if os.Getenv("ROX_HEAP_SIZE") == "" {
 			// 16 MiB buffers: a source and a destination per PE, and the collectives' scratch
 			cfg.Env = []string{"ROX_HEAP_SIZE=160M"}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The workload rows of the host suite: expert-parallel dispatch and combine (shmem/ep) in both
 // modes, and the tensor-parallel GEMM with its all-reduce fused in or after it (shmem/tp).

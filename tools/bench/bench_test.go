@@ -1,12 +1,21 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/roxamen/roxamen/tools/roxruntest"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	roxruntest.Remove()
+	os.Exit(code)
+}
 
 func TestSpread(t *testing.T) {
 	for _, c := range []struct {
@@ -30,7 +39,7 @@ func TestBenchJSONSpread(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds roxrun and starts a benchmark job")
 	}
-	bin := buildRoxrun(t)
+	bin := roxruntest.Binary(t)
 	cmd := exec.Command(bin, "bench", "--json", "--rounds", "3", "--iters", "300", "--tests", "p_pingpong,put_signal_pingpong,fetch_add_latency,barrier_all_latency")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -50,8 +50,8 @@ func benchGPUMain(n, iters, rounds int, tests string, asJSON bool, timeout time.
 	for _, ord := range []string{"strict", "bypass"} {
 		var out bytes.Buffer
 		err := launch.Run(context.Background(), launch.Config{
-			NPEs: n, Argv: []string{self, benchPECommand, "-rounds", strconv.Itoa(rounds), "-iters", strconv.Itoa(iters), "-tests", tests}, Env: []string{"ROX_ORDERING=" + ord},
-			Timeout: timeout, Stdout: &out, Stderr: stderr, MPS: jobMPS(n),
+			NPEs: n, Argv: []string{self, PECommand, "-rounds", strconv.Itoa(rounds), "-iters", strconv.Itoa(iters), "-tests", tests}, Env: []string{"ROX_ORDERING=" + ord},
+			Timeout: timeout, Stdout: &out, Stderr: stderr, MPS: launch.JobMPS(n),
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "roxrun bench (ROX_ORDERING=%s): %v\n", ord, err)

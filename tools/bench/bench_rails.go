@@ -1,4 +1,4 @@
-package main
+package bench
 
 // roxrun bench rails FILE... [--plot FILE.svg]: the tcp transport's rails benchmark table and
 // plot, from the JSON rows that `ROX_BENCH=1 ROX_BENCH_JSON=FILE go test -run

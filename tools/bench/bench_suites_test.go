@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -6,13 +6,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/roxamen/roxamen/tools/roxruntest"
 )
 
 // One parser for every suite: a suite by name (or its old flag), every flag listed in --help,
 // unknown tests refused with the suite's list, a flag the suite does not read refused.
 func TestBenchSuitesOneParser(t *testing.T) {
 	var help bytes.Buffer
-	if code := dispatch([]string{"bench", "--help"}, &help, &help); code != 0 {
+	if code := Main([]string{"bench", "--help"}, &help, &help); code != 0 {
 		t.Fatalf("bench --help: exit %d", code)
 	}
 	for _, flag := range []string{"--plot", "--anchor", "--compare", "--rounds", "--iters", "--tests", "--timeout", "--json", "--nvshmem", "p2p|coll|rails|all"} {
@@ -37,7 +39,7 @@ func TestBenchSuitesOneParser(t *testing.T) {
 		{[]string{"bench", "coll", "--bogus"}, []string{"-bogus", "roxrun bench --help"}},
 	} {
 		var out, errOut bytes.Buffer
-		code := dispatch(c.args, &out, &errOut)
+		code := Main(c.args, &out, &errOut)
 		if code != 2 {
 			t.Errorf("%q: exit %d, want 2\n%s", c.args, code, errOut.String())
 		}
@@ -58,7 +60,7 @@ func TestBenchAll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two benchmark jobs")
 	}
-	bin := buildRoxrun(t)
+	bin := roxruntest.Binary(t)
 	cmd := exec.Command(bin, "bench", "all", "--json", "--rounds", "3", "--iters", "200", "--tests", "p_pingpong,team_barrier,allreduce")
 	cmd.Env = append(cmd.Environ(), "ROX_DEVICE=host", "ROX_HEAP_SIZE=160M")
 	var out, errOut bytes.Buffer

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/roxamen/roxamen/tools/roxruntest"
 )
 
 func needMPI(t *testing.T) {
@@ -113,7 +115,7 @@ func TestBenchCompareOSHMEM(t *testing.T) {
 			t.Skipf("%s is not installed (Debian: openmpi-bin, libopenmpi-dev)", p)
 		}
 	}
-	bin := buildRoxrun(t)
+	bin := roxruntest.Binary(t)
 	cmd := exec.Command(bin, "bench", "--tests", "p_pingpong,fetch_add_latency,barrier_all_latency", "--rounds", "3", "--iters", "500", "--compare", "oshmem", "--json")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

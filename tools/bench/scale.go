@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -16,11 +16,12 @@ import (
 	"github.com/roxamen/roxamen/tools/launch"
 )
 
-// roxrun info --scale: a job of N PEs (roxrun itself, as scalePECommand) that Init, talk to a
+// roxrun info --scale: a job of N PEs (roxrun itself, as ScalePECommand) that Init, talk to a
 // pattern of peers and report what setup cost each of them: Init's phases, CPU time and the
 // transport connections held. PE 0 gathers the figures and prints them.
 
-const scalePECommand = "scale-pe"
+// ScalePECommand is the hidden subcommand each PE of `roxrun info --scale` executes.
+const ScalePECommand = "scale-pe"
 
 // Patterns: whom each PE talks to before the connections are counted.
 var scalePatterns = map[string]string{
@@ -29,14 +30,16 @@ var scalePatterns = map[string]string{
 	"none": "no communication",
 }
 
-type scaleFlags struct {
+// ScaleFlags are info --scale's flags: the job's size, its pattern and its time limit.
+type ScaleFlags struct {
 	n       int
 	pattern string
 	timeout time.Duration
 }
 
-func addScaleFlags(fs *flag.FlagSet) *scaleFlags {
-	f := &scaleFlags{}
+// AddScaleFlags adds -n, --pattern and --timeout to the info command's flags.
+func AddScaleFlags(fs *flag.FlagSet) *ScaleFlags {
+	f := &ScaleFlags{}
 	fs.IntVar(&f.n, "n", 8, "with --scale: PEs in the job")
 	fs.StringVar(&f.pattern, "pattern", "ring", "with --scale: whom each PE talks to: ring|all|none")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "with --scale: stop the job after this long")
@@ -54,8 +57,8 @@ type scaleRecord struct {
 	Transport   string
 }
 
-// scaleMain runs the job and prints PE 0's table.
-func scaleMain(f *scaleFlags, stdout, stderr io.Writer) int {
+// Scale runs the job and prints PE 0's table.
+func Scale(f *ScaleFlags, stdout, stderr io.Writer) int {
 	if _, ok := scalePatterns[f.pattern]; !ok {
 		fmt.Fprintf(stderr, "roxrun info: --pattern %q: want ring|all|none\n", f.pattern)
 		return 2
@@ -72,7 +75,7 @@ func scaleMain(f *scaleFlags, stdout, stderr io.Writer) int {
 	var out bytes.Buffer
 	start := time.Now()
 	err = launch.Run(context.Background(), launch.Config{
-		NPEs: f.n, Argv: []string{self, scalePECommand, f.pattern}, Timeout: f.timeout,
+		NPEs: f.n, Argv: []string{self, ScalePECommand, f.pattern}, Timeout: f.timeout,
 		Stdout: &out, Stderr: stderr,
 	})
 	wall := time.Since(start)
@@ -97,7 +100,7 @@ func scaleMain(f *scaleFlags, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func printScale(w io.Writer, f *scaleFlags, recs []scaleRecord, wall time.Duration) {
+func printScale(w io.Writer, f *ScaleFlags, recs []scaleRecord, wall time.Duration) {
 	tr := recs[0].Transport
 	if tr == "" {
 		tr = "none (every PE mapped)"
@@ -145,9 +148,9 @@ func printScale(w io.Writer, f *scaleFlags, recs []scaleRecord, wall time.Durati
 	}
 }
 
-// scalePE is one PE of the job: Init, the pattern, then its figures to PE 0, which prints one
+// ScalePE is one PE of the job: Init, the pattern, then its figures to PE 0, which prints one
 // JSON line per PE.
-func scalePE(args []string, stdout, stderr io.Writer) int {
+func ScalePE(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "roxrun scale-pe: want one pattern")
 		return 2
