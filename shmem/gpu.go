@@ -121,14 +121,6 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 		}
 	}
 
-	if w.transport != nil {
-		// The NIC path: the transport's target side reads and writes the heap from the host, so
-		// the heap kernels use is host-pinned memory mapped into the device.
-		if err := rt.hostHeapMode(ctx); err != nil {
-			return err
-		}
-	}
-
 	img, arch, err := kernels.ObjectFor(info.Arch)
 	if err != nil {
 		return err
@@ -239,9 +231,10 @@ func (rt *gpuRuntime) cpuAMOs() bool {
 	return rt.hostHeap.Bytes != nil && !rt.w.dev.Info().HostNativeAtomics
 }
 
-// hostHeapMode moves this PE's heap (as kernels and the transport see it) into host-pinned,
-// device-mapped memory and restarts the transport over it.
-func (rt *gpuRuntime) hostHeapMode(ctx context.Context) error {
+// placeHostHeap moves this PE's heap (as kernels and the transport see it) into host-pinned,
+// device-mapped memory. Init calls it before the transport starts, on GPU backends that need one:
+// the transport's target side reads and writes the heap from the host.
+func (rt *gpuRuntime) placeHostHeap() error {
 	w := rt.w
 	hb, err := w.dev.AllocHost(int(w.heapSize))
 	if err != nil {
@@ -254,14 +247,6 @@ func (rt *gpuRuntime) hostHeapMode(ctx context.Context) error {
 	w.local = hb.Bytes
 	w.peers[w.pe] = w.local
 	w.paths[w.pe] = mapped(w.local)
-	_ = w.transport.Close()
-	kind, _ := env.Transport.String()
-	if w.transport, err = w.startTransport(ctx, kind); err != nil {
-		return fmt.Errorf("restarting the %s transport over the host-mapped heap: %w", kind, err)
-	}
-	for _, pe := range w.remotes {
-		w.paths[pe] = remote{w.transport, pe}
-	}
 	return nil
 }
 
