@@ -94,10 +94,8 @@ func (w *World) initDevTeams() error {
 	w.devTeamMade(w.teams.world)
 	w.devTeamMade(w.teams.shared)
 	if w.gpu != nil && w.gpu.runtimeMod != nil {
-		for _, m := range []device.Module{w.gpu.runtimeMod, w.gpu.aux} {
-			if err := w.gpu.fillState(m); err != nil {
-				return err
-			}
+		if err := w.gpu.fillState(w.gpu.runtimeMod); err != nil {
+			return err
 		}
 	}
 	return nil

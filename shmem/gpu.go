@@ -37,7 +37,6 @@ type gpuRuntime struct {
 	hostHeap device.HostBuffer
 
 	runtimeMod device.Module
-	aux        device.Module
 	amoFn      device.Function
 	internal   device.Stream // host AMOs
 	amoMu      sync.Mutex
@@ -128,14 +127,7 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	if rt.runtimeMod, err = d.LoadModule(img); err != nil {
 		return fmt.Errorf("loading the %s runtime kernels: %w", arch, err)
 	}
-	auxImg, err := auxObject(info.Arch)
-	if err != nil {
-		return err
-	}
-	if rt.aux, err = d.LoadModule(auxImg); err != nil {
-		return fmt.Errorf("loading shmem's %s kernels: %w", info.Arch, err)
-	}
-	if rt.amoFn, err = rt.aux.Function("roxg_amo"); err != nil {
+	if rt.amoFn, err = rt.runtimeMod.Function("roxk_amo"); err != nil {
 		return err
 	}
 	if rt.internal, err = d.NewStream(); err != nil {
@@ -208,10 +200,8 @@ func (w *World) startDevice(ctx context.Context) (err error) {
 	if err := rt.startCtxs(); err != nil {
 		return err
 	}
-	for _, m := range []device.Module{rt.runtimeMod, rt.aux} {
-		if err := rt.fillState(m); err != nil {
-			return err
-		}
+	if err := rt.fillState(rt.runtimeMod); err != nil {
+		return err
 	}
 
 	rt.stop = make(chan struct{})
@@ -499,10 +489,8 @@ func (rt *gpuRuntime) release() {
 		_ = rt.internal.Synchronize()
 		_ = rt.internal.Destroy()
 	}
-	for _, m := range []device.Module{rt.runtimeMod, rt.aux} {
-		if m != nil {
-			_ = m.Unload()
-		}
+	if rt.runtimeMod != nil {
+		_ = rt.runtimeMod.Unload()
 	}
 	rt.sdma.release(d)
 	rt.sdma = nil
@@ -523,7 +511,7 @@ func (rt *gpuRuntime) release() {
 	if rt.hostHeap.Bytes != nil {
 		rt.w.local = nil
 	}
-	rt.runtimeMod, rt.aux, rt.internal, rt.misc = nil, nil, nil, 0
+	rt.runtimeMod, rt.internal, rt.misc = nil, nil, 0
 	rt.ringMem, rt.ctrl, rt.hostHeap = device.HostBuffer{}, device.HostBuffer{}, device.HostBuffer{}
 }
 

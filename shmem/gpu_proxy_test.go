@@ -18,15 +18,15 @@ import (
 )
 
 // The proxy on the host backend (CI): host memory stands in for both GPUs' heaps, host.Stream for
-// the copy-engine stream, and a Go kernel for roxg_amo. Go goroutines play the device producers.
+// the copy-engine stream, and a Go kernel for roxk_amo. Go goroutines play the device producers.
 
-var registerAux sync.Once
+var registerAMO sync.Once
 
-func auxHostModule() string {
-	const name = "shmem-test-aux"
-	registerAux.Do(func() {
+func amoHostModule() string {
+	const name = "shmem-test-amo"
+	registerAMO.Do(func() {
 		host.Register(name, map[string]host.Kernel{
-			"roxg_amo": func(l host.Launch, args []any) {
+			"roxk_amo": func(l host.Launch, args []any) {
 				addr, kind, width := args[0].(device.Ptr), args[1].(uint32), int(args[2].(uint32))
 				value, cmp, out := args[3].(uint64), args[4].(uint64), args[5].(device.Ptr)
 				old, err := nic.ApplyAMO(host.Bytes(addr, width), nic.AMOOp(kind), width, value, cmp)
@@ -121,9 +121,9 @@ func newProxyRig(t *testing.T, nicPath bool, capacity int) *proxyRig {
 	rt.misc, err = d.Alloc(miscBytes)
 	must(err)
 	must(d.Memset(rt.misc, 0, miscBytes))
-	rt.aux, err = d.LoadModule([]byte(auxHostModule()))
+	rt.runtimeMod, err = d.LoadModule([]byte(amoHostModule()))
 	must(err)
-	rt.amoFn, err = rt.aux.Function("roxg_amo")
+	rt.amoFn, err = rt.runtimeMod.Function("roxk_amo")
 	must(err)
 	rt.stop = make(chan struct{})
 	must(rt.startProxy())

@@ -18,6 +18,7 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/internal/launch"
+	"github.com/roxamen/roxamen/kernels/testkernels"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -140,7 +141,11 @@ func TestGPUWorker(t *testing.T) {
 		timer := time.AfterFunc(d, func() { watchdog(w, d) })
 		defer timer.Stop()
 	}
-	mod, err := w.LoadModule([]byte(auxPTX["sm_90"]))
+	img, _, err := testkernels.ObjectFor(w.Device().Arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := w.LoadModule(img)
 	if err != nil {
 		t.Fatal(err)
 	}
