@@ -38,6 +38,7 @@ import (
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic"
+	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 	"github.com/roxamen/roxamen/symheap"
 )
 
@@ -111,12 +112,12 @@ type World struct {
 	imports   []device.Ptr
 
 	barrier barrierState
-	coll    collectives // the World's collective calls, one at a time, numbered
-	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
-	teams   *collState  // teams and collectives (shmem/coll.go)
-	dteams  *devTeams   // the device team table (shmem/devteam.go); nil on the host backend
+	coll    collectives    // the World's collective calls, one at a time, numbered
+	gpu     *gpurt.Runtime // the device runtime on GPU backends (package gpurt); nil on the host backend
+	teams   *collState     // teams and collectives (shmem/coll.go)
+	dteams  *gpurt.Teams   // the device team table (package gpurt); nil on the host backend
 
-	scoll     *streamColls // stream-ordered collectives (shmem/coll_stream.go), made on first use
+	scoll     *gpurt.Colls // stream-ordered collectives' engine (package gpurt), made on first use
 	scollOnce sync.Once
 
 	initReport InitReport // what Init cost (InitReport)
@@ -435,7 +436,7 @@ func (j *initJob) placeHeap(context.Context) error {
 	if !j.hostHeap {
 		return nil
 	}
-	if err := j.w.gpuRT().placeHostHeap(); err != nil {
+	if err := j.w.placeHostHeap(); err != nil {
 		return j.fail(ErrPEFailed, err, "starting the device runtime on %v", j.w.dev.Info())
 	}
 	j.clock.mark(PhaseHeap)

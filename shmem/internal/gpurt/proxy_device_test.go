@@ -1,4 +1,4 @@
-package shmem
+package gpurt
 
 import (
 	"bytes"
@@ -73,7 +73,7 @@ func testProxyRoutesOnDevice(t *testing.T, d device.Device, img []byte, nicPath 
 			t.Fatal(err)
 		}
 	}
-	w := &World{pe: 0, npes: 2, dev: d, heapSize: heapSize, timeout: 10 * time.Second, done: make(chan struct{})}
+	w := &fakeWorld{npes: 2, dev: d, heapSize: heapSize, timeout: 10 * time.Second}
 	var heaps [2]device.Ptr
 	var err error
 	for i := range heaps {
@@ -83,14 +83,14 @@ func testProxyRoutesOnDevice(t *testing.T, d device.Device, img []byte, nicPath 
 	}
 	src, err := d.Alloc(heapSize)
 	must(err)
-	rt := w.gpuRT()
-	rt.peerBase[0], rt.heapDev = heaps[0], heaps[0]
+	rt := New(w)
+	rt.PeerBase[0], rt.HeapDev = heaps[0], heaps[0]
 	var fake *fakeNIC
 	if nicPath {
 		fake = &fakeNIC{heap: nic.AlignedBytes(heapSize)}
-		w.transport, w.remotes, rt.cpuCompletion = fake, []int{1}, true
+		w.transport, rt.cpuCompletion = fake, true
 	} else {
-		rt.peerBase[1] = heaps[1]
+		rt.PeerBase[1] = heaps[1]
 	}
 	rt.ringCap = capacity
 	rt.ctrl, err = d.AllocHost(ctrlResults + 16*capacity)
@@ -110,7 +110,7 @@ func testProxyRoutesOnDevice(t *testing.T, d device.Device, img []byte, nicPath 
 	rt.stop = make(chan struct{})
 	must(rt.startProxy())
 	t.Cleanup(func() {
-		rt.release()
+		rt.Release()
 		for _, p := range []device.Ptr{heaps[0], heaps[1], src} {
 			_ = d.Free(p)
 		}
