@@ -3,7 +3,10 @@
 // code objects (obj/), embedded here. The layout of roxshmem_state and of the command ring is
 // mirrored in Go (State, Abort, LitmusInsn) and checked against the C headers by the tests.
 //
-// Regenerate the objects with `go generate ./kernels` (Debian's clang-19, lld-19; no vendor SDK).
+// Regenerate the objects with `go generate ./kernels` (Debian's clang-19, lld-19; no vendor SDK):
+// every kernel the runtime loads is built this way, and the kernels only tests launch
+// (src/test.hip) the same way into package testkernels. PREFIXES.md says which layer each name
+// prefix of the device code (roxa_, roxi_, roxk_, ...) belongs to and who may call it.
 //
 // Linking a loaded module (runtime or user) to a PE: look up StateSymbol with
 // device.Module.Global and copy a filled State into it (StateBytes) before launching. The runtime

@@ -13,7 +13,7 @@ import (
 
 // runtimeKernels are the entry points other packages launch by name.
 var runtimeKernels = []string{
-	"roxk_barrier_all_block", "roxk_barrier_all", "roxk_sync_all_block", "roxk_quiet",
+	"roxk_amo", "roxk_barrier_all_block", "roxk_barrier_all", "roxk_sync_all_block", "roxk_quiet",
 	"roxk_signal_wait_until", "roxk_putmem_signal", "roxk_putmem_blocks", "roxk_copy", "roxk_fill_u8",
 	"roxk_fill_u64", "roxk_pattern", "roxk_check_pattern", "roxk_p_pingpong", "roxk_putsig_pingpong",
 	"roxk_fadd_latency", "roxk_put_bw", "roxk_put_bw_ce", "roxk_putmem_ce_block", "roxk_litmus", "roxk_litmus_multi",
@@ -124,6 +124,31 @@ func TestRegenerate(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("%s differs from a rebuild in %s: run go generate ./kernels and commit", c[1], dir)
 			}
+		}
+	}
+}
+
+// TestRegenerateTestKernels rebuilds the test kernels (src/test.hip) and compares them with the
+// objects package testkernels embeds.
+func TestRegenerateTestKernels(t *testing.T) {
+	t.Parallel() // clang compiles, seconds each: two at a time with the other compiling tests
+	needClang(t)
+	out := t.TempDir()
+	if err := build.Tests(".", out); err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range targetsOf([]string{build.TestSource}) {
+		name := build.SourceObjectName(pair.src, pair.t)
+		got, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(build.TestObjDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s/%s differs from a rebuild (%d vs %d bytes): run go generate ./kernels and commit", build.TestObjDir, name, len(want), len(got))
 		}
 	}
 }

@@ -3,15 +3,11 @@ package shmem
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/roxamen/roxamen/device"
-	"github.com/roxamen/roxamen/device/host"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
+	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 )
 
 // Stream-ordered team collectives (NCCL's calling convention, nvshmemx_*_on_stream):
@@ -33,47 +29,16 @@ import (
 // a team must not overlap a blocking collective on the same team from another goroutine (the
 // second is refused with ErrConcurrent): synchronize the stream first.
 
-// streamColls is a World's stream-collective machinery.
-type streamColls struct {
-	mu sync.Mutex
-	// GPU: the collectives' code object and its kernels by name
-	mod device.Module
-	fns map[string]device.Function
-	// host backend: the registered module whose kernel runs a queued operation
-	hostFn device.Function
-	// per stream: the stream-ordered calls enqueued since its last sync, for messages (formatted
-	// only when a message needs them: enqueueing is the hot path)
-	pending map[device.Stream][]pendingCall
-}
-
-type pendingCall struct{ call, team string }
-
-func (w *World) scolls() *streamColls {
+// scolls returns the World's stream-collective engine (gpurt.Colls), made on first use; on a GPU
+// the runtime releases it.
+func (w *World) scolls() *gpurt.Colls {
 	w.scollOnce.Do(func() {
-		w.scoll = &streamColls{fns: map[string]device.Function{}, pending: map[device.Stream][]pendingCall{}}
+		w.scoll = gpurt.NewColls()
+		if w.gpu != nil {
+			w.gpu.Colls = w.scoll
+		}
 	})
 	return w.scoll
-}
-
-// host-backend operations waiting for their stream: a kernel argument names one by number
-const hostStreamModule = "roxamen/shmem stream collectives"
-
-var hostStreamOps struct {
-	seq atomic.Uint64
-	m   sync.Map // uint64 -> func() error
-}
-
-func init() {
-	host.Register(hostStreamModule, map[string]host.Kernel{"roxh_stream_op": func(l host.Launch, args []any) {
-		id := args[0].(uint64)
-		f, ok := hostStreamOps.m.LoadAndDelete(id)
-		if !ok {
-			panic(fmt.Errorf("stream operation %d is unknown", id))
-		}
-		if err := f.(func() error)(); err != nil {
-			panic(err) // fails the stream: its Synchronize reports err, later work is skipped
-		}
-	}}, nil)
 }
 
 // streamCall is one stream-ordered collective, ready to enqueue.
@@ -83,7 +48,7 @@ type streamCall struct {
 	st    device.Stream
 	bytes int                             // per-PE buffer size, for the algorithm
 	run   func(ctx context.Context) error // the host backend's blocking form
-	dev   func(sc *streamColls) error     // the GPU form: checks done, enqueue the kernel
+	dev   func(sc *gpurt.Colls) error     // the GPU form: checks done, enqueue the kernel
 }
 
 func (c *streamCall) enqueue() error {
@@ -96,128 +61,42 @@ func (c *streamCall) enqueue() error {
 	// stream query there costs a driver call per enqueue, as much as the launch.)
 	if w.gpu == nil {
 		if _, err := c.st.Query(); err != nil {
-			return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream failed earlier (" + w.scolls().takePending(c.st) + ")", Err: err}
+			return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream failed earlier (" + w.scolls().TakePending(c.st) + ")", Err: err}
 		}
 	}
 	sc := w.scolls()
 	var err error
 	if w.gpu == nil {
-		err = sc.enqueueHost(w, c)
-	} else {
-		err = c.dev(sc)
-	}
-	if err != nil {
+		err = sc.EnqueueHost(w.dev, c.st, func() error {
+			if err := c.run(context.Background()); err != nil {
+				return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream-ordered collective on " + t.name + " failed", Err: err}
+			}
+			return nil
+		})
+		if err != nil {
+			return w.rtError(c.call, ErrPEFailed, err)
+		}
+	} else if err = c.dev(sc); err != nil {
 		return err
 	}
-	sc.mu.Lock()
-	if p := sc.pending[c.st]; len(p) < 16 {
-		sc.pending[c.st] = append(p, pendingCall{c.call, t.name})
-	}
-	sc.mu.Unlock()
+	sc.Enqueued(c.st, c.call, t.name)
 	return nil
-}
-
-func (sc *streamColls) enqueueHost(w *World, c *streamCall) error {
-	sc.mu.Lock()
-	if sc.hostFn == nil {
-		m, err := w.dev.LoadModule([]byte(hostStreamModule))
-		if err == nil {
-			sc.hostFn, err = m.Function("roxh_stream_op")
-		}
-		if err != nil {
-			sc.mu.Unlock()
-			return &Error{Call: c.call, PE: w.pe, Kind: ErrPEFailed, Detail: "loading the host stream module", Err: err}
-		}
-	}
-	fn := sc.hostFn
-	sc.mu.Unlock()
-	id := hostStreamOps.seq.Add(1)
-	hostStreamOps.m.Store(id, func() error {
-		if err := c.run(context.Background()); err != nil {
-			return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream-ordered collective on " + c.t.name + " failed", Err: err}
-		}
-		return nil
-	})
-	if err := c.st.Launch(fn, device.D1(1), device.D1(1), 0, id); err != nil {
-		hostStreamOps.m.Delete(id)
-		return &Error{Call: c.call, PE: w.pe, Kind: ErrBadArgument, Detail: "enqueueing on the stream", Err: err}
-	}
-	return nil
-}
-
-// takePending returns and forgets the calls enqueued on st since its last sync.
-func (sc *streamColls) takePending(st device.Stream) string {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	p := sc.pending[st]
-	delete(sc.pending, st)
-	if len(p) == 0 {
-		return "no stream-ordered collective was enqueued on it"
-	}
-	names := make([]string, len(p))
-	for i, c := range p {
-		names[i] = c.call + " on " + c.team
-	}
-	return "stream-ordered calls since its last sync: " + strings.Join(names, ", ")
-}
-
-// function returns a kernel of the collectives' object, loading it first (GPU backends).
-func (sc *streamColls) function(w *World, call, name string) (device.Function, error) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if f, ok := sc.fns[name]; ok {
-		return f, nil
-	}
-	if sc.mod == nil {
-		img, arch, err := kernels.CollObjectFor(w.dev.Info().Arch)
-		if err != nil {
-			return nil, &Error{Call: call, PE: w.pe, Kind: ErrBadArgument, Detail: "no collectives' code object for this GPU", Err: err}
-		}
-		mod, err := w.dev.LoadModule(img)
-		if err != nil {
-			return nil, &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "loading the " + arch + " collectives' code object", Err: err}
-		}
-		if err := w.gpu.fillState(mod); err != nil {
-			_ = mod.Unload()
-			return nil, &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "linking the collectives' code object", Err: err}
-		}
-		sc.mod = mod
-	}
-	f, err := sc.mod.Function(name)
-	if err != nil {
-		return nil, &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "kernel " + name, Err: err}
-	}
-	sc.fns[name] = f
-	return f, nil
-}
-
-// release unloads the collectives' object (stopDevice, before the device goes).
-func (sc *streamColls) release() {
-	if sc == nil {
-		return
-	}
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.mod != nil {
-		_ = sc.mod.Unload()
-	}
-	sc.mod, sc.fns = nil, map[string]device.Function{}
 }
 
 // devCheck says why t's collectives cannot run on this PE's GPU, or nil.
 func (t *Team) devCheck(call string) error {
 	w := t.w
 	for _, pe := range t.members {
-		if pe != w.pe && w.gpu.peerBase[pe] == 0 {
+		if pe != w.pe && w.gpu.PeerBase[pe] == 0 {
 			return w.errorf(call, ErrBadArgument, "%s spans PE %d, which this GPU reaches through the NIC: stream-ordered collectives run on the device and need every member load/store reachable (one node); use the blocking call", t.name, pe)
 		}
 	}
 	dt := w.dteams
-	if dt == nil || dt.table.Team[t.slot].Size == 0 {
+	if dt == nil || dt.Desc(t.slot).Size == 0 {
 		return w.errorf(call, ErrBadArgument, "%s has no device team (its members are not evenly spaced)", t.name)
 	}
-	if dt.ws[t.slot][1] == 0 {
-		big, small := devWSSizes(w.heapSize)
+	if _, size := dt.Workspace(t.slot); size == 0 {
+		big, small := gpurt.WorkspaceSizes(w.heapSize)
 		return w.errorf(call, ErrNoMemory, "the %d-byte symmetric heap leaves no room for device team workspaces (they may take a quarter of it: 2x%d + %dx%d bytes)", w.heapSize, big, kernels.MaxTeams-2, small)
 	}
 	return nil
@@ -228,14 +107,14 @@ const (
 	barrierThread = 32  // the stream barrier's block: one warp (its round is one thread's flags)
 )
 
-func (t *Team) launchColl(sc *streamColls, call, kernel string, st device.Stream, args ...any) error {
+func (t *Team) launchColl(sc *gpurt.Colls, call, kernel string, st device.Stream, args ...any) error {
 	return t.launchCollN(sc, call, kernel, st, streamBlock, args...)
 }
 
-func (t *Team) launchCollN(sc *streamColls, call, kernel string, st device.Stream, threads int, args ...any) error {
-	f, err := sc.function(t.w, call, kernel)
+func (t *Team) launchCollN(sc *gpurt.Colls, call, kernel string, st device.Stream, threads int, args ...any) error {
+	f, err := sc.Function(t.w.gpu, kernel)
 	if err != nil {
-		return err
+		return t.w.rtError(call, ErrPEFailed, err)
 	}
 	if err := st.Launch(f, device.D1(1), device.D1(threads), 0, args...); err != nil {
 		return &Error{Call: call, PE: t.w.pe, Kind: ErrPEFailed, Detail: "enqueueing " + kernel, Err: err}
@@ -313,7 +192,7 @@ func (t *Team) BarrierOnStream(st device.Stream) error {
 	}
 	c := &streamCall{call: call, t: t, st: st,
 		run: func(ctx context.Context) error { return t.Barrier(ctx) },
-		dev: func(sc *streamColls) error {
+		dev: func(sc *gpurt.Colls) error {
 			if err := t.devCheck(call); err != nil {
 				return err
 			}
@@ -331,7 +210,7 @@ func AllReduceOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], op Op
 	}
 	c := &streamCall{call: call, t: t, st: st, bytes: src.n * src.elemSize(),
 		run: func(ctx context.Context) error { return AllReduce(ctx, t, dst, src, op) },
-		dev: func(sc *streamColls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 0) }}
+		dev: func(sc *gpurt.Colls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 0) }}
 	return c.enqueue()
 }
 
@@ -344,11 +223,11 @@ func ReduceScatterOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], o
 	}
 	c := &streamCall{call: call, t: t, st: st, bytes: dst.n * dst.elemSize(),
 		run: func(ctx context.Context) error { return ReduceScatter(ctx, t, dst, src, op) },
-		dev: func(sc *streamColls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 1) }}
+		dev: func(sc *gpurt.Colls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 1) }}
 	return c.enqueue()
 }
 
-func reduceOnDevice[T Elem](sc *streamColls, call string, t *Team, st device.Stream, dst, src Sym[T], op Op, scatter int32) error {
+func reduceOnDevice[T Elem](sc *gpurt.Colls, call string, t *Team, st device.Stream, dst, src Sym[T], op Op, scatter int32) error {
 	if err := t.devCheck(call); err != nil {
 		return err
 	}
@@ -370,7 +249,7 @@ func AllGatherOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error
 	size := src.n * src.elemSize()
 	c := &streamCall{call: call, t: t, st: st, bytes: size,
 		run: func(ctx context.Context) error { return FCollect(ctx, t, dst, src) },
-		dev: func(sc *streamColls) error {
+		dev: func(sc *gpurt.Colls) error {
 			return moveOnDevice(sc, call, t, st, CollFCollect, "roxk_coll_fcollect", dst.Device(), src.Device(), size, 0, -1)
 		}}
 	return c.enqueue()
@@ -386,7 +265,7 @@ func AllToAllOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error 
 	block := src.n / len(t.members) * src.elemSize()
 	c := &streamCall{call: call, t: t, st: st, bytes: src.n * src.elemSize(),
 		run: func(ctx context.Context) error { return AllToAll(ctx, t, dst, src) },
-		dev: func(sc *streamColls) error {
+		dev: func(sc *gpurt.Colls) error {
 			return moveOnDevice(sc, call, t, st, CollAllToAll, "roxk_coll_alltoall", dst.Device(), src.Device(), block, 2, -1)
 		}}
 	return c.enqueue()
@@ -403,7 +282,7 @@ func BroadcastOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], root 
 	size := src.n * src.elemSize()
 	c := &streamCall{call: call, t: t, st: st, bytes: size,
 		run: func(ctx context.Context) error { return Broadcast(ctx, t, dst, src, root) },
-		dev: func(sc *streamColls) error {
+		dev: func(sc *gpurt.Colls) error {
 			return moveOnDevice(sc, call, t, st, CollBroadcast, "roxk_coll_broadcast", dst.Device(), src.Device(), size, 1, int32(root))
 		}}
 	return c.enqueue()
@@ -411,7 +290,7 @@ func BroadcastOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], root 
 
 // moveOnDevice enqueues a data mover: kernel (bytes per member; root for broadcast) or, at the
 // copy-engine sizes, roxk_coll_ce with ceKind (0 all-gather, 1 broadcast, 2 all-to-all).
-func moveOnDevice(sc *streamColls, call string, t *Team, st device.Stream, coll Collective, kernel string, dst, src device.Ptr, bytes int, ceKind, root int32) error {
+func moveOnDevice(sc *gpurt.Colls, call string, t *Team, st device.Stream, coll Collective, kernel string, dst, src device.Ptr, bytes int, ceKind, root int32) error {
 	if err := t.devCheck(call); err != nil {
 		return err
 	}
@@ -445,7 +324,7 @@ func (w *World) syncHostStream(ctx context.Context, st device.Stream) error {
 	case <-ctx.Done():
 		return &Error{Call: call, PE: w.pe, Kind: kindOf(ctx.Err(), ErrTimeout), Detail: "the stream's work did not finish", Err: ctx.Err()}
 	}
-	note := w.scolls().takePending(st)
+	note := w.scolls().TakePending(st)
 	if err == nil {
 		return nil
 	}

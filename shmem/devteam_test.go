@@ -101,7 +101,7 @@ func linkCPU(t *testing.T, w *World, so string) *cpuPE {
 	s.MyPE, s.NPEs = int32(w.pe), int32(w.npes)
 	s.HeapBase, s.HeapSize = uint64(uintptr(unsafe.Pointer(&w.local[0]))), uint64(w.heapSize)
 	s.Abort = uint64(uintptr(unsafe.Pointer(pe.abort)))
-	s.Teams = uint64(uintptr(unsafe.Pointer(&w.dteams.table)))
+	s.Teams = uint64(uintptr(unsafe.Pointer(w.dteams.Table())))
 	for q := range w.npes {
 		s.PeerBase[q] = uint64(uintptr(unsafe.Pointer(&w.peers[q][0])))
 	}
@@ -168,7 +168,7 @@ func TestDeviceTeamTable(t *testing.T) {
 	jobOpts(t, n, 4<<20, func(w *World) error {
 		ctx := context.Background()
 		dev := linkCPU(t, w, so)
-		tt := &w.dteams.table
+		tt := w.dteams.Table()
 		if tt.Magic != kernels.TeamMagic {
 			return fmt.Errorf("team table magic %#x", tt.Magic)
 		}
@@ -241,14 +241,14 @@ func TestDeviceTeamTable(t *testing.T) {
 
 		// Destroy: the slot is cleared, its workspace zeroed, and the device refuses the handle.
 		h := y.Handle()
-		ws := w.dteams.ws[h]
+		wsOff, wsSize := w.dteams.Workspace(int(h))
 		if err := y.Destroy(ctx); err != nil {
 			return err
 		}
 		if d := tt.Team[h]; d.Size != 0 {
 			return fmt.Errorf("destroyed %s: device entry %+v, want size 0", y, d)
 		}
-		for i, b := range w.local[ws[0] : ws[0]+ws[1]] {
+		for i, b := range w.local[wsOff : wsOff+wsSize] {
 			if b != 0 {
 				return fmt.Errorf("destroyed %s: workspace byte %d is %#x, want 0", y, i, b)
 			}

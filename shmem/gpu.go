@@ -5,81 +5,67 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/nic"
+	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 )
 
-// The GPU side of a World (cuda and hip backends): the runtime code object with its
-// roxshmem_state, the device->host command ring and its proxy, the abort block, and the internal
-// stream host-initiated atomics run on. One gpuRuntime per PE, from startDevice to stopDevice.
-//
-// Memory it owns:
-//   - ctrl (host-pinned, device-mapped): [0,64) the abort block; [64,128) the host AMO result;
-//     then ring results (uint64[ringCap]) and the proxy's completion values (uint64[ringCap]).
-//     The abort block is host memory so that setting it needs no device command: a command can
-//     sit behind a stalled stream (measured: with a kernel spinning in one stream and more work
-//     queued behind it, copies on the other streams stopped), and the abort must still land;
-//   - ringMem (host-pinned, device-mapped): the command ring;
-//   - misc (device memory): [0] the ticket counter, [64] the device-local completion mirror;
-//   - a BarrierBytes workspace reserved at the start of the symmetric heap.
-type gpuRuntime struct {
-	w        *World
-	peerBase []device.Ptr // per PE: its heap as this GPU addresses it; 0: reached through the NIC path
-	heapDev  device.Ptr   // this PE's heap as kernels address it (host-pinned in NIC mode)
-	hostHeap device.HostBuffer
+// The GPU side of a World lives in package gpurt (the runtime module, the ring and its proxy, the
+// abort block, modules, the device team table, the stream collectives' engine). This file is the
+// World's side of it: what gpurt needs of the World (worldHost), the paths to heaps in device
+// memory, and the errors callers see.
 
-	runtimeMod device.Module
-	aux        device.Module
-	amoFn      device.Function
-	internal   device.Stream // host AMOs
-	amoMu      sync.Mutex
+// worldHost is the World as gpurt sees it.
+type worldHost struct{ w *World }
 
-	ctrl    device.HostBuffer
-	ringMem device.HostBuffer
-	ring    *nic.Ring
-	ringCap int
-	ctxs    *devCtxPool // the device contexts' rings (gpu_ctx.go)
-	misc    device.Ptr
-	state   kernels.State
-
-	fnMu sync.Mutex
-	fns  map[string]device.Function // runtime kernels by name
-
-	modMu   sync.Mutex
-	modules map[*Module]bool
-
-	proxy         *gpuProxy
-	sdma          *gpuSDMA      // AMD: the device-written SDMA queues; nil elsewhere
-	aborted       atomic.Uint64 // the reason the abort word was set with; 0: not set
-	cpuCompletion bool          // the proxy writes ring completion from the host for NIC-only batches
-	stop          chan struct{}
-	wg            sync.WaitGroup
+func (h worldHost) PE() int                  { return h.w.pe }
+func (h worldHost) NPEs() int                { return h.w.npes }
+func (h worldHost) Device() device.Device    { return h.w.dev }
+func (h worldHost) HeapSize() int64          { return h.w.heapSize }
+func (h worldHost) Timeout() time.Duration   { return h.w.timeout }
+func (h worldHost) Bypass() bool             { return h.w.ordering == Bypass }
+func (h worldHost) Transport() nic.Transport { return h.w.transport }
+func (h worldHost) Failed() <-chan struct{}  { return h.w.boot.Failed() }
+func (h worldHost) Err() error               { return h.w.failed() }
+func (h worldHost) Allgather(ctx context.Context, b []byte) ([][]byte, error) {
+	return h.w.boot.Allgather(ctx, b)
 }
 
-const (
-	ctrlAbort   = 0
-	ctrlAMO     = 64
-	ctrlResults = 128
-	ringCap     = 1024
-	miscBytes   = 256
+func (h worldHost) Reserve(size uint64) (uint64, error) {
+	h.w.allocMu.Lock()
+	off, err := h.w.heap.Alloc(size, 64)
+	h.w.allocMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return off, h.w.zero("Init", off, int(size))
+}
 
-	abortPeerFailed = 1 // abort word: the bootstrap reported a dead PE
-	abortProxy      = 2 // the proxy failed
-	abortShutdown   = 3 // the World is being torn down
-	abortCanceled   = 4 // a host call that waits for a kernel gave up (context, timeout)
-)
+func (h worldHost) Zero(off uint64, size int) error { return h.w.zero("Destroy", off, size) }
 
-func (w *World) gpuRT() *gpuRuntime {
+// rtKinds maps gpurt's error kinds to the World's.
+var rtKinds = map[gpurt.Kind]error{
+	gpurt.KindPEFailed: ErrPEFailed, gpurt.KindTimeout: ErrTimeout, gpurt.KindBadArgument: ErrBadArgument,
+	gpurt.KindNoMemory: ErrNoMemory, gpurt.KindTeamDestroyed: ErrTeamDestroyed, gpurt.KindNotInTeam: ErrNotInTeam,
+}
+
+// rtError turns an error of gpurt into call's *Error; an error gpurt did not classify is of kind
+// fallback.
+func (w *World) rtError(call string, fallback error, err error) *Error {
+	var e *gpurt.Error
+	if errors.As(err, &e) {
+		return &Error{Call: call, PE: w.pe, Kind: rtKinds[e.Kind], Detail: e.Detail, Err: e.Err}
+	}
+	return &Error{Call: call, PE: w.pe, Kind: fallback, Err: err}
+}
+
+func (w *World) gpuRT() *gpurt.Runtime {
 	if w.gpu == nil {
-		w.gpu = &gpuRuntime{w: w, peerBase: make([]device.Ptr, w.npes), fns: map[string]device.Function{}, modules: map[*Module]bool{}}
+		w.gpu = gpurt.New(worldHost{w})
 	}
 	return w.gpu
 }
@@ -88,238 +74,58 @@ func (w *World) gpuRT() *gpuRuntime {
 // through IPC): host puts and gets are synchronous copies, AMOs a one-thread kernel.
 func (w *World) devicePath(pe int, base device.Ptr) path {
 	rt := w.gpuRT()
-	rt.peerBase[pe] = base
-	if pe == w.pe {
-		rt.heapDev = base
-	}
-	return devPath{rt: rt, pe: pe, base: base}
+	rt.SetPeer(pe, base)
+	return devPath{rt: rt, dev: w.dev, base: base}
 }
 
-// startDevice brings up the GPU side of the runtime once the heaps are mapped: peer access, the
-// runtime module and its state, the ring and its proxy, the abort watcher.
-func (w *World) startDevice(ctx context.Context) (err error) {
-	rt := w.gpuRT()
-	d := w.dev
-	info := d.Info()
-	defer func() {
-		if err != nil {
-			rt.release()
-		}
-	}()
-
-	// Peer access to every PE of this node whose heap is mapped here.
-	all, err := w.boot.Allgather(ctx, []byte(info.PCIBusID))
-	if err != nil {
-		return fmt.Errorf("exchanging PCI bus ids: %w", err)
-	}
-	for pe, bus := range all {
-		if pe == w.pe || rt.peerBase[pe] == 0 || string(bus) == info.PCIBusID {
-			continue
-		}
-		if err := d.EnablePeerAccess(device.Info{Driver: info.Driver, PCIBusID: string(bus)}); err != nil {
-			return fmt.Errorf("enabling peer access to PE %d (%s): %w", pe, bus, err)
-		}
-	}
-
-	if w.transport != nil {
-		// The NIC path: the transport's target side reads and writes the heap from the host, so
-		// the heap kernels use is host-pinned memory mapped into the device.
-		if err := rt.hostHeapMode(ctx); err != nil {
-			return err
-		}
-	}
-
-	img, arch, err := kernels.ObjectFor(info.Arch)
+// placeHostHeap puts this PE's heap in host-pinned, device-mapped memory (the NIC path on a GPU).
+func (w *World) placeHostHeap() error {
+	local, err := w.gpuRT().PlaceHostHeap()
 	if err != nil {
 		return err
 	}
-	if rt.runtimeMod, err = d.LoadModule(img); err != nil {
-		return fmt.Errorf("loading the %s runtime kernels: %w", arch, err)
-	}
-	auxImg, err := auxObject(info.Arch)
-	if err != nil {
-		return err
-	}
-	if rt.aux, err = d.LoadModule(auxImg); err != nil {
-		return fmt.Errorf("loading shmem's %s kernels: %w", info.Arch, err)
-	}
-	if rt.amoFn, err = rt.aux.Function("roxg_amo"); err != nil {
-		return err
-	}
-	if rt.internal, err = d.NewStream(); err != nil {
-		return err
-	}
-
-	rt.ringCap = ringCap
-	// With a transport the proxy completes NIC operations itself, from the host: a completion
-	// copy on the copy-engine stream can wait behind a user's stalled stream (see ctrl above).
-	rt.cpuCompletion = w.transport != nil
-	if rt.ctrl, err = d.AllocHost(ctrlResults + 16*rt.ringCap); err != nil {
-		return fmt.Errorf("allocating the control block: %w", err)
-	}
-	clear(rt.ctrl.Bytes)
-	if rt.ringMem, err = d.AllocHost(nic.RingBytes(rt.ringCap)); err != nil {
-		return fmt.Errorf("allocating the command ring: %w", err)
-	}
-	if rt.ring, err = nic.NewRing(rt.ringMem.Bytes, rt.ringCap); err != nil {
-		return err
-	}
-	if rt.misc, err = d.Alloc(miscBytes); err != nil {
-		return err
-	}
-	if err := d.Memset(rt.misc, 0, miscBytes); err != nil {
-		return err
-	}
-
-	// The device barrier's workspace: reserved before any user allocation, so at the same
-	// offset on every PE.
-	w.allocMu.Lock()
-	boff, err := w.heap.Alloc(kernels.BarrierBytes, 64)
-	w.allocMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("reserving the device barrier workspace: %w", err)
-	}
-	if err := w.zero("Init", boff, kernels.BarrierBytes); err != nil {
-		return err
-	}
-
-	thr, _ := env.CEThreshold.Size()
-	s := &rt.state
-	s.Magic, s.Version = kernels.StateMagic, kernels.StateVersion
-	if w.ordering == Bypass {
-		s.Flags |= kernels.FlagBypass
-	}
-	if rt.cpuAMOs() {
-		s.Flags |= kernels.FlagHostAMO
-	}
-	s.MyPE, s.NPEs = int32(w.pe), int32(w.npes)
-	s.HeapBase, s.HeapSize = uint64(rt.heapDev), uint64(w.heapSize)
-	s.CEThreshold = uint64(thr)
-	s.Ring, s.RingCapacity = uint64(rt.ringMem.Dev), uint32(rt.ringCap)
-	s.RingHead = uint64(rt.misc)
-	s.RingResults = uint64(rt.ctrl.Dev) + ctrlResults
-	s.Completion = uint64(rt.misc) + 64
-	if rt.cpuCompletion {
-		s.Completion = 0 // device waits poll the ring header, which the proxy writes from the host
-	}
-	s.Abort = uint64(rt.ctrl.Dev) + ctrlAbort
-	s.BarrierOff = boff
-	if w.npes > kernels.MaxPEs {
-		return fmt.Errorf("%d PEs: the device state holds at most %d", w.npes, kernels.MaxPEs)
-	}
-	for pe, b := range rt.peerBase {
-		s.PeerBase[pe] = uint64(b)
-	}
-	if rt.sdma, err = rt.startSDMA(uint64(thr)); err != nil {
-		return err
-	}
-	if err := rt.startCtxs(); err != nil {
-		return err
-	}
-	for _, m := range []device.Module{rt.runtimeMod, rt.aux} {
-		if err := rt.fillState(m); err != nil {
-			return err
-		}
-	}
-
-	rt.stop = make(chan struct{})
-	if err := rt.startProxy(); err != nil {
-		return err
-	}
-	rt.wg.Add(1)
-	go rt.watch()
-	return nil
-}
-
-// cpuAMOs reports whether every read-modify-write of this PE's heap must be applied by the CPU:
-// on the NIC path the transport applies remote AMOs to the host-mapped heap with CPU atomics,
-// and where the device's atomics on host memory are not atomic with those (PCIe hosts) a kernel's
-// own AMO to the same word could lose one of them (seen on an H200: 639 of 640 adds).
-func (rt *gpuRuntime) cpuAMOs() bool {
-	return rt.hostHeap.Bytes != nil && !rt.w.dev.Info().HostNativeAtomics
-}
-
-// hostHeapMode moves this PE's heap (as kernels and the transport see it) into host-pinned,
-// device-mapped memory and restarts the transport over it.
-func (rt *gpuRuntime) hostHeapMode(ctx context.Context) error {
-	w := rt.w
-	hb, err := w.dev.AllocHost(int(w.heapSize))
-	if err != nil {
-		return fmt.Errorf("allocating a %d-byte host-mapped heap for the NIC path: %w", w.heapSize, err)
-	}
-	clear(hb.Bytes)
-	rt.hostHeap = hb
-	rt.heapDev = hb.Dev
-	rt.peerBase[w.pe] = hb.Dev
-	w.local = hb.Bytes
+	w.local = local
 	w.peers[w.pe] = w.local
 	w.paths[w.pe] = mapped(w.local)
-	_ = w.transport.Close()
-	kind, _ := env.Transport.String()
-	if w.transport, err = w.startTransport(ctx, kind); err != nil {
-		return fmt.Errorf("restarting the %s transport over the host-mapped heap: %w", kind, err)
-	}
-	for _, pe := range w.remotes {
-		w.paths[pe] = remote{w.transport, pe}
+	return nil
+}
+
+// startDevice brings up the GPU side of the runtime once the heaps are mapped and the transport
+// started: peer access, the runtime module and its state, the ring and its proxy.
+func (w *World) startDevice(ctx context.Context) error {
+	if err := w.gpuRT().Start(ctx); err != nil {
+		w.stopDevice()
+		return err
 	}
 	return nil
 }
 
-// fillState writes this PE's roxshmem_state into module m.
-func (rt *gpuRuntime) fillState(m device.Module) error {
-	p, size, err := m.Global(kernels.StateSymbol)
-	if err != nil {
-		return fmt.Errorf("finding %s in the module: %w", kernels.StateSymbol, err)
-	}
-	b := kernels.StateBytes(&rt.state)
-	if size != len(b) {
-		return fmt.Errorf("the module's %s is %d bytes, this runtime's %d: the module was built against another version of roxshmem.h", kernels.StateSymbol, size, len(b))
-	}
-	return rt.w.dev.CopyHtoD(p, b)
-}
-
-// watch sets the abort word when the job fails, so that every device wait returns.
-func (rt *gpuRuntime) watch() {
-	defer rt.wg.Done()
-	select {
-	case <-rt.w.boot.Failed():
-		rt.abort(abortPeerFailed)
-	case <-rt.stop:
-	}
-}
-
-// abort sets the abort word (the first reason wins). The copy runs on the device's private
-// non-blocking stream, next to kernels that may be spinning in a wait.
-func (rt *gpuRuntime) abort(reason uint64) {
-	if len(rt.ctrl.Bytes) == 0 || !rt.aborted.CompareAndSwap(0, reason) {
+// stopDevice releases what startDevice set up. Any kernel still waiting is aborted first so that
+// nothing hangs.
+func (w *World) stopDevice() {
+	if w.gpu == nil {
 		return
 	}
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort])), reason)
-}
-
-var abortReasons = map[uint64]string{
-	abortPeerFailed: "a PE failed", abortProxy: "the proxy failed", abortShutdown: "the World was finalized",
-	abortCanceled: "a host wait gave up",
+	if w.gpu.HostHeap() != nil {
+		w.local = nil
+	}
+	w.gpu.Release()
+	w.dteams.Release()
+	w.gpu = nil
 }
 
 // deviceError reports what device code recorded (an abandoned wait, a bad PE or address) and
-// the ring's failure, if any; nil when all is well.
-func (rt *gpuRuntime) deviceError(call string) error {
-	if len(rt.ctrl.Bytes) == 0 {
+// the rings' failure, if any; nil when all is well.
+func (w *World) deviceError(call string) error {
+	first, count, ringErrs, ok := w.gpu.Record()
+	if !ok {
 		return nil
 	}
-	w := rt.w
-	first := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+8])))
-	count := atomic.LoadUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+16])))
-	var cause error
-	if err := w.failed(); err != nil {
-		cause = err
-	}
-	if err := rt.ring.Err(); err != nil {
-		cause = errors.Join(cause, err)
-	}
-	if err := rt.ctxs.err(); err != nil {
-		cause = errors.Join(cause, err)
+	cause := w.failed()
+	for _, err := range ringErrs {
+		if err != nil {
+			cause = errors.Join(cause, err)
+		}
 	}
 	return w.deviceRecordError(call, first, count, cause)
 }
@@ -349,9 +155,10 @@ func (w *World) deviceRecordError(call string, first, count uint64, cause error)
 	case kernels.CallNoRoute:
 		kind, detail = ErrBadArgument, fmt.Sprintf("a kernel's operation to %s needs the command ring, which this module lacks", pe)
 	case kernels.CallBadTeam:
-		kind, detail = w.dteams.describe(int(int32(r.Detail)))
+		k, d := w.dteams.Describe(int(int32(r.Detail)))
+		kind, detail = rtKinds[k], d
 	case kernels.CallBadCtx:
-		kind, detail = ErrBadArgument, fmt.Sprintf("a kernel used device context %d, which names no live context (destroyed, or never created: roxshmem_ctx_create hands out 1..%d)", int32(r.Detail), devCtxs)
+		kind, detail = ErrBadArgument, fmt.Sprintf("a kernel used device context %d, which names no live context (destroyed, or never created: roxshmem_ctx_create hands out 1..%d)", int32(r.Detail), gpurt.DeviceContexts)
 	case kernels.CallCollMismatch:
 		kind, detail = ErrMismatch, fmt.Sprintf("a kernel's team collective on PE %d met another collective, type, size, op or root on %s (its signature's low bits %#x)", w.pe, pe, r.Detail)
 	case kernels.CallBadArg:
@@ -366,7 +173,7 @@ func (w *World) deviceRecordError(call string, first, count uint64, cause error)
 		if dec, ok := deviceRecordDecoder(r.Call); ok {
 			kind, detail = dec(w, r)
 		} else if r.Detail&kernels.DetailAbortWord != 0 {
-			detail += ": " + abortReasons[uint64(r.Detail&0xffff)]
+			detail += ": " + gpurt.AbortReason(uint64(r.Detail&0xffff))
 		} else if r.Detail&kernels.DetailRingError != 0 {
 			detail += ": " + nic.RingErrCode(r.Detail&0xffff).String()
 		}
@@ -377,169 +184,30 @@ func (w *World) deviceRecordError(call string, first, count uint64, cause error)
 	return &Error{Call: call, PE: w.pe, Kind: kind, Detail: detail, Err: cause}
 }
 
-// clearDeviceError forgets a recorded device failure (after it was reported).
-func (rt *gpuRuntime) clearDeviceError() {
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+8])), 0)
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAbort+16])), 0)
-}
-
-// waitStream waits for st's work without hanging: when the job fails or ctx ends it sets the abort
-// word (device waits return) and waits at most ROX_TIMEOUT more. It then reports what device code
-// recorded.
-func (rt *gpuRuntime) waitStream(ctx context.Context, call string, st device.Stream) error {
+// waitStream waits for st's work without hanging (gpurt's Runtime.Wait) and reports what device
+// code recorded, naming the stream-ordered calls enqueued on st since its last sync.
+func (w *World) waitStream(ctx context.Context, call string, st device.Stream) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	w := rt.w
-	var deadline time.Time
-	sleep := time.Microsecond
-	for n := 0; ; n++ {
-		done, err := st.Query()
-		if err != nil {
-			return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "a kernel failed on " + w.dev.Info().String(), Err: err}
-		}
-		if done {
-			break
-		}
-		if deadline.IsZero() {
-			var why uint64
-			if w.failed() != nil {
-				why = abortPeerFailed
-			} else if ctx.Err() != nil {
-				why = abortCanceled
-			}
-			if why != 0 {
-				rt.abort(why)
-				deadline = time.Now().Add(w.timeout)
-			}
-		} else if time.Now().After(deadline) {
-			return &Error{Call: call, PE: w.pe, Kind: ErrTimeout, Detail: fmt.Sprintf("device work did not stop within %v (ROX_TIMEOUT) of the abort", w.timeout), Err: errors.Join(w.failed(), ctx.Err())}
-		}
-		if n < 200 {
-			runtime.Gosched()
-			continue
-		}
-		time.Sleep(sleep)
-		if sleep < 100*time.Microsecond {
-			sleep *= 2
-		}
+	aborted, err := w.gpu.Wait(ctx, call, st)
+	if err != nil {
+		return w.rtError(call, ErrPEFailed, err)
 	}
-	if env.Debugging(env.LevelTrace) && rt.proxy != nil && rt.proxy.stats.Descs.Load() != 0 {
-		debugf("PE %d: %s: proxy %v", w.pe, call, &rt.proxy.stats)
-		rt.proxy.stats.reset()
-	}
-	if err := rt.deviceError(call); err != nil {
-		rt.clearDeviceError()
+	if err := w.deviceError(call); err != nil {
+		w.gpu.ClearRecord()
 		if e, ok := err.(*Error); ok && w.scoll != nil {
-			e.Detail += " (" + w.scoll.takePending(st) + ")"
+			e.Detail += " (" + w.scoll.TakePending(st) + ")"
 		}
 		return err
 	}
 	if w.scoll != nil {
-		w.scoll.takePending(st)
+		w.scoll.TakePending(st)
 	}
-	if deadline.IsZero() {
+	if !aborted {
 		return nil
 	}
 	return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: "device work was aborted", Err: errors.Join(w.failed(), ctx.Err())}
-}
-
-// function returns a runtime kernel by name.
-func (rt *gpuRuntime) function(name string) (device.Function, error) {
-	rt.fnMu.Lock()
-	defer rt.fnMu.Unlock()
-	if f, ok := rt.fns[name]; ok {
-		return f, nil
-	}
-	f, err := rt.runtimeMod.Function(name)
-	if err != nil {
-		return nil, err
-	}
-	rt.fns[name] = f
-	return f, nil
-}
-
-// hostAMO runs one AMO on the device word at addr from the host and returns the old value.
-func (rt *gpuRuntime) hostAMO(addr device.Ptr, op nic.AMOOp, width int, value, compare uint64) (uint64, error) {
-	if err := nic.CheckAMO(op, width, uint64(addr)); err != nil {
-		return 0, err
-	}
-	rt.amoMu.Lock()
-	defer rt.amoMu.Unlock()
-	out := (*uint64)(unsafe.Pointer(&rt.ctrl.Bytes[ctrlAMO]))
-	atomic.StoreUint64(out, 0)
-	if err := rt.internal.Launch(rt.amoFn, device.D1(1), device.D1(1), 0, addr, uint32(op), uint32(width), value, compare, rt.ctrl.Dev.Add(ctrlAMO)); err != nil {
-		return 0, err
-	}
-	if err := rt.internal.Synchronize(); err != nil {
-		return 0, err
-	}
-	return atomic.LoadUint64(out), nil
-}
-
-// stopDevice releases what startDevice set up. Any kernel still waiting is aborted first so that
-// nothing hangs.
-func (w *World) stopDevice() {
-	if w.gpu == nil {
-		return
-	}
-	w.gpu.release()
-	w.gpu = nil
-}
-
-func (rt *gpuRuntime) release() {
-	rt.abort(abortShutdown)
-	if rt.proxy != nil {
-		rt.proxy.stop()
-	}
-	if rt.stop != nil {
-		close(rt.stop)
-		rt.wg.Wait()
-		rt.stop = nil
-	}
-	d := rt.w.dev
-	rt.w.scoll.release()
-	rt.modMu.Lock()
-	for m := range rt.modules {
-		_ = m.mod.Unload()
-		_ = m.stream.Destroy()
-		m.dead.Store(true)
-	}
-	rt.modules = map[*Module]bool{}
-	rt.modMu.Unlock()
-	if rt.proxy != nil {
-		rt.proxy.close()
-	}
-	if rt.internal != nil {
-		_ = rt.internal.Synchronize()
-		_ = rt.internal.Destroy()
-	}
-	for _, m := range []device.Module{rt.runtimeMod, rt.aux} {
-		if m != nil {
-			_ = m.Unload()
-		}
-	}
-	rt.sdma.release(d)
-	rt.sdma = nil
-	rt.ctxs.release(d)
-	rt.ctxs = nil
-	if rt.misc != 0 {
-		_ = d.Free(rt.misc)
-	}
-	if dt := rt.w.dteams; dt != nil && dt.dev != 0 {
-		_ = d.Free(dt.dev)
-		dt.dev = 0
-	}
-	for _, hb := range []device.HostBuffer{rt.ringMem, rt.ctrl, rt.hostHeap} {
-		if len(hb.Bytes) != 0 {
-			_ = d.FreeHost(hb)
-		}
-	}
-	if rt.hostHeap.Bytes != nil {
-		rt.w.local = nil
-	}
-	rt.runtimeMod, rt.aux, rt.internal, rt.misc = nil, nil, nil, 0
-	rt.ringMem, rt.ctrl, rt.hostHeap = device.HostBuffer{}, device.HostBuffer{}, device.HostBuffer{}
 }
 
 // zero clears [off, off+size) of this PE's heap.
@@ -579,8 +247,8 @@ func (w *World) move(dst, src uint64, n int, old []byte) error {
 
 // devPath reaches one PE's heap in device memory (this GPU's, or a peer's mapped here).
 type devPath struct {
-	rt   *gpuRuntime
-	pe   int
+	rt   *gpurt.Runtime
+	dev  device.Device
 	base device.Ptr
 }
 
@@ -588,21 +256,18 @@ func (p devPath) put(off uint64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return p.rt.w.dev.CopyHtoD(p.base.Add(int(off)), src)
+	return p.dev.CopyHtoD(p.base.Add(int(off)), src)
 }
 
 func (p devPath) get(off uint64, dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return p.rt.w.dev.CopyDtoH(dst, p.base.Add(int(off)))
+	return p.dev.CopyDtoH(dst, p.base.Add(int(off)))
 }
 
 func (p devPath) amo(op nic.AMOOp, width int, off uint64, value, compare uint64) (uint64, error) {
-	if p.rt.internal == nil {
-		return 0, fmt.Errorf("%w: device AMO before the runtime started", device.ErrNotSupported)
-	}
-	return p.rt.hostAMO(p.base.Add(int(off)), op, width, value, compare)
+	return p.rt.HostAMO(p.base.Add(int(off)), op, width, value, compare)
 }
 
 // putSignal: the synchronous copy has completed before the signal's AMO is launched.
@@ -624,8 +289,8 @@ func (s Sym[T]) Device() device.Ptr {
 	if s.w == nil || s.w.closed.Load() {
 		return 0
 	}
-	if s.w.gpu != nil && s.w.gpu.heapDev != 0 {
-		return s.w.gpu.heapDev.Add(int(s.off))
+	if s.w.gpu != nil && s.w.gpu.HeapDev != 0 {
+		return s.w.gpu.HeapDev.Add(int(s.off))
 	}
 	return s.w.heapBase.Add(int(s.off))
 }
@@ -635,8 +300,8 @@ func (m Mem) Device() device.Ptr {
 	if m.w == nil || m.w.closed.Load() {
 		return 0
 	}
-	if m.w.gpu != nil && m.w.gpu.heapDev != 0 {
-		return m.w.gpu.heapDev.Add(int(m.off))
+	if m.w.gpu != nil && m.w.gpu.HeapDev != 0 {
+		return m.w.gpu.HeapDev.Add(int(m.off))
 	}
 	return m.w.heapBase.Add(int(m.off))
 }

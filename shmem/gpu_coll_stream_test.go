@@ -67,14 +67,14 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		}
 	}
 	// the table as the GPU holds it is the host's
-	if w.dteams == nil || w.dteams.dev == 0 || w.gpu.state.Teams != uint64(w.dteams.dev) {
+	if w.dteams == nil || w.dteams.Dev() == 0 || w.gpu.State().Teams != uint64(w.dteams.Dev()) {
 		t.Fatalf("no device team table: %+v", w.dteams)
 	}
 	pair, err := world.SplitStrided(ctx, 0, 1, n)
 	must(err)
 	var got kernels.TeamTable
-	must(w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&got)), unsafe.Sizeof(got)), w.dteams.dev))
-	if got != w.dteams.table || got.Team[pair.Handle()].Size != int32(n) {
+	must(w.dev.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&got)), unsafe.Sizeof(got)), w.dteams.Dev()))
+	if got != *w.dteams.Table() || got.Team[pair.Handle()].Size != int32(n) {
 		t.Fatalf("the device team table differs from the host's (entry %d: %+v)", pair.Handle(), got.Team[pair.Handle()])
 	}
 	st, err := w.NewStream()
@@ -222,7 +222,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 	// a kernel on a destroyed team's handle: recorded on the device, ErrTeamDestroyed on the host
 	h := pair.Handle()
 	must(pair.Destroy(ctx))
-	f, err := w.scolls().function(w, "test", "roxk_coll_fcollect")
+	f, err := w.scolls().Function(w.gpu, "roxk_coll_fcollect")
 	must(err)
 	must(st.Launch(f, device.D1(1), device.D1(streamBlock), 0, h, y.Device(), x.Device(), uint64(8)))
 	err = w.SyncStream(ctx, st)

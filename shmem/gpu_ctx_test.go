@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 )
 
 // gpuCtxPhase is TestGPUWorker's device-context phase (ROX_GPU_PHASES=ctx): PE 0's kernel
@@ -56,9 +57,9 @@ func gpuCtxPhase(t *testing.T, ctx context.Context, w *World, mod *Module, dst, 
 		if err := out.Get(me, 0, got); err != nil {
 			t.Fatal(err)
 		}
-		if got[0] != devCtxs || got[1] == 0 || got[2] != 0 {
+		if got[0] != gpurt.DeviceContexts || got[1] == 0 || got[2] != 0 {
 			t.Fatalf("contexts created %d (want %d), one more create returned %d (want nonzero), create after destroy %d (want 0)",
-				got[0], devCtxs, got[1], got[2])
+				got[0], gpurt.DeviceContexts, got[1], got[2])
 		}
 		fetched := make([]uint64, 3)
 		if err := words.Get(me, 4, fetched); err != nil {

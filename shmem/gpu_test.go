@@ -17,6 +17,7 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
+	"github.com/roxamen/roxamen/kernels/testkernels"
 	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/tools/launch"
 )
@@ -140,7 +141,11 @@ func TestGPUWorker(t *testing.T) {
 		timer := time.AfterFunc(d, func() { watchdog(w, d) })
 		defer timer.Stop()
 	}
-	mod, err := w.LoadModule([]byte(auxPTX["sm_90"]))
+	img, _, err := testkernels.ObjectFor(w.Device().Arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := w.LoadModule(img)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,10 +669,8 @@ func watchdog(w *World, after time.Duration) {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
 	fmt.Fprintf(os.Stderr, "PE %d: watchdog after %v\n", w.pe, after)
-	if rt := w.gpu; rt != nil && rt.ring != nil {
-		// host memory only: a device call may be what hangs
-		fmt.Fprintf(os.Stderr, "PE %d: ring tail %d completed %d err %v; proxy %v\n",
-			w.pe, rt.ring.Tail(), rt.ring.Completed(), rt.ring.Err(), &rt.proxy.stats)
+	if s := w.gpu.RingState(); s != "" {
+		fmt.Fprintf(os.Stderr, "PE %d: %s\n", w.pe, s)
 	}
 	os.Stderr.Write(buf[:n])
 	os.Exit(3)

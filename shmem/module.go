@@ -3,11 +3,10 @@ package shmem
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 )
 
 // Module is a user's code object (PTX, cubin or hsaco built from sources that include
@@ -18,12 +17,8 @@ import (
 // Lifetime: from LoadModule to Unload or Finalize.
 type Module struct {
 	w      *World
-	mod    device.Module
+	m      *gpurt.Module // the loaded object and its stream, which the runtime releases at Finalize
 	stream device.Stream
-	dead   atomic.Bool
-
-	mu  sync.Mutex
-	fns map[string]device.Function
 }
 
 // LoadModule loads image on this PE's GPU and fills its roxshmem_state. It fails with
@@ -33,28 +28,19 @@ func (w *World) LoadModule(image []byte) (*Module, error) {
 	if err := w.check("LoadModule"); err != nil {
 		return nil, err
 	}
-	if w.gpu == nil || w.gpu.runtimeMod == nil {
+	if !w.gpu.Started() {
 		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrBadArgument, Detail: "code objects need a GPU backend, this PE runs on " + w.dev.Info().Driver, Err: device.ErrNotSupported}
 	}
-	rt := w.gpu
-	mod, err := w.dev.LoadModule(image)
-	if err != nil {
+	gm, stage, err := w.gpu.LoadModule(image)
+	switch stage {
+	case "load":
 		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("loading a %d-byte image on %v", len(image), w.dev.Info()), Err: err}
-	}
-	if err := rt.fillState(mod); err != nil {
-		_ = mod.Unload()
+	case "link":
 		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrBadArgument, Detail: "linking the module to the runtime (does it include roxamen/roxshmem.h?)", Err: err}
-	}
-	st, err := w.dev.NewStream()
-	if err != nil {
-		_ = mod.Unload()
+	case "stream":
 		return nil, &Error{Call: "LoadModule", PE: w.pe, Kind: ErrPEFailed, Detail: "creating the module's stream", Err: err}
 	}
-	m := &Module{w: w, mod: mod, stream: st, fns: map[string]device.Function{}}
-	rt.modMu.Lock()
-	rt.modules[m] = true
-	rt.modMu.Unlock()
-	return m, nil
+	return &Module{w: w, m: gm, stream: gm.Stream}, nil
 }
 
 func (m *Module) check(call string) error {
@@ -64,23 +50,17 @@ func (m *Module) check(call string) error {
 	if err := m.w.check(call); err != nil {
 		return err
 	}
-	if m.dead.Load() {
+	if m.m.Dead() {
 		return m.w.errorf(call, ErrFinalized, "the module was unloaded")
 	}
 	return nil
 }
 
 func (m *Module) function(call, name string) (device.Function, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if f, ok := m.fns[name]; ok {
-		return f, nil
-	}
-	f, err := m.mod.Function(name)
+	f, err := m.m.Function(name)
 	if err != nil {
 		return nil, &Error{Call: call, PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("kernel %q (declare it extern \"C\")", name), Err: err}
 	}
-	m.fns[name] = f
 	return f, nil
 }
 
@@ -98,7 +78,7 @@ func (m *Module) Global(name string) (device.Ptr, int, error) {
 	if err := m.check("Module.Global"); err != nil {
 		return 0, 0, err
 	}
-	p, n, err := m.mod.Global(name)
+	p, n, err := m.m.Mod.Global(name)
 	if err != nil {
 		return 0, 0, &Error{Call: "Module.Global", PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("global %q", name), Err: err}
 	}
@@ -147,7 +127,7 @@ func (m *Module) Sync(ctx context.Context) error {
 	if err := m.check("Module.Sync"); err != nil {
 		return err
 	}
-	return m.w.gpu.waitStream(ctx, "Module.Sync", m.stream)
+	return m.w.waitStream(ctx, "Module.Sync", m.stream)
 }
 
 // LaunchAll is the collective launch (nvshmemx_collective_launch): every PE calls it with the same
@@ -173,17 +153,7 @@ func (m *Module) Unload() error {
 	if err := m.check("Module.Unload"); err != nil {
 		return err
 	}
-	rt := m.w.gpu
-	rt.modMu.Lock()
-	delete(rt.modules, m)
-	rt.modMu.Unlock()
-	m.dead.Store(true)
-	err := m.stream.Synchronize()
-	_ = m.stream.Destroy()
-	if e := m.mod.Unload(); err == nil {
-		err = e
-	}
-	if err != nil {
+	if err := m.w.gpu.Unload(m.m); err != nil {
 		return &Error{Call: "Module.Unload", PE: m.w.pe, Kind: ErrPEFailed, Err: err}
 	}
 	return nil

@@ -171,6 +171,4 @@ func (w *World) startTransport(ctx context.Context, kind string) (nic.Transport,
 }
 
 // transportKey is the bootstrap key under which PE pe publishes its kind transport's address.
-// A restarted transport (a GPU PE moving its heap to host memory during Init) publishes again
-// under the same key, before the final barrier, so no PE can have looked up the old one.
 func transportKey(kind string, pe int) string { return "rox/nic/" + kind + "/" + strconv.Itoa(pe) }

@@ -21,7 +21,7 @@ func (w *World) streamCheck(call string, st device.Stream) error {
 	if err := w.check(call); err != nil {
 		return err
 	}
-	if w.gpu == nil || w.gpu.runtimeMod == nil {
+	if !w.gpu.Started() {
 		return &Error{Call: call, PE: w.pe, Kind: ErrBadArgument, Detail: "stream-ordered operations need a GPU backend, this PE runs on " + w.dev.Info().Driver, Err: device.ErrNotSupported}
 	}
 	if st == nil {
@@ -31,7 +31,7 @@ func (w *World) streamCheck(call string, st device.Stream) error {
 }
 
 func (w *World) launchOn(call string, st device.Stream, kernel string, grid, block int, args ...any) error {
-	f, err := w.gpu.function(kernel)
+	f, err := w.gpu.Function(kernel)
 	if err == nil {
 		err = st.Launch(f, device.D1(grid), device.D1(block), 0, args...)
 	}
@@ -56,13 +56,13 @@ func PutOnStream[T Elem](st device.Stream, s Sym[T], at int, src device.Ptr, n, 
 	if size == 0 {
 		return nil
 	}
-	if base := w.gpu.peerBase[pe]; base != 0 {
+	if base := w.gpu.PeerBase[pe]; base != 0 {
 		if err := st.CopyAsync(base.Add(int(off)), src, size); err != nil {
 			return &Error{Call: "PutOnStream", PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("copying %d bytes to PE %d", size, pe), Err: err}
 		}
 		return nil
 	}
-	return w.launchOn("PutOnStream", st, "roxk_putmem_blocks", 1, 1, w.gpu.heapDev.Add(int(off)), src, uint64(size), int32(pe))
+	return w.launchOn("PutOnStream", st, "roxk_putmem_blocks", 1, 1, w.gpu.HeapDev.Add(int(off)), src, uint64(size), int32(pe))
 }
 
 // PutSignalOnStream enqueues a put-with-signal (nvshmemx_putmem_signal_on_stream): the data lands
@@ -87,10 +87,10 @@ func PutSignalOnStream[T Elem](st device.Stream, s Sym[T], at int, src device.Pt
 	if op != SignalSet && op != SignalAdd {
 		return w.errorf(call, ErrBadArgument, "signal operation %d (want SignalSet or SignalAdd)", op)
 	}
-	base := w.gpu.peerBase[pe]
+	base := w.gpu.PeerBase[pe]
 	if base == 0 {
-		return w.launchOn(call, st, "roxk_putmem_signal", 1, 1, w.gpu.heapDev.Add(int(off)), src, uint64(size),
-			w.gpu.heapDev.Add(int(soff)), value, int32(op), int32(pe))
+		return w.launchOn(call, st, "roxk_putmem_signal", 1, 1, w.gpu.HeapDev.Add(int(off)), src, uint64(size),
+			w.gpu.HeapDev.Add(int(soff)), value, int32(op), int32(pe))
 	}
 	if size > 0 {
 		if err := st.CopyAsync(base.Add(int(off)), src, size); err != nil {
@@ -101,7 +101,7 @@ func PutSignalOnStream[T Elem](st device.Stream, s Sym[T], at int, src device.Pt
 	if op == SignalAdd {
 		kind = nic.AMOFetchAdd
 	}
-	if err := st.Launch(w.gpu.amoFn, device.D1(1), device.D1(1), 0, base.Add(int(soff)), uint32(kind), uint32(8), value, uint64(0), device.Ptr(0)); err != nil {
+	if err := w.gpu.LaunchAMO(st, base.Add(int(soff)), kind, value); err != nil {
 		return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("signalling PE %d", pe), Err: err}
 	}
 	return nil
@@ -138,7 +138,7 @@ func SignalWaitOnStream(st device.Stream, sig Sym[uint64], at int, cmp Cmp, valu
 	if err := checkCmp(w, "SignalWaitOnStream", cmp); err != nil {
 		return err
 	}
-	addr := w.gpu.heapDev.Add(int(sig.off) + at*int(unsafe.Sizeof(uint64(0))))
+	addr := w.gpu.HeapDev.Add(int(sig.off) + at*int(unsafe.Sizeof(uint64(0))))
 	return w.launchOn("SignalWaitOnStream", st, "roxk_signal_wait_until", 1, 1, addr, cmpC(cmp), value)
 }
 
@@ -170,7 +170,7 @@ func (w *World) SyncStream(ctx context.Context, st device.Stream) error {
 	if err := w.streamCheck("SyncStream", st); err != nil {
 		return err
 	}
-	return w.gpu.waitStream(ctx, "SyncStream", st)
+	return w.waitStream(ctx, "SyncStream", st)
 }
 
 // NewStream returns a new stream of this PE's device for stream-ordered operations (on the host

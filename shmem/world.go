@@ -38,6 +38,7 @@ import (
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic"
+	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 	"github.com/roxamen/roxamen/symheap"
 )
 
@@ -111,12 +112,12 @@ type World struct {
 	imports   []device.Ptr
 
 	barrier barrierState
-	coll    collectives // the World's collective calls, one at a time, numbered
-	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
-	teams   *collState  // teams and collectives (shmem/coll.go)
-	dteams  *devTeams   // the device team table (shmem/devteam.go); nil on the host backend
+	coll    collectives    // the World's collective calls, one at a time, numbered
+	gpu     *gpurt.Runtime // the device runtime on GPU backends (package gpurt); nil on the host backend
+	teams   *collState     // teams and collectives (shmem/coll.go)
+	dteams  *gpurt.Teams   // the device team table (package gpurt); nil on the host backend
 
-	scoll     *streamColls // stream-ordered collectives (shmem/coll_stream.go), made on first use
+	scoll     *gpurt.Colls // stream-ordered collectives' engine (package gpurt), made on first use
 	scollOnce sync.Once
 
 	initReport InitReport // what Init cost (InitReport)
@@ -144,96 +145,143 @@ type failure struct {
 // Slurm or torchrun; a lone process is a 1-PE job), sets up the symmetric heap and maps the heaps
 // of the PEs on this node.
 func Init(ctx context.Context, opts ...Option) (*World, error) {
-	cfg := config{getenv: os.Getenv}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	var w *World
-	clock := newInitClock(func() *bootstrap.Client {
-		if w == nil {
+	j := &initJob{cfg: config{getenv: os.Getenv}}
+	j.clock = newInitClock(func() *bootstrap.Client {
+		if j.w == nil {
 			return nil
 		}
-		return w.boot
+		return j.w.boot
 	})
-	// The job is known first, so that every error below names this PE.
-	rank, rankErr := bootstrap.Detect(cfg.getenv)
-	pe := -1
-	if rankErr == nil {
-		pe = rank.PE
-	} else if v, err := strconv.Atoi(cfg.getenv("ROX_PE")); err == nil && v >= 0 {
-		pe = v
+	if err := j.readConfig(opts); err != nil {
+		return nil, err
 	}
-	fail := func(kind error, err error, format string, args ...any) (*World, error) {
-		return nil, &Error{Call: "Init", PE: pe, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
+	dctx, cancel := context.WithTimeout(ctx, j.cfg.timeout)
+	defer cancel()
+	for _, phase := range []func(context.Context) error{
+		j.bootstrap, j.openDevice, j.mapHeaps, j.placeHeap, j.startTransport,
+		j.startGPURuntime, j.reserveCollectiveSpace, j.finalBarrier,
+	} {
+		if err := phase(dctx); err != nil {
+			if j.w != nil {
+				j.w.teardown()
+			}
+			return nil, err
+		}
+	}
+	j.report()
+	return j.w, nil
+}
+
+// initJob is what Init's phases hand on to each other.
+type initJob struct {
+	cfg      config
+	clock    *initClock
+	w        *World // from bootstrap on
+	rank     bootstrap.Rank
+	rankErr  error // the job's description is bad; reported once the device was picked
+	pe       int   // this PE for errors, -1 while unknown
+	knob     string
+	heapKnob string
+	drv      device.Driver
+	onHost   bool
+	kind     string // ROX_TRANSPORT
+	forceNIC bool   // ROX_TRANSPORT=tcp|ucx: the NIC path between PEs of one node too
+	delivery string // ROX_DELIVERY
+	nodes    int    // how many nodes the job spans
+	// hostHeap: this PE's heap is host-pinned, device-mapped memory, because the transport (which
+	// reads and writes it from the host) starts on a GPU backend.
+	hostHeap      bool
+	transportKind string // the transport started, for the report; "" for none
+}
+
+// fail returns Init's error, naming this PE where it is known.
+func (j *initJob) fail(kind error, err error, format string, args ...any) error {
+	return &Error{Call: "Init", PE: j.pe, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
+}
+
+// readConfig reads the options and knobs and picks the device backend: nothing is started yet.
+func (j *initJob) readConfig(opts []Option) error {
+	cfg := &j.cfg
+	for _, o := range opts {
+		o(cfg)
+	}
+	// The job is known first, so that every error below names this PE.
+	j.rank, j.rankErr = bootstrap.Detect(cfg.getenv)
+	j.pe = -1
+	if j.rankErr == nil {
+		j.pe = j.rank.PE
+	} else if v, err := strconv.Atoi(cfg.getenv("ROX_PE")); err == nil && v >= 0 {
+		j.pe = v
 	}
 	if err := env.ValidateAll(); err != nil {
-		return fail(ErrBadArgument, err, "environment")
+		return j.fail(ErrBadArgument, err, "environment")
 	}
-	knob := fmt.Sprintf("WithTimeout(%v)", cfg.timeout)
+	j.knob = fmt.Sprintf("WithTimeout(%v)", cfg.timeout)
 	if cfg.timeout == 0 {
 		d, _ := env.Timeout.Duration()
 		cfg.timeout = d
-		knob = fmt.Sprintf("%s=%s", env.Timeout.Name, env.Timeout.Raw())
+		j.knob = fmt.Sprintf("%s=%s", env.Timeout.Name, env.Timeout.Raw())
 	}
 	if cfg.timeout <= 0 {
-		return fail(ErrBadArgument, nil, "%s: the timeout must be positive", knob)
+		return j.fail(ErrBadArgument, nil, "%s: the timeout must be positive", j.knob)
 	}
 	ord, _ := env.Ordering.String()
 	cfg.ordering = Ordering(ord)
-	heapKnob := fmt.Sprintf("WithHeapSize(%d)", cfg.heapSize)
+	j.heapKnob = fmt.Sprintf("WithHeapSize(%d)", cfg.heapSize)
 	if !cfg.heapSet && env.HeapSize.IsSet() {
 		cfg.heapSize, _ = env.HeapSize.Size()
 		cfg.heapSet = true
-		heapKnob = fmt.Sprintf("%s=%s", env.HeapSize.Name, env.HeapSize.Raw())
+		j.heapKnob = fmt.Sprintf("%s=%s", env.HeapSize.Name, env.HeapSize.Raw())
 	}
 	if cfg.heapSet && cfg.heapSize < minHeap {
-		return fail(ErrBadArgument, nil, "%s: a symmetric heap of %d bytes is below the %d-byte minimum", heapKnob, cfg.heapSize, minHeap)
+		return j.fail(ErrBadArgument, nil, "%s: a symmetric heap of %d bytes is below the %d-byte minimum", j.heapKnob, cfg.heapSize, minHeap)
 	}
 	if !cfg.heapSet {
 		cfg.heapSize = defaultHostHeap // the device default is applied once the backend is known
-		heapKnob = fmt.Sprintf("the default heap size (%s unset)", env.HeapSize.Name)
+		j.heapKnob = fmt.Sprintf("the default heap size (%s unset)", env.HeapSize.Name)
 	}
 	// The allocator works in cache lines.
 	cfg.heapSize = (cfg.heapSize + heapAlign - 1) &^ (heapAlign - 1)
 	backend, _ := env.Device.String()
 	drv, _, err := auto.Pick(backend)
 	if err != nil {
-		return fail(device.ErrNoDevice, err, "ROX_DEVICE=%s", backend)
+		return j.fail(device.ErrNoDevice, err, "ROX_DEVICE=%s", backend)
 	}
-	onHost := drv.Name() == "host"
-	if !cfg.heapSet && !onHost {
+	j.drv, j.onHost = drv, drv.Name() == "host"
+	if !cfg.heapSet && !j.onHost {
 		cfg.heapSize = defaultDeviceHeap
 	}
-	clock.mark(PhaseDevice)
+	j.kind, _ = env.Transport.String()
+	j.forceNIC = j.kind == "tcp" || j.kind == "ucx"
+	j.delivery, _ = env.Delivery.String()
+	j.clock.mark(PhaseDevice)
+	return nil
+}
 
-	if rankErr != nil {
-		return fail(kindOf(rankErr, ErrBadArgument), rankErr, "detecting the job")
+// bootstrap makes the World and joins the job's rendezvous; it learns where this PE stands on its node.
+func (j *initJob) bootstrap(ctx context.Context) error {
+	if j.rankErr != nil {
+		return j.fail(kindOf(j.rankErr, ErrBadArgument), j.rankErr, "detecting the job")
 	}
-	key, err := register(rank)
+	key, err := register(j.rank)
 	if err != nil {
-		return fail(ErrInitialized, nil, "%v", err)
+		return j.fail(ErrInitialized, nil, "%v", err)
 	}
-	w = &World{pe: rank.PE, npes: rank.NPEs, rank: rank, ordering: cfg.ordering, timeout: cfg.timeout, knob: knob, key: key, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
+	cfg := j.cfg
+	w := &World{pe: j.rank.PE, npes: j.rank.NPEs, rank: j.rank, ordering: cfg.ordering, timeout: cfg.timeout, knob: j.knob, key: key, done: make(chan struct{}), allocs: map[uint64]*allocation{}}
 	w.heapSize = cfg.heapSize
-	initErr := func(kind error, err error, format string, args ...any) (*World, error) {
-		w.teardown()
-		return nil, &Error{Call: "Init", PE: w.pe, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}
-	}
-
-	dctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	w.boot, err = bootstrap.Dial(dctx, rank, cfg.timeout)
+	j.w = w
+	w.boot, err = bootstrap.Dial(ctx, j.rank, cfg.timeout)
 	if err != nil {
-		return initErr(kindOf(err, ErrPEFailed), err, "joining the job%s", w.timeoutHint(err))
+		return j.fail(kindOf(err, ErrPEFailed), err, "joining the job%s", w.timeoutHint(err))
 	}
-	rank = w.boot.Rank() // under PMIx, Dial completes it (job size, local ranks, node)
+	rank := w.boot.Rank() // under PMIx, Dial completes it (job size, local ranks, node)
 	w.rank, w.npes = rank, rank.NPEs
-
 	if rank.LocalPE < 0 || rank.LocalNPEs < 0 {
 		// The launcher did not say where this PE stands on its node: work it out from the nodes.
-		nodes, err := w.boot.Allgather(dctx, []byte(rank.Node))
+		nodes, err := w.boot.Allgather(ctx, []byte(rank.Node))
 		if err != nil {
-			return initErr(kindOf(err, ErrPEFailed), err, "exchanging node names%s", w.timeoutHint(err))
+			return j.fail(kindOf(err, ErrPEFailed), err, "exchanging node names%s", w.timeoutHint(err))
 		}
 		rank.LocalPE, rank.LocalNPEs = 0, 0
 		for pe, n := range nodes {
@@ -246,118 +294,125 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		}
 		w.rank = rank
 	}
+	j.rank = w.rank
 	w.oversubscribed = rank.LocalNPEs > runtime.NumCPU()
-	clock.mark(PhaseBootstrap)
-	if onHost {
+	j.clock.mark(PhaseBootstrap)
+	return nil
+}
+
+// openDevice opens this PE's device and allocates its symmetric heap there.
+func (j *initJob) openDevice(context.Context) error {
+	w, cfg, rank := j.w, j.cfg, j.rank
+	if j.onHost {
 		// The host backend's heaps are shared memory that is only charged when touched: a heap the
 		// node cannot hold would be accepted here and OOM-killed mid-job.
-		if err := checkHostMemory("/", cfg.heapSize, max(rank.LocalNPEs, 1), heapKnob); err != nil {
-			return initErr(ErrNoMemory, nil, "%v", err)
+		if err := checkHostMemory("/", cfg.heapSize, max(rank.LocalNPEs, 1), j.heapKnob); err != nil {
+			return j.fail(ErrNoMemory, nil, "%v", err)
 		}
 	}
-	count, err := drv.Count()
+	count, err := j.drv.Count()
 	if err != nil {
-		return initErr(device.ErrNoDevice, err, "counting %s devices", drv.Name())
+		return j.fail(device.ErrNoDevice, err, "counting %s devices", j.drv.Name())
 	}
 	// One PE per device: the local PE index picks it (several PEs share the host backend's).
-	w.dev, err = drv.Open(rank.LocalPE % count)
+	w.dev, err = j.drv.Open(rank.LocalPE % count)
 	if err != nil {
-		return initErr(device.ErrNoDevice, err, "opening %s device %d", drv.Name(), rank.LocalPE%count)
+		return j.fail(device.ErrNoDevice, err, "opening %s device %d", j.drv.Name(), rank.LocalPE%count)
 	}
-	clock.mark(PhaseDevice)
+	j.clock.mark(PhaseDevice)
 	w.heapBase, err = w.dev.Alloc(int(cfg.heapSize))
 	if err != nil {
-		return initErr(kindOf(err, ErrNoMemory), err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
+		return j.fail(kindOf(err, ErrNoMemory), err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
 	}
-	if onHost {
+	if j.onHost {
 		w.local = host.Bytes(w.heapBase, int(cfg.heapSize))
 	}
 	w.heap, err = symheap.New(uint64(cfg.heapSize), heapAlign)
 	if err != nil {
-		return initErr(ErrBadArgument, err, "heap size %d", cfg.heapSize)
+		return j.fail(ErrBadArgument, err, "heap size %d", cfg.heapSize)
 	}
+	return nil
+}
 
-	// Every PE takes the same decision from the same facts, so they all make the same
-	// collective calls below.
-	kind, _ := env.Transport.String()
-	forceNIC := kind == "tcp" || kind == "ucx"
+// mapHeaps exchanges what every PE needs of every other and maps the heaps of this node's PEs;
+// the others are reached through the transport.
+func (j *initJob) mapHeaps(ctx context.Context) error {
+	w, rank := j.w, j.rank
+	heapSize := j.cfg.heapSize
 	// What every PE needs of every other is small and fixed: its node (node membership, for
 	// the mapping and the teams) and its heap size, which must agree (checked here, by every
 	// PE, rather than at first contact mid-job: it is 8 bytes beside the node name the
 	// allgather carries anyway). The export handle is only for PEs of this node: published
 	// under a per-PE key and fetched by those that map it. Transport addresses are looked up
-	// on first use (startTransport).
+	// on first use (startTransport). Every PE takes the same decisions from the same facts, so
+	// they all make the same collective calls below.
 	var handle []byte
-	if !forceNIC {
+	var err error
+	if !j.forceNIC {
 		if handle, err = w.dev.Export(w.heapBase); err != nil {
-			return initErr(ErrBadArgument, err, "exporting the symmetric heap")
+			return j.fail(ErrBadArgument, err, "exporting the symmetric heap")
 		}
 	}
-	clock.mark(PhaseHeap)
+	j.clock.mark(PhaseHeap)
 	if handle != nil {
-		if err := w.boot.Put(dctx, heapKey(w.pe), handle); err != nil {
-			return initErr(kindOf(err, ErrPEFailed), err, "publishing the heap's export handle%s", w.timeoutHint(err))
+		if err := w.boot.Put(ctx, heapKey(w.pe), handle); err != nil {
+			return j.fail(kindOf(err, ErrPEFailed), err, "publishing the heap's export handle%s", w.timeoutHint(err))
 		}
 	}
-	all, err := w.boot.Allgather(dctx, encodePeer(rank.Node, cfg.heapSize, nil))
+	all, err := w.boot.Allgather(ctx, encodePeer(rank.Node, heapSize, nil))
 	if err != nil {
-		return initErr(kindOf(err, ErrPEFailed), err, "exchanging heaps%s", w.timeoutHint(err))
+		return j.fail(kindOf(err, ErrPEFailed), err, "exchanging heaps%s", w.timeoutHint(err))
 	}
-	clock.mark(PhaseBootstrap)
+	j.clock.mark(PhaseBootstrap)
 	w.peers = make([][]byte, w.npes)
 	w.paths = make([]path, w.npes)
-	type peerInfo struct {
-		node   string
-		handle []byte
-	}
-	infos := make([]peerInfo, w.npes)
 	nodes := map[string]bool{}
-	nodeNames := make([]string, w.npes)
+	w.nodeNames = make([]string, w.npes)
 	for pe, b := range all {
 		node, size, _, err := decodePeer(b)
 		if err != nil {
-			return initErr(ErrMismatch, err, "PE %d sent a malformed heap description", pe)
+			return j.fail(ErrMismatch, err, "PE %d sent a malformed heap description", pe)
 		}
-		if size != cfg.heapSize {
-			return initErr(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, cfg.heapSize)
+		if size != heapSize {
+			return j.fail(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, heapSize)
 		}
-		infos[pe] = peerInfo{node: node}
-		nodeNames[pe] = node
+		w.nodeNames[pe] = node
 		nodes[node] = true
 	}
-	w.nodeNames = nodeNames
+	j.nodes = len(nodes)
+	sameNode := func(pe int) bool { return pe != w.pe && w.nodeNames[pe] == rank.Node && !j.forceNIC }
 	// The node's handles are fetched all at once: one round trip, not one per PE of the node.
 	handles := make([][]byte, w.npes)
 	herrs := make([]error, w.npes)
 	var fetch sync.WaitGroup
-	for pe, info := range infos {
-		if pe != w.pe && info.node == rank.Node && !forceNIC {
+	for pe := range w.npes {
+		if sameNode(pe) {
 			fetch.Add(1)
 			go func() {
 				defer fetch.Done()
-				handles[pe], herrs[pe] = w.boot.Get(dctx, heapKey(pe))
+				handles[pe], herrs[pe] = w.boot.Get(ctx, heapKey(pe))
 			}()
 		}
 	}
 	fetch.Wait()
-	for pe, info := range infos {
+	for pe := range w.npes {
 		switch {
-		case pe == w.pe && onHost:
+		case pe == w.pe && j.onHost:
 			w.peers[pe] = w.local
 			w.paths[pe] = mapped(w.local)
 		case pe == w.pe:
 			w.paths[pe] = w.devicePath(pe, w.heapBase)
-		case info.node == rank.Node && !forceNIC:
+		case sameNode(pe):
 			if err := herrs[pe]; err != nil {
-				return initErr(kindOf(err, ErrPEFailed), err, "fetching the heap export handle of PE %d%s", pe, w.timeoutHint(err))
+				return j.fail(kindOf(err, ErrPEFailed), err, "fetching the heap export handle of PE %d%s", pe, w.timeoutHint(err))
 			}
 			p, err := w.dev.Import(handles[pe])
 			if err != nil {
-				return initErr(kindOf(err, ErrSystem), err, "mapping the heap of PE %d", pe)
+				return j.fail(kindOf(err, ErrSystem), err, "mapping the heap of PE %d", pe)
 			}
 			w.imports = append(w.imports, p)
-			if onHost {
-				w.peers[pe] = host.Bytes(p, int(cfg.heapSize))
+			if j.onHost {
+				w.peers[pe] = host.Bytes(p, int(heapSize))
 				w.paths[pe] = mapped(w.peers[pe])
 			} else {
 				w.paths[pe] = w.devicePath(pe, p)
@@ -366,64 +421,114 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 			w.remotes = append(w.remotes, pe)
 		}
 	}
-	clock.mark(PhaseMapping)
-	transportKind := ""
-	if forceNIC || len(nodes) > 1 {
-		transportKind = kind
-		if kind != "ucx" {
-			transportKind = "tcp"
-		}
-		w.transport, err = w.startTransport(dctx, kind)
-		if err != nil {
-			return initErr(kindOf(err, ErrPEFailed), err, "starting the %s transport%s", kind, w.timeoutHint(err))
-		}
-		for _, pe := range w.remotes {
-			w.paths[pe] = remote{w.transport, pe}
-		}
-		if p, ok := w.transport.(interface{ Progress() bool }); ok {
-			w.progress = p.Progress
-		}
-		clock.mark(PhaseTransport)
+	j.clock.mark(PhaseMapping)
+	return nil
+}
+
+// needTransport: some PE is reached through the NIC path (another node, or the path forced).
+func (j *initJob) needTransport() bool { return j.forceNIC || j.nodes > 1 }
+
+// placeHeap decides where this PE's heap lives as kernels and the transport see it, before the
+// transport starts over it: on a GPU with a transport, host-pinned memory mapped into the device
+// (the transport's target side reads and writes it from the host); otherwise where it is.
+func (j *initJob) placeHeap(context.Context) error {
+	j.hostHeap = !j.onHost && j.needTransport()
+	if !j.hostHeap {
+		return nil
 	}
-	delivery, _ := env.Delivery.String()
-	if delivery == "reorder" && !onHost {
-		return initErr(ErrBadArgument, nil, "ROX_DELIVERY=reorder: the reordering delivery path is for the host backend only, this PE runs on %v", w.dev.Info())
+	if err := j.w.placeHostHeap(); err != nil {
+		return j.fail(ErrPEFailed, err, "starting the device runtime on %v", j.w.dev.Info())
 	}
-	if !onHost {
-		if err := w.startDevice(dctx); err != nil {
-			return initErr(ErrPEFailed, err, "starting the device runtime on %v", w.dev.Info())
-		}
-		clock.mark(PhaseRuntime)
+	j.clock.mark(PhaseHeap)
+	return nil
+}
+
+// startTransport starts the NIC transport over the heap placeHeap chose, where some PE needs it.
+func (j *initJob) startTransport(ctx context.Context) error {
+	if !j.needTransport() {
+		return nil
 	}
+	w := j.w
+	j.transportKind = j.kind
+	if j.kind != "ucx" {
+		j.transportKind = "tcp"
+	}
+	var err error
+	w.transport, err = w.startTransport(ctx, j.kind)
+	if err != nil {
+		return j.fail(kindOf(err, ErrPEFailed), err, "starting the %s transport%s", j.kind, w.timeoutHint(err))
+	}
+	for _, pe := range w.remotes {
+		w.paths[pe] = remote{w.transport, pe}
+	}
+	if p, ok := w.transport.(interface{ Progress() bool }); ok {
+		w.progress = p.Progress
+	}
+	j.clock.mark(PhaseTransport)
+	return nil
+}
+
+// startGPURuntime starts the device runtime on GPU backends: peer access, the runtime modules,
+// the ring and its proxy.
+func (j *initJob) startGPURuntime(ctx context.Context) error {
+	w := j.w
+	if j.delivery == "reorder" && !j.onHost {
+		return j.fail(ErrBadArgument, nil, "ROX_DELIVERY=reorder: the reordering delivery path is for the host backend only, this PE runs on %v", w.dev.Info())
+	}
+	if j.onHost {
+		return nil
+	}
+	if err := w.startDevice(ctx); err != nil {
+		return j.fail(ErrPEFailed, err, "starting the device runtime on %v", w.dev.Info())
+	}
+	j.clock.mark(PhaseRuntime)
+	return nil
+}
+
+// reserveCollectiveSpace reserves the barrier's, the collectives' and the device teams' space at
+// the start of the heap, at the same offset on every PE; ROX_DELIVERY=reorder starts here.
+func (j *initJob) reserveCollectiveSpace(context.Context) error {
+	w := j.w
 	if err := w.initBarrier(); err != nil {
-		return initErr(ErrOutOfMemory, err, "reserving barrier space")
+		return j.fail(ErrOutOfMemory, err, "reserving barrier space")
 	}
-	if delivery == "reorder" {
+	if j.delivery == "reorder" {
 		if err := w.startReorder(); err != nil {
-			return initErr(ErrBadArgument, err, "starting the reordering delivery path (ROX_DELIVERY=reorder)")
+			return j.fail(ErrBadArgument, err, "starting the reordering delivery path (ROX_DELIVERY=reorder)")
 		}
 	}
-	if err := w.initColl(nodeNames); err != nil {
-		return initErr(ErrOutOfMemory, err, "reserving collective space")
+	if err := w.initColl(w.nodeNames); err != nil {
+		return j.fail(ErrOutOfMemory, err, "reserving collective space")
 	}
-	if !onHost || cfg.devTeams {
+	if !j.onHost || j.cfg.devTeams {
 		if err := w.initDevTeams(); err != nil {
-			return initErr(ErrOutOfMemory, err, "setting up the device team table")
+			return j.fail(ErrOutOfMemory, err, "setting up the device team table")
 		}
 	}
-	clock.mark(PhaseHeap)
+	j.clock.mark(PhaseHeap)
+	return nil
+}
+
+// finalBarrier: everyone has mapped everyone and published its addresses before anyone
+// communicates.
+func (j *initJob) finalBarrier(ctx context.Context) error {
+	w := j.w
 	go w.watch()
-	// Everyone has mapped everyone and published its addresses before anyone communicates.
-	if err := w.boot.Barrier(dctx); err != nil {
-		return initErr(kindOf(err, ErrPEFailed), err, "first barrier%s", w.timeoutHint(err))
+	if err := w.boot.Barrier(ctx); err != nil {
+		return j.fail(kindOf(err, ErrPEFailed), err, "first barrier%s", w.timeoutHint(err))
 	}
-	clock.mark(PhaseBarrier)
-	w.initReport = clock.report(w.pe, w.npes, transportKind)
+	j.clock.mark(PhaseBarrier)
+	return nil
+}
+
+// report records what Init cost (ROX_DEBUG=1 prints it) and makes the World the process's.
+func (j *initJob) report() {
+	w := j.w
+	w.initReport = j.clock.report(w.pe, w.npes, j.transportKind)
 	if env.Debugging(env.LevelInfo) {
 		fmt.Fprintf(os.Stderr, "roxamen: %v\n", w.initReport)
 	}
 	w.registered()
-	return w, nil
 }
 
 // heapKey is the bootstrap key under which PE pe publishes its heap's export handle.

@@ -79,12 +79,11 @@ lane nic-litmus "" go test -json -count=1 -timeout 30m -run "$nic_litmus" ./test
 # The concurrent core again under the race detector. Left out there: TestRailsPutSignalAfterEveryChunk,
 # whose reader and the transport's are ordered through the rails' sockets and a signal, which the
 # race detector cannot see (it runs in the plain pass); and what has no concurrency of its own to
-# check or repeats at scale what the smaller tests run under the detector: TestAuxKernelsUpToDate
-# (a clang build compared with the committed PTX), the bootstrap simulation's 1024-PE runs
+# check or repeats at scale what the smaller tests run under the detector: the bootstrap simulation's 1024-PE runs
 # (TestScale1024, TestScaleAcrossNodes: 100 s under the detector, 4 s without). One package at a
 # time (-p 1): the detector's CPU would otherwise crowd the other lanes' timed jobs.
 lane race race env CGO_ENABLED=1 go test -json -count=1 -race -p 1 -timeout 20m ./shmem/... ./symheap/... ./internal/bootstrap/... ./internal/pmix/... ./nic/... ./test/netns/... ./examples/gemm/... \
-  -skip '^(TestRailsPutSignalAfterEveryChunk|TestAuxKernelsUpToDate|TestScale1024|TestScaleAcrossNodes)$'
+  -skip '^(TestRailsPutSignalAfterEveryChunk|TestScale1024|TestScaleAcrossNodes)$'
 
 # Everything else, without the race detector (it needs cgo for its runtime, never for our code).
 failed=0

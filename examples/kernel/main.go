@@ -5,6 +5,9 @@
 //
 //	roxrun -n 2 ./examples/kernel                   # the committed clang-19 PTX
 //	roxrun -n 2 ./examples/kernel -image my.ptx     # a code object of your own (nvcc, hipcc)
+//
+// It builds its own PTX on purpose, not through go generate ./kernels: it is the user's side, a
+// kernel compiled against kernels/include and loaded with LoadModule (kernels/PREFIXES.md).
 package main
 
 import (

@@ -13,6 +13,26 @@
 #define SMALL_BLOCK
 #endif
 
+// ---- host-initiated operations --------------------------------------------------------------
+
+// Host-initiated atomics on device memory (shmem's device path): one AMO (ROXSHMEM_AMO_*) of width
+// 4 or 8 at system scope on addr (this PE's heap or a mapped peer's); the old value goes to out
+// (host-pinned and device-mapped, or device memory) unless out is 0.
+KERNEL void roxk_amo(uint64_t addr, uint32_t kind, uint32_t width, uint64_t value, uint64_t cmp, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	roxa_fence_sc();
+	uint64_t old;
+	if (width == 8)
+		old = roxa_amo_u64(kind, (uint64_t *)(uintptr_t)addr, value, cmp);
+	else
+		old = roxa_amo_u32(kind, (uint32_t *)(uintptr_t)addr, (uint32_t)value, (uint32_t)cmp);
+	roxa_fence_sc();
+	if (out != 0)
+		roxa_st_release_u64(out, old);
+}
+
 // ---- synchronization ----------------------------------------------------------------------------
 
 // One block per PE: quiet, then barrier with every PE.

@@ -121,6 +121,17 @@ func Compile(dir string, t Target, src, out string, defines ...string) error {
 // named after the source (runtime-<arch><ext>, coll-<arch><ext>).
 var Sources = []string{"src/runtime.hip", "src/coll.hip"}
 
+// TestSource holds the kernels only tests launch (shmem's GPU tests). It is built like Sources, one
+// object per target (test-<arch><ext>), into TestObjDir, which package kernels/testkernels embeds:
+// no production binary imports it, so the test kernels never ship.
+const (
+	TestSource = "src/test.hip"
+	TestObjDir = "testkernels/obj"
+)
+
+// Tests builds TestSource for every target into outDir.
+func Tests(kernelsDir, outDir string) error { return Build(kernelsDir, outDir, []string{TestSource}) }
+
 // Check is the GPU check kernel (gpucheck/check.hip), built by clang-19 for sm_90 into
 // gpucheck/check-clang-sm_90.ptx; the GPU machine builds the same source with nvcc (run.sh).
 const (
@@ -137,7 +148,7 @@ var Checks = [][2]string{{CheckSource, CheckOutput}, {CollCheckSource, CollCheck
 // ObjectName is the file in kernels/obj that holds the runtime kernels for t.
 func ObjectName(t Target) string { return SourceObjectName("src/runtime.hip", t) }
 
-// SourceObjectName is the file in kernels/obj that holds source src (one of Sources) built for t.
+// SourceObjectName is the file that holds source src (one of Sources, or TestSource) built for t.
 func SourceObjectName(src string, t Target) string {
 	return strings.TrimSuffix(filepath.Base(src), ".hip") + "-" + t.Arch + t.Ext()
 }
@@ -145,7 +156,7 @@ func SourceObjectName(src string, t Target) string {
 // All builds every source of Sources for every target into outDir.
 func All(kernelsDir, outDir string) error { return Build(kernelsDir, outDir, Sources) }
 
-// Build builds srcs (of Sources) for every target into outDir, one compiler per CPU at a time
+// Build builds srcs (of Sources, or TestSource) for every target into outDir, one compiler per CPU at a time
 // (the collectives' object takes a minute or more per target).
 func Build(kernelsDir, outDir string, srcs []string) error {
 	outAbs, err := filepath.Abs(outDir)

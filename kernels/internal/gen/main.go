@@ -1,5 +1,5 @@
 // Command gen rebuilds kernels/obj (go generate ./kernels): the runtime kernels and the workload
-// kernels for every target.
+// kernels for every target; and kernels/testkernels/obj, the kernels only tests launch.
 package main
 
 import (
@@ -16,6 +16,10 @@ func main() {
 		os.Exit(1)
 	}
 	if err := build.Workloads(".", "obj"); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	if err := build.Tests(".", build.TestObjDir); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}

@@ -1,4 +1,4 @@
-package shmem
+package gpurt
 
 import (
 	"fmt"
@@ -15,6 +15,9 @@ import (
 // the state's ring. roxshmem_ctx_create beyond the pool returns an error code to the kernel.
 const devCtxs = 8
 
+// DeviceContexts is how many device contexts roxshmem_ctx_create hands out per PE.
+const DeviceContexts = devCtxs
+
 // devCtxPool holds the context rings: the table and the ticket counters in device memory (device
 // code claims slots and takes tickets there with atomics, off the host bus), the rings, their
 // result slots and their copy-engine completion values in host-pinned memory, like the default
@@ -29,8 +32,8 @@ type devCtxPool struct {
 }
 
 // startCtxs makes the context rings and points rt.state at their table.
-func (rt *gpuRuntime) startCtxs() error {
-	d := rt.w.dev
+func (rt *Runtime) startCtxs() error {
+	d := rt.dev
 	p := &devCtxPool{}
 	ringBytes := nic.RingBytes(rt.ringCap)
 	per := ringBytes + 16*rt.ringCap

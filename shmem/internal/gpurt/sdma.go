@@ -1,4 +1,4 @@
-package shmem
+package gpurt
 
 import (
 	"errors"
@@ -39,9 +39,9 @@ func kfdLocation(busID string) (uint32, error) {
 // startSDMA sets up the route for an AMD device, or returns (nil, nil) where it does not apply
 // (not AMD, ROX_SDMA=off, or with ROX_SDMA=auto no KFD). threshold is ROX_CE_THRESHOLD: on AMD the
 // SDMA route replaces the proxy's copy-engine route.
-func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
+func (rt *Runtime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 	mode, _ := env.SDMA.String()
-	d := rt.w.dev
+	d := rt.dev
 	info := d.Info()
 	if mode == "off" || info.Driver != "hip" {
 		if mode == "on" && info.Driver != "hip" {
@@ -75,7 +75,7 @@ func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 	}
 	qsz := int(unsafe.Sizeof(kernels.SDMAQueue{}))
 	tsz := int(unsafe.Sizeof(kernels.SDMATable{}))
-	memBytes := rt.w.npes*kernels.SDMAMaxQueues*(qsz+64) + tsz
+	memBytes := rt.w.NPEs()*kernels.SDMAMaxQueues*(qsz+64) + tsz
 	if sd.mem, err = d.Alloc(memBytes); err != nil {
 		return fail(err)
 	}
@@ -85,8 +85,8 @@ func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 	// Queues per peer: the XGMI engines shared among the mapped peers (one per engine), 1 to
 	// SDMAMaxQueues; blocks spread over them (sdma.h).
 	peers := 0
-	for pe, base := range rt.peerBase {
-		if pe != rt.w.pe && base != 0 {
+	for pe, base := range rt.PeerBase {
+		if pe != rt.w.PE() && base != 0 {
 			peers++
 		}
 	}
@@ -95,8 +95,8 @@ func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 		per = min(kernels.SDMAMaxQueues, max(1, int(node.SDMAXGMIEngines)/peers))
 	}
 	table := kernels.SDMATable{Magic: kernels.SDMAMagic, NQueues: uint32(per), Threshold: threshold}
-	for pe, base := range rt.peerBase {
-		if pe == rt.w.pe || base == 0 {
+	for pe, base := range rt.PeerBase {
+		if pe == rt.w.PE() || base == 0 {
 			continue
 		}
 		for j := 0; j < per; j++ {
@@ -107,7 +107,7 @@ func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 			sd.queues = append(sd.queues, q)
 			slot := pe*kernels.SDMAMaxQueues + j
 			at := sd.mem.Add(slot * qsz)
-			done := sd.mem.Add(rt.w.npes*kernels.SDMAMaxQueues*qsz + 64*slot)
+			done := sd.mem.Add(rt.w.NPEs()*kernels.SDMAMaxQueues*qsz + 64*slot)
 			desc := kernels.SDMAQueue{Ring: q.RingGPU, Rptr: q.Rptr, Wptr: q.Wptr, Doorbell: q.Doorbell, Done: uint64(done),
 				RingBytes: sdmaRingBytes, Engine: uint32(j)}
 			if err := d.CopyHtoD(at, unsafe.Slice((*byte)(unsafe.Pointer(&desc)), qsz)); err != nil {
@@ -116,7 +116,7 @@ func (rt *gpuRuntime) startSDMA(threshold uint64) (*gpuSDMA, error) {
 			table.Queue[pe][j] = uint64(at)
 		}
 	}
-	tab := sd.mem.Add(rt.w.npes * kernels.SDMAMaxQueues * (qsz + 64))
+	tab := sd.mem.Add(rt.w.NPEs() * kernels.SDMAMaxQueues * (qsz + 64))
 	if err := d.CopyHtoD(tab, unsafe.Slice((*byte)(unsafe.Pointer(&table)), tsz)); err != nil {
 		return fail(err)
 	}

@@ -1,4 +1,4 @@
-package shmem
+package gpurt
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/device/host"
+	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -27,14 +28,17 @@ import (
 // device copies (on a stream of their own, not ordered with the copy engine's).
 func TestProxyRoutesOnDevice(t *testing.T) {
 	type backend struct {
-		name string
-		open func() (device.Device, error)
-		aux  func(arch string) ([]byte, error)
+		name  string
+		open  func() (device.Device, error)
+		image func(arch string) ([]byte, error) // the runtime object with roxk_amo
 	}
 	backends := []backend{{"host", func() (device.Device, error) { return host.New().Open(0) },
-		func(string) ([]byte, error) { return []byte(auxHostModule()), nil }}}
+		func(string) ([]byte, error) { return []byte(amoHostModule()), nil }}}
 	if n, err := cuda.New().Count(); err == nil && n > 0 {
-		backends = append(backends, backend{"cuda", func() (device.Device, error) { return cuda.New().Open(0) }, auxObject})
+		backends = append(backends, backend{"cuda", func() (device.Device, error) { return cuda.New().Open(0) }, func(arch string) ([]byte, error) {
+			b, _, err := kernels.ObjectFor(arch)
+			return b, err
+		}})
 	} else if os.Getenv("ROX_TEST_GPU") == "1" {
 		t.Fatalf("ROX_TEST_GPU=1 but no CUDA GPU: %d, %v", n, err)
 	}
@@ -49,17 +53,17 @@ func TestProxyRoutesOnDevice(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				aux, err := b.aux(d.Info().Arch)
+				img, err := b.image(d.Info().Arch)
 				if err != nil {
 					t.Fatal(err)
 				}
-				testProxyRoutesOnDevice(t, d, aux, nicPath)
+				testProxyRoutesOnDevice(t, d, img, nicPath)
 			})
 		}
 	}
 }
 
-func testProxyRoutesOnDevice(t *testing.T, d device.Device, aux []byte, nicPath bool) {
+func testProxyRoutesOnDevice(t *testing.T, d device.Device, img []byte, nicPath bool) {
 	const capacity, heapSize = 8, 1 << 20
 	const producers, each, slot = 4, 100, 1024 // each operation owns slot bytes of heap
 	const sigOff, ctrOff = heapSize - 64, heapSize - 128
@@ -69,7 +73,7 @@ func testProxyRoutesOnDevice(t *testing.T, d device.Device, aux []byte, nicPath 
 			t.Fatal(err)
 		}
 	}
-	w := &World{pe: 0, npes: 2, dev: d, heapSize: heapSize, timeout: 10 * time.Second, done: make(chan struct{})}
+	w := &fakeWorld{npes: 2, dev: d, heapSize: heapSize, timeout: 10 * time.Second}
 	var heaps [2]device.Ptr
 	var err error
 	for i := range heaps {
@@ -79,14 +83,14 @@ func testProxyRoutesOnDevice(t *testing.T, d device.Device, aux []byte, nicPath 
 	}
 	src, err := d.Alloc(heapSize)
 	must(err)
-	rt := w.gpuRT()
-	rt.peerBase[0], rt.heapDev = heaps[0], heaps[0]
+	rt := New(w)
+	rt.PeerBase[0], rt.HeapDev = heaps[0], heaps[0]
 	var fake *fakeNIC
 	if nicPath {
 		fake = &fakeNIC{heap: nic.AlignedBytes(heapSize)}
-		w.transport, w.remotes, rt.cpuCompletion = fake, []int{1}, true
+		w.transport, rt.cpuCompletion = fake, true
 	} else {
-		rt.peerBase[1] = heaps[1]
+		rt.PeerBase[1] = heaps[1]
 	}
 	rt.ringCap = capacity
 	rt.ctrl, err = d.AllocHost(ctrlResults + 16*capacity)
@@ -99,14 +103,14 @@ func testProxyRoutesOnDevice(t *testing.T, d device.Device, aux []byte, nicPath 
 	rt.misc, err = d.Alloc(miscBytes)
 	must(err)
 	must(d.Memset(rt.misc, 0, miscBytes))
-	rt.aux, err = d.LoadModule(aux)
+	rt.runtimeMod, err = d.LoadModule(img)
 	must(err)
-	rt.amoFn, err = rt.aux.Function("roxg_amo")
+	rt.amoFn, err = rt.runtimeMod.Function("roxk_amo")
 	must(err)
 	rt.stop = make(chan struct{})
 	must(rt.startProxy())
 	t.Cleanup(func() {
-		rt.release()
+		rt.Release()
 		for _, p := range []device.Ptr{heaps[0], heaps[1], src} {
 			_ = d.Free(p)
 		}

@@ -1,4 +1,4 @@
-package shmem
+package gpurt
 
 import (
 	"context"
@@ -47,11 +47,11 @@ func (s *proxyStats) reset() {
 // producers cannot ring its bell).
 const idleSpin = 2 * time.Millisecond
 
-// startProxy starts the proxy over rt.ring; rt.peerBase, rt.ctrl, rt.misc, rt.amoFn and
-// w.transport are in place.
-func (rt *gpuRuntime) startProxy() error {
+// startProxy starts the proxy over rt.ring; rt.PeerBase, rt.ctrl, rt.misc, rt.amoFn and
+// w.Transport() are in place.
+func (rt *Runtime) startProxy() error {
 	w := rt.w
-	ce, err := w.dev.NewStream()
+	ce, err := rt.dev.NewStream()
 	if err != nil {
 		return fmt.Errorf("creating the copy-engine stream: %w", err)
 	}
@@ -65,21 +65,21 @@ func (rt *gpuRuntime) startProxy() error {
 		stats:  &p.stats,
 	}
 	var viaNIC nic.Route = noRoute{}
-	if w.transport != nil {
-		viaNIC = nic.NewTransportRoute(w.transport, deviceLocal{rt}, w.timeout)
+	if w.Transport() != nil {
+		viaNIC = nic.NewTransportRoute(w.Transport(), deviceLocal{rt}, w.Timeout())
 	}
-	routes := make([]nic.Route, w.npes)
+	routes := make([]nic.Route, w.NPEs())
 	for pe := range routes {
 		routes[pe] = viaNIC
-		if rt.peerBase[pe] != 0 {
+		if rt.PeerBase[pe] != 0 {
 			routes[pe] = p.ce
 		}
 	}
 	cfg := nic.ProxyConfig{
-		PE: w.pe, NPEs: w.npes, HeapSize: uint64(w.heapSize), Routes: routes,
+		PE: w.PE(), NPEs: w.NPEs(), HeapSize: uint64(w.HeapSize()), Routes: routes,
 		Rings: append([]*nic.Ring{rt.ring}, rt.ctxs.ringList()...), // the default context's, then the device contexts'
 
-		Timeout: w.timeout,
+		Timeout: w.Timeout(),
 		// At most ringCap-1 tickets between issued and completed: the completion slots are
 		// reused.
 		Window:    rt.ringCap - 1,
@@ -126,7 +126,7 @@ func (p *gpuProxy) close() {
 // returns only once every copy before it in the stream has landed, and the proxy never waits for
 // the copy engine.
 type ceRoute struct {
-	rt     *gpuRuntime
+	rt     *Runtime
 	ce     device.Stream
 	slots  []uint64 // completion values (host-pinned), slot t&(cap-1)
 	slotDv device.Ptr
@@ -173,7 +173,7 @@ func (c *ceRoute) CompleteAt(r *nic.Ring, upTo uint64) error {
 // Issue enqueues d (validated by the proxy) to a PE whose heap is mapped here.
 func (c *ceRoute) Issue(d *nic.Desc) error {
 	rt := c.rt
-	base := rt.peerBase[d.PE]
+	base := rt.PeerBase[d.PE]
 	dst := base.Add(int(d.Dst))
 	switch d.Op {
 	case nic.OpPut, nic.OpPutSignal:
@@ -213,8 +213,8 @@ func (c *ceRoute) Issue(d *nic.Desc) error {
 }
 
 // byHost reports whether d's read-modify-write of this PE's heap is the CPU's to apply (see
-// gpuRuntime.cpuAMOs): the transport applies remote PEs' AMOs there with CPU atomics.
-func (c *ceRoute) byHost(d *nic.Desc) bool { return int(d.PE) == c.rt.w.pe && c.rt.cpuAMOs() }
+// Runtime.cpuAMOs): the transport applies remote PEs' AMOs there with CPU atomics.
+func (c *ceRoute) byHost(d *nic.Desc) bool { return int(d.PE) == c.rt.w.PE() && c.rt.cpuAMOs() }
 
 // hostAMO applies an AMO to this PE's host-mapped heap at off with a CPU atomic, after the stream's
 // earlier work (a copy before a fence, or a put-with-signal's data) has landed, and stores the old
@@ -222,7 +222,7 @@ func (c *ceRoute) byHost(d *nic.Desc) bool { return int(d.PE) == c.rt.w.pe && c.
 // the stream carries, comes after it.
 func (c *ceRoute) hostAMO(off uint64, op nic.AMOOp, width int, value, compare uint64, result uint64) error {
 	rt := c.rt
-	ctx, cancel := context.WithTimeout(context.Background(), rt.w.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), rt.w.Timeout())
 	defer cancel()
 	if err := c.Quiet(ctx); err != nil {
 		return err
@@ -250,7 +250,7 @@ func (noRoute) Quiet(context.Context) error { return nil }
 // deviceLocal is the local memory of descriptors on the NIC path: device addresses. The host
 // addresses the buffers this runtime maps (the heap in NIC mode, the ring results) directly; the
 // NIC route stages the rest through the host.
-type deviceLocal struct{ rt *gpuRuntime }
+type deviceLocal struct{ rt *Runtime }
 
 func (l deviceLocal) Bytes(addr uint64, n int) ([]byte, error) {
 	for _, hb := range []device.HostBuffer{l.rt.hostHeap, l.rt.ctrl} {
@@ -266,9 +266,9 @@ func (l deviceLocal) Bytes(addr uint64, n int) ([]byte, error) {
 }
 
 func (l deviceLocal) CopyOut(dst []byte, addr uint64) error {
-	return l.rt.w.dev.CopyDtoH(dst, device.Ptr(addr))
+	return l.rt.dev.CopyDtoH(dst, device.Ptr(addr))
 }
 
 func (l deviceLocal) CopyIn(addr uint64, src []byte) error {
-	return l.rt.w.dev.CopyHtoD(device.Ptr(addr), src)
+	return l.rt.dev.CopyHtoD(device.Ptr(addr), src)
 }

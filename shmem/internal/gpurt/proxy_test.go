@@ -1,4 +1,4 @@
-package shmem
+package gpurt
 
 import (
 	"context"
@@ -18,15 +18,15 @@ import (
 )
 
 // The proxy on the host backend (CI): host memory stands in for both GPUs' heaps, host.Stream for
-// the copy-engine stream, and a Go kernel for roxg_amo. Go goroutines play the device producers.
+// the copy-engine stream, and a Go kernel for roxk_amo. Go goroutines play the device producers.
 
-var registerAux sync.Once
+var registerAMO sync.Once
 
-func auxHostModule() string {
-	const name = "shmem-test-aux"
-	registerAux.Do(func() {
+func amoHostModule() string {
+	const name = "shmem-test-amo"
+	registerAMO.Do(func() {
 		host.Register(name, map[string]host.Kernel{
-			"roxg_amo": func(l host.Launch, args []any) {
+			"roxk_amo": func(l host.Launch, args []any) {
 				addr, kind, width := args[0].(device.Ptr), args[1].(uint32), int(args[2].(uint32))
 				value, cmp, out := args[3].(uint64), args[4].(uint64), args[5].(device.Ptr)
 				old, err := nic.ApplyAMO(host.Bytes(addr, width), nic.AMOOp(kind), width, value, cmp)
@@ -74,7 +74,7 @@ func (f *fakeNIC) Quiet(context.Context, int) error { return nil }
 func (f *fakeNIC) Close() error                     { return nil }
 
 type proxyRig struct {
-	rt           *gpuRuntime
+	rt           *Runtime
 	heap0, heap1 []byte // PE 0's (this PE) and PE 1's heaps
 	src          device.Ptr
 	srcB         []byte
@@ -90,7 +90,7 @@ func newProxyRig(t *testing.T, nicPath bool, capacity int) *proxyRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &World{pe: 0, npes: 2, dev: d, heapSize: rigHeap, timeout: 5 * time.Second, done: make(chan struct{})}
+	w := &fakeWorld{npes: 2, dev: d, heapSize: rigHeap, timeout: 5 * time.Second}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -103,13 +103,13 @@ func newProxyRig(t *testing.T, nicPath bool, capacity int) *proxyRig {
 	must(err)
 	src, err := d.Alloc(rigHeap)
 	must(err)
-	rt := w.gpuRT()
-	rt.peerBase[0], rt.heapDev = h0, h0
+	rt := New(w)
+	rt.PeerBase[0], rt.HeapDev = h0, h0
 	r := &proxyRig{rt: rt, heap0: host.Bytes(h0, rigHeap), heap1: host.Bytes(h1, rigHeap), src: src, srcB: host.Bytes(src, rigHeap)}
 	if nicPath {
-		w.transport, w.remotes, rt.cpuCompletion = &fakeNIC{heap: r.heap1}, []int{1}, true
+		w.transport, rt.cpuCompletion = &fakeNIC{heap: r.heap1}, true
 	} else {
-		rt.peerBase[1] = h1
+		rt.PeerBase[1] = h1
 	}
 	rt.ringCap = capacity
 	rt.ctrl, err = d.AllocHost(ctrlResults + 16*capacity)
@@ -121,14 +121,14 @@ func newProxyRig(t *testing.T, nicPath bool, capacity int) *proxyRig {
 	rt.misc, err = d.Alloc(miscBytes)
 	must(err)
 	must(d.Memset(rt.misc, 0, miscBytes))
-	rt.aux, err = d.LoadModule([]byte(auxHostModule()))
+	rt.runtimeMod, err = d.LoadModule([]byte(amoHostModule()))
 	must(err)
-	rt.amoFn, err = rt.aux.Function("roxg_amo")
+	rt.amoFn, err = rt.runtimeMod.Function("roxk_amo")
 	must(err)
 	rt.stop = make(chan struct{})
 	must(rt.startProxy())
 	t.Cleanup(func() {
-		rt.release()
+		rt.Release()
 		_ = d.Close()
 	})
 	return r
@@ -185,7 +185,7 @@ func TestProxyCompletesInTicketOrder(t *testing.T) {
 						case 2:
 							// get PE pe's bytes at off into this PE's heap at off
 							copy(heap[off:off+n], r.srcB[off:off+n])
-							d = nic.Desc{Op: nic.OpGet, PE: pe, Size: n, Src: uint64(r.rt.heapDev) + off, Dst: off}
+							d = nic.Desc{Op: nic.OpGet, PE: pe, Size: n, Src: uint64(r.rt.HeapDev) + off, Dst: off}
 							if pe == 0 {
 								d.Src = uint64(r.src) + off // a get from this PE itself lands in src, unchanged
 							}
@@ -270,7 +270,7 @@ func TestProxyRejectsBadDescriptor(t *testing.T) {
 	if got := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.rt.ctrl.Bytes[ctrlAbort]))); got != abortProxy {
 		t.Errorf("abort word %d, want %d (the proxy failed)", got, abortProxy)
 	}
-	if err := r.rt.deviceError("test"); err == nil || !errors.Is(err, ErrPEFailed) {
-		t.Errorf("deviceError = %v, want ErrPEFailed carrying the ring error", err)
+	if _, _, ringErrs, ok := r.rt.Record(); !ok || !errors.As(ringErrs[0], &re) {
+		t.Errorf("Record: ring errors %v, want the ring error", ringErrs)
 	}
 }
