@@ -54,7 +54,7 @@ func (w *World) initDevTeams() error {
 	dt := &devTeams{}
 	dt.table.Magic = kernels.TeamMagic
 	dt.table.NTeams = kernels.MaxTeams
-	switch w.teams.algo {
+	switch w.teams.eng.Algo() {
 	case "oneshot":
 		dt.table.CollAlgo = kernels.CollOneshot
 	case "twoshot":
