@@ -3,6 +3,7 @@ package shmem
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/shmem/internal/coll"
@@ -88,14 +89,14 @@ func (e *engineWorld) Mapped(pe int) []byte { return e.peers[pe] }
 
 func (e *engineWorld) LoadWord(off uint64) uint64 { return e.w().loadWord(off, 8) }
 
-func (e *engineWorld) WaitWord(ctx context.Context, call string, pe int, off, v uint64, what func() string) error {
+func (e *engineWorld) WaitWord(ctx context.Context, call string, pe int, off, v uint64, what fmt.Stringer) error {
 	w := e.w()
 	sp := w.spin(ctx, call)
 	// A PE that left cleanly after doing its part (a barrier's header sent) does not end a wait
 	// for another, as the World's barrier promised before it became a header exchange.
 	sp.on, sp.waitsOn = pe, true
 	for w.loadWord(off, 8) < v {
-		if err := sp.next(what); err != nil {
+		if err := sp.next(func() string { return what.String() }); err != nil {
 			return err
 		}
 	}

@@ -114,7 +114,7 @@ type World struct {
 	barrier barrierState
 	coll    collectives // the World's collective calls, one at a time, numbered
 	gpu     *gpuRuntime // the device runtime on GPU backends (shmem/gpu.go); nil on the host backend
-	teams   *collState  // teams and collectives (shmem/coll.go)
+	teams   *collState  // teams and collectives (coll_engine.go)
 	dteams  *devTeams   // the device team table (shmem/devteam.go); nil on the host backend
 
 	scoll     *streamColls // stream-ordered collectives (shmem/coll_stream.go), made on first use

@@ -279,3 +279,21 @@ func testBF16Loops(t *testing.T) {
 		}
 	}
 }
+
+// TestCopy: Copy copies what copy does, below, across and above the sizes it copies in chunks,
+// and into a shorter destination.
+func TestCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for _, n := range []int{0, 1, 1<<20 - 1, 1 << 20, 1<<20 + 12345, copyNTMin - 1, copyNTMin} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(rng.Uint32())
+		}
+		for _, d := range []int{n, n / 2} {
+			got := make([]byte, d)
+			if Copy(got, src); string(got) != string(src[:d]) {
+				t.Fatalf("Copy of %d bytes into %d: the bytes differ from copy's", n, d)
+			}
+		}
+	}
+}

@@ -42,7 +42,10 @@
 // teams may run calls at once from different goroutines.
 package coll
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // World is what the engine needs of a PE's view of the job: its heap, the other PEs' heaps and
 // the paths to them. Package shmem implements it over its World. Offsets are symmetric heap
@@ -57,8 +60,8 @@ type World interface {
 	LoadWord(off uint64) uint64
 	// WaitWord waits until this PE's word at off reaches v, which PE pe sets; what describes the
 	// awaited state for the error of a wait that fails (a timeout, the context, a dead PE,
-	// Finalize).
-	WaitWord(ctx context.Context, call string, pe int, off, v uint64, what func() string) error
+	// Finalize), and is asked only then.
+	WaitWord(ctx context.Context, call string, pe int, off, v uint64, what fmt.Stringer) error
 
 	// Put copies data into PE pe's heap at off; Get copies from it into buf.
 	Put(call string, pe int, off uint64, data []byte) error

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/simd"
 )
 
 // collOp is one collective call in progress on a team.
@@ -17,6 +19,10 @@ type collOp struct {
 	par   int
 	h     header
 	peers []header
+	// the wait in progress, for its error (String)
+	waitJ    int
+	waitOff  uint64
+	waitWhat string
 }
 
 // region is the heap offset of team PE src's region in the given half of the slot, and its
@@ -123,7 +129,7 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			var hb [hdrSize]byte
 			h.encode(hb[:])
 			copy(dst[off+8:off+hdrSize], hb[8:])
-			cachedCopy(dst[off+hdrSize:], data)
+			simd.Copy(dst[off+hdrSize:], data)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), e)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(o.par), t.me)])), e)
 			continue
@@ -247,21 +253,25 @@ func (o *collOp) waitFor(kind, j int, v uint64, what string) error {
 	return o.waitWord(o.t.sigOff(kind, j), j, v, what)
 }
 
-// waitWord waits until the word at off of this PE's heap, which team PE j sets, reaches v.
+// waitWord waits until the word at off of this PE's heap, which team PE j sets, reaches v; what
+// says what PE j is to do ("" for entering the call).
 func (o *collOp) waitWord(off uint64, j int, v uint64, what string) error {
-	t := o.t
-	w := t.e.w
+	w := o.t.e.w
 	if w.LoadWord(off) >= v {
 		return nil
 	}
-	// A PE that left cleanly after doing its part (a barrier's header sent) does not end a wait
-	// for another: the World's wait is on team PE j's world PE alone.
-	return w.WaitWord(o.ctx, o.call, t.members[j], off, v, func() string {
-		if what == "" {
-			what = "enter " + o.call
-		}
-		return fmt.Sprintf("PE %d (team PE %d of %s) to %s (call %d on the team; last signal %#x)", t.members[j], j, t.name, what, o.e, w.LoadWord(off))
-	})
+	// The call's state describes the wait, so that waiting allocates nothing.
+	o.waitJ, o.waitOff, o.waitWhat = j, off, what
+	return w.WaitWord(o.ctx, o.call, o.t.members[j], off, v, o)
+}
+
+// String describes the wait in progress, for the error of one that fails.
+func (o *collOp) String() string {
+	t, j, what := o.t, o.waitJ, o.waitWhat
+	if what == "" {
+		what = "enter " + o.call
+	}
+	return fmt.Sprintf("PE %d (team PE %d of %s) to %s (call %d on the team; last signal %#x)", t.members[j], j, t.name, what, o.e, t.e.w.LoadWord(o.waitOff))
 }
 
 // src and dst are team PE j's source and destination offsets (from its header: a PE's buffers
@@ -308,7 +318,7 @@ func (o *collOp) write(off uint64, data []byte) error {
 	w, me := o.t.e.w, o.t.e.cfg.PE
 	if l := w.Mapped(me); l != nil {
 		if &l[off] != &data[0] {
-			cachedCopy(l[off:off+uint64(len(data))], data)
+			simd.Copy(l[off:off+uint64(len(data))], data)
 		}
 		return nil
 	}
@@ -346,24 +356,3 @@ func (o *collOp) doneAll(readFrom, readBy func(j int) bool) error {
 }
 
 func none(int) bool { return false }
-
-// Go's memmove switches to non-temporal stores at 1 MiB, which write around the caches: right for
-// transfers larger than the last-level cache, but slower for the 1..8 MiB copies that a receiver
-// reads next. Below ntMin such copies go in chunks small enough to stay on the cached path (as
-// shmem's own puts do).
-const (
-	ntChunk = 512 << 10
-	ntMin   = 8 << 20
-)
-
-func cachedCopy(dst, src []byte) {
-	n := min(len(dst), len(src))
-	if n < 1<<20 || n >= ntMin {
-		copy(dst, src)
-		return
-	}
-	for o := 0; o < n; o += ntChunk {
-		e := min(o+ntChunk, n)
-		copy(dst[o:e], src[o:e])
-	}
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/simd"
 )
 
 // The ring and hierarchical all-reduce: a pipelined chain in team PE order.
@@ -76,7 +78,7 @@ func (p *pipe) send(data []byte) error {
 	p.sent++
 	pe := op.t.members[p.to]
 	if dst := op.t.e.w.Mapped(pe); dst != nil {
-		cachedCopy(dst[off:off+uint64(len(data))], data)
+		simd.Copy(dst[off:off+uint64(len(data))], data)
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[op.t.sigOff(sigPipe, op.t.me)])), op.tag(p.sent))
 		return nil
 	}
