@@ -40,7 +40,7 @@ var layers = []layer{
 	// The low level: knobs, rendezvous, PMIx, log rate limits, units, the runtime's test seam.
 	// Nothing of the runtime; every layer above may use them. Each package is named: internal/ is
 	// where a tool that imports the runtime must not land unnoticed.
-	{"base", []string{"internal/env", "internal/units", "internal/ratelog", "internal/pmix", "internal/bootstrap/...", "internal/seam"}},
+	{"base", []string{"internal/env", "internal/units", "internal/ratelog", "internal/pmix", "internal/bootstrap/...", "internal/seam", "internal/simd"}},
 	// The drivers under the runtime: GPUs (device), transports and the proxy's ring (nic), device
 	// code (kernels). None knows SHMEM's semantics.
 	{"drivers", []string{"device/...", "kernels/...", "nic/..."}},
@@ -325,7 +325,7 @@ func TestLayersCatchBadGraph(t *testing.T) {
 		{path: "symheap", deps: []string{"sort"}},
 		{path: "internal/env"},
 		{path: "internal/bootstrap", imports: []string{"internal/env"}},
-		{path: "internal/units"}, {path: "internal/ratelog"}, {path: "internal/pmix"}, {path: "internal/seam"},
+		{path: "internal/units"}, {path: "internal/ratelog"}, {path: "internal/pmix"}, {path: "internal/seam"}, {path: "internal/simd"},
 		{path: "nic", imports: []string{"internal/env"}},
 		{path: "shmem", imports: []string{"nic", "internal/seam", "symheap"}, testImports: []string{"tools/launch"}},
 		{path: "shmem/internal/coll", imports: []string{"nic"}},

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/shmem/internal/coll"
 	"github.com/roxamen/roxamen/symheap"
 )
 
@@ -107,7 +108,7 @@ func (w *World) Calloc(n, size int) (Mem, error) {
 		if err := w.check("Calloc"); err != nil {
 			return Mem{}, err
 		}
-		return Mem{}, w.refuse("Calloc", callCalloc, w.errorf("Calloc", ErrBadArgument, "count %d x size %d", n, size))
+		return Mem{}, w.refuse("Calloc", coll.CallCalloc, w.errorf("Calloc", ErrBadArgument, "count %d x size %d", n, size))
 	}
 	return w.calloc("Calloc", n, size)
 }
@@ -122,7 +123,7 @@ func (w *World) Align(align, size int) (Mem, error) {
 		return Mem{}, err
 	}
 	if align <= 0 || align&(align-1) != 0 {
-		return Mem{}, w.refuse("Align", callAlign, w.errorf("Align", ErrBadArgument, "alignment %d is not a positive power of two", align))
+		return Mem{}, w.refuse("Align", coll.CallAlign, w.errorf("Align", ErrBadArgument, "alignment %d is not a positive power of two", align))
 	}
 	return w.alloc("Align", "", size, align, false)
 }
@@ -137,12 +138,12 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 	if err := w.check(user); err != nil {
 		return Mem{}, err
 	}
-	id := callMalloc
+	id := coll.CallMalloc
 	switch call {
 	case "Calloc":
-		id = callCalloc
+		id = coll.CallCalloc
 	case "Align":
-		id = callAlign
+		id = coll.CallAlign
 	}
 	if size < 0 {
 		return Mem{}, w.refuse(call, id, w.errorf(user, ErrBadArgument, "negative size %d", size))
@@ -254,14 +255,14 @@ func (w *World) Free(m Mem) error {
 		return err
 	}
 	if err := w.whole("Free", m); err != nil {
-		return w.refuse("Free", callFree, err)
+		return w.refuse("Free", coll.CallFree, err)
 	}
 	c, err := w.coll.begin(w, "Free")
 	if err != nil {
 		return err
 	}
 	defer c.end()
-	if err := c.inSequence(context.Background(), callFree, int64(m.off), int64(m.a.seq)); err != nil {
+	if err := c.inSequence(context.Background(), coll.CallFree, int64(m.off), int64(m.a.seq)); err != nil {
 		return err
 	}
 	// No PE may still be writing into the object when it is reused.
@@ -287,17 +288,17 @@ func (w *World) Realloc(m Mem, size int) (Mem, error) {
 		return Mem{}, err
 	}
 	if err := w.whole("Realloc", m); err != nil {
-		return Mem{}, w.refuse("Realloc", callRealloc, err)
+		return Mem{}, w.refuse("Realloc", coll.CallRealloc, err)
 	}
 	if size < 0 {
-		return Mem{}, w.refuse("Realloc", callRealloc, w.errorf("Realloc", ErrBadArgument, "negative size %d", size))
+		return Mem{}, w.refuse("Realloc", coll.CallRealloc, w.errorf("Realloc", ErrBadArgument, "negative size %d", size))
 	}
 	c, err := w.coll.begin(w, "Realloc")
 	if err != nil {
 		return Mem{}, err
 	}
 	defer c.end()
-	if err := c.inSequence(context.Background(), callRealloc, int64(m.off), int64(size)); err != nil {
+	if err := c.inSequence(context.Background(), coll.CallRealloc, int64(m.off), int64(size)); err != nil {
 		return Mem{}, err
 	}
 	if err := c.barrier(context.Background()); err != nil {
@@ -353,7 +354,7 @@ func Alloc[T Elem](w *World, n int) (Sym[T], error) {
 		if err := w.check("Alloc"); err != nil {
 			return Sym[T]{}, err
 		}
-		return Sym[T]{}, w.refuse("Alloc", callCalloc, w.errorf("Alloc", ErrBadArgument, "negative length %d", n))
+		return Sym[T]{}, w.refuse("Alloc", coll.CallCalloc, w.errorf("Alloc", ErrBadArgument, "negative length %d", n))
 	}
 	m, err := w.calloc("Alloc", n, int(unsafe.Sizeof(z)))
 	if err != nil {

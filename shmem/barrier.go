@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/roxamen/roxamen/nic"
+	"github.com/roxamen/roxamen/shmem/internal/coll"
 )
 
 // barrierState is a dissemination barrier over the symmetric heap: in round k each PE signals a
@@ -54,7 +55,7 @@ func (w *World) BarrierAll(ctx context.Context) error {
 	if err := w.quiet(c.call, -1); err != nil {
 		return err
 	}
-	if err := c.inSequence(ctx, callBarrierAll, 0, 0); err != nil {
+	if err := c.inSequence(ctx, coll.CallBarrierAll, 0, 0); err != nil {
 		return err
 	}
 	w.acquire()
@@ -73,7 +74,7 @@ func (w *World) SyncAll(ctx context.Context) error {
 	}
 	defer c.end()
 	w.syncPoint() // sync_all orders the PE's completed plain accesses
-	return c.inSequence(ctx, callSyncAll, 0, 0)
+	return c.inSequence(ctx, coll.CallSyncAll, 0, 0)
 }
 
 // inSequence gives the World's collective call c its place in TeamWorld's sequence of calls: a
@@ -82,14 +83,23 @@ func (w *World) SyncAll(ctx context.Context) error {
 // at the same call with other arguments) fails at once with ErrMismatch naming both PEs and both
 // calls, and later calls stay in step. The exchange waits for every PE: it is a barrier
 // (without completing anything: BarrierAll quiets first).
-func (c *collective) inSequence(ctx context.Context, id collCall, a, b int64) error {
-	return c.exchange(ctx, header{call: id, count: a, root: b})
+func (c *collective) inSequence(ctx context.Context, id coll.Call, a, b int64) error {
+	return c.exchange(ctx, worldCall{id: id, a: a, b: b})
+}
+
+// worldCall is a World call as it takes its place in the sequence: the call and its arguments,
+// or the code of why this PE refused it.
+type worldCall struct {
+	id      coll.Call
+	a, b    int64
+	refused bool
+	why     uint8
 }
 
 // refuse ends World call `call`, refused on this PE by its argument check (err), as a team call's
 // refusal ends (Team.refuse): it still takes its place in the sequence, and every other PE's call
 // fails at once naming this PE. It returns err.
-func (w *World) refuse(call string, id collCall, err error) error {
+func (w *World) refuse(call string, id coll.Call, err error) error {
 	c, cerr := w.coll.begin(w, call)
 	if cerr != nil || w.teams == nil {
 		if cerr == nil {
@@ -98,11 +108,11 @@ func (w *World) refuse(call string, id collCall, err error) error {
 		return err
 	}
 	defer c.end()
-	_ = c.exchange(context.Background(), header{call: id, refused: true, why: refusalCode(err)})
+	_ = c.exchange(context.Background(), worldCall{id: id, refused: true, why: refusalCode(err)})
 	return err
 }
 
-func (c *collective) exchange(ctx context.Context, h header) error {
+func (c *collective) exchange(ctx context.Context, h worldCall) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -113,12 +123,10 @@ func (c *collective) exchange(ctx context.Context, h header) error {
 	t.mu.Lock() // under the World's gate, which c holds: TeamWorld's gate takes the two in this order
 	defer t.mu.Unlock()
 	c.number()
-	op, err := t.begin(ctx, c.call, h, nil)
-	if err != nil {
-		return err
+	if h.refused {
+		return t.c.Refuse(ctx, c.call, h.id, h.why)
 	}
-	op.finish()
-	return nil
+	return t.c.WorldCall(ctx, c.call, h.id, h.a, h.b)
 }
 
 // sparse is exchange where some PE is reached over the NIC path (other nodes, or ROX_TRANSPORT
@@ -128,14 +136,14 @@ func (c *collective) exchange(ctx context.Context, h header) error {
 // same arguments (a refusal included): allocations through the rendezvous (agree), barriers by
 // the dissemination barrier's words (log2 N peers). A TeamWorld collective against a World call
 // is then found by ROX_TIMEOUT, not at once.
-func (c *collective) sparse(ctx context.Context, h header) error {
+func (c *collective) sparse(ctx context.Context, h worldCall) error {
 	switch {
 	case h.refused:
 		return c.agree(refusedArg, uint64(h.why))
-	case h.call == callBarrierAll || h.call == callSyncAll:
+	case h.id == coll.CallBarrierAll || h.id == coll.CallSyncAll:
 		return c.w.sync(ctx, c)
 	}
-	return c.agree(uint64(h.count), uint64(h.root))
+	return c.agree(uint64(h.a), uint64(h.b))
 }
 
 // refusedArg is the first argument a refused World call sends through agree on the NIC path.

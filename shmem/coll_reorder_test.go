@@ -34,7 +34,7 @@ func TestCollReorder(t *testing.T) {
 					if err := w.BarrierAll(ctx); err != nil {
 						return err
 					}
-					w.teams.algo = algo
+					w.teams.eng.SetAlgo(algo)
 					if err := reorderTable(ctx, w, algo); err != nil {
 						return fmt.Errorf("ROX_COLL_ALGO=%s: %w", algo, err)
 					}

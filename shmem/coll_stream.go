@@ -7,6 +7,7 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
+	"github.com/roxamen/roxamen/shmem/internal/coll"
 	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 )
 
@@ -162,17 +163,17 @@ func (t *Team) useCE(bytes int) bool {
 }
 
 // deviceKind names T's reduction kernel, "" when there is none (complex types).
-func deviceKind(k elemKind) string {
+func deviceKind(k coll.Kind) string {
 	switch k {
-	case kFloat32:
+	case coll.Float32:
 		return "float"
-	case kFloat64:
+	case coll.Float64:
 		return "double"
-	case kBFloat16:
+	case coll.BFloat16:
 		return "bfloat16"
-	case kFloat16:
+	case coll.Float16:
 		return "half"
-	case kComplex64, kComplex128:
+	case coll.Complex64, coll.Complex128:
 		return ""
 	}
 	return k.String()

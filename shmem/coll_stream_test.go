@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/roxamen/roxamen/kernels"
+	"github.com/roxamen/roxamen/shmem/internal/coll"
 )
 
 // TestCollOnStreamHost: the stream-ordered collectives on the host backend (streams are
@@ -157,10 +158,10 @@ func TestCollStreamKernelNames(t *testing.T) {
 		have[k] = true
 	}
 	names := []string{"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce", "roxk_coll_barrier"}
-	for k := kInt8; k <= kFloat16; k++ {
+	for k := coll.Int8; k <= coll.Float16; k++ {
 		if n := deviceKind(k); n != "" {
 			names = append(names, "roxk_coll_reduce_"+n)
-		} else if k != kComplex64 && k != kComplex128 {
+		} else if k != coll.Complex64 && k != coll.Complex128 {
 			t.Errorf("%v has no device reduction", k)
 		}
 	}

@@ -60,6 +60,11 @@ func special(pe, i int) float64 {
 	return (float64(h>>11)/(1<<53) - 0.5) * 8
 }
 
+// integer is the integer element types, whose reductions take the bitwise ops too.
+type integer interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64
+}
+
 func intSpec[T integer](name string, big bool) spec[T, T] {
 	return spec[T, T]{
 		name: name, big: big,
@@ -566,7 +571,7 @@ func TestCollTable(t *testing.T) {
 					if err := w.BarrierAll(ctx); err != nil {
 						return err
 					}
-					w.teams.algo = algo
+					w.teams.eng.SetAlgo(algo)
 					if err := collTable(ctx, w, false, algo == "auto" && tc.perNode == 0, algo != "auto"); err != nil {
 						return fmt.Errorf("ROX_COLL_ALGO=%s: %w", algo, err)
 					}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/roxamen/roxamen/shmem/internal/coll"
 )
 
 // nodeJob is job with the PEs spread over nodes: PE pe is on node pe / perNode (perNode 0: one
@@ -242,7 +244,10 @@ func TestCollSlotReuse(t *testing.T) {
 		if b.slot != slot {
 			return fmt.Errorf("the new team has slot %d, the destroyed one had %d: the test needs them equal", b.slot, slot)
 		}
-		if r0, _ := b.region(0, 1); func() bool { r1, c := a.region(0, 1); return r0 < r1+hdrSize || r0 >= r1+hdrSize+uint64(c) }() {
+		if r0, _ := b.c.Region(0, 1); func() bool {
+			r1, c := a.c.Region(0, 1)
+			return r0 < r1+coll.HeaderSize || r0 >= r1+coll.HeaderSize+uint64(c)
+		}() {
 			return fmt.Errorf("region 1 of the new team does not start in the old team's payload: the test needs it to")
 		}
 		for i := range src.Local() {

@@ -15,7 +15,7 @@ import (
 // on a GPU it puts the table in device memory and links it into the runtime's module. Every PE
 // calls it at the same point of Init.
 func (w *World) initDevTeams() error {
-	dt, err := gpurt.NewTeams(worldHost{w}, w.teams.algo, w.gpu.Started())
+	dt, err := gpurt.NewTeams(worldHost{w}, w.teams.eng.Algo(), w.gpu.Started())
 	if err != nil {
 		return err
 	}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/roxamen/roxamen/shmem/internal/coll"
 )
 
 // MaxTeams is how many teams a PE may have live at once, TeamWorld and TeamShared included
@@ -28,51 +29,29 @@ var (
 // (or -1 / 0), never a fault.
 //
 // A Team's collective calls (splits, Destroy, barriers, reductions...) must be made by every
-// member in the same order; goroutines of one PE that share a team are serialized (see coll.go).
+// member in the same order; goroutines of one PE that share a team are serialized (gate).
 type Team struct {
 	w       *World
 	slot    int   // index of the collective space this team uses (the same on every member)
 	members []int // world PE of each team PE
 	me      int
 	name    string
-	nodes   []int // node index (dense, in order of first appearance) of each member
 
 	mu        sync.Mutex // serializes this PE's collective calls on the team
-	epoch     uint64     // collective calls made on the team so far (guarded by mu)
 	destroyed atomic.Bool
+	ungate    func() // t.release, made once
 
-	// The state of the call in progress, reused by every call so that a call on mapped heaps
-	// allocates nothing (guarded by mu).
-	op      collOp
-	peers   []header
-	acc     []byte   // foldAll's accumulator block
-	ins     [][]byte // foldAll's per-PE inputs
-	ungate  func()   // t.release, made once
-	scratch []byte   // packed all-to-all blocks
-	hdrBuf  []byte   // a header read from a device heap
-}
-
-// teamSlots tracks which slots this PE's live teams hold.
-type teamSlots struct {
-	mu   sync.Mutex
-	used uint64 // bit s: slot s belongs to a live team
+	c *coll.Team // the collectives' engine's side: epochs, the call in progress (guarded by mu)
 }
 
 func (w *World) newTeam(slot int, members []int, name string, epoch uint64) *Team {
-	t := &Team{w: w, slot: slot, members: members, me: -1, name: name, epoch: epoch}
+	t := &Team{w: w, slot: slot, members: members, me: -1, name: name}
 	t.ungate = t.release
-	ids := map[string]int{}
+	t.c = w.teams.eng.NewTeam(slot, members, name, epoch)
 	for i, pe := range members {
 		if pe == w.pe {
 			t.me = i
 		}
-		node := w.teams.nodes[pe]
-		id, ok := ids[node]
-		if !ok {
-			id = len(ids)
-			ids[node] = id
-		}
-		t.nodes = append(t.nodes, id)
 	}
 	if t.me >= 0 {
 		w.devTeamMade(t)
@@ -175,12 +154,12 @@ func (t *Team) SplitStrided(ctx context.Context, start, stride, size int) (*Team
 	}
 	n := len(t.members)
 	if size < 1 || start < 0 || start >= n || (size > 1 && stride < 1) || start+(size-1)*stride >= n {
-		t.w.teams.slots.release(slots[0])
+		t.w.teams.eng.ReleaseSlot(slots[0])
 		return nil, t.w.errorf(call, ErrBadArgument, "start %d, stride %d, size %d does not fit the %d PEs of %s (want size >= 1, stride >= 1, start+(size-1)*stride < %d)", start, stride, size, n, t.name, n)
 	}
 	k := t.me - start
 	if k < 0 || (stride > 0 && k%stride != 0) || (stride == 0 && k != 0) || (stride > 0 && k/stride >= size) {
-		t.w.teams.slots.release(slots[0])
+		t.w.teams.eng.ReleaseSlot(slots[0])
 		return nil, nil
 	}
 	members := make([]int, size)
@@ -205,8 +184,8 @@ func (t *Team) Split2D(ctx context.Context, xrange int) (x, y *Team, err error) 
 	}
 	n := len(t.members)
 	if xrange < 1 {
-		t.w.teams.slots.release(slots[0])
-		t.w.teams.slots.release(slots[1])
+		t.w.teams.eng.ReleaseSlot(slots[0])
+		t.w.teams.eng.ReleaseSlot(slots[1])
 		return nil, nil, t.w.errorf(call, ErrBadArgument, "xrange %d, want >= 1", xrange)
 	}
 	xrange = min(xrange, n)
@@ -223,55 +202,16 @@ func (t *Team) Split2D(ctx context.Context, xrange int) (x, y *Team, err error) 
 	return x, y, nil
 }
 
-// agreeSlots is the collective part of a split: every parent PE offers its free slots, and the k
-// lowest free on all of them become the new teams' (every PE reserves them; PEs outside a new
-// team release theirs). The arguments travel in the exchange, so a mismatch is caught here.
+// agreeSlots is the collective part of a split (coll.Team.Split): the k lowest slots free on
+// every parent PE become the new teams', and the arguments travel in the exchange, so a mismatch
+// is caught here. It returns the slots and the epoch the new teams start at.
 func (t *Team) agreeSlots(ctx context.Context, call string, k int, args [3]int64) ([]int, uint64, error) {
-	s := &t.w.teams.slots
-	s.mu.Lock()
-	free := ^s.used
-	s.mu.Unlock()
 	release, err := t.gate(call)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer release()
-	h := header{call: callSplit, count: args[0], root: args[1], extra: args[2], extra2: int64(k), word: free}
-	op, err := t.begin(ctx, call, h, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	// The new teams' epochs start above every epoch any member has used, so that what a slot's
-	// signal words hold from an earlier team never satisfies a wait of the new one.
-	var epoch uint64
-	for j := range t.members {
-		free &= op.peerHeader(j).word
-		epoch = max(epoch, op.peerHeader(j).word2)
-	}
-	op.finish()
-	var slots []int
-	for f := free; len(slots) < k && f != 0; f &= f - 1 {
-		slots = append(slots, bits.TrailingZeros64(f))
-	}
-	if len(slots) < k {
-		return nil, 0, t.w.errorf(call, ErrTeamLimit, "%d live teams on some PE of %s, no %d slot(s) free on all of them", MaxTeams-bits.OnesCount64(free), t.name, k)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sl := range slots {
-		if s.used&(1<<sl) != 0 {
-			// Another goroutine of this PE took the slot meanwhile: the other members cannot know.
-			return nil, 0, t.w.errorf(call, ErrMismatch, "slot %d was taken by a concurrent split on this PE (splits must be made one at a time)", sl)
-		}
-		s.used |= 1 << sl
-	}
-	return slots, epoch, nil
-}
-
-func (s *teamSlots) release(slot int) {
-	s.mu.Lock()
-	s.used &^= 1 << slot
-	s.mu.Unlock()
+	return t.c.Split(ctx, call, k, args)
 }
 
 // Destroy releases the team (shmem_team_destroy). It is collective over the team's PEs: it waits
@@ -290,23 +230,21 @@ func (t *Team) Destroy(ctx context.Context) error {
 		return err
 	}
 	defer release()
-	op, err := t.begin(ctx, call, header{call: callDestroy}, nil)
-	if err != nil {
+	if err := t.c.Sync(ctx, call, coll.CallDestroy); err != nil {
 		return err
 	}
-	op.finish()
 	if t.destroyed.Swap(true) {
 		return t.w.errorf(call, ErrTeamDestroyed, "team %s was destroyed", t.name)
 	}
 	// Every member has sent its last header here (this call's): nothing writes this PE's scratch
 	// of the slot any more. Zero it, so that a later team on the slot, whose regions may lie
 	// elsewhere in it, finds no old header word that looks like one of its epochs.
-	c := t.w.teams
-	err = t.w.zero(call, c.dataOff[t.slot], c.dataSize[t.slot])
+	off, size := t.c.Scratch()
+	err = t.w.zero(call, off, size)
 	if derr := t.w.devTeamDestroyed(t); err == nil {
 		err = derr
 	}
-	t.w.teams.slots.release(t.slot)
+	t.w.teams.eng.ReleaseSlot(t.slot)
 	return err
 }
 

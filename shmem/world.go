@@ -38,6 +38,7 @@ import (
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/nic"
+	"github.com/roxamen/roxamen/shmem/internal/coll"
 	"github.com/roxamen/roxamen/shmem/internal/gpurt"
 	"github.com/roxamen/roxamen/symheap"
 )
@@ -114,7 +115,7 @@ type World struct {
 	barrier barrierState
 	coll    collectives    // the World's collective calls, one at a time, numbered
 	gpu     *gpurt.Runtime // the device runtime on GPU backends (package gpurt); nil on the host backend
-	teams   *collState     // teams and collectives (shmem/coll.go)
+	teams   *collState     // teams and collectives (coll_engine.go)
 	dteams  *gpurt.Teams   // the device team table (package gpurt); nil on the host backend
 
 	scoll     *gpurt.Colls // stream-ordered collectives' engine (package gpurt), made on first use
@@ -698,7 +699,7 @@ func (w *World) Finalize() error {
 		// Between PEs that share memory the World's calls are TeamWorld's sequence: a PE at
 		// another call of it (an allocation, a collective) is a mismatch found at once. Before
 		// closing: the exchange's waits end at a closed World.
-		xerr = c.exchange(ctx, header{call: callFinalize})
+		xerr = c.exchange(ctx, worldCall{id: coll.CallFinalize})
 	}
 	if !w.closed.CompareAndSwap(false, true) {
 		return w.errorf("Finalize", ErrFinalized, "another goroutine finalized meanwhile")
@@ -847,7 +848,7 @@ func (c *collective) number() uint64 {
 		c.seq = c.q.seq
 		if tc := c.w.teams; tc != nil && c.q == &c.w.coll {
 			// TeamWorld's calls and the World's are one sequence (inSequence): its next epoch.
-			c.seq = tc.world.epoch + 1
+			c.seq = tc.world.c.Epoch() + 1
 		}
 		c.q.last = c.call
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/roxamen/roxamen/internal/simd"
 )
 
 // specials are the float32 bit patterns where a vector loop is likeliest to part from the Go
@@ -41,12 +43,11 @@ func vecInputs(rng *rand.Rand, n int) []float32 {
 // one of theirs, and which one is the processor's rule (it differs between the scalar and the
 // vector instructions on this project's EPYC).
 func TestVecMatchesScalar(t *testing.T) {
-	t.Logf("AVX2 loops: %v", haveAVX2)
-	for _, vec := range []bool{false, haveAVX2} {
-		saved := haveAVX2
-		haveAVX2 = vec
+	t.Logf("AVX2 loops: %v", simd.AVX2())
+	for _, vec := range []bool{false, simd.AVX2()} {
+		saved := simd.SetAVX2(vec)
 		testVec(t)
-		haveAVX2 = saved
+		simd.SetAVX2(saved)
 	}
 }
 
@@ -54,7 +55,7 @@ func testVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 17))
 	same := func(what string, n int, got, want []float32) {
 		t.Helper()
-		what = fmt.Sprintf("%s (vector loops %v)", what, haveAVX2)
+		what = fmt.Sprintf("%s (vector loops %v)", what, simd.AVX2())
 		for j := range want {
 			if isNaN(want[j]) && isNaN(got[j]) {
 				continue // which NaN's payload survives a sum of two is the hardware's choice

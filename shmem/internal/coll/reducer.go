@@ -1,13 +1,14 @@
-package shmem
+package coll
 
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/simd"
 )
 
-// Op is a reduction operation (the OP of shmem_TYPE_OP_reduce).
+// Op is a reduction operation, with shmem.Op's values.
 type Op uint8
 
 const (
@@ -42,27 +43,23 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-// BFloat16 is a bfloat16 number (the top half of a float32), an extension type of the
-// reductions: sum, min and max, accumulated in float32 and rounded (to nearest even) once.
-type BFloat16 uint16
-
-// Float16 is an IEEE 754 binary16 number, an extension type like BFloat16.
-type Float16 uint16
+// The 16-bit float extension types (shmem.BFloat16, shmem.Float16) as bits: the conversions the
+// reducer accumulates through, and shmem's methods are.
 
 // BFloat16From rounds f to the nearest bfloat16 (ties to even); NaN stays NaN.
-func BFloat16From(f float32) BFloat16 {
+func BFloat16From(f float32) uint16 {
 	b := math.Float32bits(f)
 	if b&0x7fffffff > 0x7f800000 {
-		return BFloat16(b>>16 | 0x40) // quiet NaN, sign kept
+		return uint16(b>>16 | 0x40) // quiet NaN, sign kept
 	}
-	return BFloat16((b + 0x7fff + (b>>16)&1) >> 16)
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
-// Float32 returns b exactly.
-func (b BFloat16) Float32() float32 { return math.Float32frombits(uint32(b) << 16) }
+// BFloat16To returns bfloat16 b as a float32, exactly.
+func BFloat16To(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
 
-// Float32 returns h exactly.
-func (h Float16) Float32() float32 {
+// Float16To returns binary16 h as a float32, exactly.
+func Float16To(h uint16) float32 {
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h) & 0x3ff
@@ -82,7 +79,7 @@ func (h Float16) Float32() float32 {
 }
 
 // Float16From rounds f to the nearest binary16 (ties to even); out of range is infinity.
-func Float16From(f float32) Float16 {
+func Float16From(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
 	exp := int32(b>>23) & 0xff
@@ -90,11 +87,11 @@ func Float16From(f float32) Float16 {
 	switch {
 	case exp == 0xff:
 		if man != 0 {
-			return Float16(sign | 0x7e00 | uint16(man>>13))
+			return sign | 0x7e00 | uint16(man>>13)
 		}
-		return Float16(sign | 0x7c00)
+		return sign | 0x7c00
 	case exp-127 > 15:
-		return Float16(sign | 0x7c00)
+		return sign | 0x7c00
 	case exp-127 >= -14: // normal
 		e := uint32(exp - 112)
 		v := e<<10 | man>>13
@@ -102,7 +99,7 @@ func Float16From(f float32) Float16 {
 		if rest > 0x1000 || (rest == 0x1000 && v&1 == 1) {
 			v++ // may carry into the exponent, up to infinity: correct
 		}
-		return Float16(uint32(sign) | v)
+		return uint16(uint32(sign) | v)
 	case exp-127 >= -25: // subnormal result
 		m := man | 0x800000
 		shift := uint32(-exp + 126 - 14 + 13 + 1) // bits to drop so the unit is 2^-24
@@ -112,101 +109,64 @@ func Float16From(f float32) Float16 {
 		if rest > half || (rest == half && v&1 == 1) {
 			v++
 		}
-		return Float16(uint32(sign) | v)
+		return uint16(uint32(sign) | v)
 	}
-	return Float16(sign)
+	return sign
 }
 
-// elemKind is an element type as the collectives see it.
-type elemKind uint8
+// Kind is an element type as the collectives see it.
+type Kind uint8
 
 const (
-	kInt8 elemKind = iota + 1
-	kInt16
-	kInt32
-	kInt64
-	kUint8
-	kUint16
-	kUint32
-	kUint64
-	kFloat32
-	kFloat64
-	kComplex64
-	kComplex128
-	kBFloat16
-	kFloat16
+	Int8 Kind = iota + 1
+	Int16
+	Int32
+	Int64
+	Uint8
+	Uint16
+	Uint32
+	Uint64
+	Float32
+	Float64
+	Complex64
+	Complex128
+	BFloat16
+	Float16
 )
 
 var kindNames = [...]string{"?", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "complex64", "complex128", "bfloat16", "float16"}
 
-func (k elemKind) String() string {
+func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-func elemKindOf[T Elem]() elemKind {
-	rt := reflect.TypeFor[T]()
-	switch rt {
-	case reflect.TypeFor[BFloat16]():
-		return kBFloat16
-	case reflect.TypeFor[Float16]():
-		return kFloat16
-	}
-	switch rt.Kind() {
-	case reflect.Int8:
-		return kInt8
-	case reflect.Int16:
-		return kInt16
-	case reflect.Int32:
-		return kInt32
-	case reflect.Int64:
-		return kInt64
-	case reflect.Int:
-		if rt.Size() == 4 {
-			return kInt32
-		}
-		return kInt64
-	case reflect.Uint8:
-		return kUint8
-	case reflect.Uint16:
-		return kUint16
-	case reflect.Uint32:
-		return kUint32
-	case reflect.Uint64:
-		return kUint64
-	case reflect.Uint, reflect.Uintptr:
-		if rt.Size() == 4 {
-			return kUint32
-		}
-		return kUint64
-	case reflect.Float32:
-		return kFloat32
-	case reflect.Float64:
-		return kFloat64
-	case reflect.Complex64:
-		return kComplex64
-	case reflect.Complex128:
-		return kComplex128
+var kindSizes = [...]int{0, 1, 2, 4, 8, 1, 2, 4, 8, 4, 8, 8, 16, 2, 2}
+
+// Size is the bytes of one element of k.
+func (k Kind) Size() int {
+	if int(k) < len(kindSizes) {
+		return kindSizes[k]
 	}
 	return 0
 }
 
-// checkOp says why op does not apply to kind, or "".
-func checkOp(kind elemKind, op Op) string {
+// CheckOp says why op does not apply to kind, or "".
+func CheckOp(kind Kind, op Op) string {
 	switch {
 	case op < OpSum || op > OpXor:
 		return fmt.Sprintf("unknown operation %v", op)
-	case kind == kBFloat16 || kind == kFloat16:
+	case kind == BFloat16 || kind == Float16:
 		if op != OpSum && op != OpMin && op != OpMax {
 			return fmt.Sprintf("%v on %v: the 16-bit float extension types take sum, min and max", op, kind)
 		}
-	case kind == kComplex64 || kind == kComplex128:
+	case kind == Complex64 || kind == Complex128:
 		if op != OpSum && op != OpProd {
 			return fmt.Sprintf("%v on %v: complex types take sum and prod", op, kind)
 		}
-	case kind == kFloat32 || kind == kFloat64:
+	case kind == Float32 || kind == Float64:
 		if op >= OpAnd {
 			return fmt.Sprintf("%v on %v: and, or and xor take integer types", op, kind)
 		}
@@ -216,19 +176,20 @@ func checkOp(kind elemKind, op Op) string {
 
 // reducer folds PE contributions, always in team PE order: for each element the result is
 // ((x_0 op x_1) op x_2) ... op x_{n-1}, where x_j is team PE j's value. Every algorithm keeps
-// that order (see coll_ops.go), so the result is the same bits on every PE, on every run and under
+// that order (see reduce.go and ring.go), so the result is the same bits on every PE, on every run and under
 // every ROX_COLL_ALGO. The 16-bit float types accumulate in float32 in the same order and are
 // rounded once. Floating-point min and max are Go's: NaN wins, and -0 is below +0.
 type reducer struct {
-	kind elemKind
+	kind Kind
 	op   Op
 	es   int // element bytes
 	as   int // accumulator bytes per element
 }
 
-func newReducer(kind elemKind, op Op, es int) reducer {
+func newReducer(kind Kind, op Op) reducer {
+	es := kind.Size()
 	r := reducer{kind: kind, op: op, es: es, as: es}
-	if kind == kBFloat16 || kind == kFloat16 {
+	if kind == BFloat16 || kind == Float16 {
 		r.as = 4
 	}
 	return r
@@ -246,15 +207,15 @@ func view[T any](b []byte) []T {
 // start sets acc (accumulator bytes) to the first contribution x (element bytes).
 func (r reducer) start(acc, x []byte) {
 	switch r.kind {
-	case kBFloat16:
-		a, v := view[float32](acc), view[BFloat16](x)
+	case BFloat16:
+		a, v := view[float32](acc), view[uint16](x)
 		for i := range v {
-			a[i] = v[i].Float32()
+			a[i] = BFloat16To(v[i])
 		}
-	case kFloat16:
-		a, v := view[float32](acc), view[Float16](x)
+	case Float16:
+		a, v := view[float32](acc), view[uint16](x)
 		for i := range v {
-			a[i] = v[i].Float32()
+			a[i] = Float16To(v[i])
 		}
 	default:
 		copy(acc, x)
@@ -264,13 +225,13 @@ func (r reducer) start(acc, x []byte) {
 // finalize writes acc out as elements.
 func (r reducer) finalize(dst, acc []byte) {
 	switch r.kind {
-	case kBFloat16:
-		a, d := view[float32](acc), view[BFloat16](dst)
+	case BFloat16:
+		a, d := view[float32](acc), view[uint16](dst)
 		for i := range d {
 			d[i] = BFloat16From(a[i])
 		}
-	case kFloat16:
-		a, d := view[float32](acc), view[Float16](dst)
+	case Float16:
+		a, d := view[float32](acc), view[uint16](dst)
 		for i := range d {
 			d[i] = Float16From(a[i])
 		}
@@ -286,31 +247,31 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 		return
 	}
 	switch r.kind {
-	case kInt8:
+	case Int8:
 		foldInt(r.op, view[int8](acc), view[int8](x))
-	case kInt16:
+	case Int16:
 		foldInt(r.op, view[int16](acc), view[int16](x))
-	case kInt32:
+	case Int32:
 		foldInt(r.op, view[int32](acc), view[int32](x))
-	case kInt64:
+	case Int64:
 		foldInt(r.op, view[int64](acc), view[int64](x))
-	case kUint8:
+	case Uint8:
 		foldInt(r.op, view[uint8](acc), view[uint8](x))
-	case kUint16:
+	case Uint16:
 		foldInt(r.op, view[uint16](acc), view[uint16](x))
-	case kUint32:
+	case Uint32:
 		foldInt(r.op, view[uint32](acc), view[uint32](x))
-	case kUint64:
+	case Uint64:
 		foldInt(r.op, view[uint64](acc), view[uint64](x))
-	case kFloat32:
+	case Float32:
 		foldReal(r.op, view[float32](acc), view[float32](x))
-	case kFloat64:
+	case Float64:
 		foldReal(r.op, view[float64](acc), view[float64](x))
-	case kComplex64:
+	case Complex64:
 		foldSumProd(r.op, view[complex64](acc), view[complex64](x))
-	case kComplex128:
+	case Complex128:
 		foldSumProd(r.op, view[complex128](acc), view[complex128](x))
-	case kBFloat16, kFloat16:
+	case BFloat16, Float16:
 		a := view[float32](acc)
 		if partial {
 			foldReal(r.op, a, view[float32](x))
@@ -320,13 +281,13 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 		for o := 0; o < len(a); o += 512 {
 			e := min(o+512, len(a))
 			tmp = tmp[:e-o]
-			if r.kind == kBFloat16 {
-				for i, v := range view[BFloat16](x[o*2 : e*2]) {
-					tmp[i] = v.Float32()
+			if r.kind == BFloat16 {
+				for i, v := range view[uint16](x[o*2 : e*2]) {
+					tmp[i] = BFloat16To(v)
 				}
 			} else {
-				for i, v := range view[Float16](x[o*2 : e*2]) {
-					tmp[i] = v.Float32()
+				for i, v := range view[uint16](x[o*2 : e*2]) {
+					tmp[i] = Float16To(v)
 				}
 			}
 			foldF32(r.op, a[o:e], tmp)
@@ -334,27 +295,27 @@ func (r reducer) fold(acc, x []byte, partial bool) {
 	}
 }
 
-// foldFast does the folds that have vector loops (reduce_amd64.s), typed, without the generic
+// foldFast does the folds that have vector loops (internal/simd), typed, without the generic
 // loops: acc = acc op x elementwise, x holding accumulators, for sum over the 32- and 64-bit types
 // and min and max over the floats. It reports whether it did. Integer sums are the same bits
 // signed or not, so int32 and uint32 share a loop.
-func foldFast(kind elemKind, op Op, acc, x []byte) bool {
-	if kind == kBFloat16 || kind == kFloat16 {
-		kind = kFloat32 // their accumulators
+func foldFast(kind Kind, op Op, acc, x []byte) bool {
+	if kind == BFloat16 || kind == Float16 {
+		kind = Float32 // their accumulators
 	}
 	switch {
-	case kind == kFloat32 && (op == OpSum || op == OpMin || op == OpMax):
+	case kind == Float32 && (op == OpSum || op == OpMin || op == OpMax):
 		foldF32(op, view[float32](acc), view[float32](x))
-	case op == OpSum && kind == kFloat64:
+	case op == OpSum && kind == Float64:
 		sumF64(view[float64](acc), view[float64](x))
-	case op == OpSum && (kind == kInt32 || kind == kUint32):
+	case op == OpSum && (kind == Int32 || kind == Uint32):
 		sumI32(view[uint32](acc), view[uint32](x))
-	case op == OpSum && (kind == kInt64 || kind == kUint64):
+	case op == OpSum && (kind == Int64 || kind == Uint64):
 		sumI64(view[uint64](acc), view[uint64](x))
-	case (op == OpMin || op == OpMax) && kind == kFloat64:
+	case (op == OpMin || op == OpMax) && kind == Float64:
 		a, v := view[float64](acc), view[float64](x)
 		v = v[:len(a)]
-		k := minMaxF64Vec(op == OpMax, a, v)
+		k := simd.MinMaxF64(op == OpMax, a, v)
 		foldReal(op, a[k:], v[k:])
 	default:
 		return false
@@ -369,7 +330,7 @@ func foldF32(op Op, a, x []float32) {
 		sumF32(a, x)
 	case OpMin, OpMax:
 		x = x[:len(a)]
-		k := minMaxF32Vec(op == OpMax, a, x)
+		k := simd.MinMaxF32(op == OpMax, a, x)
 		foldReal(op, a[k:], x[k:])
 	default:
 		foldReal(op, a, x)
@@ -380,28 +341,28 @@ func foldF32(op Op, a, x []float32) {
 // vector loops keep, for NaN payloads).
 func sumF32(a, x []float32) {
 	x = x[:len(a)]
-	for i := addF32Vec(a, x); i < len(a); i++ {
+	for i := simd.AddF32(a, x); i < len(a); i++ {
 		a[i] += x[i]
 	}
 }
 
 func sumF64(a, x []float64) {
 	x = x[:len(a)]
-	for i := addF64Vec(a, x); i < len(a); i++ {
+	for i := simd.AddF64(a, x); i < len(a); i++ {
 		a[i] += x[i]
 	}
 }
 
 func sumI32(a, x []uint32) {
 	x = x[:len(a)]
-	for i := addI32Vec(a, x); i < len(a); i++ {
+	for i := simd.AddI32(a, x); i < len(a); i++ {
 		a[i] += x[i]
 	}
 }
 
 func sumI64(a, x []uint64) {
 	x = x[:len(a)]
-	for i := addI64Vec(a, x); i < len(a); i++ {
+	for i := simd.AddI64(a, x); i < len(a); i++ {
 		a[i] += x[i]
 	}
 }

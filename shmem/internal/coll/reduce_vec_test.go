@@ -1,4 +1,4 @@
-package shmem
+package coll
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/simd"
 )
 
 // f32Specials and f64Specials are the bit patterns where a vector add is likeliest to part from
@@ -53,12 +55,12 @@ func randBits64(rng *rand.Rand, n int) []uint64 {
 	return b
 }
 
-// TestReduceVecMatchesScalar: fold's sums (and float min and max) through the vector loops (reduce_amd64.s) give exactly
+// TestReduceVecMatchesScalar: fold's sums (and float min and max) through the vector loops (internal/simd) give exactly
 // the bits of the generic scalar loop, acc[i] += x[i], NaN payloads included (both operands NaN
 // at many elements), for every type with a vector loop, at lengths around the vector widths and
 // the unrolled round, and on sub-slices that start off a 32-byte boundary.
 func TestReduceVecMatchesScalar(t *testing.T) {
-	t.Logf("AVX2 loops: %v", haveAVX2)
+	t.Logf("AVX2 loops: %v", simd.AVX2())
 	rng := rand.New(rand.NewPCG(13, 31))
 	for _, n := range []int{0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 31, 32, 33, 63, 64, 65, 127, 1001, 4096 + 3} {
 		for _, off := range []int{0, 1, 3} {
@@ -71,10 +73,10 @@ func TestReduceVecMatchesScalar(t *testing.T) {
 				a64[n-1], x64[n-1] = 0xfff0000000000003, 0x7ff0000000000004
 			}
 			for _, op := range []Op{OpMin, OpMax} {
-				checkOp := func(kind elemKind, acc, x, want []byte) {
+				checkOp := func(kind Kind, acc, x, want []byte) {
 					t.Helper()
 					got := append([]byte(nil), acc...)
-					newReducer(kind, op, len(acc)/max(n, 1)).fold(got, x, false)
+					newReducer(kind, op).fold(got, x, false)
 					if string(got) != string(want) {
 						es := len(acc) / n
 						for e := 0; e < n; e++ {
@@ -87,15 +89,15 @@ func TestReduceVecMatchesScalar(t *testing.T) {
 				}
 				w32 := append([]float32(nil), view[float32](bytesOf(a32))...)
 				foldReal(op, w32, view[float32](bytesOf(x32)))
-				checkOp(kFloat32, bytesOf(a32), bytesOf(x32), bytesOf(w32))
+				checkOp(Float32, bytesOf(a32), bytesOf(x32), bytesOf(w32))
 				w64 := append([]float64(nil), view[float64](bytesOf(a64))...)
 				foldReal(op, w64, view[float64](bytesOf(x64)))
-				checkOp(kFloat64, bytesOf(a64), bytesOf(x64), bytesOf(w64))
+				checkOp(Float64, bytesOf(a64), bytesOf(x64), bytesOf(w64))
 			}
-			check := func(kind elemKind, acc, x []byte, want []byte) {
+			check := func(kind Kind, acc, x []byte, want []byte) {
 				t.Helper()
 				got := append([]byte(nil), acc...)
-				newReducer(kind, OpSum, len(acc)/max(n, 1)).fold(got, x, false)
+				newReducer(kind, OpSum).fold(got, x, false)
 				if string(got) != string(want) {
 					for i := range got {
 						if got[i] != want[i] {
@@ -110,22 +112,22 @@ func TestReduceVecMatchesScalar(t *testing.T) {
 			// The references: the generic scalar loops fold used before the vector ones.
 			wf32 := append([]float32(nil), view[float32](bytesOf(a32))...)
 			foldSumProd(OpSum, wf32, view[float32](bytesOf(x32)))
-			check(kFloat32, bytesOf(a32), bytesOf(x32), bytesOf(wf32))
+			check(Float32, bytesOf(a32), bytesOf(x32), bytesOf(wf32))
 			wf64 := append([]float64(nil), view[float64](bytesOf(a64))...)
 			foldSumProd(OpSum, wf64, view[float64](bytesOf(x64)))
-			check(kFloat64, bytesOf(a64), bytesOf(x64), bytesOf(wf64))
+			check(Float64, bytesOf(a64), bytesOf(x64), bytesOf(wf64))
 			wi32 := append([]int32(nil), view[int32](bytesOf(a32))...)
 			foldSumProd(OpSum, wi32, view[int32](bytesOf(x32)))
-			check(kInt32, bytesOf(a32), bytesOf(x32), bytesOf(wi32))
+			check(Int32, bytesOf(a32), bytesOf(x32), bytesOf(wi32))
 			wu32 := append([]uint32(nil), a32...)
 			foldSumProd(OpSum, wu32, x32)
-			check(kUint32, bytesOf(a32), bytesOf(x32), bytesOf(wu32))
+			check(Uint32, bytesOf(a32), bytesOf(x32), bytesOf(wu32))
 			wi64 := append([]int64(nil), view[int64](bytesOf(a64))...)
 			foldSumProd(OpSum, wi64, view[int64](bytesOf(x64)))
-			check(kInt64, bytesOf(a64), bytesOf(x64), bytesOf(wi64))
+			check(Int64, bytesOf(a64), bytesOf(x64), bytesOf(wi64))
 			wu64 := append([]uint64(nil), a64...)
 			foldSumProd(OpSum, wu64, x64)
-			check(kUint64, bytesOf(a64), bytesOf(x64), bytesOf(wu64))
+			check(Uint64, bytesOf(a64), bytesOf(x64), bytesOf(wu64))
 		}
 	}
 }
@@ -140,21 +142,20 @@ func bytesOf[T any](s []T) []byte {
 
 // BenchmarkReduceFold: one fold of a 4096-element block (reduceBlock), scalar and vector.
 func BenchmarkReduceFold(b *testing.B) {
-	for _, kind := range []elemKind{kFloat32, kFloat64, kInt32, kInt64} {
+	for _, kind := range []Kind{Float32, Float64, Int32, Int64} {
 		for _, vec := range []bool{false, true} {
-			if vec && !haveAVX2 {
+			if vec && !simd.AVX2() {
 				continue
 			}
 			b.Run(fmt.Sprintf("%v/vec=%v", kind, vec), func(b *testing.B) {
 				es := 4
-				if kind == kFloat64 || kind == kInt64 {
+				if kind == Float64 || kind == Int64 {
 					es = 8
 				}
 				acc, x := make([]byte, reduceBlock*es), make([]byte, reduceBlock*es)
-				r := newReducer(kind, OpSum, es)
-				saved := haveAVX2
-				haveAVX2 = vec
-				defer func() { haveAVX2 = saved }()
+				r := newReducer(kind, OpSum)
+				saved := simd.SetAVX2(vec)
+				defer simd.SetAVX2(saved)
 				b.SetBytes(int64(len(acc)))
 				for b.Loop() {
 					r.fold(acc, x, false)

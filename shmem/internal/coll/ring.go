@@ -1,9 +1,11 @@
-package shmem
+package coll
 
 import (
 	"context"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/simd"
 )
 
 // The ring and hierarchical all-reduce: a pipelined chain in team PE order.
@@ -43,32 +45,20 @@ func (op *collOp) putWord(j, kind int, v uint64) error {
 	t := op.t
 	pe := t.members[j]
 	off := t.sigOff(kind, t.me)
-	if dst := t.w.peers[pe]; dst != nil {
+	if dst := t.e.w.Mapped(pe); dst != nil {
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), v)
 		return nil
 	}
 	if err := op.fence(pe); err != nil {
 		return err
 	}
-	if err := t.w.paths[pe].putSignal(off, nil, off, SignalSet, v); err != nil {
-		return t.w.pathError(op.call, pe, err)
-	}
-	return nil
+	return t.e.w.PutSignal(op.call, pe, off, nil, off, v)
 }
 
-// fence orders this PE's earlier deliveries to world PE pe before its later ones. Stores to a
-// mapped heap are atomics in program order already; a device path completes each call before it
-// returns; the NIC path (and the reordering path) needs the transport's fence.
-func (op *collOp) fence(pe int) error {
-	r, ok := op.t.w.paths[pe].(remote)
-	if !ok {
-		return nil
-	}
-	if err := r.t.Fence(r.pe); err != nil {
-		return op.t.w.pathError(op.call, pe, err)
-	}
-	return nil
-}
+// fence orders this PE's earlier deliveries to world PE pe before its later ones (World.Fence:
+// stores to a mapped heap are atomics in program order already; a device path completes each call
+// before it returns; the NIC path, and the reordering path, needs the transport's fence).
+func (op *collOp) fence(pe int) error { return op.t.e.w.Fence(op.call, pe) }
 
 type pipe struct {
 	op         *collOp
@@ -87,18 +77,15 @@ func (p *pipe) send(data []byte) error {
 	off, _ := op.pipeSlot(p.sent)
 	p.sent++
 	pe := op.t.members[p.to]
-	if dst := op.t.w.peers[pe]; dst != nil {
-		cachedCopy(dst[off:off+uint64(len(data))], data)
+	if dst := op.t.e.w.Mapped(pe); dst != nil {
+		simd.Copy(dst[off:off+uint64(len(data))], data)
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[op.t.sigOff(sigPipe, op.t.me)])), op.tag(p.sent))
 		return nil
 	}
 	if err := op.fence(pe); err != nil {
 		return err
 	}
-	if err := op.t.w.paths[pe].putSignal(off, data, op.t.sigOff(sigPipe, op.t.me), SignalSet, op.tag(p.sent)); err != nil {
-		return op.t.w.pathError(op.call, pe, err)
-	}
-	return nil
+	return op.t.e.w.PutSignal(op.call, pe, off, data, op.t.sigOff(sigPipe, op.t.me), op.tag(p.sent))
 }
 
 // recv returns the next message (n bytes), valid until release.
@@ -113,8 +100,8 @@ func (p *pipe) recv(n int) ([]byte, error) {
 		return l, nil
 	}
 	b := make([]byte, n)
-	if err := op.t.w.paths[op.t.w.pe].get(off, b); err != nil {
-		return nil, op.t.w.pathError(op.call, op.t.w.pe, err)
+	if err := op.t.e.w.Get(op.call, op.t.e.cfg.PE, off, b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -131,7 +118,7 @@ func (p *pipe) drain() error {
 }
 
 func (t *Team) chainReduce(ctx context.Context, call string, h header, r reducer, d0, s0 uint64, count int, hier bool) error {
-	op, err := t.begin(ctx, call, h, nil)
+	op, err := t.start(ctx, call, h, nil, 0)
 	if err != nil {
 		return err
 	}
@@ -224,9 +211,8 @@ func (op *collOp) rail(r reducer, d0, s0 uint64, count, rails, local, g, G int, 
 				}
 				continue
 			}
-			pe := op.t.members[j]
-			if err := op.t.w.paths[pe].put(off, data); err != nil {
-				return op.t.w.pathError(op.call, pe, err)
+			if err := op.t.e.w.Put(op.call, op.t.members[j], off, data); err != nil {
+				return err
 			}
 		}
 		return nil
