@@ -2,7 +2,10 @@
 
 package ep
 
-import "golang.org/x/sys/cpu"
+import (
+	"github.com/roxamen/roxamen/shmem"
+	"golang.org/x/sys/cpu"
+)
 
 // The AVX2 loops of vec_amd64.s do, eight elements at a time, exactly the float32 operations of
 // the Go loops they stand in for (a multiply, then an add, each rounded; no fused multiply-add;
@@ -19,17 +22,17 @@ func axpyF32AVX2(w float32, x, acc []float32)
 // axpyBF16AVX2 is axpyF32AVX2 for bf16 x.
 //
 //go:noescape
-func axpyBF16AVX2(w float32, x []BF16, acc []float32)
+func axpyBF16AVX2(w float32, x []shmem.BFloat16, acc []float32)
 
 // addBF16AVX2: acc[j] += float32(x[j]), len(x) a multiple of 8, len(acc) >= len(x).
 //
 //go:noescape
-func addBF16AVX2(x []BF16, acc []float32)
+func addBF16AVX2(x []shmem.BFloat16, acc []float32)
 
-// encodeBF16AVX2: out[j] = BF16FromFloat32(f[j]), len(f) a multiple of 8, len(out) >= len(f).
+// encodeBF16AVX2: out[j] = shmem.BFloat16From(f[j]), len(f) a multiple of 8, len(out) >= len(f).
 //
 //go:noescape
-func encodeBF16AVX2(f []float32, out []BF16)
+func encodeBF16AVX2(f []float32, out []shmem.BFloat16)
 
 // The set variants write acc[j] = (the term) + 0 instead of adding to acc[j].
 //
@@ -37,10 +40,10 @@ func encodeBF16AVX2(f []float32, out []BF16)
 func setF32AVX2(w float32, x, acc []float32)
 
 //go:noescape
-func setBF16AVX2(w float32, x []BF16, acc []float32)
+func setBF16AVX2(w float32, x []shmem.BFloat16, acc []float32)
 
 //go:noescape
-func setAddBF16AVX2(x []BF16, acc []float32)
+func setAddBF16AVX2(x []shmem.BFloat16, acc []float32)
 
 func axpyF32Vec(w float32, x, acc []float32, set bool) int {
 	n := len(x) &^ 7
@@ -55,7 +58,7 @@ func axpyF32Vec(w float32, x, acc []float32, set bool) int {
 	return n
 }
 
-func axpyBF16Vec(w float32, x []BF16, acc []float32, set bool) int {
+func axpyBF16Vec(w float32, x []shmem.BFloat16, acc []float32, set bool) int {
 	n := len(x) &^ 7
 	switch {
 	case !haveAVX2 || n == 0:
@@ -68,7 +71,7 @@ func axpyBF16Vec(w float32, x []BF16, acc []float32, set bool) int {
 	return n
 }
 
-func addBF16Vec(x []BF16, acc []float32, set bool) int {
+func addBF16Vec(x []shmem.BFloat16, acc []float32, set bool) int {
 	n := len(x) &^ 7
 	switch {
 	case !haveAVX2 || n == 0:
@@ -81,7 +84,7 @@ func addBF16Vec(x []BF16, acc []float32, set bool) int {
 	return n
 }
 
-func encodeBF16Vec(f []float32, out []BF16) int {
+func encodeBF16Vec(f []float32, out []shmem.BFloat16) int {
 	n := len(f) &^ 7
 	if !haveAVX2 || n == 0 {
 		return 0
