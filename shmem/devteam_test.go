@@ -12,8 +12,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"github.com/roxamen/roxamen/internal/bootstrap"
+	"github.com/roxamen/roxamen/internal/dl"
 	"github.com/roxamen/roxamen/kernels"
 )
 
@@ -79,22 +79,14 @@ const (
 // linkCPU loads a private copy of the library for w and fills its roxshmem_state as shmem fills a
 // module's: heap, peers, and the World's device team table.
 func linkCPU(t *testing.T, w *World, so string) *cpuPE {
-	lib, err := os.ReadFile(so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := filepath.Join(t.TempDir(), fmt.Sprintf("libcoll_pe%d.so", w.pe))
-	if err := os.WriteFile(cp, lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h, err := purego.Dlopen(cp, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, err := dl.OpenCopy(so, t.TempDir(), fmt.Sprintf("pe%d", w.pe))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pe := &cpuPE{abort: new(kernels.Abort)}
-	for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call,
-		"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName} {
-		purego.RegisterLibFunc(fn, h, name)
+	if err := h.Map(map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call,
+		"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName}); err != nil {
+		t.Fatal(err)
 	}
 	s := &pe.state
 	s.Magic, s.Version = kernels.StateMagic, kernels.StateVersion

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 // ErrTimeout: a PMIx call did not complete within its limit (PMIX_ERR_TIMEOUT, or no answer at
@@ -97,7 +99,7 @@ func Init(timeout time.Duration) (*Client, error) {
 		return nil, err
 	}
 	c.me = p
-	c.ns = goString(&p.nspace[0])
+	c.ns = dl.GoString(&p.nspace[0])
 	c.rank = int(p.rank)
 	active = true
 	return c, nil
@@ -189,7 +191,7 @@ func (c *Client) Put(key, val string) error {
 	var v value
 	v.typ = typeString
 	*(*unsafe.Pointer)(unsafe.Pointer(&v.data)) = buf
-	k := cstr(key)
+	k := dl.CString(key)
 	return c.call(fmt.Sprintf("PMIx_Put(%q)", key), c.timeout, func() int32 { return lib.put(scopeGlobal, k, &v) })
 }
 
@@ -230,7 +232,7 @@ func (c *Client) get(rank uint32, key string, timeout time.Duration) (got, error
 	}
 	p := proc{nspace: c.me.nspace, rank: rank}
 	infos := []info{intInfo(attrTimeout, seconds(timeout))}
-	k := cstr(key)
+	k := dl.CString(key)
 	var vp *value
 	if err := c.call(name, timeout, func() int32 { return lib.get(&p, k, &infos[0], uint64(len(infos)), &vp) }); err != nil {
 		return got{}, err
@@ -254,7 +256,7 @@ func (c *Client) get(rank uint32, key string, timeout time.Duration) (got, error
 	case typeUint32:
 		g.n = uint64(*(*uint32)(d))
 	case typeString:
-		g.s = goString(*(**byte)(d))
+		g.s = dl.GoString(*(**byte)(d))
 	}
 	return g, nil
 }
