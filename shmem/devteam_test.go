@@ -12,7 +12,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/dl"
 	"github.com/roxamen/roxamen/kernels"
 )
@@ -115,39 +114,7 @@ func (pe *cpuPE) typeIndex(t *testing.T, name string) int32 {
 // jobOpts runs body on n PEs of a host-backend job with extra Init options.
 func jobOpts(t *testing.T, n int, heapSize int64, body func(w *World) error, opts ...Option) {
 	t.Helper()
-	srv, err := bootstrap.NewServer("127.0.0.1:0", n, "test-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for pe := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vars := map[string]string{"ROX_PE": fmt.Sprint(pe), "ROX_NPES": fmt.Sprint(n), "ROX_LOCAL_PE": fmt.Sprint(pe),
-				"ROX_LOCAL_NPES": fmt.Sprint(n), "ROX_BOOTSTRAP": "test-token@" + srv.Addr()}
-			o := append([]Option{WithHeapSize(heapSize), WithTimeout(20 * time.Second), withGetenv(func(k string) string { return vars[k] })}, opts...)
-			w, err := Init(context.Background(), o...)
-			if err != nil {
-				errs[pe] = err
-				return
-			}
-			if err := body(w); err != nil {
-				errs[pe] = fmt.Errorf("PE %d: %w", pe, err)
-			}
-			if err := w.Finalize(); err != nil && errs[pe] == nil {
-				errs[pe] = err
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	runJob(t, n, 0, heapSize, 20*time.Second, body, false, opts...)
 }
 
 // TestDeviceTeamTable: the table holds world, shared and every team a split made, under the handle

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/device/host"
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -35,8 +35,8 @@ func TestProxyRoutesOnDevice(t *testing.T) {
 		func(string) ([]byte, error) { return []byte(auxHostModule()), nil }}}
 	if n, err := cuda.New().Count(); err == nil && n > 0 {
 		backends = append(backends, backend{"cuda", func() (device.Device, error) { return cuda.New().Open(0) }, auxObject})
-	} else if os.Getenv("ROX_TEST_GPU") == "1" {
-		t.Fatalf("ROX_TEST_GPU=1 but no CUDA GPU: %d, %v", n, err)
+	} else if testkit.Required(testkit.GPU) {
+		t.Fatalf("%s is set but no CUDA GPU: %d, %v", testkit.GPU, n, err)
 	}
 	for _, b := range backends {
 		for _, nicPath := range []bool{false, true} {

@@ -2,7 +2,7 @@
 // the lowest packages' tests can use it): the gates that turn a skip into a failure on the
 // machines that must have a GPU, a library or a header (ROX_TEST_GPU, ROX_TEST_KFD,
 // ROX_TEST_PMIX), and a buffer that collects output written from several goroutines. Jobs of
-// several PEs are in testkit/job.
+// several PEs are in testkit/testjob.
 package testkit
 
 import (

@@ -1,9 +1,9 @@
-// Package job starts the jobs tests run: an in-process job (the PEs as goroutines of the test,
+// Package testjob starts the jobs tests run: an in-process job (the PEs as goroutines of the test,
 // meeting at a real rendezvous server, each starting its runtime from the launcher's variables it
 // is handed) and a job of the test binary's own processes under the launcher. It knows nothing of
 // shmem, so that package shmem's own tests launch their Worlds through it too: a job is started
 // one way.
-package job
+package testjob
 
 import (
 	"context"
