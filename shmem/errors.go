@@ -7,8 +7,10 @@ import (
 	"syscall"
 
 	"github.com/roxamen/roxamen/internal/bootstrap"
+	"github.com/roxamen/roxamen/internal/errs"
 	"github.com/roxamen/roxamen/nic/tcp"
 	"github.com/roxamen/roxamen/nic/ucx"
+	"github.com/roxamen/roxamen/symheap"
 )
 
 // Error kinds, matched with errors.Is on the *Error every call returns.
@@ -22,14 +24,18 @@ var (
 	ErrBadArgument    = errors.New("bad argument")
 	ErrMismatch       = errors.New("collective arguments differ across PEs")
 	ErrPEFailed       = errors.New("a PE failed")
-	ErrTimeout        = errors.New("timed out")
-	ErrOutOfMemory    = errors.New("symmetric heap exhausted")
+	ErrTimeout        = errs.ErrTimeout        // the one timeout of every layer: bootstrap's, the transports' too
+	ErrOutOfMemory    = symheap.ErrOutOfMemory // the heap, its workspaces, or the memory for it
 	ErrFreed          = errors.New("allocation used after Free or Realloc")
 	ErrConcurrent     = errors.New("collective call made while another is in progress")
 	ErrInitialized    = errors.New("already initialized")
-	ErrNoMemory       = errors.New("not enough memory")
 	ErrSystem         = errors.New("the operating system refused")
 )
+
+// ErrNoMemory is ErrOutOfMemory, the one out-of-memory error.
+//
+// Deprecated: match ErrOutOfMemory.
+var ErrNoMemory = ErrOutOfMemory
 
 // Error is the error of a failed call: which call, on which PE, and why.
 type Error struct {
@@ -80,13 +86,12 @@ func kindOf(err error, fallback error) error {
 		return fallback
 	case errors.Is(err, bootstrap.ErrPeerFailed), errors.Is(err, tcp.ErrPeerLost), errors.Is(err, ucx.ErrPeerLost):
 		return ErrPEFailed
-	case errors.Is(err, bootstrap.ErrTimeout), errors.Is(err, tcp.ErrTimeout), errors.Is(err, ucx.ErrTimeout),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
+	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
 		return ErrTimeout
 	case errors.Is(err, bootstrap.ErrRefused), errors.Is(err, bootstrap.ErrBadRank):
 		return ErrBadArgument
 	case errors.Is(err, syscall.ENOMEM):
-		return ErrNoMemory
+		return ErrOutOfMemory
 	case errors.Is(err, syscall.ESRCH):
 		return ErrPEFailed // the process whose memory was to be mapped is gone
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EMFILE),

@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/errs"
 )
 
 // Sentinel errors, matched with errors.Is.
 var (
 	// ErrPeerFailed: a PE died or aborted the job (see *PeerError for which and why).
 	ErrPeerFailed = errors.New("bootstrap: peer failed")
-	// ErrTimeout: a call waited longer than the client's timeout (see *TimeoutError).
-	ErrTimeout = errors.New("bootstrap: timed out")
+	// ErrTimeout: a call waited longer than the client's timeout (see *TimeoutError); the one
+	// timeout of every layer (errs.ErrTimeout).
+	ErrTimeout = errs.ErrTimeout
 	// ErrRefused: the rendezvous server refused the connection (bad token, PE taken or out of range).
 	ErrRefused = errors.New("bootstrap: connection refused by the rendezvous server")
 	// ErrClosed: the client was closed.

@@ -20,11 +20,12 @@ import (
 	"unsafe"
 
 	"github.com/roxamen/roxamen/internal/dl"
+	"github.com/roxamen/roxamen/internal/errs"
 )
 
 // ErrTimeout: a PMIx call did not complete within its limit (PMIX_ERR_TIMEOUT, or no answer at
-// all). Match it with errors.Is.
-var ErrTimeout = errors.New("pmix: timed out")
+// all): the one timeout of every layer (errs.ErrTimeout). Match it with errors.Is.
+var ErrTimeout = errs.ErrTimeout
 
 // Error is a PMIx call that failed: which call, PMIx's status and its name for it.
 type Error struct {

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/roxamen/roxamen/internal/dl"
+	"github.com/roxamen/roxamen/internal/errs"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -70,7 +71,7 @@ type Config struct {
 // Errors matched with errors.Is (a Status is matched the same way).
 var (
 	ErrClosed   = errors.New("ucx: transport closed")
-	ErrTimeout  = errors.New("ucx: timed out")
+	ErrTimeout  = errs.ErrTimeout // the one timeout of every layer
 	ErrPeerLost = errors.New("ucx: peer lost")
 )
 
