@@ -37,35 +37,11 @@ var (
 // Deprecated: match ErrOutOfMemory.
 var ErrNoMemory = ErrOutOfMemory
 
-// Error is the error of a failed call: which call, on which PE, and why.
-type Error struct {
-	Call   string // "Put", "AtomicFetchAdd", ...
-	PE     int    // the calling PE (-1 before Init)
-	Kind   error  // one of the Err* kinds
-	Detail string // the bad value and what was expected
-	Err    error  // an underlying cause, if any
-}
-
-func (e *Error) Error() string {
-	s := fmt.Sprintf("shmem: %s: %v", e.Call, e.Kind) // no PE is known: before Init, or a nil handle
-	if e.PE >= 0 {
-		s = fmt.Sprintf("shmem: %s on PE %d: %v", e.Call, e.PE, e.Kind)
-	}
-	if e.Detail != "" {
-		s += ": " + e.Detail
-	}
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-func (e *Error) Unwrap() []error {
-	if e.Err != nil {
-		return []error{e.Kind, e.Err}
-	}
-	return []error{e.Kind}
-}
+// Error is the error of a failed call: which call (Call), on which PE (PE, -1 before Init), the
+// kind errors.Is matches (Kind, one of the Err* above), the bad value and what was expected
+// (Detail), and the underlying cause (Err). It is errs.Error, the one shape of every layer's call
+// errors; its message reads "shmem: CALL on PE n: KIND: DETAIL: CAUSE".
+type Error = errs.Error[errs.Shmem]
 
 func (w *World) errorf(call string, kind error, format string, args ...any) *Error {
 	pe := -1

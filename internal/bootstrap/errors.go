@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/roxamen/roxamen/internal/errs"
@@ -79,19 +78,9 @@ func (e *TimeoutError) Error() string {
 // Unwrap returns ErrTimeout.
 func (e *TimeoutError) Unwrap() error { return ErrTimeout }
 
-// CallError is a failed client call: which call, on which PE, and the cause.
-type CallError struct {
-	Call string // "Barrier", `Get("key")`, ...
-	PE   int
-	Err  error
-}
-
-func (e *CallError) Error() string {
-	return fmt.Sprintf("bootstrap: %s on PE %d: %s", e.Call, e.PE, strings.TrimPrefix(e.Err.Error(), "bootstrap: "))
-}
-
-// Unwrap returns the cause.
-func (e *CallError) Unwrap() error { return e.Err }
+// CallError is a failed client call: which call (Call: "Barrier", `Get("key")`), on which PE,
+// and the cause (Err). It is errs.Error, the one shape of every layer's call errors.
+type CallError = errs.Error[errs.Bootstrap]
 
 func rankErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadRank, fmt.Sprintf(format, args...))
