@@ -316,9 +316,11 @@ func (dr *Driver) load() error {
 			}
 		}
 		if err := h.Bind(syms...); err != nil {
-			var se *dl.SymbolError
-			errors.As(err, &se)
-			dr.loadErr = &device.Error{Op: "dlsym " + se.Name, Arg: dr.library, Kind: device.ErrNotSupported}
+			name := err.Error()
+			if se := (*dl.SymbolError)(nil); errors.As(err, &se) {
+				name = se.Name
+			}
+			dr.loadErr = &device.Error{Op: "dlsym " + name, Arg: dr.library, Kind: device.ErrNotSupported}
 			return
 		}
 		dr.bindDirect(h)
