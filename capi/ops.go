@@ -518,7 +518,7 @@ func epDestroy(h int32) error {
 
 func tokens(dt ep.DType, p unsafe.Pointer, n int) ep.Tokens {
 	if dt == ep.DTypeBF16 {
-		return ep.Tokens{BF16: local[ep.BF16](p, n)}
+		return ep.Tokens{BF16: local[shmem.BFloat16](p, n)}
 	}
 	return ep.Tokens{F32: local[float32](p, n)}
 }

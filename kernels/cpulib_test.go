@@ -12,9 +12,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"golang.org/x/sys/unix"
 
+	"github.com/roxamen/roxamen/internal/dl"
 	"github.com/roxamen/roxamen/kernels/internal/build"
 )
 
@@ -96,23 +96,14 @@ func BuildHostLib(t testing.TB, src string, extra ...string) string {
 // OpenHostPE loads PE p's own instance of the shared library so (a copy under another name, so
 // that its globals, roxshmem_state among them, are its own) and binds fns: symbol name -> pointer
 // to a func variable.
-func OpenHostPE(t testing.TB, so string, p int, fns map[string]any) uintptr {
+func OpenHostPE(t testing.TB, so string, p int, fns map[string]any) *dl.Lib {
 	t.Helper()
-	lib, err := os.ReadFile(so)
+	h, err := dl.OpenCopy(so, t.TempDir(), fmt.Sprintf("pe%d", p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := strings.TrimSuffix(filepath.Base(so), ".so")
-	cp := filepath.Join(t.TempDir(), fmt.Sprintf("%s_pe%d.so", name, p))
-	if err := os.WriteFile(cp, lib, 0o755); err != nil {
+	if err := h.Map(fns); err != nil {
 		t.Fatal(err)
-	}
-	h, err := purego.Dlopen(cp, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for sym, fn := range fns {
-		purego.RegisterLibFunc(fn, h, sym)
 	}
 	return h
 }

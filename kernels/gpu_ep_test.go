@@ -10,6 +10,7 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
@@ -27,10 +28,7 @@ func TestGPUEP(t *testing.T) {
 		err = fmt.Errorf("no CUDA device")
 	}
 	if err != nil {
-		if os.Getenv("ROX_TEST_GPU") != "" {
-			t.Fatalf("ROX_TEST_GPU is set but: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
+		testkit.NeedGPU(t, "no GPU: %v", err)
 	}
 	n = min(n, 2)
 	var devs []device.Device

@@ -15,6 +15,7 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -53,10 +54,7 @@ func gpuDevices(t *testing.T) []device.Device {
 		err = fmt.Errorf("no CUDA device")
 	}
 	if err != nil {
-		if os.Getenv("ROX_TEST_GPU") != "" {
-			t.Fatalf("ROX_TEST_GPU is set but: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
+		testkit.NeedGPU(t, "no GPU: %v", err)
 	}
 	if n > 2 {
 		n = 2
@@ -212,7 +210,7 @@ func gpuImages(t *testing.T) map[string][]byte {
 			t.Fatalf("ROX_GPUCHECK_NVCC_PTX: %v", err)
 		}
 		images["nvcc"] = b
-	} else if os.Getenv("ROX_TEST_GPU") != "" {
+	} else if testkit.Required(testkit.GPU) {
 		t.Log("ROX_GPUCHECK_NVCC_PTX not set: the nvcc build is not checked (gpucheck/run.sh sets it)")
 	}
 	return images

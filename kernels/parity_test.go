@@ -1,10 +1,7 @@
 package kernels
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -12,27 +9,14 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/roxamen/roxamen/internal/dl/abitest"
 	"github.com/roxamen/roxamen/nic"
 )
-
-// hostCC returns a C compiler for host programs built against the headers.
-func hostCC(t *testing.T) string {
-	t.Helper()
-	for _, cc := range []string{"clang-19", "gcc", "cc", "clang"} {
-		if p, err := exec.LookPath(cc); err == nil {
-			return p
-		}
-	}
-	t.Skip("no C compiler (clang-19, gcc, cc) in PATH: cannot compile the header's parity program")
-	return ""
-}
 
 // runC compiles body (the statements of main) against the headers and returns the "key value"
 // lines it prints.
 func runC(t *testing.T, includes []string, body string) map[string]uint64 {
 	t.Helper()
-	cc := hostCC(t)
-	dir := t.TempDir()
 	var src strings.Builder
 	for _, inc := range includes {
 		fmt.Fprintf(&src, "#include \"roxamen/%s\"\n", inc)
@@ -41,34 +25,15 @@ func runC(t *testing.T, includes []string, body string) map[string]uint64 {
 	src.WriteString("#define P(name, v) printf(\"%s %llu\\n\", name, (unsigned long long)(v))\n")
 	src.WriteString("#define F(T, f) P(#f, __builtin_offsetof(T, f)); P(#f \".size\", sizeof(((T *)0)->f))\n")
 	src.WriteString("int main(void) {\n" + body + "return 0;\n}\n")
-	cfile := filepath.Join(dir, "parity.c")
-	if err := os.WriteFile(cfile, []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "parity")
 	inc, err := filepath.Abs("include")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-I"+inc, "-o", exe, cfile).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s\n%s", cc, err, out, src.String())
-	}
-	out, err := exec.Command(exe).Output()
-	if err != nil {
-		t.Fatalf("parity program: %v", err)
-	}
 	m := map[string]uint64{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 {
-			t.Fatalf("bad line %q", sc.Text())
+	for k, v := range abitest.Run(t, abitest.Program{Source: src.String(), Cflags: []string{"-std=c11", "-Wall", "-Werror", "-I" + inc}}) {
+		if m[k], err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("bad line %q: %v", k+" "+v, err)
 		}
-		v, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m[f[0]] = v
 	}
 	return m
 }

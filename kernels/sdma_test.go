@@ -11,10 +11,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/roxamen/roxamen/device/host"
 	"github.com/roxamen/roxamen/device/sdma"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 func TestSDMAParity(t *testing.T) {
@@ -128,15 +127,15 @@ func buildSDMAProducer(t *testing.T) string {
 
 var sdmaLib struct {
 	once sync.Once
-	h    uintptr
+	h    *dl.Lib
 	err  error
 }
 
 // loadSDMAProducer loads the producer once per test binary: the routes share one instance.
-func loadSDMAProducer(t *testing.T) uintptr {
+func loadSDMAProducer(t *testing.T) *dl.Lib {
 	t.Helper()
 	so := buildSDMAProducer(t)
-	sdmaLib.once.Do(func() { sdmaLib.h, sdmaLib.err = purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL) })
+	sdmaLib.once.Do(func() { sdmaLib.h, sdmaLib.err = dl.OpenLocal(so) })
 	if sdmaLib.err != nil {
 		t.Fatal(sdmaLib.err)
 	}
@@ -167,9 +166,9 @@ func newSDMARoute(t *testing.T, ringBytes int, threshold uint64, badPeer bool, s
 	r.state = State{Magic: StateMagic, Version: StateVersion, MyPE: 0, NPEs: 2, HeapBase: HostAddr(r.heap0), HeapSize: sdmaHeap,
 		Abort: HostAddr(ctl) + 64, SDMA: uint64(uintptr(unsafe.Pointer(r.table)))}
 	r.state.PeerBase[0], r.state.PeerBase[1] = HostAddr(r.heap0), peer1
-	for name, fn := range map[string]any{"rox_set_state": &r.lib.setState, "rox_put_sdma": &r.lib.putSDMA, "rox_putmem": &r.lib.putmem,
-		"rox_put_signal_sdma": &r.lib.putSignalSDMA, "rox_quiet": &r.lib.quiet, "rox_fence": &r.lib.fence, "rox_aborted": &r.lib.aborted} {
-		purego.RegisterLibFunc(fn, h, name)
+	if err := h.Map(map[string]any{"rox_set_state": &r.lib.setState, "rox_put_sdma": &r.lib.putSDMA, "rox_putmem": &r.lib.putmem,
+		"rox_put_signal_sdma": &r.lib.putSignalSDMA, "rox_quiet": &r.lib.quiet, "rox_fence": &r.lib.fence, "rox_aborted": &r.lib.aborted}); err != nil {
+		t.Fatal(err)
 	}
 	r.lib.setState(&r.state)
 	e, err := host.StartSDMA(host.SDMAQueue{Ring: unsafe.Slice((*uint32)(unsafe.Pointer(&r.ring[0])), ringBytes/4),

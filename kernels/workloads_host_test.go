@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/roxamen/roxamen/kernels"
+	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
 )
@@ -227,7 +228,7 @@ func tokBytes(cfg ep.Config, x ep.Tokens) []byte {
 
 func tokensFrom(cfg ep.Config, b []byte, elems int) ep.Tokens {
 	if cfg.DType == ep.DTypeBF16 {
-		v := make([]ep.BF16, elems)
+		v := make([]shmem.BFloat16, elems)
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 2*elems), b)
 		return ep.Tokens{BF16: v}
 	}

@@ -73,7 +73,7 @@ var apiCalls = map[string]string{
 
 // noMemory lists calls with no memory effect: accessors, setup, conversions, modules.
 var noMemory = []string{"As", "BuildVersion.String", "Version", "WithLauncherEnv", "BFloat16.Float32", "BFloat16From", "Cmp.String", "Ctx.Options",
-	"CtxOption.String", "Error.Error", "Error.Unwrap", "Float16.Float32", "Float16From", "Init", "InitReport.String",
+	"CtxOption.String", "Float16.Float32", "Float16From", "Init", "InitReport.String",
 	"Mem.Device", "Mem.Offset", "Mem.Size", "Module.Elapsed", "Module.Global", "Module.Launch", "Module.LaunchAll",
 	"Module.LaunchOn", "Module.Stream", "Module.Sync", "Module.Unload", "Op.String", "RegisterDeviceRecord",
 	"StreamSMs", "Sym.Device", "Sym.Len", "Sym.Mem", "Sym.Slice", "SymOf", "Team.Algorithm", "Team.Handle",

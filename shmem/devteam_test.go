@@ -12,8 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-	"github.com/roxamen/roxamen/internal/bootstrap"
+	"github.com/roxamen/roxamen/internal/dl"
 	"github.com/roxamen/roxamen/kernels"
 )
 
@@ -79,22 +78,14 @@ const (
 // linkCPU loads a private copy of the library for w and fills its roxshmem_state as shmem fills a
 // module's: heap, peers, and the World's device team table.
 func linkCPU(t *testing.T, w *World, so string) *cpuPE {
-	lib, err := os.ReadFile(so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := filepath.Join(t.TempDir(), fmt.Sprintf("libcoll_pe%d.so", w.pe))
-	if err := os.WriteFile(cp, lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h, err := purego.Dlopen(cp, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, err := dl.OpenCopy(so, t.TempDir(), fmt.Sprintf("pe%d", w.pe))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pe := &cpuPE{abort: new(kernels.Abort)}
-	for name, fn := range map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call,
-		"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName} {
-		purego.RegisterLibFunc(fn, h, name)
+	if err := h.Map(map[string]any{"rox_set_state": &pe.setState, "rox_set_threads": &pe.setThreads, "rox_coll": &pe.call,
+		"rox_n_types": &pe.nTypes, "rox_type_name": &pe.typeName}); err != nil {
+		t.Fatal(err)
 	}
 	s := &pe.state
 	s.Magic, s.Version = kernels.StateMagic, kernels.StateVersion
@@ -123,39 +114,7 @@ func (pe *cpuPE) typeIndex(t *testing.T, name string) int32 {
 // jobOpts runs body on n PEs of a host-backend job with extra Init options.
 func jobOpts(t *testing.T, n int, heapSize int64, body func(w *World) error, opts ...Option) {
 	t.Helper()
-	srv, err := bootstrap.NewServer("127.0.0.1:0", n, "test-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for pe := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vars := map[string]string{"ROX_PE": fmt.Sprint(pe), "ROX_NPES": fmt.Sprint(n), "ROX_LOCAL_PE": fmt.Sprint(pe),
-				"ROX_LOCAL_NPES": fmt.Sprint(n), "ROX_BOOTSTRAP": "test-token@" + srv.Addr()}
-			o := append([]Option{WithHeapSize(heapSize), WithTimeout(20 * time.Second), withGetenv(func(k string) string { return vars[k] })}, opts...)
-			w, err := Init(context.Background(), o...)
-			if err != nil {
-				errs[pe] = err
-				return
-			}
-			if err := body(w); err != nil {
-				errs[pe] = fmt.Errorf("PE %d: %w", pe, err)
-			}
-			if err := w.Finalize(); err != nil && errs[pe] == nil {
-				errs[pe] = err
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	runJob(t, n, 0, heapSize, 20*time.Second, body, false, opts...)
 }
 
 // TestDeviceTeamTable: the table holds world, shared and every team a split made, under the handle

@@ -7,8 +7,10 @@ import (
 	"syscall"
 
 	"github.com/roxamen/roxamen/internal/bootstrap"
+	"github.com/roxamen/roxamen/internal/errs"
 	"github.com/roxamen/roxamen/nic/tcp"
 	"github.com/roxamen/roxamen/nic/ucx"
+	"github.com/roxamen/roxamen/symheap"
 )
 
 // Error kinds, matched with errors.Is on the *Error every call returns.
@@ -22,44 +24,24 @@ var (
 	ErrBadArgument    = errors.New("bad argument")
 	ErrMismatch       = errors.New("collective arguments differ across PEs")
 	ErrPEFailed       = errors.New("a PE failed")
-	ErrTimeout        = errors.New("timed out")
-	ErrOutOfMemory    = errors.New("symmetric heap exhausted")
+	ErrTimeout        = errs.ErrTimeout        // the one timeout of every layer: bootstrap's, the transports' too
+	ErrOutOfMemory    = symheap.ErrOutOfMemory // the heap, its workspaces, or the memory for it
 	ErrFreed          = errors.New("allocation used after Free or Realloc")
 	ErrConcurrent     = errors.New("collective call made while another is in progress")
 	ErrInitialized    = errors.New("already initialized")
-	ErrNoMemory       = errors.New("not enough memory")
 	ErrSystem         = errors.New("the operating system refused")
 )
 
-// Error is the error of a failed call: which call, on which PE, and why.
-type Error struct {
-	Call   string // "Put", "AtomicFetchAdd", ...
-	PE     int    // the calling PE (-1 before Init)
-	Kind   error  // one of the Err* kinds
-	Detail string // the bad value and what was expected
-	Err    error  // an underlying cause, if any
-}
+// ErrNoMemory is ErrOutOfMemory, the one out-of-memory error.
+//
+// Deprecated: match ErrOutOfMemory.
+var ErrNoMemory = ErrOutOfMemory
 
-func (e *Error) Error() string {
-	s := fmt.Sprintf("shmem: %s: %v", e.Call, e.Kind) // no PE is known: before Init, or a nil handle
-	if e.PE >= 0 {
-		s = fmt.Sprintf("shmem: %s on PE %d: %v", e.Call, e.PE, e.Kind)
-	}
-	if e.Detail != "" {
-		s += ": " + e.Detail
-	}
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-func (e *Error) Unwrap() []error {
-	if e.Err != nil {
-		return []error{e.Kind, e.Err}
-	}
-	return []error{e.Kind}
-}
+// Error is the error of a failed call: which call (Call), on which PE (PE, -1 before Init), the
+// kind errors.Is matches (Kind, one of the Err* above), the bad value and what was expected
+// (Detail), and the underlying cause (Err). It is errs.Error, the one shape of every layer's call
+// errors; its message reads "shmem: CALL on PE n: KIND: DETAIL: CAUSE".
+type Error = errs.Error[errs.Shmem]
 
 func (w *World) errorf(call string, kind error, format string, args ...any) *Error {
 	pe := -1
@@ -80,13 +62,12 @@ func kindOf(err error, fallback error) error {
 		return fallback
 	case errors.Is(err, bootstrap.ErrPeerFailed), errors.Is(err, tcp.ErrPeerLost), errors.Is(err, ucx.ErrPeerLost):
 		return ErrPEFailed
-	case errors.Is(err, bootstrap.ErrTimeout), errors.Is(err, tcp.ErrTimeout), errors.Is(err, ucx.ErrTimeout),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
+	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
 		return ErrTimeout
 	case errors.Is(err, bootstrap.ErrRefused), errors.Is(err, bootstrap.ErrBadRank):
 		return ErrBadArgument
 	case errors.Is(err, syscall.ENOMEM):
-		return ErrNoMemory
+		return ErrOutOfMemory
 	case errors.Is(err, syscall.ESRCH):
 		return ErrPEFailed // the process whose memory was to be mapped is gone
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EMFILE),

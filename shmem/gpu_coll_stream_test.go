@@ -1,7 +1,6 @@
 package shmem
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -13,15 +12,15 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
-	"github.com/roxamen/roxamen/tools/launch"
+	"github.com/roxamen/roxamen/tools/testjob"
 )
 
 // TestGPUStreamColl runs a 2-PE job (both PEs may share one GPU: the calls are few, so are the
 // handoffs) of the stream-ordered collectives on the device: the team table as the GPU holds it,
 // every collective at a size that takes one block and one that takes the copy engine, a
 // device-found mismatch reported by SyncStream naming the call, and a kernel on a destroyed
-// team's handle reported as ErrTeamDestroyed. It skips without a CUDA GPU (fails with
-// ROX_TEST_GPU=1).
+// team's handle reported as ErrTeamDestroyed. It skips without a CUDA GPU (fails under
+// ROX_TEST_GPU).
 func TestGPUStreamColl(t *testing.T) {
 	if os.Getenv("ROX_GPU_STREAM_WORKER") != "" {
 		t.Skip("in a worker")
@@ -29,20 +28,10 @@ func TestGPUStreamColl(t *testing.T) {
 	needGPUs(t, 1)
 	for _, ord := range []string{"strict", "bypass"} {
 		t.Run(ord, func(t *testing.T) {
-			out := &lockedBuf{b: new(bytes.Buffer)}
 			start := time.Now()
-			err := launch.Run(context.Background(), launch.Config{
-				NPEs: 2, Argv: []string{os.Args[0], "-test.run=^TestGPUStreamCollWorker$", "-test.v"},
-				Env:    []string{"ROX_GPU_STREAM_WORKER=1", "ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord},
-				Prefix: true, Timeout: 3 * time.Minute, Stdout: out, Stderr: out,
-			})
+			s := testjob.Workers{NPEs: 2, Worker: "TestGPUStreamCollWorker", Marker: "ROX_GPU_STREAM_WORKER",
+				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord}, Timeout: 3 * time.Minute}.Run(t)
 			t.Logf("job took %v", time.Since(start))
-			out.mu.Lock()
-			s := out.b.String()
-			out.mu.Unlock()
-			if err != nil || !strings.Contains(s, "--- PASS: TestGPUStreamCollWorker") {
-				t.Fatalf("job failed: %v\n%s", err, s)
-			}
 			t.Log(s)
 		})
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,14 +16,16 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/kernels/testkernels"
 	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/tools/launch"
+	"github.com/roxamen/roxamen/tools/testjob"
 )
 
 // The GPU tests run 2-PE jobs: TestGPU starts this test binary twice under the launcher with
 // ROX_GPU_WORKER set, and TestGPUWorker is then one PE. They need a CUDA GPU (two PEs share one
-// GPU when there is only one); they skip without, and fail instead when ROX_TEST_GPU=1.
+// GPU when there is only one); they skip without, and fail instead under ROX_TEST_GPU (testkit.NeedGPU).
 
 func needGPUs(t *testing.T, n int) {
 	t.Helper()
@@ -32,37 +33,13 @@ func needGPUs(t *testing.T, n int) {
 	if err == nil && count >= n {
 		return
 	}
-	msg := fmt.Sprintf("need %d CUDA GPUs: found %d (%v)", n, count, err)
-	if os.Getenv("ROX_TEST_GPU") == "1" {
-		t.Fatal(msg + " and ROX_TEST_GPU=1")
-	}
-	t.Skip(msg)
+	testkit.NeedGPU(t, "need %d CUDA GPUs: found %d (%v)", n, count, err)
 }
 
 func gpuJob(t *testing.T, limit time.Duration, env ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	w := &lockedBuf{b: &out}
-	err := launch.Run(context.Background(), launch.Config{
-		NPEs: 2, Argv: []string{os.Args[0], "-test.run=^TestGPUWorker$", "-test.v"},
-		Env:     append([]string{"ROX_GPU_WORKER=1", "ROX_TIMEOUT=20s"}, env...),
-		Prefix:  true,
-		Timeout: limit, Stdout: w, Stderr: w,
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return out.String(), err
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+	return testjob.Workers{NPEs: 2, Worker: "TestGPUWorker", Marker: "ROX_GPU_WORKER",
+		Env: append([]string{"ROX_TIMEOUT=20s"}, env...), Timeout: limit}.Start()
 }
 
 func TestGPU(t *testing.T) {

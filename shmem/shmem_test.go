@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roxamen/roxamen/internal/bootstrap"
+	"github.com/roxamen/roxamen/tools/testjob"
 )
 
 // job starts n PEs as goroutines of this process: each World maps the others' heaps exactly as
@@ -29,56 +29,30 @@ func jobWith(t *testing.T, n int, heapSize int64, timeout time.Duration, body fu
 	runJob(t, n, 0, heapSize, timeout, body, noFinalize)
 }
 
-// runJob runs job, jobWith and nodeJob: n PEs with heaps of heapSize bytes and ROX_TIMEOUT
-// timeout, perNode of them a node named ROX_NODE=node<i> (perNode 0: one node, ROX_NODE unset).
-func runJob(t *testing.T, n, perNode int, heapSize int64, timeout time.Duration, body func(w *World) error, noFinalize bool) {
+// runJob runs job, jobWith, jobOpts and nodeJob: n PEs with heaps of heapSize bytes and
+// ROX_TIMEOUT timeout, perNode of them a node named ROX_NODE=node<i> (perNode 0: one node,
+// ROX_NODE unset), launched by testjob.InProcess; opts are added to Init's.
+func runJob(t *testing.T, n, perNode int, heapSize int64, timeout time.Duration, body func(w *World) error, noFinalize bool, opts ...Option) {
 	t.Helper()
-	srv, err := bootstrap.NewServer("127.0.0.1:0", n, "test-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for pe := 0; pe < n; pe++ {
-		wg.Add(1)
-		go func(pe int) {
-			defer wg.Done()
-			vars := map[string]string{
-				"ROX_PE": fmt.Sprint(pe), "ROX_NPES": fmt.Sprint(n),
-				"ROX_LOCAL_PE": fmt.Sprint(pe), "ROX_LOCAL_NPES": fmt.Sprint(n),
-				"ROX_BOOTSTRAP": "test-token@" + srv.Addr(),
-			}
-			if perNode > 0 {
-				node := pe / perNode
-				vars["ROX_LOCAL_PE"], vars["ROX_LOCAL_NPES"] = fmt.Sprint(pe%perNode), fmt.Sprint(min(perNode, n-node*perNode))
-				vars["ROX_NODE"] = fmt.Sprintf("node%d", node)
-			}
-			getenv := func(k string) string { return vars[k] }
-			w, err := Init(context.Background(), WithHeapSize(heapSize), WithTimeout(timeout), withGetenv(getenv))
-			if err != nil {
-				errs[pe] = err
-				return
-			}
-			if err := body(w); err != nil {
-				errs[pe] = fmt.Errorf("PE %d: %w", pe, err)
-			}
-			if noFinalize {
-				w.closed.Store(true)
-				w.teardown()
-				return
-			}
-			if err := w.Finalize(); err != nil && !errors.Is(err, ErrFinalized) && errs[pe] == nil {
-				errs[pe] = err
-			}
-		}(pe)
-	}
-	wg.Wait()
-	for _, err := range errs {
+	testjob.InProcess{NPEs: n, PerNode: perNode}.Run(t, func(pe int, getenv func(string) string) error {
+		w, err := Init(context.Background(), append([]Option{WithHeapSize(heapSize), WithTimeout(timeout), withGetenv(getenv)}, opts...)...)
 		if err != nil {
-			t.Error(err)
+			return err
 		}
-	}
+		err = body(w)
+		if err != nil {
+			err = fmt.Errorf("PE %d: %w", pe, err)
+		}
+		if noFinalize {
+			w.closed.Store(true)
+			w.teardown()
+			return err
+		}
+		if ferr := w.Finalize(); ferr != nil && !errors.Is(ferr, ErrFinalized) && err == nil {
+			err = ferr
+		}
+		return err
+	})
 }
 
 func TestConcurrentRMAAndAtomics(t *testing.T) {

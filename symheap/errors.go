@@ -7,7 +7,8 @@ import (
 
 // Sentinel errors, matched with errors.Is. Every error this package returns wraps exactly one.
 var (
-	// ErrOutOfMemory: no free block is large enough (see *OutOfMemoryError for the numbers).
+	// ErrOutOfMemory: no free block is large enough (see *OutOfMemoryError for the numbers). It is
+	// the runtime's one out-of-memory error: shmem.ErrOutOfMemory is this value.
 	ErrOutOfMemory = errors.New("out of symmetric heap memory")
 	// ErrBadAlign: an alignment that is not a power of two.
 	ErrBadAlign = errors.New("bad alignment")

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/test/slurm"
 )
 
@@ -29,7 +30,7 @@ import (
 // load/store between the PEs of one node). ucx only where libucp loads.
 func transports(t *testing.T) []string {
 	ts := []string{"", "tcp"}
-	if os.Getenv("ROX_TEST_UCX") == "1" || ucxLoads() {
+	if testkit.Required("ROX_TEST_UCX") || ucxLoads() {
 		ts = append(ts, "ucx")
 	}
 	return ts

@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/roxamen/roxamen/test/slurm"
 	"io"
 	"os"
 	"os/exec"
@@ -26,19 +25,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roxamen/roxamen/test/slurm"
+
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/pmix"
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/test/netns"
 )
 
-// needMpirunPMIx returns mpirun's path, skipping (failing under ROX_TEST_PMIX=1, where CI has
+// needMpirunPMIx returns mpirun's path, skipping (failing under ROX_TEST_PMIX, where CI has
 // installed Open MPI and libpmix2) when mpirun or libpmix is missing.
 func needMpirunPMIx(t *testing.T) string {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("ROX_TEST_PMIX") == "1" {
-		skip = t.Fatalf
-	}
+	skip := func(format string, args ...any) { t.Helper(); testkit.Need(t, "ROX_TEST_PMIX", format, args...) }
 	if err := pmix.Probe(); err != nil {
 		skip("no PMIx here: %v", err)
 	}

@@ -106,7 +106,7 @@ func TestInitKnobs(t *testing.T) {
 	}
 	big := fmt.Sprintf("ROX_HEAP_SIZE=%dG", kb>>20+1)
 	r = runScenario(t, time.Minute, []string{big}, 2, "api")
-	if r.status == 0 || !strings.Contains(r.stderr, "Init on PE 0: not enough memory: "+big) || !strings.Contains(r.stderr, "MemTotal") {
+	if r.status == 0 || !strings.Contains(r.stderr, "Init on PE 0: out of symmetric heap memory: "+big) || !strings.Contains(r.stderr, "MemTotal") {
 		t.Errorf("status %d; want %s refused naming the machine's memory\n%s", r.status, big, r.stderr)
 	}
 	r = runScenario(t, time.Minute, nil, 3, "exitzero")

@@ -14,19 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/nic/ucx"
 	"github.com/roxamen/roxamen/test/netns"
 )
 
-// needUCX skips when libucp.so.0 cannot be loaded, unless ROX_TEST_UCX=1 requires it (CI installs
+// needUCX skips when libucp.so.0 cannot be loaded, unless ROX_TEST_UCX requires it (CI installs
 // libucx0, so there a missing library is a failure, not a skip).
 func needUCX(t *testing.T) {
 	t.Helper()
 	if err := ucx.Probe(); err != nil {
-		if os.Getenv("ROX_TEST_UCX") == "1" {
-			t.Fatalf("ROX_TEST_UCX=1 but %v", err)
-		}
-		t.Skipf("no UCX here: %v", err)
+		testkit.Need(t, "ROX_TEST_UCX", "no UCX here: %v", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/testkit"
 )
 
 // GPU tests. They skip with the reason when no CUDA device is usable, and FAIL instead when
@@ -72,10 +73,7 @@ func needGPUs(tb testing.TB, want int) {
 		tb.Skipf("%d CUDA device(s), the test needs %d", n, want)
 	}
 	if err != nil {
-		if os.Getenv("ROX_TEST_GPU") != "" {
-			tb.Fatalf("ROX_TEST_GPU is set but: %v", err)
-		}
-		tb.Skipf("no GPU: %v", err)
+		testkit.NeedGPU(tb, "no GPU: %v", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/internal/gpudrv"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 // Libraries are tried in this order; the first that loads is used.
@@ -109,7 +110,7 @@ func arch(q gpudrv.Query) (string, error) {
 func archName(buf []byte) string {
 	for i := 256; i+3 < len(buf); i++ {
 		if buf[i] == 'g' && buf[i+1] == 'f' && buf[i+2] == 'x' && buf[i-1] == 0 {
-			s := gpudrv.CString(buf[i:])
+			s := dl.FixedString(buf[i:])
 			if j := strings.IndexByte(s, ':'); j >= 0 {
 				s = s[:j]
 			}

@@ -3,16 +3,18 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/errs"
 )
 
 // Sentinel errors, matched with errors.Is.
 var (
 	// ErrPeerFailed: a PE died or aborted the job (see *PeerError for which and why).
 	ErrPeerFailed = errors.New("bootstrap: peer failed")
-	// ErrTimeout: a call waited longer than the client's timeout (see *TimeoutError).
-	ErrTimeout = errors.New("bootstrap: timed out")
+	// ErrTimeout: a call waited longer than the client's timeout (see *TimeoutError); the one
+	// timeout of every layer (errs.ErrTimeout).
+	ErrTimeout = errs.ErrTimeout
 	// ErrRefused: the rendezvous server refused the connection (bad token, PE taken or out of range).
 	ErrRefused = errors.New("bootstrap: connection refused by the rendezvous server")
 	// ErrClosed: the client was closed.
@@ -76,19 +78,9 @@ func (e *TimeoutError) Error() string {
 // Unwrap returns ErrTimeout.
 func (e *TimeoutError) Unwrap() error { return ErrTimeout }
 
-// CallError is a failed client call: which call, on which PE, and the cause.
-type CallError struct {
-	Call string // "Barrier", `Get("key")`, ...
-	PE   int
-	Err  error
-}
-
-func (e *CallError) Error() string {
-	return fmt.Sprintf("bootstrap: %s on PE %d: %s", e.Call, e.PE, strings.TrimPrefix(e.Err.Error(), "bootstrap: "))
-}
-
-// Unwrap returns the cause.
-func (e *CallError) Unwrap() error { return e.Err }
+// CallError is a failed client call: which call (Call: "Barrier", `Get("key")`), on which PE,
+// and the cause (Err). It is errs.Error, the one shape of every layer's call errors.
+type CallError = errs.Error[errs.Bootstrap]
 
 func rankErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadRank, fmt.Sprintf(format, args...))

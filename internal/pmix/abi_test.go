@@ -1,14 +1,12 @@
 package pmix
 
 import (
-	"bufio"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/dl/abitest"
 )
 
 // abiProgram prints, for every struct field and constant this package mirrors, a line
@@ -107,78 +105,10 @@ func pmixCflags() []string {
 
 // TestABI compiles abiProgram against the installed PMIx headers (Debian libpmix-dev) and
 // checks that every size, offset, constant and key agrees with the Go mirrors. It skips, saying
-// why, when there is no C compiler or no headers, unless ROX_TEST_PMIX=1 (CI as root) requires
+// why, when there is no C compiler or no headers, unless ROX_TEST_PMIX (CI as root) requires
 // them.
 func TestABI(t *testing.T) {
-	skip := t.Skipf
-	if os.Getenv("ROX_TEST_PMIX") == "1" {
-		skip = t.Fatalf
-	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		skip("no C compiler (%s): %v", cc, err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "abi.c")
-	if err := os.WriteFile(src, []byte(abiProgram), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "abi")
-	args := append(pmixCflags(), "-o", exe, src)
-	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "pmix.h") && strings.Contains(string(out), "No such file") {
-			skip("no PMIx headers (Debian: apt-get install libpmix-dev): %s", firstLine(out))
-		}
-		t.Fatalf("%s %v: %v\n%s", cc, args, err, out)
-	}
-	out, err := exec.Command(exe).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
 	nums, keys := goABI()
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			t.Fatalf("bad line %q", sc.Text())
-		}
-		seen[name] = true
-		if k, ok := keys[name]; ok {
-			if k != val {
-				t.Errorf("%s: Go %q, C %q", name, k, val)
-			}
-			continue
-		}
-		c, err := strconv.ParseInt(val, 10, 64)
-		if err != nil {
-			t.Fatalf("bad line %q", sc.Text())
-		}
-		g, ok := nums[name]
-		if !ok {
-			t.Errorf("%s: the C program prints it but Go has no mirror", name)
-			continue
-		}
-		if g != c {
-			t.Errorf("%s: Go %d, C %d", name, g, c)
-		}
-	}
-	for name := range nums {
-		if !seen[name] {
-			t.Errorf("%s: Go mirrors it but the C program does not check it", name)
-		}
-	}
-	for name := range keys {
-		if !seen[name] {
-			t.Errorf("%s: Go mirrors it but the C program does not check it", name)
-		}
-	}
-}
-
-func firstLine(b []byte) string {
-	s, _, _ := strings.Cut(string(b), "\n")
-	return s
+	abitest.Check(t, abitest.Program{Source: abiProgram, Cflags: pmixCflags(), Header: "pmix.h",
+		Install: "Debian: apt-get install libpmix-dev", Require: "ROX_TEST_PMIX"}, nums, keys)
 }

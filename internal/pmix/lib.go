@@ -6,7 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 // Library is the file dlopen'ed: PMIx's client library under its SONAME (Debian 12: libpmix2
@@ -109,24 +109,19 @@ var lib struct {
 	free   func(p unsafe.Pointer)
 }
 
-func symbols() []struct {
-	name string
-	fn   any
-} {
+// symbols pairs each binding with its entry point, every one required.
+func symbols() []dl.Sym {
 	l := &lib
-	return []struct {
-		name string
-		fn   any
-	}{
-		{"PMIx_Init", &l.init},
-		{"PMIx_Finalize", &l.finalize},
-		{"PMIx_Put", &l.put},
-		{"PMIx_Commit", &l.commit},
-		{"PMIx_Fence", &l.fence},
-		{"PMIx_Get", &l.get},
-		{"PMIx_Value_destruct", &l.valueDestruct},
-		{"PMIx_Error_string", &l.errorString},
-		{"PMIx_Get_version", &l.getVersion},
+	return []dl.Sym{
+		{Name: "PMIx_Init", Fn: &l.init},
+		{Name: "PMIx_Finalize", Fn: &l.finalize},
+		{Name: "PMIx_Put", Fn: &l.put},
+		{Name: "PMIx_Commit", Fn: &l.commit},
+		{Name: "PMIx_Fence", Fn: &l.fence},
+		{Name: "PMIx_Get", Fn: &l.get},
+		{Name: "PMIx_Value_destruct", Fn: &l.valueDestruct},
+		{Name: "PMIx_Error_string", Fn: &l.errorString},
+		{Name: "PMIx_Get_version", Fn: &l.getVersion},
 	}
 }
 
@@ -143,25 +138,18 @@ func load() error {
 
 // open dlopens name and binds every entry point (a failed dlopen binds nothing).
 func open(name string) error {
-	h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	h, err := dl.Open(name)
 	if err != nil {
 		return fmt.Errorf("%w: dlopen %s: %v (Debian: apt-get install libpmix2)", ErrNoLibrary, name, err)
 	}
-	for _, s := range symbols() {
-		if _, err := purego.Dlsym(h, s.name); err != nil {
-			return fmt.Errorf("%w: %s has no %s (PMIx older than 4?): %v", ErrNoLibrary, name, s.name, err)
-		}
-	}
-	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	libc, err := dl.Open("libc.so.6")
 	if err != nil {
 		return fmt.Errorf("%w: dlopen libc.so.6: %v", ErrNoLibrary, err)
 	}
-	for _, s := range symbols() {
-		purego.RegisterLibFunc(s.fn, h, s.name)
+	if err := h.Bind(symbols()...); err != nil {
+		return fmt.Errorf("%w: %v (PMIx older than 4?)", ErrNoLibrary, err)
 	}
-	purego.RegisterLibFunc(&lib.malloc, libc, "malloc")
-	purego.RegisterLibFunc(&lib.free, libc, "free")
-	return nil
+	return libc.Bind(dl.Sym{Name: "malloc", Fn: &lib.malloc}, dl.Sym{Name: "free", Fn: &lib.free})
 }
 
 // Probe loads libpmix.so.2: nil, or an error matching ErrNoLibrary that says why.
@@ -181,22 +169,4 @@ func StatusString(status int32) string {
 		return fmt.Sprintf("PMIx status %d", status)
 	}
 	return lib.errorString(status)
-}
-
-// cstr is s NUL-terminated, for a const char* argument.
-func cstr(s string) *byte {
-	b := make([]byte, len(s)+1)
-	copy(b, s)
-	return &b[0]
-}
-
-func goString(p *byte) string {
-	if p == nil {
-		return ""
-	}
-	n := 0
-	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice(p, n))
 }

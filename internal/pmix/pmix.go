@@ -18,25 +18,30 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/dl"
+	"github.com/roxamen/roxamen/internal/errs"
 )
 
 // ErrTimeout: a PMIx call did not complete within its limit (PMIX_ERR_TIMEOUT, or no answer at
-// all). Match it with errors.Is.
-var ErrTimeout = errors.New("pmix: timed out")
+// all): the one timeout of every layer (errs.ErrTimeout). Match it with errors.Is.
+var ErrTimeout = errs.ErrTimeout
 
-// Error is a PMIx call that failed: which call, PMIx's status and its name for it.
-type Error struct {
-	Call   string // "PMIx_Fence", `PMIx_Get("pmix.job.size")`
-	Status int32
-	Text   string // PMIx_Error_string(Status), or what happened when PMIx never answered
+// Error is a PMIx call that failed: which call (Call: "PMIx_Fence", `PMIx_Get("pmix.job.size")`),
+// what happened (Detail, when more than the status says) and PMIx's status (Err, a Status). It is
+// errs.Error, the one shape of every layer's call errors; PE is -1 (PMIx names no PE of ours).
+type Error = errs.Error[errs.PMIx]
+
+// Status is a pmix_status_t other than PMIX_SUCCESS, as an error: PMIx's name for it and the
+// number. A PMIX_ERR_TIMEOUT matches ErrTimeout.
+type Status int32
+
+func (s Status) Error() string {
+	return fmt.Sprintf("%s (PMIx status %d)", StatusString(int32(s)), int32(s))
 }
 
-func (e *Error) Error() string {
-	return fmt.Sprintf("pmix: %s: %s (PMIx status %d)", e.Call, e.Text, e.Status)
-}
-
-// Is matches ErrTimeout for a call that timed out.
-func (e *Error) Is(target error) bool { return target == ErrTimeout && e.Status == statusErrTimeout }
+// Is matches ErrTimeout for PMIX_ERR_TIMEOUT.
+func (s Status) Is(target error) bool { return target == ErrTimeout && s == statusErrTimeout }
 
 // ServerVars are the variables a PMIx server sets in its clients' environment, one per wire
 // protocol version it speaks (PMIx v2, v2.1, v3, v4, v4.1): any one of them means a server.
@@ -97,7 +102,7 @@ func Init(timeout time.Duration) (*Client, error) {
 		return nil, err
 	}
 	c.me = p
-	c.ns = goString(&p.nspace[0])
+	c.ns = dl.GoString(&p.nspace[0])
 	c.rank = int(p.rank)
 	active = true
 	return c, nil
@@ -113,7 +118,7 @@ func (c *Client) Rank() int { return c.rank }
 // status becomes an *Error naming name.
 func (c *Client) call(name string, limit time.Duration, f func() int32) error {
 	if c.stuck.Load() {
-		return &Error{Call: name, Status: statusErrTimeout, Text: "not called: an earlier PMIx call never returned"}
+		return &Error{Call: name, PE: -1, Detail: "not called: an earlier PMIx call never returned", Err: Status(statusErrTimeout)}
 	}
 	done := make(chan int32, 1)
 	go func() { done <- f() }()
@@ -122,13 +127,13 @@ func (c *Client) call(name string, limit time.Duration, f func() int32) error {
 	select {
 	case st := <-done:
 		if st != statusSuccess {
-			return &Error{Call: name, Status: st, Text: StatusString(st)}
+			return &Error{Call: name, PE: -1, Err: Status(st)}
 		}
 		return nil
 	case <-t.C:
 		c.stuck.Store(true)
-		return &Error{Call: name, Status: statusErrTimeout,
-			Text: fmt.Sprintf("no answer from the PMIx server within %v", limit+grace)}
+		return &Error{Call: name, PE: -1, Detail: fmt.Sprintf("no answer from the PMIx server within %v", limit+grace),
+			Err: Status(statusErrTimeout)}
 	}
 }
 
@@ -189,7 +194,7 @@ func (c *Client) Put(key, val string) error {
 	var v value
 	v.typ = typeString
 	*(*unsafe.Pointer)(unsafe.Pointer(&v.data)) = buf
-	k := cstr(key)
+	k := dl.CString(key)
 	return c.call(fmt.Sprintf("PMIx_Put(%q)", key), c.timeout, func() int32 { return lib.put(scopeGlobal, k, &v) })
 }
 
@@ -230,13 +235,13 @@ func (c *Client) get(rank uint32, key string, timeout time.Duration) (got, error
 	}
 	p := proc{nspace: c.me.nspace, rank: rank}
 	infos := []info{intInfo(attrTimeout, seconds(timeout))}
-	k := cstr(key)
+	k := dl.CString(key)
 	var vp *value
 	if err := c.call(name, timeout, func() int32 { return lib.get(&p, k, &infos[0], uint64(len(infos)), &vp) }); err != nil {
 		return got{}, err
 	}
 	if vp == nil {
-		return got{}, &Error{Call: name, Status: statusErrNotFound, Text: "PMIx returned success and no value"}
+		return got{}, &Error{Call: name, PE: -1, Detail: "PMIx returned success and no value", Err: Status(statusErrNotFound)}
 	}
 	defer func() {
 		lib.valueDestruct(vp)
@@ -254,7 +259,7 @@ func (c *Client) get(rank uint32, key string, timeout time.Duration) (got, error
 	case typeUint32:
 		g.n = uint64(*(*uint32)(d))
 	case typeString:
-		g.s = goString(*(**byte)(d))
+		g.s = dl.GoString(*(**byte)(d))
 	}
 	return g, nil
 }
@@ -265,8 +270,8 @@ func (c *Client) getUint(rank uint32, key string, want uint16) (int, error) {
 		return 0, err
 	}
 	if g.typ != want {
-		return 0, &Error{Call: fmt.Sprintf("PMIx_Get(%q)", key), Status: 0,
-			Text: fmt.Sprintf("PMIx returned data type %d, want %d", g.typ, want)}
+		return 0, &Error{Call: fmt.Sprintf("PMIx_Get(%q)", key), PE: -1,
+			Detail: fmt.Sprintf("PMIx returned data type %d, want %d", g.typ, want)}
 	}
 	return int(g.n), nil
 }
@@ -294,7 +299,7 @@ func (c *Client) Hostname() (string, error) {
 		return "", err
 	}
 	if g.typ != typeString {
-		return "", &Error{Call: fmt.Sprintf("PMIx_Get(%q)", keyHostname), Text: fmt.Sprintf("PMIx returned data type %d, want a string", g.typ)}
+		return "", &Error{Call: fmt.Sprintf("PMIx_Get(%q)", keyHostname), PE: -1, Detail: fmt.Sprintf("PMIx returned data type %d, want a string", g.typ)}
 	}
 	return g.s, nil
 }
@@ -306,7 +311,7 @@ func (c *Client) GetString(rank int, key string, timeout time.Duration) (string,
 		return "", err
 	}
 	if g.typ != typeString {
-		return "", &Error{Call: fmt.Sprintf("PMIx_Get(%q)", key), Text: fmt.Sprintf("PMIx returned data type %d, want a string", g.typ)}
+		return "", &Error{Call: fmt.Sprintf("PMIx_Get(%q)", key), PE: -1, Detail: fmt.Sprintf("PMIx returned data type %d, want a string", g.typ)}
 	}
 	return g.s, nil
 }

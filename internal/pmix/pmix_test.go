@@ -10,17 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/testkit"
 )
 
-// needPMIx skips when libpmix.so.2 cannot be loaded, unless ROX_TEST_PMIX=1 requires it (CI
+// needPMIx skips when libpmix.so.2 cannot be loaded, unless ROX_TEST_PMIX requires it (CI
 // installs libpmix2, so there a missing library is a failure).
 func needPMIx(t *testing.T) {
 	t.Helper()
 	if err := Probe(); err != nil {
-		if os.Getenv("ROX_TEST_PMIX") == "1" {
-			t.Fatalf("ROX_TEST_PMIX=1 but %v", err)
-		}
-		t.Skipf("no PMIx here: %v", err)
+		testkit.Need(t, "ROX_TEST_PMIX", "no PMIx here: %v", err)
 	}
 }
 
@@ -82,10 +81,7 @@ func TestMpirunClients(t *testing.T) {
 	needPMIx(t)
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		if os.Getenv("ROX_TEST_PMIX") == "1" {
-			t.Fatal("ROX_TEST_PMIX=1 but no mpirun (Debian: openmpi-bin)")
-		}
-		t.Skip("no mpirun (Debian: apt-get install openmpi-bin)")
+		testkit.Need(t, "ROX_TEST_PMIX", "no mpirun (Debian: apt-get install openmpi-bin)")
 	}
 	args := []string{"--oversubscribe", "-np", "3", "-x", childEnv + "=1"}
 	if os.Geteuid() == 0 {

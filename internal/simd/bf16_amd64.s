@@ -75,7 +75,7 @@ addbf16done:
 	RET
 
 // func encodeBF16AVX2(f []float32, out []BF16)
-// BF16FromFloat32 on eight lanes: u + 0x7fff + (u>>16)&1, the top half; a NaN (|u| > 0x7f800000)
+// shmem.BFloat16From on eight lanes: u + 0x7fff + (u>>16)&1, the top half; a NaN (|u| > 0x7f800000)
 // becomes u>>16 | 0x40.
 TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ f_base+0(FP), SI

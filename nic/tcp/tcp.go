@@ -37,6 +37,7 @@ import (
 	"unsafe"
 
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/internal/errs"
 	"github.com/roxamen/roxamen/internal/ratelog"
 	"github.com/roxamen/roxamen/nic"
 )
@@ -103,7 +104,7 @@ var (
 	ErrPeerLost = errors.New("connection lost")
 	ErrAuth     = errors.New("authentication failed")
 	ErrClosed   = errors.New("transport closed")
-	ErrTimeout  = errors.New("timed out")
+	ErrTimeout  = errs.ErrTimeout // the one timeout of every layer
 	errBye      = errors.New("it closed its transport")
 )
 

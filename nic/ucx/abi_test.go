@@ -1,14 +1,10 @@
 package ucx
 
 import (
-	"bufio"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/roxamen/roxamen/internal/dl/abitest"
 )
 
 // abiProgram prints, for every struct field and constant this package mirrors, a line
@@ -191,59 +187,6 @@ func goABI() map[string]int64 {
 // that every size, offset and constant agrees with the Go mirrors. It skips, saying why, only
 // when there is no C compiler or no headers.
 func TestABI(t *testing.T) {
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s): %v", cc, err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "abi.c")
-	if err := os.WriteFile(src, []byte(abiProgram), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "abi")
-	if out, err := exec.Command(cc, "-o", exe, src).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "ucp/api/ucp.h") && strings.Contains(string(out), "No such file") {
-			t.Skipf("no UCX headers (Debian: apt-get install libucx-dev): %s", firstLine(out))
-		}
-		t.Fatalf("%s abi.c: %v\n%s", cc, err, out)
-	}
-	out, err := exec.Command(exe).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := goABI()
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			t.Fatalf("bad line %q", sc.Text())
-		}
-		c, err := strconv.ParseInt(val, 10, 64)
-		if err != nil {
-			t.Fatalf("bad line %q", sc.Text())
-		}
-		g, ok := want[name]
-		if !ok {
-			t.Errorf("%s: the C program prints it but Go has no mirror", name)
-			continue
-		}
-		seen[name] = true
-		if g != c {
-			t.Errorf("%s: Go %d, C %d", name, g, c)
-		}
-	}
-	for name := range want {
-		if !seen[name] {
-			t.Errorf("%s: Go mirrors it but the C program does not check it", name)
-		}
-	}
-}
-
-func firstLine(b []byte) string {
-	s, _, _ := strings.Cut(string(b), "\n")
-	return s
+	abitest.Check(t, abitest.Program{Source: abiProgram, Header: "ucp/api/ucp.h",
+		Install: "Debian: apt-get install libucx-dev"}, goABI(), nil)
 }

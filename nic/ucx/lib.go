@@ -7,7 +7,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 // Library is the file dlopen'ed: UCP's SONAME, stable across UCX releases.
@@ -103,46 +103,41 @@ var lib struct {
 	ucsStatusString func(s Status) *byte
 }
 
-func symbols() []struct {
-	name string
-	fn   any
-} {
+// symbols pairs each binding with its entry point, every one required.
+func symbols() []dl.Sym {
 	l := &lib
-	return []struct {
-		name string
-		fn   any
-	}{
-		{"ucp_get_version", &l.ucpGetVersion},
-		{"ucp_config_read", &l.ucpConfigRead},
-		{"ucp_config_release", &l.ucpConfigRelease},
-		{"ucp_init_version", &l.ucpInitVersion},
-		{"ucp_cleanup", &l.ucpCleanup},
-		{"ucp_worker_create", &l.ucpWorkerCreate},
-		{"ucp_worker_destroy", &l.ucpWorkerDestroy},
-		{"ucp_worker_get_address", &l.ucpWorkerGetAddress},
-		{"ucp_worker_release_address", &l.ucpWorkerReleaseAddress},
-		{"ucp_worker_progress", &l.ucpWorkerProgress},
-		{"ucp_worker_fence", &l.ucpWorkerFence},
-		{"ucp_worker_flush_nbx", &l.ucpWorkerFlushNbx},
-		{"ucp_worker_get_efd", &l.ucpWorkerGetEfd},
-		{"ucp_worker_arm", &l.ucpWorkerArm},
-		{"ucp_worker_signal", &l.ucpWorkerSignal},
-		{"ucp_ep_create", &l.ucpEPCreate},
-		{"ucp_ep_close_nbx", &l.ucpEPCloseNbx},
-		{"ucp_ep_flush_nbx", &l.ucpEPFlushNbx},
-		{"ucp_mem_map", &l.ucpMemMap},
-		{"ucp_mem_unmap", &l.ucpMemUnmap},
-		{"ucp_rkey_pack", &l.ucpRkeyPack},
-		{"ucp_rkey_buffer_release", &l.ucpRkeyBufferRelease},
-		{"ucp_ep_rkey_unpack", &l.ucpEPRkeyUnpack},
-		{"ucp_rkey_destroy", &l.ucpRkeyDestroy},
-		{"ucp_put_nbx", &l.ucpPutNbx},
-		{"ucp_get_nbx", &l.ucpGetNbx},
-		{"ucp_atomic_op_nbx", &l.ucpAtomicOpNbx},
-		{"ucp_request_check_status", &l.ucpRequestCheckStatus},
-		{"ucp_request_free", &l.ucpRequestFree},
-		{"ucp_request_cancel", &l.ucpRequestCancel},
-		{"ucs_status_string", &l.ucsStatusString},
+	return []dl.Sym{
+		{Name: "ucp_get_version", Fn: &l.ucpGetVersion},
+		{Name: "ucp_config_read", Fn: &l.ucpConfigRead},
+		{Name: "ucp_config_release", Fn: &l.ucpConfigRelease},
+		{Name: "ucp_init_version", Fn: &l.ucpInitVersion},
+		{Name: "ucp_cleanup", Fn: &l.ucpCleanup},
+		{Name: "ucp_worker_create", Fn: &l.ucpWorkerCreate},
+		{Name: "ucp_worker_destroy", Fn: &l.ucpWorkerDestroy},
+		{Name: "ucp_worker_get_address", Fn: &l.ucpWorkerGetAddress},
+		{Name: "ucp_worker_release_address", Fn: &l.ucpWorkerReleaseAddress},
+		{Name: "ucp_worker_progress", Fn: &l.ucpWorkerProgress},
+		{Name: "ucp_worker_fence", Fn: &l.ucpWorkerFence},
+		{Name: "ucp_worker_flush_nbx", Fn: &l.ucpWorkerFlushNbx},
+		{Name: "ucp_worker_get_efd", Fn: &l.ucpWorkerGetEfd},
+		{Name: "ucp_worker_arm", Fn: &l.ucpWorkerArm},
+		{Name: "ucp_worker_signal", Fn: &l.ucpWorkerSignal},
+		{Name: "ucp_ep_create", Fn: &l.ucpEPCreate},
+		{Name: "ucp_ep_close_nbx", Fn: &l.ucpEPCloseNbx},
+		{Name: "ucp_ep_flush_nbx", Fn: &l.ucpEPFlushNbx},
+		{Name: "ucp_mem_map", Fn: &l.ucpMemMap},
+		{Name: "ucp_mem_unmap", Fn: &l.ucpMemUnmap},
+		{Name: "ucp_rkey_pack", Fn: &l.ucpRkeyPack},
+		{Name: "ucp_rkey_buffer_release", Fn: &l.ucpRkeyBufferRelease},
+		{Name: "ucp_ep_rkey_unpack", Fn: &l.ucpEPRkeyUnpack},
+		{Name: "ucp_rkey_destroy", Fn: &l.ucpRkeyDestroy},
+		{Name: "ucp_put_nbx", Fn: &l.ucpPutNbx},
+		{Name: "ucp_get_nbx", Fn: &l.ucpGetNbx},
+		{Name: "ucp_atomic_op_nbx", Fn: &l.ucpAtomicOpNbx},
+		{Name: "ucp_request_check_status", Fn: &l.ucpRequestCheckStatus},
+		{Name: "ucp_request_free", Fn: &l.ucpRequestFree},
+		{Name: "ucp_request_cancel", Fn: &l.ucpRequestCancel},
+		{Name: "ucs_status_string", Fn: &l.ucsStatusString},
 	}
 }
 
@@ -165,18 +160,14 @@ func load() error {
 		if _, set := os.LookupEnv("UCX_ERROR_SIGNALS"); !set {
 			os.Setenv("UCX_ERROR_SIGNALS", "")
 		}
-		h, err := purego.Dlopen(libraryName, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := dl.Open(libraryName)
 		if err != nil {
 			loadErr = fmt.Errorf("%w: dlopen: %v", ErrNoLibrary, err)
 			return
 		}
-		for _, s := range symbols() {
-			p, err := purego.Dlsym(h, s.name)
-			if err != nil || p == 0 {
-				loadErr = fmt.Errorf("%w: %s has no %s (UCX older than %d.%d?): %v", ErrNoLibrary, libraryName, s.name, ucpAPIMajor, ucpAPIMinor, err)
-				return
-			}
-			purego.RegisterFunc(s.fn, p)
+		if err := h.Bind(symbols()...); err != nil {
+			loadErr = fmt.Errorf("%w: %v (UCX older than %d.%d?)", ErrNoLibrary, err, ucpAPIMajor, ucpAPIMinor)
+			return
 		}
 		loaded = true
 		lib.ucpGetVersion(&version[0], &version[1], &version[2])
@@ -197,24 +188,4 @@ func Version() (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%d.%d.%d", version[0], version[1], version[2]), nil
-}
-
-// cstring copies a NUL-terminated C string.
-func cstring(p *byte) string {
-	if p == nil {
-		return ""
-	}
-	n := 0
-	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice(p, n))
-}
-
-// cbytes copies n bytes of C memory.
-func cbytes(p *byte, n uint64) []byte {
-	if p == nil || n == 0 {
-		return nil
-	}
-	return append([]byte(nil), unsafe.Slice(p, n)...)
 }

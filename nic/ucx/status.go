@@ -1,6 +1,10 @@
 package ucx
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/roxamen/roxamen/internal/dl"
+)
 
 // Status is a ucs_status_t (ucs/type/status.h): UCS_OK, UCS_INPROGRESS or a negative error
 // code. It is a packed enum, one signed byte in the C ABI. As an error it prints UCX's own text
@@ -77,7 +81,7 @@ func (s Status) Name() string {
 
 func (s Status) Error() string {
 	if loaded {
-		if text := cstring(lib.ucsStatusString(s)); text != "" {
+		if text := dl.GoString(lib.ucsStatusString(s)); text != "" {
 			return fmt.Sprintf("%s (%s, %d)", text, s.Name(), int8(s))
 		}
 	}

@@ -39,9 +39,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"golang.org/x/sys/unix"
 
+	"github.com/roxamen/roxamen/internal/dl"
+	"github.com/roxamen/roxamen/internal/errs"
 	"github.com/roxamen/roxamen/nic"
 )
 
@@ -70,7 +71,7 @@ type Config struct {
 // Errors matched with errors.Is (a Status is matched the same way).
 var (
 	ErrClosed   = errors.New("ucx: transport closed")
-	ErrTimeout  = errors.New("ucx: timed out")
+	ErrTimeout  = errs.ErrTimeout // the one timeout of every layer
 	ErrPeerLost = errors.New("ucx: peer lost")
 )
 
@@ -262,7 +263,7 @@ func registerPeer(t *Transport, p *peer) uintptr {
 // errHandler returns the C function pointer of onEndpointError, made once: purego callbacks are
 // never released.
 func errHandler() uintptr {
-	errCBOnce.Do(func() { errCB = purego.NewCallback(onEndpointError) })
+	errCBOnce.Do(func() { errCB = dl.NewCallback(onEndpointError) })
 	return errCB
 }
 
@@ -356,7 +357,7 @@ func (t *Transport) open() error {
 	if st := lib.ucpWorkerGetAddress(t.worker, &addr, &addrLen); st != StatusOK {
 		return fmt.Errorf("ucx: New: PE %d: ucp_worker_get_address: %w", pe, st)
 	}
-	waddr := cbytes(addr, addrLen)
+	waddr := dl.GoBytes(addr, addrLen)
 	lib.ucpWorkerReleaseAddress(t.worker, addr)
 
 	heap := t.cfg.Heap
@@ -374,7 +375,7 @@ func (t *Transport) open() error {
 	if st := lib.ucpRkeyPack(t.context, t.memh, &rk, &rkLen); st != StatusOK {
 		return fmt.Errorf("ucx: New: PE %d: ucp_rkey_pack: %w", pe, st)
 	}
-	rkey := cbytes(rk, rkLen)
+	rkey := dl.GoBytes(rk, rkLen)
 	lib.ucpRkeyBufferRelease(rk)
 
 	b := append([]byte(nil), addrMagic...)

@@ -163,7 +163,7 @@ var (
 // Tokens is a row-major [rows][Hidden] matrix of activations: BF16 holds it when the DType is
 // DTypeBF16, F32 when it is DTypeF32 (the other is nil).
 type Tokens struct {
-	BF16 []BF16
+	BF16 []shmem.BFloat16
 	F32  []float32
 }
 
@@ -190,7 +190,7 @@ func (t Tokens) bytes(dt DType) []byte {
 
 func makeTokens(dt DType, n int) Tokens {
 	if dt == DTypeBF16 {
-		return Tokens{BF16: make([]BF16, n)}
+		return Tokens{BF16: make([]shmem.BFloat16, n)}
 	}
 	return Tokens{F32: make([]float32, n)}
 }
@@ -1102,7 +1102,7 @@ func axpyF32(w float32, x, acc []float32, set bool) {
 }
 
 // axpyBF16 is axpyF32 for bf16 x.
-func axpyBF16(w float32, x []BF16, acc []float32, set bool) {
+func axpyBF16(w float32, x []shmem.BFloat16, acc []float32, set bool) {
 	acc = acc[:len(x)]
 	j := axpyBF16Vec(w, x, acc, set)
 	if set {
@@ -1130,9 +1130,9 @@ func encode(dt DType, f []float32, out []byte) {
 		copy(unsafe.Slice((*float32)(unsafe.Pointer(&out[0])), len(f)), f)
 		return
 	}
-	o := unsafe.Slice((*BF16)(unsafe.Pointer(&out[0])), len(f))
+	o := unsafe.Slice((*shmem.BFloat16)(unsafe.Pointer(&out[0])), len(f))
 	for j := encodeBF16Vec(f, o); j < len(f); j++ {
-		o[j] = BF16FromFloat32(f[j])
+		o[j] = shmem.BFloat16From(f[j])
 	}
 }
 
@@ -1152,7 +1152,7 @@ func addDecoded(dt DType, in []byte, acc []float32, set bool) {
 		}
 		return
 	}
-	x := unsafe.Slice((*BF16)(unsafe.Pointer(&in[0])), len(acc))
+	x := unsafe.Slice((*shmem.BFloat16)(unsafe.Pointer(&in[0])), len(acc))
 	j := addBF16Vec(x, acc, set)
 	if set {
 		for ; j < len(acc); j++ {

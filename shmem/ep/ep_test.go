@@ -16,7 +16,7 @@ import (
 func TestBF16(t *testing.T) {
 	cases := []struct {
 		f    float32
-		want ep.BF16
+		want shmem.BFloat16
 	}{
 		{1, 0x3f80}, {-2, 0xc000}, {0, 0}, {float32(math.Inf(1)), 0x7f80},
 		{math.Float32frombits(0x3f808000), 0x3f80}, // a tie rounds to even (down)
@@ -24,15 +24,15 @@ func TestBF16(t *testing.T) {
 		{math.Float32frombits(0x3f808001), 0x3f81}, // above the tie rounds up
 	}
 	for _, c := range cases {
-		if got := ep.BF16FromFloat32(c.f); got != c.want {
-			t.Errorf("BF16FromFloat32(%v = %#x) = %#x, want %#x", c.f, math.Float32bits(c.f), got, c.want)
+		if got := shmem.BFloat16From(c.f); got != c.want {
+			t.Errorf("BFloat16From(%v = %#x) = %#x, want %#x", c.f, math.Float32bits(c.f), got, c.want)
 		}
 	}
-	if nan := ep.BF16FromFloat32(float32(math.NaN())); !math.IsNaN(float64(nan.Float32())) {
+	if nan := shmem.BFloat16From(float32(math.NaN())); !math.IsNaN(float64(nan.Float32())) {
 		t.Errorf("NaN became %#x", nan)
 	}
-	for _, b := range []ep.BF16{0x3f80, 0x4049, 0xc2f7, 0x0001} {
-		if ep.BF16FromFloat32(b.Float32()) != b {
+	for _, b := range []shmem.BFloat16{0x3f80, 0x4049, 0xc2f7, 0x0001} {
+		if shmem.BFloat16From(b.Float32()) != b {
 			t.Errorf("%#x does not survive widening", b)
 		}
 	}
@@ -98,7 +98,7 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := ep.Tokens{BF16: make([]ep.BF16, 2*8)}
+	x := ep.Tokens{BF16: make([]shmem.BFloat16, 2*8)}
 	expect := func(err, kind error, parts ...string) {
 		t.Helper()
 		if !errors.Is(err, kind) {
@@ -112,7 +112,7 @@ func TestBadInput(t *testing.T) {
 	}
 	_, _, err = a.Dispatch(ctx, x, []int64{0, 1, 3, 4}, make([]float32, 4))
 	expect(err, ep.ErrExpertRange, "ep.Dispatch", "PE 0", "topkIdx[1][1] = 4")
-	_, _, err = a.Dispatch(ctx, ep.Tokens{BF16: make([]ep.BF16, 5*8)}, make([]int64, 10), make([]float32, 10))
+	_, _, err = a.Dispatch(ctx, ep.Tokens{BF16: make([]shmem.BFloat16, 5*8)}, make([]int64, 10), make([]float32, 10))
 	expect(err, ep.ErrTooManyTokens, "ep.Dispatch", "PE 0", "5 tokens, MaxTokens is 4")
 	_, _, err = a.Dispatch(ctx, ep.Tokens{F32: make([]float32, 8)}, make([]int64, 2), make([]float32, 2))
 	expect(err, ep.ErrShape, "f32")
@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 	}
 	_, err = b.Combine(ctx, eptest.Apply(cfg, r), h)
 	expect(err, ep.ErrForeignHandle, "ep.Combine", "PE 0", "buffer")
-	_, err = a.Combine(ctx, ep.Tokens{BF16: make([]ep.BF16, 3)}, h)
+	_, err = a.Combine(ctx, ep.Tokens{BF16: make([]shmem.BFloat16, 3)}, h)
 	expect(err, ep.ErrShape, "ep.Combine", "3 elements")
 	out, err := a.Combine(ctx, eptest.Apply(cfg, r), h)
 	if err != nil {

@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
-	"github.com/roxamen/roxamen/tools/launch"
+	"github.com/roxamen/roxamen/tools/testjob"
 )
 
 // TestGPU runs shmem/ep on the GPU: per ROX_ORDERING mode a 2-PE job of this test binary under the
@@ -25,7 +25,7 @@ import (
 // about 2.5 ms per handoff between them, so the calls are few and small, DeepSeek-V3's hidden size
 // once). Every result is checked against eptest's host reference: the rows, their order,
 // weights and sources, and the combined sums bit for bit. Skipped without a CUDA GPU, failed
-// instead when ROX_TEST_GPU=1.
+// instead under ROX_TEST_GPU.
 func TestGPU(t *testing.T) {
 	if os.Getenv("ROX_EP_GPU_WORKER") != "" {
 		t.Skip("in a worker")
@@ -35,45 +35,17 @@ func TestGPU(t *testing.T) {
 		err = errors.New("no CUDA device")
 	}
 	if err != nil {
-		if os.Getenv("ROX_TEST_GPU") == "1" {
-			t.Fatalf("ROX_TEST_GPU=1 but: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
+		testkit.NeedGPU(t, "no GPU: %v", err)
 	}
 	for _, ord := range []string{"strict", "bypass"} {
 		t.Run(ord, func(t *testing.T) {
-			out := &lockedBuf{b: new(bytes.Buffer)}
 			start := time.Now()
-			err := launch.Run(context.Background(), launch.Config{
-				NPEs: 2, Argv: []string{os.Args[0], "-test.run=^TestGPUWorker$", "-test.v"},
-				Env:    []string{"ROX_EP_GPU_WORKER=1", "ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord},
-				Prefix: true, Timeout: 4 * time.Minute, Stdout: out, Stderr: out,
-			})
+			s := testjob.Workers{NPEs: 2, Worker: "TestGPUWorker", Marker: "ROX_EP_GPU_WORKER",
+				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord}, Timeout: 4 * time.Minute}.Run(t)
 			t.Logf("job took %v", time.Since(start))
-			s := out.String()
-			if err != nil || !strings.Contains(s, "--- PASS: TestGPUWorker") {
-				t.Fatalf("job failed: %v\n%s", err, s)
-			}
 			t.Log(s)
 		})
 	}
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func tokBytes(cfg ep.Config, x ep.Tokens) []byte {

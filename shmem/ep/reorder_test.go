@@ -1,7 +1,6 @@
 package ep_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,7 @@ import (
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
-	"github.com/roxamen/roxamen/tools/launch"
+	"github.com/roxamen/roxamen/tools/testjob"
 )
 
 // TestReorder runs Dispatch and Combine on the reordering delivery path (ROX_DELIVERY=reorder),
@@ -27,16 +26,8 @@ func TestReorder(t *testing.T) {
 	if os.Getenv("ROX_EP_REORDER_WORKER") != "" {
 		t.Skip("in a worker")
 	}
-	out := &lockedBuf{b: new(bytes.Buffer)}
-	err := launch.Run(context.Background(), launch.Config{
-		NPEs: 3, Argv: []string{os.Args[0], "-test.run=^TestReorderWorker$", "-test.v"},
-		Env:    []string{"ROX_EP_REORDER_WORKER=1", "ROX_DELIVERY=reorder", "ROX_TIMEOUT=20s", "ROX_HEAP_SIZE=32M"},
-		Prefix: true, Timeout: 3 * time.Minute, Stdout: out, Stderr: out,
-	})
-	s := out.String()
-	if err != nil || strings.Count(s, "--- PASS: TestReorderWorker") != 3 {
-		t.Fatalf("job failed: %v\n%s", err, s)
-	}
+	testjob.Workers{NPEs: 3, Worker: "TestReorderWorker", Marker: "ROX_EP_REORDER_WORKER",
+		Env: []string{"ROX_DELIVERY=reorder", "ROX_TIMEOUT=20s", "ROX_HEAP_SIZE=32M"}, Timeout: 3 * time.Minute}.Run(t)
 }
 
 func TestReorderWorker(t *testing.T) {

@@ -73,7 +73,7 @@ func TestStreamFormChecks(t *testing.T) {
 	_, _, err = a.DispatchOnStream(st, ep.DeviceTokens{}, 0, 0)
 	expect(err, device.ErrNotSupported)
 
-	_, h, err := a.Dispatch(ctx, ep.Tokens{BF16: make([]ep.BF16, 8)}, []int64{0, 3}, []float32{1, 1})
+	_, h, err := a.Dispatch(ctx, ep.Tokens{BF16: make([]shmem.BFloat16, 8)}, []int64{0, 3}, []float32{1, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestStreamFormChecks(t *testing.T) {
 	_, err = a.CombineOnStream(st, y, h)
 	expect(err, device.ErrNotSupported, "ep.CombineOnStream on PE 0")
 	// The blocking Combine still takes the handle: nothing was enqueued or consumed.
-	if _, err := a.Combine(ctx, ep.Tokens{BF16: make([]ep.BF16, h.Rows()*8)}, h); err != nil {
+	if _, err := a.Combine(ctx, ep.Tokens{BF16: make([]shmem.BFloat16, h.Rows()*8)}, h); err != nil {
 		t.Fatal(err)
 	}
 	if err := errors.Join(a.Free(), b.Free()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/roxamen/roxamen/internal/simd"
+	"github.com/roxamen/roxamen/shmem"
 )
 
 // specials are the float32 bit patterns where a vector loop is likeliest to part from the Go
@@ -73,9 +74,9 @@ func testVec(t *testing.T) {
 			if rep == 3 {
 				w = math.Float32frombits(specials[rng.IntN(len(specials))])
 			}
-			xb := make([]BF16, n)
+			xb := make([]shmem.BFloat16, n)
 			for j, v := range x {
-				xb[j] = BF16(math.Float32bits(v) >> 16)
+				xb[j] = shmem.BFloat16(math.Float32bits(v) >> 16)
 			}
 
 			// set: the first term of a sum, written over whatever acc held; want: added to a
@@ -129,10 +130,10 @@ func testVec(t *testing.T) {
 			}
 
 			if n > 0 {
-				out := make([]BF16, n)
+				out := make([]shmem.BFloat16, n)
 				encode(DTypeBF16, x, Tokens{BF16: out}.bytes(DTypeBF16))
 				for j, v := range x {
-					if w := BF16FromFloat32(v); out[j] != w {
+					if w := shmem.BFloat16From(v); out[j] != w {
 						t.Fatalf("encode, length %d, element %d (%#x): %#x, want %#x", n, j, math.Float32bits(v), out[j], w)
 					}
 				}

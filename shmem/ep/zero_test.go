@@ -121,7 +121,7 @@ func TestZeroValues(t *testing.T) {
 	call("HeapBytes of zero values", "", func() error { ep.HeapBytes(ep.Config{}, 0); return nil })
 	call("DeviceHeapBytes of zero values", "", func() error { ep.DeviceHeapBytes(ep.Config{}, 0); return nil })
 	call("BF16 conversions of nil", "", func() error {
-		_, _, _ = ep.BF16sFromFloat32(nil), ep.Float32s(nil), ep.BF16(0).Float32()
+		_, _, _ = ep.BF16sFromFloat32(nil), ep.Float32s(nil), shmem.BFloat16(0).Float32()
 		_, _ = ep.DType(0).String(), ep.Mode(0).String()
 		return nil
 	})

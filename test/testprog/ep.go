@@ -174,13 +174,13 @@ func epBadInput(ctx context.Context, w *shmem.World) error {
 		}
 		return nil
 	}
-	x := ep.Tokens{BF16: make([]ep.BF16, 3*cfg.Hidden)}
+	x := ep.Tokens{BF16: make([]shmem.BFloat16, 3*cfg.Hidden)}
 	bad := []int64{0, 1, 2, int64(cfg.Experts), 1, 0}
 	_, _, err = a.Dispatch(ctx, x, bad, make([]float32, 6))
 	if err := expect(err, ep.ErrExpertRange, "ep.Dispatch", fmt.Sprintf("topkIdx[1][1] = %d", cfg.Experts)); err != nil {
 		return err
 	}
-	big := ep.Tokens{BF16: make([]ep.BF16, 9*cfg.Hidden)}
+	big := ep.Tokens{BF16: make([]shmem.BFloat16, 9*cfg.Hidden)}
 	_, _, err = a.Dispatch(ctx, big, make([]int64, 18), make([]float32, 18))
 	if err := expect(err, ep.ErrTooManyTokens, "ep.Dispatch", "9 tokens, MaxTokens is 8"); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/tp"
 	"github.com/roxamen/roxamen/tools/compare"
@@ -82,9 +83,9 @@ func epInput(s epShape, me, npes int) (ep.Tokens, []int64, []float32) {
 	E := epExpertsPerPE * npes
 	n := s.tokens - me*s.tokens/(2*npes)
 	rng := epRNG(0x5eed0000 + uint64(me)*0x10001)
-	x := make([]ep.BF16, n*s.hidden)
+	x := make([]shmem.BFloat16, n*s.hidden)
 	for i := range x {
-		x[i] = ep.BF16(rng.next() >> 48)
+		x[i] = shmem.BFloat16(rng.next() >> 48)
 	}
 	idx := make([]int64, n*epTopK)
 	w := make([]float32, n*epTopK)

@@ -17,9 +17,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 // Library is the file dlopen'ed.
@@ -128,12 +127,12 @@ var (
 
 func load() error {
 	loadOnce.Do(func() {
-		h, err := purego.Dlopen(Library, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := dl.Open(Library)
 		if err != nil {
 			loadErr = &device.Error{Op: "dlopen", Arg: Library, Err: err, Kind: device.ErrNoDriver}
 			return
 		}
-		for name, fn := range map[string]any{
+		err = h.Map(map[string]any{
 			"hsaKmtOpenKFD": &lib.hsaKmtOpenKFD, "hsaKmtCloseKFD": &lib.hsaKmtCloseKFD,
 			"hsaKmtAcquireSystemProperties": &lib.hsaKmtAcquireSystemProperties,
 			"hsaKmtReleaseSystemProperties": &lib.hsaKmtReleaseSystemProperties,
@@ -141,12 +140,9 @@ func load() error {
 			"hsaKmtFreeMemory": &lib.hsaKmtFreeMemory, "hsaKmtMapMemoryToGPU": &lib.hsaKmtMapMemoryToGPU,
 			"hsaKmtUnmapMemoryToGPU": &lib.hsaKmtUnmapMemoryToGPU, "hsaKmtCreateQueue": &lib.hsaKmtCreateQueue,
 			"hsaKmtDestroyQueue": &lib.hsaKmtDestroyQueue,
-		} {
-			if _, err := purego.Dlsym(h, name); err != nil {
-				loadErr = &device.Error{Op: "dlsym", Arg: Library + ": " + name, Err: err, Kind: device.ErrNoDriver}
-				return
-			}
-			purego.RegisterLibFunc(fn, h, name)
+		})
+		if err != nil {
+			loadErr = &device.Error{Op: "dlsym", Arg: Library, Err: err, Kind: device.ErrNoDriver}
 		}
 	})
 	return loadErr

@@ -3,31 +3,19 @@ package kfd
 import (
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/dl/abitest"
+	"github.com/roxamen/roxamen/internal/testkit"
 )
 
 // TestABI compiles a C program against libhsakmt-dev's hsakmttypes.h and compares every size,
-// offset and constant this package uses. It skips without the header (FAILS with ROX_TEST_KFD=1,
+// offset and constant this package uses. It skips without the header (FAILS under ROX_TEST_KFD,
 // which test/run.sh sets as root, where it installs the header).
 func TestABI(t *testing.T) {
-	const header = "/usr/include/hsakmttypes.h"
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		cc, err = exec.LookPath("clang-19")
-	}
-	if _, herr := os.Stat(header); herr != nil || err != nil {
-		if os.Getenv("ROX_TEST_KFD") != "" {
-			t.Fatalf("ROX_TEST_KFD is set but the ABI cannot be checked: header %v, compiler %v", herr, err)
-		}
-		t.Skipf("no %s or C compiler (apt-get install libhsakmt-dev gcc)", header)
-	}
 	src := `#include <stdio.h>
 #include <stddef.h>
 #include <hsakmttypes.h>
@@ -59,24 +47,6 @@ int main(void) {
 	return 0;
 }
 `
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "abi.c"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "abi")
-	if out, err := exec.Command(cc, "-o", exe, filepath.Join(dir, "abi.c")).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
-	out, err := exec.Command(exe).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(l)
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		got[f[0]] = v
-	}
 	var sp systemProperties
 	var res queueResource
 	want := map[string]int64{
@@ -95,12 +65,8 @@ int main(void) {
 		"HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED": 20, "HSAKMT_STATUS_MEMORY_ALIGNMENT": 37,
 		"queueid.size": int64(unsafe.Sizeof(res.QueueID)),
 	}
-	for k, v := range want {
-		g, ok := got[k]
-		if !ok || g != v {
-			t.Errorf("%s: header %d (present %v), Go %d", k, g, ok, v)
-		}
-	}
+	abitest.Check(t, abitest.Program{Source: src, Header: "hsakmttypes.h", Install: "apt-get install libhsakmt-dev",
+		Require: "ROX_TEST_KFD"}, want, nil)
 	if s := Status(3).Error(); s != "HSAKMT_STATUS_INVALID_PARAMETER" {
 		t.Errorf("Status(3) = %s", s)
 	}
@@ -124,10 +90,7 @@ func TestNoKFD(t *testing.T) {
 // TestLibraryLoads: Debian's libhsakmt1 has every entry point bound here (skips without it).
 func TestLibraryLoads(t *testing.T) {
 	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/" + Library); err != nil {
-		if os.Getenv("ROX_TEST_KFD") != "" {
-			t.Fatalf("ROX_TEST_KFD is set but %s is missing", Library)
-		}
-		t.Skipf("%s not installed (apt-get install libhsakmt1)", Library)
+		testkit.Need(t, "ROX_TEST_KFD", "%s not installed (apt-get install libhsakmt1)", Library)
 	}
 	if err := load(); err != nil {
 		t.Fatal(err)

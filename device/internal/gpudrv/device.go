@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 // Count loads the library and returns the number of devices: ErrNoDriver when the library is
@@ -117,7 +118,7 @@ func (d *gpuDevice) query() error {
 	if err := d.check(d.op.DeviceName, d.lib.deviceName(&name[0], int32(len(name)), d.dev), arg); err != nil {
 		return err
 	}
-	info.Name = CString(name[:])
+	info.Name = dl.FixedString(name[:])
 	mps, err := d.Attribute(d.dr.v.MultiprocessorCount)
 	if err != nil {
 		return err
@@ -143,7 +144,7 @@ func (d *gpuDevice) query() error {
 	if err := d.check(d.op.DevicePCIBusID, d.lib.devicePCIBusID(&bus[0], int32(len(bus)), d.dev), arg); err != nil {
 		return err
 	}
-	info.PCIBusID = CString(bus[:])
+	info.PCIBusID = dl.FixedString(bus[:])
 	return nil
 }
 

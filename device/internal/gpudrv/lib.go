@@ -1,6 +1,7 @@
 package gpudrv
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -8,9 +9,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 type (
@@ -302,45 +302,26 @@ func (dr *Driver) load() error {
 				candidates = append(candidates, dir+"/"+name)
 			}
 		}
-		var h uintptr
-		var absent, errs []string // a file that is there but does not load says why
-		for _, name := range candidates {
-			var err error
-			if h, err = purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
-				dr.library = name
-				break
-			}
-			if strings.Contains(err.Error(), "No such file") {
-				absent = append(absent, name)
-			} else {
-				errs = append(errs, err.Error())
-			}
-		}
-		if dr.library == "" {
-			if len(absent) > 0 {
-				errs = append([]string{"not found: " + strings.Join(absent, ", ")}, errs...)
-			}
-			dr.loadErr = &device.Error{Op: "dlopen " + strings.Join(v.Libraries, "|"), Arg: strings.Join(errs, "; "), Kind: device.ErrNoDriver}
+		h, err := dl.Open(candidates...)
+		if err != nil {
+			dr.loadErr = &device.Error{Op: "dlopen " + strings.Join(v.Libraries, "|"), Arg: err.Error(), Kind: device.ErrNoDriver}
 			return
 		}
+		dr.library = h.Path
 		dr.op = v.Sym
+		var syms []dl.Sym
 		for _, e := range dr.entries() {
-			if *e.name == "" {
-				continue
+			if *e.name != "" {
+				syms = append(syms, dl.Sym{Name: *e.name, Fn: e.fn, Bound: e.name})
 			}
-			names := strings.Split(*e.name, "|")
-			var p uintptr
-			for _, n := range names {
-				if q, err := purego.Dlsym(h, n); err == nil && q != 0 {
-					p, *e.name = q, n
-					break
-				}
+		}
+		if err := h.Bind(syms...); err != nil {
+			name := err.Error()
+			if se := (*dl.SymbolError)(nil); errors.As(err, &se) {
+				name = se.Name
 			}
-			if p == 0 {
-				dr.loadErr = &device.Error{Op: "dlsym " + strings.Join(names, "|"), Arg: dr.library, Kind: device.ErrNotSupported}
-				return
-			}
-			purego.RegisterFunc(e.fn, p)
+			dr.loadErr = &device.Error{Op: "dlsym " + name, Arg: dr.library, Kind: device.ErrNotSupported}
+			return
 		}
 		dr.bindDirect(h)
 		dr.bindPreload(h)
@@ -361,22 +342,14 @@ func (dr *Driver) load() error {
 }
 
 // bindPreload binds the eager-loading calls when the library has all of them.
-func (dr *Driver) bindPreload(h uintptr) {
+func (dr *Driver) bindPreload(h *dl.Lib) {
 	s, l := &dr.op, &dr.lib
-	var ps [3]uintptr
-	for i, name := range []string{s.ModuleFunctionCount, s.ModuleEnumerateFunctions, s.FuncLoad} {
-		if name == "" {
-			return
-		}
-		p, err := purego.Dlsym(h, name)
-		if err != nil || p == 0 {
-			return
-		}
-		ps[i] = p
+	if s.ModuleFunctionCount == "" || s.FuncLoad == "" || s.ModuleEnumerateFunctions == "" {
+		return
 	}
-	purego.RegisterFunc(&l.moduleFunctionCount, ps[0])
-	purego.RegisterFunc(&l.moduleEnumerateFunctions, ps[1])
-	purego.RegisterFunc(&l.funcLoad, ps[2])
+	syms := []dl.Sym{{Name: s.ModuleFunctionCount, Fn: &l.moduleFunctionCount},
+		{Name: s.ModuleEnumerateFunctions, Fn: &l.moduleEnumerateFunctions}, {Name: s.FuncLoad, Fn: &l.funcLoad}}
+	_ = h.Bind(syms...) // all three or none: a library without them preloads nothing
 }
 
 // Loaded returns the library file in use once a call has loaded it ("" before, or when none
@@ -406,10 +379,10 @@ func (dr *Driver) StatusName(code int32) string {
 		if dr.lib.errorName != nil {
 			var p *byte
 			if dr.lib.errorName(status(code), &p) == 0 {
-				s = cstring(p)
+				s = dl.GoString(p)
 			}
 		} else {
-			s = cstring(dr.lib.errorNameReturn(status(code)))
+			s = dl.GoString(dr.lib.errorNameReturn(status(code)))
 		}
 		if s != "" && s != dr.v.UnknownName {
 			return s
@@ -439,57 +412,32 @@ func (dr *Driver) check(op string, r status, arg string) error {
 	return &device.Error{Op: op, Arg: arg, Err: dr.v.Status(int32(r)), Kind: dr.v.Kinds[int32(r)]}
 }
 
-// cstring converts a NUL-terminated C string to Go.
-func cstring(p *byte) string {
-	if p == nil {
-		return ""
-	}
-	n := 0
-	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice(p, n))
-}
-
-// CString returns the string in a fixed buffer up to its first NUL.
-func CString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
-}
-
 func uuidString(u [16]byte) string {
 	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // bindDirect rebinds the calls every stream-ordered operation makes (the launch, and the
-// context's binding that precedes every call) to purego.SyscallN on their symbols: RegisterFunc's
+// context's binding that precedes every call) to dl.Call on their symbols: RegisterFunc's
 // functions go through reflection, which costs microseconds per call beside a ~3.5 us launch.
-func (dr *Driver) bindDirect(h uintptr) {
+func (dr *Driver) bindDirect(h *dl.Lib) {
 	l := &dr.lib
 	sym := func(name string) uintptr {
 		if name == "" {
 			return 0
 		}
-		p, err := purego.Dlsym(h, name)
-		if err != nil {
-			return 0
-		}
+		p, _ := h.Lookup(name)
 		return p
 	}
 	if p := sym(dr.op.LaunchKernel); p != 0 {
 		l.launchKernel = func(f funcH, gx, gy, gz, bx, by, bz, shared uint32, s streamH, params *unsafe.Pointer, extra *unsafe.Pointer) status {
-			r, _, _ := purego.SyscallN(p, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
+			r := dl.Call(p, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
 				uintptr(shared), uintptr(s), uintptr(unsafe.Pointer(params)), uintptr(unsafe.Pointer(extra)))
 			return status(int32(r))
 		}
 	}
 	if p := sym(dr.op.CtxSetCurrent); p != 0 {
 		l.ctxSetCurrent = func(ctx ctxH) status {
-			r, _, _ := purego.SyscallN(p, uintptr(ctx))
+			r := dl.Call(p, uintptr(ctx))
 			return status(int32(r))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 // owned is what a stream, an event and a module share: the device that owns it and whether it
@@ -312,7 +313,7 @@ func (d *gpuDevice) LoadModule(image []byte) (device.Module, error) {
 		err = d.call(func() error {
 			r := d.lib.moduleLoadDataEx(&m.h, unsafe.Pointer(&img[0]), uint32(len(opts)), &opts[0], &vals[0])
 			arg := m.name
-			if log := CString(logBuf); log != "" {
+			if log := dl.FixedString(logBuf); log != "" {
 				arg += ": " + log
 			}
 			return d.check(op, r, arg)

@@ -2,7 +2,6 @@ package gpudrv_test
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/device/hip"
 	"github.com/roxamen/roxamen/device/internal/gpudrv"
+	"github.com/roxamen/roxamen/internal/testkit"
 )
 
 // vendors are the two tables over the one implementation, as their packages export them.
@@ -21,7 +21,7 @@ var vendors = []struct {
 	env     string // set where a device of this vendor must be usable
 	maker   string
 }{
-	{"cuda", cuda.New(), []string{cuda.Library}, cuda.DriverVersion, "ROX_TEST_GPU", "NVIDIA"},
+	{"cuda", cuda.New(), []string{cuda.Library}, cuda.DriverVersion, testkit.GPU, "NVIDIA"},
 	{"hip", hip.New(), hip.Libraries, hip.RuntimeVersion, "ROX_TEST_HIP", "AMD"},
 }
 
@@ -80,7 +80,7 @@ func TestAbsentOrPresent(t *testing.T) {
 			if _, err2 := v.version(); err2 == nil {
 				t.Fatal("the version call succeeded without a usable library")
 			}
-			if os.Getenv(v.env) != "" {
+			if testkit.Required(v.env) {
 				t.Fatalf("%s is set but there is no usable %s device: %v", v.env, v.maker, err)
 			}
 		})

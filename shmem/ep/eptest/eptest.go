@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 )
 
@@ -84,7 +85,7 @@ func Expert(cfg ep.Config, e int, x ep.Tokens, row int, out ep.Tokens, outRow in
 	h := cfg.Hidden
 	if cfg.DType == ep.DTypeBF16 {
 		for j := 0; j < h; j++ {
-			out.BF16[outRow*h+j] = ep.BF16FromFloat32(x.BF16[row*h+j].Float32() * scale)
+			out.BF16[outRow*h+j] = shmem.BFloat16From(x.BF16[row*h+j].Float32() * scale)
 		}
 		return
 	}
@@ -97,7 +98,7 @@ func Expert(cfg ep.Config, e int, x ep.Tokens, row int, out ep.Tokens, outRow in
 func Apply(cfg ep.Config, r *ep.Recv) ep.Tokens {
 	var y ep.Tokens
 	if cfg.DType == ep.DTypeBF16 {
-		y.BF16 = make([]ep.BF16, r.Rows*cfg.Hidden)
+		y.BF16 = make([]shmem.BFloat16, r.Rows*cfg.Hidden)
 	} else {
 		y.F32 = make([]float32, r.Rows*cfg.Hidden)
 	}
@@ -201,7 +202,7 @@ func Combined(cfg ep.Config, npes int, in Input) ep.Tokens {
 				for j := 0; j < h; j++ {
 					v := part[j]
 					if cfg.DType == ep.DTypeBF16 { // a partial travels back in the payload type
-						v = ep.BF16FromFloat32(v).Float32()
+						v = shmem.BFloat16From(v).Float32()
 					}
 					acc[t*h+j] += v
 				}
@@ -216,7 +217,7 @@ func Combined(cfg ep.Config, npes int, in Input) ep.Tokens {
 
 func makeRow(cfg ep.Config) ep.Tokens {
 	if cfg.DType == ep.DTypeBF16 {
-		return ep.Tokens{BF16: make([]ep.BF16, cfg.Hidden)}
+		return ep.Tokens{BF16: make([]shmem.BFloat16, cfg.Hidden)}
 	}
 	return ep.Tokens{F32: make([]float32, cfg.Hidden)}
 }

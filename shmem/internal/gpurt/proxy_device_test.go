@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/device/host"
+	"github.com/roxamen/roxamen/internal/testkit"
 	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/nic"
 )
@@ -39,8 +39,8 @@ func TestProxyRoutesOnDevice(t *testing.T) {
 			b, _, err := kernels.ObjectFor(arch)
 			return b, err
 		}})
-	} else if os.Getenv("ROX_TEST_GPU") == "1" {
-		t.Fatalf("ROX_TEST_GPU=1 but no CUDA GPU: %d, %v", n, err)
+	} else if testkit.Required(testkit.GPU) {
+		t.Fatalf("%s is set but no CUDA GPU: %d, %v", testkit.GPU, n, err)
 	}
 	for _, b := range backends {
 		for _, nicPath := range []bool{false, true} {

@@ -18,9 +18,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/internal/dl"
 )
 
 //go:embed testdata/fakegpu.c
@@ -80,19 +79,15 @@ type fake struct {
 }
 
 func open(t *testing.T, lib string) *fake {
-	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	h, err := dl.Open(lib)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fake{}
-	for name, fn := range map[string]any{"fake_live": &f.live, "fake_ctx_refs": &f.ctxRefs,
+	if err := h.Map(map[string]any{"fake_live": &f.live, "fake_ctx_refs": &f.ctxRefs,
 		"fake_peer_enabled": &f.peerEnabled, "fake_no_context": &f.noContext, "fake_owner": &f.owner,
-		"fake_hip_ipc_zero_only": &f.ipcZeroOnly} {
-		p, err := purego.Dlsym(h, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		purego.RegisterFunc(fn, p)
+		"fake_hip_ipc_zero_only": &f.ipcZeroOnly}); err != nil {
+		t.Fatal(err)
 	}
 	return f
 }
