@@ -98,7 +98,7 @@ func (t *Team) devCheck(call string) error {
 	}
 	if _, size := dt.Workspace(t.slot); size == 0 {
 		big, small := gpurt.WorkspaceSizes(w.heapSize)
-		return w.errorf(call, ErrNoMemory, "the %d-byte symmetric heap leaves no room for device team workspaces (they may take a quarter of it: 2x%d + %dx%d bytes)", w.heapSize, big, kernels.MaxTeams-2, small)
+		return w.errorf(call, ErrOutOfMemory, "the %d-byte symmetric heap leaves no room for device team workspaces (they may take a quarter of it: 2x%d + %dx%d bytes)", w.heapSize, big, kernels.MaxTeams-2, small)
 	}
 	return nil
 }

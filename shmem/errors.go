@@ -32,11 +32,6 @@ var (
 	ErrSystem         = errors.New("the operating system refused")
 )
 
-// ErrNoMemory is ErrOutOfMemory, the one out-of-memory error.
-//
-// Deprecated: match ErrOutOfMemory.
-var ErrNoMemory = ErrOutOfMemory
-
 // Error is the error of a failed call: which call (Call), on which PE (PE, -1 before Init), the
 // kind errors.Is matches (Kind, one of the Err* above), the bad value and what was expected
 // (Detail), and the underlying cause (Err). It is errs.Error, the one shape of every layer's call

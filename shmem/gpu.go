@@ -50,7 +50,7 @@ func (h worldHost) Zero(off uint64, size int) error { return h.w.zero("Destroy",
 // rtKinds maps gpurt's error kinds to the World's.
 var rtKinds = map[gpurt.Kind]error{
 	gpurt.KindPEFailed: ErrPEFailed, gpurt.KindTimeout: ErrTimeout, gpurt.KindBadArgument: ErrBadArgument,
-	gpurt.KindNoMemory: ErrNoMemory, gpurt.KindTeamDestroyed: ErrTeamDestroyed, gpurt.KindNotInTeam: ErrNotInTeam,
+	gpurt.KindNoMemory: ErrOutOfMemory, gpurt.KindTeamDestroyed: ErrTeamDestroyed, gpurt.KindNotInTeam: ErrNotInTeam,
 }
 
 // rtError turns an error of gpurt into call's *Error; an error gpurt did not classify is of kind

@@ -214,7 +214,7 @@ func TestInitErrorKinds(t *testing.T) {
 	if e := syscall.Setrlimit(syscall.RLIMIT_AS, &old); e != nil {
 		t.Fatal(e)
 	}
-	wantKind(t, "Init whose heap mmap fails", err, ErrNoMemory, ErrPEFailed, "Init on PE 0", "cannot allocate memory")
+	wantKind(t, "Init whose heap mmap fails", err, ErrOutOfMemory, ErrPEFailed, "Init on PE 0", "cannot allocate memory")
 }
 
 func vmSize(t *testing.T) int64 {
@@ -267,7 +267,7 @@ func TestInitValidation(t *testing.T) {
 	big := fmt.Sprintf("%dG", total>>30+1)
 	t.Setenv("ROX_HEAP_SIZE", big)
 	_, err = Init(context.Background(), withGetenv(loneRank(srv, nil)))
-	wantKind(t, "a heap larger than the machine", err, ErrNoMemory, ErrPEFailed, "Init on PE 0", "ROX_HEAP_SIZE="+big, "MemTotal", sizeString(total))
+	wantKind(t, "a heap larger than the machine", err, ErrOutOfMemory, ErrPEFailed, "Init on PE 0", "ROX_HEAP_SIZE="+big, "MemTotal", sizeString(total))
 	t.Setenv("ROX_HEAP_SIZE", "")
 
 	t.Setenv("ROX_ORDERING", "sideways")

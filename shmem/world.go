@@ -308,7 +308,7 @@ func (j *initJob) openDevice(context.Context) error {
 		// The host backend's heaps are shared memory that is only charged when touched: a heap the
 		// node cannot hold would be accepted here and OOM-killed mid-job.
 		if err := checkHostMemory("/", cfg.heapSize, max(rank.LocalNPEs, 1), j.heapKnob); err != nil {
-			return j.fail(ErrNoMemory, nil, "%v", err)
+			return j.fail(ErrOutOfMemory, nil, "%v", err)
 		}
 	}
 	count, err := j.drv.Count()
@@ -323,7 +323,7 @@ func (j *initJob) openDevice(context.Context) error {
 	j.clock.mark(PhaseDevice)
 	w.heapBase, err = w.dev.Alloc(int(cfg.heapSize))
 	if err != nil {
-		return j.fail(kindOf(err, ErrNoMemory), err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
+		return j.fail(kindOf(err, ErrOutOfMemory), err, "allocating a %d-byte symmetric heap on %v", cfg.heapSize, w.dev.Info())
 	}
 	if j.onHost {
 		w.local = host.Bytes(w.heapBase, int(cfg.heapSize))
