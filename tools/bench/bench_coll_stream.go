@@ -26,6 +26,8 @@ type collStream struct {
 	call, flush func() error
 	algo        string
 	sms         int
+	coll        shmem.Collective // with bytes per PE: what the row asks StreamAlgorithm and StreamBlocks
+	bytes       int
 	// host time spent enqueueing, over calls: the host's share of a row's latency (when it
 	// reaches the latency, the host, not the device, sets the pace)
 	enq   time.Duration
@@ -49,34 +51,38 @@ func streamRow(ctx context.Context, w *shmem.World, st device.Stream, team *shme
 		s, _ := fsrc.Slice(0, sz/4)
 		d, _ := fdst.Slice(0, sz/4)
 		c.call = func() error { return shmem.AllReduceOnStream(st, team, d, s, shmem.OpSum) }
-		c.algo = team.StreamAlgorithm(shmem.CollAllReduce, sz)
+		c.coll, c.bytes = shmem.CollAllReduce, sz
 	case "allgather":
 		s, _ := bsrc.Slice(0, sz/np)
 		d, _ := bdst.Slice(0, sz/np*np)
 		c.call = func() error { return shmem.AllGatherOnStream(st, team, d, s) }
-		c.algo = team.StreamAlgorithm(shmem.CollFCollect, sz/np)
+		c.coll, c.bytes = shmem.CollFCollect, sz/np
 	case "alltoall":
 		s, _ := bsrc.Slice(0, sz/np*np)
 		d, _ := bdst.Slice(0, sz/np*np)
 		c.call = func() error { return shmem.AllToAllOnStream(st, team, d, s) }
-		c.algo = team.StreamAlgorithm(shmem.CollAllToAll, sz/np*np)
+		c.coll, c.bytes = shmem.CollAllToAll, sz/np*np
 	case "broadcast":
 		s, _ := bsrc.Slice(0, sz)
 		d, _ := bdst.Slice(0, sz)
 		c.call = func() error { return shmem.BroadcastOnStream(st, team, d, s, 0) }
-		c.algo = team.StreamAlgorithm(shmem.CollBroadcast, sz)
+		c.coll, c.bytes = shmem.CollBroadcast, sz
 	case "reduce_scatter":
 		s, _ := fsrc.Slice(0, sz/4/np*np)
 		d, _ := fdst.Slice(0, sz/4/np)
 		c.call = func() error { return shmem.ReduceScatterOnStream(st, team, d, s, shmem.OpSum) }
-		c.algo = team.StreamAlgorithm(shmem.CollReduceScatter, sz/4/np*np*4)
+		c.coll, c.bytes = shmem.CollReduceScatter, sz/4/np*4
 	case "team_barrier":
 		c.call = func() error { return team.BarrierOnStream(st) }
 		c.algo = "block"
 	default:
 		return nil
 	}
-	c.sms = shmem.StreamSMs(c.algo)
+	if c.coll != "" {
+		c.algo, c.sms = team.StreamAlgorithm(c.coll, c.bytes), team.StreamBlocks(c.coll, c.bytes)
+	} else {
+		c.sms = 1
+	}
 	call := c.call
 	c.call = func() error {
 		t0 := time.Now()
