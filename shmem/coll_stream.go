@@ -165,15 +165,15 @@ func (t *Team) StreamBlocks(coll Collective, bytes int) int {
 // streamBlocks: one block up to the one-shot size, where a call is its rounds' latency; above it a
 // block per 64 KiB up to ROX_STREAM_BLOCKS. The device decides its path from the size alone (every
 // member alike), so the count changes only the speed. The blocks of a launch meet in a spin
-// barrier, so they must all be resident at once: 32 blocks of 256 threads fit in a quarter of an
-// H200's SMs several times over.
+// barrier, so they must all be resident at once: 64 blocks of 256 threads fit in a quarter of an
+// H200's SMs (eight such blocks per SM).
 func streamBlocks(bytes int) int {
 	if bytes <= kernels.CollOneshotMax {
 		return 1
 	}
 	most, err := env.StreamBlocks.Int()
 	if err != nil || most < 1 {
-		most = 32
+		most = 64
 	}
 	return max(1, min(most, (bytes+(64<<10)-1)/(64<<10)))
 }

@@ -147,6 +147,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 			clear := make([]float32, n*n*elems)
 			copy(clear[me*n*elems:], mine)
 			must(gath.Put(me, 0, clear))
+			must(w.BarrierAll(ctx)) // the put complete before the collective reads around it
 			blk, err := gath.Slice(me*n*elems, n*elems)
 			must(err)
 			must(AllReduceOnStream(st, world, src, src, OpSum))

@@ -182,10 +182,11 @@ ROXI_FN int roxi_coll_team(roxshmem_team_t team, struct roxi_team *tm, int g)
 
 /* The group barrier of a collective on tm. For ROXI_GRID with several blocks, thread 0 of each
  * block meets the others on the team's grid words (a counter and a generation: the last to arrive
- * resets the counter and moves the generation on), fenced at system scope both ways so that what
- * any block wrote before is visible to every block after, and to the members once the leader's
- * round releases it. The blocks of a launch are co-resident (the host launches at most as many as
- * the GPU runs at once), so the spin ends when the slowest block arrives. */
+ * resets the counter and moves the generation on) with device-scope acquire-release atomics: what
+ * any block wrote before is visible to every block after, and reaches the members through the
+ * leader's system-scope release in its next round (release is cumulative). The blocks of a launch
+ * are co-resident (the host launches no more than the GPU runs at once), so the spin ends when
+ * the slowest block arrives. */
 ROXA_FN void roxi_tsync(const struct roxi_team *tm, int g)
 {
 	roxi_gsync(g);
@@ -193,18 +194,16 @@ ROXA_FN void roxi_tsync(const struct roxi_team *tm, int g)
 		return;
 	if (roxa_tid() == 0) {
 		uint64_t *cnt = roxi_ws(tm, ROXSHMEM_TEAM_WS_GRID), *gen = cnt + 1;
-		uint64_t g0 = roxa_ld_acquire_u64(gen); /* cannot move on before this block arrives */
-		roxa_fence_release();
-		if (roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, cnt, 1, 0) == roxa_nblocks() - 1) {
-			roxa_st_relaxed_u64(cnt, 0);
-			roxa_st_release_u64(gen, g0 + 1);
+		uint64_t g0 = roxa_ld_acquire_agent_u64(gen); /* cannot move on before this block arrives */
+		if (roxa_add_agent_u64(cnt, 1) == roxa_nblocks() - 1) {
+			roxa_st_release_agent_u64(cnt, 0);
+			roxa_st_release_agent_u64(gen, g0 + 1);
 		} else {
 			uint32_t spins = 0;
-			while (roxa_ld_acquire_u64(gen) == g0)
+			while (roxa_ld_acquire_agent_u64(gen) == g0)
 				if (++spins > 64)
 					roxa_pause();
 		}
-		roxa_fence_acquire();
 	}
 	roxa_sync_block();
 }
