@@ -900,7 +900,34 @@ ROXI_COLD void roxi_reduce_range(T *dst, uint64_t in_off, uint64_t cnt, const st
 	typedef typename AC::type A;
 	const uint64_t K = 16 / sizeof(T);
 	uint64_t npk = ((in_off | (uint64_t)(uintptr_t)dst) & 15) == 0 ? cnt / K : 0;
-	for (uint64_t p = idx; p < npk; p += step) {
+	/* four packets at a time: every member's four loads are in flight together */
+	const uint64_t U = 4;
+	uint64_t p = idx;
+	for (; p + (U - 1) * step < npk; p += U * step) {
+		A acc[U][16 / sizeof(T)];
+		for (int i = 0; i < tm->size; i++) {
+			const uint8_t *in = (const uint8_t *)roxi_member(tm, i, in_off);
+			int mode = roxi_member_mode(tm, i);
+			roxa_u128 v[U];
+			for (uint64_t u = 0; u < U; u++)
+				v[u] = roxa_ld16(in + 16 * (p + u * step), mode);
+			for (uint64_t u = 0; u < U; u++) {
+				T x[16 / sizeof(T)];
+				roxa_bytecopy(x, &v[u], 16);
+				for (uint64_t k = 0; k < K; k++)
+					acc[u][k] = i == 0 ? AC::in(x[k]) : roxi_combiner<OP, A>::f(acc[u][k], AC::in(x[k]));
+			}
+		}
+		for (uint64_t u = 0; u < U; u++) {
+			T out[16 / sizeof(T)];
+			for (uint64_t k = 0; k < K; k++)
+				out[k] = AC::out(acc[u][k]);
+			roxa_u128 o;
+			roxa_bytecopy(&o, out, 16);
+			roxa_st16(dst + K * (p + u * step), &o, st_mode);
+		}
+	}
+	for (; p < npk; p += step) {
 		A acc[16 / sizeof(T)];
 		for (int i = 0; i < tm->size; i++) {
 			roxa_u128 v = roxa_ld16(roxi_member(tm, i, in_off + 16 * p), roxi_member_mode(tm, i));
