@@ -74,6 +74,7 @@ func newCollNode(t *testing.T) *collNode {
 		pe.table = (*TeamTable)(unsafe.Pointer(&ctl[off]))
 		pe.abort = (*Abort)(unsafe.Pointer(&ctl[off+int(unsafe.Sizeof(TeamTable{}))]))
 		pe.table.Magic, pe.table.NTeams = TeamMagic, uint32(len(chTeams))
+		pe.table.OneshotMax = 4096 // the grid form's direct path from 4 KiB, so the harness's sizes reach it
 		for slot, tm := range chTeams {
 			d := &pe.table.Team[slot]
 			*d = TeamDesc{Start: int32(tm.start), Stride: int32(tm.stride), Size: int32(tm.size), MyIndex: -1,
@@ -599,7 +600,7 @@ func collData(t *testing.T, nd *collNode) {
 			m := nd.members(slot)
 			size := len(m)
 			for _, n := range chSizes {
-				for _, level := range []int32{0, 1, 2, 3, 4} {
+				for _, level := range []int32{0, 1, 2, 3, 4, 5} {
 					combo++
 					es := 1
 					if level == 3 {
@@ -741,7 +742,11 @@ func collReduce(t *testing.T, nd *collNode, coll int32) {
 					}
 					for _, n := range sizes {
 						combo++
-						pt := part{n: n, nb: n * ty.size, level: int32(combo % 3), inplace: combo%4 == 1, ins: map[int][]byte{}}
+						level := int32(combo % 3)
+						if combo%5 == 0 || combo%5 == 3 {
+							level = 5 // the grid form (stream collectives)
+						}
+						pt := part{n: n, nb: n * ty.size, level: level, inplace: combo%4 == 1, ins: map[int][]byte{}}
 						pt.srcLen, pt.dstLen = pt.nb, pt.nb
 						if coll == cReduceScatter {
 							pt.srcLen = pt.nb * size

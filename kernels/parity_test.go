@@ -135,7 +135,7 @@ P("magic", ROXSHMEM_TEAM_MAGIC); P("max", ROXSHMEM_MAX_TEAMS); P("world", ROXSHM
 P("shared", ROXSHMEM_TEAM_SHARED); P("invalid", ROXSHMEM_TEAM_INVALID + 100);
 P("auto", ROXSHMEM_COLL_AUTO); P("oneshot", ROXSHMEM_COLL_ONESHOT); P("twoshot", ROXSHMEM_COLL_TWOSHOT);
 P("oneshotmax", ROXSHMEM_COLL_ONESHOT_MAX);
-P("round", ROXSHMEM_TEAM_WS_ROUND); P("status", ROXSHMEM_TEAM_WS_STATUS); P("aux", ROXSHMEM_TEAM_WS_AUX);
+P("round", ROXSHMEM_TEAM_WS_ROUND); P("status", ROXSHMEM_TEAM_WS_STATUS); P("aux", ROXSHMEM_TEAM_WS_AUX); P("grid", ROXSHMEM_TEAM_WS_GRID);
 P("sig", ROXSHMEM_TEAM_WS_SIG); P("count", ROXSHMEM_TEAM_WS_COUNT); P("arrive", ROXSHMEM_TEAM_WS_ARRIVE);
 P("ready", ROXSHMEM_TEAM_WS_READY); P("data", ROXSHMEM_TEAM_WS_DATA); P("min", ROXSHMEM_TEAM_WS_MIN);
 P("c9", ROXSHMEM_CALL_COLL); P("c83", ROXSHMEM_CALL_BAD_TEAM); P("c84", ROXSHMEM_CALL_COLL_MISMATCH);
@@ -145,7 +145,7 @@ P("ba3", ROXSHMEM_BAD_ARG_WORKSPACE); P("ba4", ROXSHMEM_BAD_ARG_NOT_MAPPED);
 	want := map[string]uint64{
 		"magic": TeamMagic, "max": MaxTeams, "world": TeamWorld, "shared": TeamShared, "invalid": TeamInvalid + 100,
 		"auto": CollAuto, "oneshot": CollOneshot, "twoshot": CollTwoshot, "oneshotmax": CollOneshotMax,
-		"round": TeamWSRound, "status": TeamWSStatus, "aux": TeamWSAux, "sig": TeamWSSig, "count": TeamWSCount,
+		"round": TeamWSRound, "status": TeamWSStatus, "aux": TeamWSAux, "grid": TeamWSGrid, "sig": TeamWSSig, "count": TeamWSCount,
 		"arrive": TeamWSArrive, "ready": TeamWSReady, "data": TeamWSData, "min": TeamWSMin,
 		"c9": CallColl, "c83": CallBadTeam, "c84": CallCollMismatch, "c85": CallBadArg,
 		"ba1": BadArgRoot, "ba2": BadArgOverlap, "ba3": BadArgWorkspace, "ba4": BadArgNotMapped,

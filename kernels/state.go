@@ -69,6 +69,7 @@ const (
 	TeamWSRound     = 0
 	TeamWSStatus    = 8
 	TeamWSAux       = 16
+	TeamWSGrid      = 48
 	TeamWSSig       = 64
 	TeamWSCount     = 80
 	TeamWSArrive    = 128

@@ -76,8 +76,8 @@ var noMemory = []string{"As", "BuildVersion.String", "Version", "WithLauncherEnv
 	"CtxOption.String", "Float16.Float32", "Float16From", "Init", "InitReport.String",
 	"Mem.Device", "Mem.Offset", "Mem.Size", "Module.Elapsed", "Module.Global", "Module.Launch", "Module.LaunchAll",
 	"Module.LaunchOn", "Module.Stream", "Module.Sync", "Module.Unload", "Op.String", "RegisterDeviceRecord",
-	"StreamSMs", "Sym.Device", "Sym.Len", "Sym.Mem", "Sym.Slice", "SymOf", "Team.Algorithm", "Team.Handle",
-	"Team.MyPE", "Team.NPEs", "Team.StreamAlgorithm", "Team.String", "Team.TranslatePE", "Team.WorldPE",
+	"Sym.Device", "Sym.Len", "Sym.Mem", "Sym.Slice", "SymOf", "Team.Algorithm", "Team.Handle",
+	"Team.MyPE", "Team.NPEs", "Team.StreamAlgorithm", "Team.StreamBlocks", "Team.String", "Team.TranslatePE", "Team.WorldPE",
 	"WithHeapSize", "WithTimeout", "World.Connections", "World.Device", "World.InitReport", "World.LoadModule",
 	"World.LocalNPEs", "World.LocalPE", "World.MyPE", "World.NPEs", "World.NewStream", "World.Ordering",
 	"World.TeamShared", "World.TeamWorld", "World.Timeout"}

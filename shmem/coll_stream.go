@@ -108,16 +108,17 @@ const (
 	barrierThread = 32  // the stream barrier's block: one warp (its round is one thread's flags)
 )
 
-func (t *Team) launchColl(sc *gpurt.Colls, call, kernel string, st device.Stream, args ...any) error {
-	return t.launchCollN(sc, call, kernel, st, streamBlock, args...)
+// launchColl launches a collective kernel of bytes per PE on as many blocks as streamBlocks says.
+func (t *Team) launchColl(sc *gpurt.Colls, call, kernel string, st device.Stream, bytes int, args ...any) error {
+	return t.launchCollN(sc, call, kernel, st, streamBlocks(bytes), streamBlock, args...)
 }
 
-func (t *Team) launchCollN(sc *gpurt.Colls, call, kernel string, st device.Stream, threads int, args ...any) error {
+func (t *Team) launchCollN(sc *gpurt.Colls, call, kernel string, st device.Stream, blocks, threads int, args ...any) error {
 	f, err := sc.Function(t.w.gpu, kernel)
 	if err != nil {
 		return t.w.rtError(call, ErrPEFailed, err)
 	}
-	if err := st.Launch(f, device.D1(1), device.D1(threads), 0, args...); err != nil {
+	if err := st.Launch(f, device.D1(blocks), device.D1(threads), 0, args...); err != nil {
 		return &Error{Call: call, PE: t.w.pe, Kind: ErrPEFailed, Detail: "enqueueing " + kernel, Err: err}
 	}
 	return nil
@@ -125,9 +126,10 @@ func (t *Team) launchCollN(sc *gpurt.Colls, call, kernel string, st device.Strea
 
 // StreamAlgorithm says how a stream-ordered collective of bytes per PE runs on this PE: "ce"
 // (the copy-engine offload: one block posts the copies, no SM moves data), "block" (one block of
-// the GPU moves or reduces the data), or "host" (the host backend: the blocking algorithm,
-// Algorithm's). coll is CollAllToAll, CollBroadcast, CollFCollect, CollAllReduce or
-// CollReduceScatter.
+// the GPU moves or reduces the data through the team's scratch), "grid" (past the one-shot sizes:
+// StreamBlocks blocks read the members' buffers in place), or "host" (the host backend: the
+// blocking algorithm, Algorithm's). coll is CollAllToAll, CollBroadcast, CollFCollect,
+// CollAllReduce or CollReduceScatter.
 func (t *Team) StreamAlgorithm(coll Collective, bytes int) string {
 	if t == nil || t.w == nil {
 		return ""
@@ -141,17 +143,39 @@ func (t *Team) StreamAlgorithm(coll Collective, bytes int) string {
 			return "ce"
 		}
 	}
+	if streamBlocks(bytes) > 1 {
+		return "grid"
+	}
 	return "block"
 }
 
-// StreamSMs is how many SMs (blocks) a stream-ordered collective of that algorithm occupies while
-// it runs: 1 for both device algorithms (the copy-engine one only while it posts and waits), 0 for
-// the host backend's.
-func StreamSMs(algo string) int {
-	if algo == "host" {
+// StreamBlocks is how many SMs (blocks) a stream-ordered collective of bytes per PE occupies while
+// it runs: 0 on the host backend, 1 for the copy-engine offload (while it posts and waits) and the
+// one-block algorithm, more for "grid".
+func (t *Team) StreamBlocks(coll Collective, bytes int) int {
+	switch t.StreamAlgorithm(coll, bytes) {
+	case "", "host":
 		return 0
+	case "grid":
+		return streamBlocks(bytes)
 	}
 	return 1
+}
+
+// streamBlocks: one block up to the one-shot size, where a call is its rounds' latency; above it a
+// block per 64 KiB up to ROX_STREAM_BLOCKS. The device decides its path from the size alone (every
+// member alike), so the count changes only the speed. The blocks of a launch meet in a spin
+// barrier, so they must all be resident at once: 64 blocks of 256 threads fit in a quarter of an
+// H200's SMs (eight such blocks per SM).
+func streamBlocks(bytes int) int {
+	if bytes <= kernels.CollOneshotMax {
+		return 1
+	}
+	most, err := env.StreamBlocks.Int()
+	if err != nil || most < 1 {
+		most = 64
+	}
+	return max(1, min(most, (bytes+(64<<10)-1)/(64<<10)))
 }
 
 func (t *Team) useCE(bytes int) bool {
@@ -197,7 +221,7 @@ func (t *Team) BarrierOnStream(st device.Stream) error {
 			if err := t.devCheck(call); err != nil {
 				return err
 			}
-			return t.launchCollN(sc, call, "roxk_coll_barrier", st, barrierThread, t.Handle())
+			return t.launchCollN(sc, call, "roxk_coll_barrier", st, 1, barrierThread, t.Handle())
 		}}
 	return c.enqueue()
 }
@@ -237,7 +261,7 @@ func reduceOnDevice[T Elem](sc *gpurt.Colls, call string, t *Team, st device.Str
 		var z T
 		return t.w.errorf(call, ErrBadArgument, "element type %T: the device reductions take integer and real float types (use the blocking call for complex ones)", z)
 	}
-	return t.launchColl(sc, call, "roxk_coll_reduce_"+name, st, t.Handle(), dst.Device(), src.Device(), uint64(dst.n), int32(op-OpSum), scatter)
+	return t.launchColl(sc, call, "roxk_coll_reduce_"+name, st, dst.n*dst.elemSize(), t.Handle(), dst.Device(), src.Device(), uint64(dst.n), int32(op-OpSum), scatter)
 }
 
 // AllGatherOnStream enqueues FCollect(team, dst, src) on st (ncclAllGather): dst has NPEs times
@@ -300,12 +324,12 @@ func moveOnDevice(sc *gpurt.Colls, call string, t *Team, st device.Stream, coll 
 		per = bytes * len(t.members)
 	}
 	if t.StreamAlgorithm(coll, per) == "ce" {
-		return t.launchColl(sc, call, "roxk_coll_ce", st, t.Handle(), dst, src, uint64(bytes), ceKind, max(root, 0))
+		return t.launchCollN(sc, call, "roxk_coll_ce", st, 1, streamBlock, t.Handle(), dst, src, uint64(bytes), ceKind, max(root, 0))
 	}
 	if coll == CollBroadcast {
-		return t.launchColl(sc, call, kernel, st, t.Handle(), dst, src, uint64(bytes), root)
+		return t.launchColl(sc, call, kernel, st, per, t.Handle(), dst, src, uint64(bytes), root)
 	}
-	return t.launchColl(sc, call, kernel, st, t.Handle(), dst, src, uint64(bytes))
+	return t.launchColl(sc, call, kernel, st, per, t.Handle(), dst, src, uint64(bytes))
 }
 
 // syncHostStream is SyncStream on the host backend.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 	defer st.Destroy()
 
 	thr, _ := env.CollCE.Size()
-	for _, elems := range []int{1, 4096 + 3, int(thr)/4 + 5} {
+	for _, elems := range []int{1, 4096 + 3, 1<<16 + 7, int(thr)/4 + 5} {
 		src, err := Alloc[float32](w, n*elems)
 		must(err)
 		sum, err := Alloc[float32](w, n*elems)
@@ -127,6 +128,25 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		for i := range elems {
 			if want := val(n-1, me*elems+i); gr[i] != want {
 				t.Fatalf("PE %d: ReduceScatterOnStream element %d = %v, want %v", me, i, gr[i], want)
+			}
+		}
+		if elems > 1<<14 {
+			// in place past the one-shot sizes (the grid's direct path): the all-reduce over src
+			// itself, the all-gather from this PE's own block of a destination cleared elsewhere
+			clear := make([]float32, n*n*elems)
+			copy(clear[me*n*elems:], mine)
+			must(gath.Put(me, 0, clear))
+			must(w.BarrierAll(ctx)) // the put complete before the collective reads around it
+			blk, err := gath.Slice(me*n*elems, n*elems)
+			must(err)
+			must(AllReduceOnStream(st, world, src, src, OpSum))
+			must(AllGatherOnStream(st, world, gath, blk))
+			must(w.SyncStream(ctx, st))
+			if got := get(src); !slices.Equal(got, gs) {
+				t.Fatalf("PE %d: AllReduceOnStream in place differs from the out-of-place sum (%d elements)", me, len(got))
+			}
+			if got := get(gath); !slices.Equal(got, gg) {
+				t.Fatalf("PE %d: AllGatherOnStream in place differs from the out-of-place gather (%d elements)", me, len(got))
 			}
 		}
 		for _, s := range []Sym[float32]{src, sum, gath, a2a, bc, rs} {

@@ -14,16 +14,17 @@
 #endif
 
 // ---- stream-ordered team collectives (shmem's *OnStream calls) ----------------------------------
-// One block per call; the block-level team collectives of coll.h, so they check the team, the
-// arguments and every member's call the same way, and record what went wrong in the abort block.
+// coll.h's team collectives run by the whole grid (ROXI_GRID: one block up to the one-shot sizes,
+// more above, as the host chooses), so they check the team, the arguments and every member's call
+// as the block-level ones do, and record what went wrong in the abort block.
 
 template <typename T, int OP>
 ROXA_FN void roxk_reduce_one(int32_t team, T *dst, const T *src, uint64_t n, int32_t scatter)
 {
 	if (scatter)
-		roxi_reduce_scatter<T, OP>(team, dst, src, n, ROXI_BLOCK, roxi_type_code((const T *)0));
+		roxi_reduce_scatter<T, OP>(team, dst, src, n, ROXI_GRID, roxi_type_code((const T *)0));
 	else
-		roxi_reduce<T, OP>(team, dst, src, n, ROXI_BLOCK, roxi_type_code((const T *)0));
+		roxi_reduce<T, OP>(team, dst, src, n, ROXI_GRID, roxi_type_code((const T *)0));
 }
 
 // op: ROXI_OP_*; the host refuses the ops a type lacks before it launches
@@ -80,15 +81,15 @@ ROXK_REDUCE_HALF(bfloat16, roxshmem_bfloat16_t)
 // the data movers, by bytes (n: bytes per member; root: team index)
 KERNEL SMALL_BLOCK void roxk_coll_broadcast(int32_t team, void *dst, const void *src, uint64_t n, int32_t root)
 {
-	roxshmemx_broadcastmem_block(team, dst, src, n, root);
+	roxi_broadcast(team, dst, src, n, root, ROXI_GRID, 0);
 }
 KERNEL SMALL_BLOCK void roxk_coll_fcollect(int32_t team, void *dst, const void *src, uint64_t n)
 {
-	roxshmemx_fcollectmem_block(team, dst, src, n);
+	roxi_fcollect(team, dst, src, n, ROXI_GRID, 0);
 }
 KERNEL SMALL_BLOCK void roxk_coll_alltoall(int32_t team, void *dst, const void *src, uint64_t n)
 {
-	roxshmemx_alltoallmem_block(team, dst, src, n);
+	roxi_alltoall(team, dst, src, n, ROXI_GRID, 0);
 }
 
 // The stream team barrier (Team.BarrierOnStream): coll.h's block barrier on the device, quiet

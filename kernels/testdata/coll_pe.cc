@@ -91,6 +91,9 @@ enum { C_BARRIER, C_SYNC, C_BCAST, C_FCOLLECT, C_COLLECT, C_ALLTOALL, C_REDUCE, 
 	 : level == 1 ? roxshmemx_##N##_##OPN##_reduce_scatter_warp(team, (T *)dest, (const T *)src, n) \
 		      : roxshmemx_##N##_##OPN##_reduce_scatter_block(team, (T *)dest, (const T *)src, n))
 #define OPCASE(N, T, OPN, OPID)                                                                         \
+	if (op == OPID && level == 5)                                                                   \
+		return coll == C_REDUCE ? roxi_reduce<T, OPID>(team, (T *)dest, (const T *)src, n, ROXI_GRID, roxi_type_code((const T *)0)) \
+					: roxi_reduce_scatter<T, OPID>(team, (T *)dest, (const T *)src, n, ROXI_GRID, roxi_type_code((const T *)0)); \
 	if (op == OPID)                                                                                 \
 		return coll == C_REDUCE ? CALL3(0, N, T, OPN) : CALLRS(N, T, OPN);
 #define ARITH_CASES(N, T) OPCASE(N, T, sum, OP_SUM) OPCASE(N, T, prod, OP_PROD) OPCASE(N, T, min, OP_MIN) OPCASE(N, T, max, OP_MAX)
@@ -119,7 +122,8 @@ static int reduce(int coll, int type, int op, int level, roxshmem_team_t team, v
 }
 
 // the byte forms at each level; level 3: the typed thread form over int, level 4: the typed block
-// form over double (n then counts elements)
+// form over double (n then counts elements), level 5: the grid form of the stream collectives
+// (one block here; past the one-shot sizes it takes the direct path)
 static int data(int coll, int level, roxshmem_team_t team, void *dest, const void *src, uint64_t n, int root)
 {
 	switch (coll) {
@@ -128,6 +132,7 @@ static int data(int coll, int level, roxshmem_team_t team, void *dest, const voi
 		case 0: return roxshmem_broadcastmem(team, dest, src, n, root);
 		case 1: return roxshmemx_broadcastmem_warp(team, dest, src, n, root);
 		case 2: return roxshmemx_broadcastmem_block(team, dest, src, n, root);
+		case 5: return roxi_broadcast(team, dest, src, n, root, ROXI_GRID, 0);
 		case 3: return roxshmem_int_broadcast(team, (int *)dest, (const int *)src, n, root);
 		default: return roxshmemx_double_broadcast_block(team, (double *)dest, (const double *)src, n, root);
 		}
@@ -136,6 +141,7 @@ static int data(int coll, int level, roxshmem_team_t team, void *dest, const voi
 		case 0: return roxshmem_fcollectmem(team, dest, src, n);
 		case 1: return roxshmemx_fcollectmem_warp(team, dest, src, n);
 		case 2: return roxshmemx_fcollectmem_block(team, dest, src, n);
+		case 5: return roxi_fcollect(team, dest, src, n, ROXI_GRID, 0);
 		case 3: return roxshmem_int_fcollect(team, (int *)dest, (const int *)src, n);
 		default: return roxshmemx_double_fcollect_block(team, (double *)dest, (const double *)src, n);
 		}
@@ -144,6 +150,7 @@ static int data(int coll, int level, roxshmem_team_t team, void *dest, const voi
 		case 0: return roxshmem_collectmem(team, dest, src, n);
 		case 1: return roxshmemx_collectmem_warp(team, dest, src, n);
 		case 2: return roxshmemx_collectmem_block(team, dest, src, n);
+		case 5: return roxi_collect(team, dest, src, n, ROXI_GRID, 0);
 		case 3: return roxshmem_int_collect(team, (int *)dest, (const int *)src, n);
 		default: return roxshmemx_double_collect_block(team, (double *)dest, (const double *)src, n);
 		}
@@ -152,6 +159,7 @@ static int data(int coll, int level, roxshmem_team_t team, void *dest, const voi
 		case 0: return roxshmem_alltoallmem(team, dest, src, n);
 		case 1: return roxshmemx_alltoallmem_warp(team, dest, src, n);
 		case 2: return roxshmemx_alltoallmem_block(team, dest, src, n);
+		case 5: return roxi_alltoall(team, dest, src, n, ROXI_GRID, 0);
 		case 3: return roxshmem_int_alltoall(team, (int *)dest, (const int *)src, n);
 		default: return roxshmemx_double_alltoall_block(team, (double *)dest, (const double *)src, n);
 		}

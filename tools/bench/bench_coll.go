@@ -295,7 +295,7 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrou
 		return err
 	}
 	if gpu && (tests == "" || containsString(strings.Split(tests, ","), "device")) {
-		if err := deviceLoopRows(ctx, w, team, fsrc, fdst, enc); err != nil {
+		if err := deviceLoopRows(ctx, w, team, fsrc, fdst, bsrc, bdst, enc); err != nil {
 			return fmt.Errorf("device-side rows: %w", err)
 		}
 	}

@@ -26,6 +26,8 @@ type collStream struct {
 	call, flush func() error
 	algo        string
 	sms         int
+	coll        shmem.Collective // with bytes per PE: what the row asks StreamAlgorithm and StreamBlocks
+	bytes       int
 	// host time spent enqueueing, over calls: the host's share of a row's latency (when it
 	// reaches the latency, the host, not the device, sets the pace)
 	enq   time.Duration
@@ -49,34 +51,38 @@ func streamRow(ctx context.Context, w *shmem.World, st device.Stream, team *shme
 		s, _ := fsrc.Slice(0, sz/4)
 		d, _ := fdst.Slice(0, sz/4)
 		c.call = func() error { return shmem.AllReduceOnStream(st, team, d, s, shmem.OpSum) }
-		c.algo = team.StreamAlgorithm(shmem.CollAllReduce, sz)
+		c.coll, c.bytes = shmem.CollAllReduce, sz
 	case "allgather":
 		s, _ := bsrc.Slice(0, sz/np)
 		d, _ := bdst.Slice(0, sz/np*np)
 		c.call = func() error { return shmem.AllGatherOnStream(st, team, d, s) }
-		c.algo = team.StreamAlgorithm(shmem.CollFCollect, sz/np)
+		c.coll, c.bytes = shmem.CollFCollect, sz/np
 	case "alltoall":
 		s, _ := bsrc.Slice(0, sz/np*np)
 		d, _ := bdst.Slice(0, sz/np*np)
 		c.call = func() error { return shmem.AllToAllOnStream(st, team, d, s) }
-		c.algo = team.StreamAlgorithm(shmem.CollAllToAll, sz/np*np)
+		c.coll, c.bytes = shmem.CollAllToAll, sz/np*np
 	case "broadcast":
 		s, _ := bsrc.Slice(0, sz)
 		d, _ := bdst.Slice(0, sz)
 		c.call = func() error { return shmem.BroadcastOnStream(st, team, d, s, 0) }
-		c.algo = team.StreamAlgorithm(shmem.CollBroadcast, sz)
+		c.coll, c.bytes = shmem.CollBroadcast, sz
 	case "reduce_scatter":
 		s, _ := fsrc.Slice(0, sz/4/np*np)
 		d, _ := fdst.Slice(0, sz/4/np)
 		c.call = func() error { return shmem.ReduceScatterOnStream(st, team, d, s, shmem.OpSum) }
-		c.algo = team.StreamAlgorithm(shmem.CollReduceScatter, sz/4/np*np*4)
+		c.coll, c.bytes = shmem.CollReduceScatter, sz/4/np*4
 	case "team_barrier":
 		c.call = func() error { return team.BarrierOnStream(st) }
 		c.algo = "block"
 	default:
 		return nil
 	}
-	c.sms = shmem.StreamSMs(c.algo)
+	if c.coll != "" {
+		c.algo, c.sms = team.StreamAlgorithm(c.coll, c.bytes), team.StreamBlocks(c.coll, c.bytes)
+	} else {
+		c.sms = 1
+	}
 	call := c.call
 	c.call = func() error {
 		t0 := time.Now()
@@ -91,12 +97,20 @@ func streamRow(ctx context.Context, w *shmem.World, st device.Stream, team *shme
 // deviceLoopIters: calls per timed kernel of the device-side rows (the launch amortized)
 const deviceLoopIters = 2000
 
+// the copy_d2d row: copies of the largest collective size per timed region
+const (
+	copyBytes = 16 << 20
+	copyCalls = 20
+)
+
 // deviceLoopRows adds, on a GPU, what a fused kernel sees and the floor under every stream-ordered
 // row, measured in the same job: the block barrier and the 8-byte float sum all-reduce called
 // deviceLoopIters times in one kernel (device_barrier_block, device_allreduce_block; per call),
-// and an empty kernel launched back to back on the stream (launch_empty; per launch). The
-// collectives' object is loaded as a user module here, so that the rows time its kernels alone.
-func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc, fdst shmem.Sym[float32], enc *json.Encoder) error {
+// an empty kernel launched back to back on the stream (launch_empty; per launch), and the
+// device-to-device copy of 16 MiB on the stream (copy_d2d: the limit a large collective's busbw
+// is held against, while the other PEs copy too). The collectives' object is loaded as a user
+// module here, so that the rows time its kernels alone.
+func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc, fdst shmem.Sym[float32], bsrc, bdst shmem.Sym[uint8], enc *json.Encoder) error {
 	img, _, err := kernels.CollObjectFor(w.Device().Arch)
 	if err != nil {
 		return err
@@ -138,6 +152,14 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 		{"device_allreduce_block", 8, deviceLoopIters, func() error {
 			return mod.Launch("roxk_bench_allreduce_loop", one, device.D1(256), 0, team.Handle(), fdst.Device(), fsrc.Device(), uint64(2), uint32(deviceLoopIters))
 		}},
+		{"copy_d2d", copyBytes, copyCalls, func() error {
+			for i := 0; i < copyCalls; i++ {
+				if err := mod.Stream().CopyAsync(bdst.Device(), bsrc.Device(), copyBytes); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 	}
 	for _, r := range rows {
 		if _, err := mod.Elapsed(ctx, r.run); err != nil { // warm up
@@ -170,6 +192,9 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 			row := collRow{Test: r.test, Backend: w.Device().Driver, PEs: np, SizeBytes: r.size, LatencyUS: math.Round(rounds[2]*1e9) / 1e3,
 				Algorithm: "device", SMs: &sms, SpreadUS: math.Round((rounds[4]-rounds[0])*1e9) / 1e3,
 				LatencyMinUS: math.Round(rounds[0]*1e9) / 1e3, LatencyMaxUS: math.Round(rounds[4]*1e9) / 1e3}
+			if r.test == "copy_d2d" {
+				row.Algorithm, row.BusBWGBps = "copy", math.Round(float64(r.size)/rounds[2]/1e8)/10
+			}
 			if err := enc.Encode(row); err != nil {
 				return err
 			}

@@ -134,6 +134,8 @@ ROXA_FN int roxi_member_mode(const struct roxi_team *tm, int i) { return i == tm
 #define ROXI_COLL_REDUCE 7
 #define ROXI_COLL_REDUCE_SCATTER 8
 #define ROXI_ALGO_LL 3 /* the root field of a reduction's signature: the LL exchange (ROXSHMEM_COLL_* otherwise) */
+#define ROXI_ALGO_DIRECT 4 /* a grid's direct path (no staging: members read each other's symmetric buffers) */
+#define ROXI_SIG_DIRECT (1ull << 63) /* a data mover's signature on the direct path */
 #define ROXI_SIG_BAD (~0ull) /* this member's arguments are bad: every member fails the round */
 ROXA_FN uint64_t roxi_sig(uint32_t coll, uint32_t type, uint32_t op, uint32_t root)
 {
@@ -178,6 +180,34 @@ ROXI_FN int roxi_coll_team(roxshmem_team_t team, struct roxi_team *tm, int g)
 	return 1;
 }
 
+/* The group barrier of a collective on tm. For ROXI_GRID with several blocks, thread 0 of each
+ * block meets the others on the team's grid words (a counter and a generation: the last to arrive
+ * resets the counter and moves the generation on) with device-scope acquire-release atomics: what
+ * any block wrote before is visible to every block after, and reaches the members through the
+ * leader's system-scope release in its next round (release is cumulative). The blocks of a launch
+ * are co-resident (the host launches no more than the GPU runs at once), so the spin ends when
+ * the slowest block arrives. */
+ROXA_FN void roxi_tsync(const struct roxi_team *tm, int g)
+{
+	roxi_gsync(g);
+	if (g != ROXI_GRID || roxa_nblocks() == 1)
+		return;
+	if (roxa_tid() == 0) {
+		uint64_t *cnt = roxi_ws(tm, ROXSHMEM_TEAM_WS_GRID), *gen = cnt + 1;
+		uint64_t g0 = roxa_ld_acquire_agent_u64(gen); /* cannot move on before this block arrives */
+		if (roxa_add_agent_u64(cnt, 1) == roxa_nblocks() - 1) {
+			roxa_st_release_agent_u64(cnt, 0);
+			roxa_st_release_agent_u64(gen, g0 + 1);
+		} else {
+			uint32_t spins = 0;
+			while (roxa_ld_acquire_agent_u64(gen) == g0)
+				if (++spins > 64)
+					roxa_pause();
+		}
+	}
+	roxa_sync_block();
+}
+
 /* The round this PE enters next on the team (every thread of the group may read it between
  * rounds: only the leader writes it, inside roxi_round, between two group barriers). */
 ROXA_FN uint64_t roxi_next_round(const struct roxi_team *tm) { return *roxi_ws(tm, ROXSHMEM_TEAM_WS_ROUND) + 1; }
@@ -205,7 +235,7 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 {
 	uint64_t *ws = roxi_ws(tm, 0);
 	roxi_thread_drain();
-	roxi_gsync(g);
+	roxi_tsync(tm, g);
 	if (roxi_gidx(g) == 0) {
 		uint64_t r = ws[ROXSHMEM_TEAM_WS_ROUND / 8];
 		if (word == ROXSHMEM_TEAM_WS_ARRIVE) {
@@ -273,7 +303,7 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 		}
 		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = ok;
 	}
-	roxi_gsync(g);
+	roxi_tsync(tm, g);
 	return ws[ROXSHMEM_TEAM_WS_STATUS / 8];
 }
 #define ROXI_CHECK_SIG 1       /* compare signatures */
@@ -358,12 +388,12 @@ ROXA_FN uint32_t roxi_ll_wait(const struct roxi_team *tm, uint64_t r, int i, uin
 ROXI_COLD int roxi_ll_headers(const struct roxi_team *tm, uint64_t r, uint64_t sig, uint64_t count, int g)
 {
 	uint64_t *ws = roxi_ws(tm, 0);
-	roxi_gsync(g); /* every thread has read r and its sources */
+	roxi_tsync(tm, g); /* every thread has read r and its sources */
 	if (roxi_gidx(g) == 0) {
 		ws[ROXSHMEM_TEAM_WS_ROUND / 8] = r;
 		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = sig != ROXI_SIG_BAD;
 	}
-	roxi_gsync(g);
+	roxi_tsync(tm, g);
 	int ok = sig != ROXI_SIG_BAD;
 	for (int k = 1 + (int)roxi_gidx(g); k < tm->size && ok; k += (int)roxi_gsize(g)) {
 		int i = (tm->me + k) % tm->size;
@@ -406,7 +436,7 @@ ROXI_COLD int roxi_ll_headers(const struct roxi_team *tm, uint64_t r, uint64_t s
 	}
 	if (!ok)
 		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = 0;
-	roxi_gsync(g);
+	roxi_tsync(tm, g);
 	return (int)ws[ROXSHMEM_TEAM_WS_STATUS / 8];
 }
 /* lines l and l+1 of member i's round-r slot (l+1 only when two): both loads in flight together */
@@ -434,7 +464,7 @@ ROXA_FN int roxi_ll_verdict(const struct roxi_team *tm, int ok, int g)
 	uint64_t *ws = roxi_ws(tm, 0);
 	if (!ok)
 		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = 0;
-	roxi_gsync(g);
+	roxi_tsync(tm, g);
 	return ws[ROXSHMEM_TEAM_WS_STATUS / 8] ? 0 : -1;
 }
 #define ROXI_LL_FCOLLECT 0 /* dest[i*n ..) = member i's source */
@@ -474,13 +504,39 @@ ROXI_COLD int roxi_ll_move(const struct roxi_team *tm, int kind, uint8_t *dest, 
 	return roxi_ll_verdict(tm, ok, g);
 }
 
+/* A grid (the stream collectives) moves data on the direct path past the one-shot sizes (below
+ * them the staged path's single round wins): members read each other's symmetric buffers in
+ * place, with no staging and no scratch half per round, so that a large call is as many blocks
+ * as the host launched streaming at once. Every member decides alike (the same call, the same sizes, symmetric
+ * buffers), and the signature says so (ROXI_SIG_DIRECT), so a member on another path fails the
+ * round. size: the call's bytes per member, as the host counts them to choose the blocks; src
+ * (bytes) must lie in the symmetric heap: outside it, it is recorded as a bad address and fails
+ * the round everywhere. not_here: this call cannot take the direct path. */
+ROXI_FN int roxi_direct(const struct roxi_team *tm, int g, uint64_t *sig, uint64_t size, const void *src, uint64_t bytes, int not_here)
+{
+	const roxshmem_team_table_t *tt = roxi_team_table();
+	uint64_t most = tt && tt->oneshot_max ? tt->oneshot_max : ROXSHMEM_COLL_ONESHOT_MAX;
+	if (g != ROXI_GRID || not_here || tm->size == 1 || size <= most)
+		return 0;
+	if (*sig != ROXI_SIG_BAD) {
+		if (roxi_heap_off(src, bytes) == ~0ull) {
+			if (roxi_gidx(g) == 0)
+				roxi_record(ROXSHMEM_CALL_BAD_ADDR, roxshmem_state.my_pe, (uint32_t)(uintptr_t)src);
+			*sig = ROXI_SIG_BAD;
+		} else {
+			*sig |= ROXI_SIG_DIRECT;
+		}
+	}
+	return 1;
+}
+
 /* barrier (quiet first) and sync (order only) over a team */
 ROXI_COLD int roxi_team_barrier(roxshmem_team_t team, int g, int quiet_first)
 {
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
 	uint32_t call = quiet_first ? ROXSHMEM_CALL_BARRIER : ROXSHMEM_CALL_SYNC;
 	uint64_t r = roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, roxi_sig(quiet_first ? ROXI_COLL_BARRIER : ROXI_COLL_SYNC, 0, 0, 0),
 				0, ROXI_CHECK_SIG, quiet_first, call);
@@ -493,7 +549,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_BCAST, type, 0, (uint32_t)root);
 	int lead = roxi_gidx(g) == 0;
 	if (root < 0 || root >= tm.size) {
@@ -507,6 +563,16 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 	}
 	if (roxi_ll_ok(&tm, n))
 		return roxi_ll_move(&tm, ROXI_LL_BCAST, (uint8_t *)dest, (const uint8_t *)source, n, root, sig, g);
+	if (roxi_direct(&tm, g, &sig, n, source, n, 0)) {
+		/* every member reads the root's source in place; the second round frees it */
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		if (tm.me != root)
+			roxi_fetch(&tm, root, dest, roxi_heap_off(source, n), n, g);
+		else if (dest != source)
+			roxa_copy(dest, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
 	uint64_t done = 0;
 	do {
 		uint64_t c = n - done < tm.half ? n - done : tm.half;
@@ -522,7 +588,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 				  ROXA_MEM_PLAIN);
 		done += c;
 	} while (done < n);
-	roxi_gsync(g);
+	roxi_tsync(&tm, g);
 	return 0;
 }
 
@@ -533,7 +599,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_FCOLLECT, type, 0, 0);
 	uint8_t *d = (uint8_t *)dest;
 	if (source != d + (uint64_t)tm.me * n && roxi_overlap(dest, n * (uint64_t)tm.size, source, n)) {
@@ -543,6 +609,25 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	}
 	if (roxi_ll_ok(&tm, n))
 		return roxi_ll_move(&tm, ROXI_LL_FCOLLECT, d, (const uint8_t *)source, n, 0, sig, g);
+	int inplace = source == d + (uint64_t)tm.me * n;
+	if (inplace && sig != ROXI_SIG_BAD)
+		sig |= 1; /* the root field: in place, member i's source is block i of its dest */
+	if (roxi_direct(&tm, g, &sig, n, inplace ? (const void *)d : source, inplace ? n * (uint64_t)tm.size : n, 0)) {
+		/* each member's source read where it lies (so every member must agree on in place: the
+		 * signature says it) */
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		uint64_t off = inplace ? roxi_heap_off(d, n * (uint64_t)tm.size) : roxi_heap_off(source, n);
+		for (int k = 1; k < tm.size; k++) {
+			int i = (tm.me + k) % tm.size;
+			roxi_fetch(&tm, i, d + (uint64_t)i * n, off + (inplace ? (uint64_t)i * n : 0), n, g);
+		}
+		if (!inplace)
+			roxa_copy(d + (uint64_t)tm.me * n, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
+	if (sig != ROXI_SIG_BAD)
+		sig &= ~1ull;
 	uint64_t done = 0;
 	do {
 		uint64_t c = n - done < tm.half ? n - done : tm.half;
@@ -555,7 +640,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 			roxi_fetch(&tm, i, d + (uint64_t)i * n + done, sc, c, g);
 		done += c;
 	} while (done < n);
-	roxi_gsync(g);
+	roxi_tsync(&tm, g);
 	return 0;
 }
 
@@ -566,7 +651,7 @@ ROXI_COLD int roxi_collect(roxshmem_team_t team, void *dest, const void *source,
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_COLLECT, type, 0, 0);
 	if (dest != source && roxi_overlap(dest, n, source, n)) {
 		if (roxi_gidx(g) == 0)
@@ -593,7 +678,7 @@ ROXI_COLD int roxi_collect(roxshmem_team_t team, void *dest, const void *source,
 		}
 		done += tm.half;
 	} while (done < most);
-	roxi_gsync(g);
+	roxi_tsync(&tm, g);
 	return 0;
 }
 
@@ -603,7 +688,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
 	uint64_t sig = roxi_sig(ROXI_COLL_ALLTOALL, type, 0, 0), all = n * (uint64_t)tm.size;
 	uint64_t cb = (tm.half / (uint64_t)tm.size) & ~15ull; /* per-block chunk */
 	uint32_t bad = cb == 0 ? ROXSHMEM_BAD_ARG_WORKSPACE : dest != source && roxi_overlap(dest, all, source, all) ? ROXSHMEM_BAD_ARG_OVERLAP : 0;
@@ -617,6 +702,21 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	uint8_t *d = (uint8_t *)dest;
 	if (roxi_ll_ok(&tm, n))
 		return roxi_ll_move(&tm, ROXI_LL_ALLTOALL, d, s, n, 0, sig, g);
+	if (roxi_direct(&tm, g, &sig, all, source, all, dest == source)) {
+		/* block me of each member's source read in place (not in place: a member's block i of
+		 * dest would be read by member i while this member fills it) */
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		uint64_t off = roxi_heap_off(source, all) + (uint64_t)tm.me * n;
+		for (int k = 0; k < tm.size; k++) {
+			int i = (tm.me + k) % tm.size;
+			if (i != tm.me)
+				roxi_fetch(&tm, i, d + (uint64_t)i * n, off, n, g);
+			else
+				roxa_copy(d + (uint64_t)i * n, s + (uint64_t)i * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+		}
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
 	uint64_t done = 0;
 	do {
 		uint64_t c = n - done < cb ? n - done : cb;
@@ -630,7 +730,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 			roxi_fetch(&tm, i, d + (uint64_t)i * n + done, sc + (uint64_t)tm.me * cb, c, g);
 		done += c;
 	} while (done < n);
-	roxi_gsync(g);
+	roxi_tsync(&tm, g);
 	return 0;
 }
 
@@ -800,7 +900,34 @@ ROXI_COLD void roxi_reduce_range(T *dst, uint64_t in_off, uint64_t cnt, const st
 	typedef typename AC::type A;
 	const uint64_t K = 16 / sizeof(T);
 	uint64_t npk = ((in_off | (uint64_t)(uintptr_t)dst) & 15) == 0 ? cnt / K : 0;
-	for (uint64_t p = idx; p < npk; p += step) {
+	/* four packets at a time: every member's four loads are in flight together */
+	const uint64_t U = 4;
+	uint64_t p = idx;
+	for (; p + (U - 1) * step < npk; p += U * step) {
+		A acc[U][16 / sizeof(T)];
+		for (int i = 0; i < tm->size; i++) {
+			const uint8_t *in = (const uint8_t *)roxi_member(tm, i, in_off);
+			int mode = roxi_member_mode(tm, i);
+			roxa_u128 v[U];
+			for (uint64_t u = 0; u < U; u++)
+				v[u] = roxa_ld16(in + 16 * (p + u * step), mode);
+			for (uint64_t u = 0; u < U; u++) {
+				T x[16 / sizeof(T)];
+				roxa_bytecopy(x, &v[u], 16);
+				for (uint64_t k = 0; k < K; k++)
+					acc[u][k] = i == 0 ? AC::in(x[k]) : roxi_combiner<OP, A>::f(acc[u][k], AC::in(x[k]));
+			}
+		}
+		for (uint64_t u = 0; u < U; u++) {
+			T out[16 / sizeof(T)];
+			for (uint64_t k = 0; k < K; k++)
+				out[k] = AC::out(acc[u][k]);
+			roxa_u128 o;
+			roxa_bytecopy(&o, out, 16);
+			roxa_st16(dst + K * (p + u * step), &o, st_mode);
+		}
+	}
+	for (; p < npk; p += step) {
 		A acc[16 / sizeof(T)];
 		for (int i = 0; i < tm->size; i++) {
 			roxa_u128 v = roxa_ld16(roxi_member(tm, i, in_off + 16 * p), roxi_member_mode(tm, i));
@@ -892,7 +1019,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
 	const uint64_t sz = sizeof(T), bytes = n * sz;
 	int algo = roxi_reduce_algo(bytes, tm.size);
 	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE, type, OP, (uint32_t)algo);
@@ -905,6 +1032,32 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 	}
 	if (roxi_ll_ok(&tm, bytes))
 		return roxi_ll_reduce<T, OP>(&tm, dest, source, n, sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE, type, OP, ROXI_ALGO_LL), g);
+	if (algo == ROXSHMEM_COLL_TWOSHOT && roxi_direct(&tm, g, &sig, bytes, source, bytes, 0)) {
+		/* two-shot on the members' own buffers: member k reduces segment k of every member's
+		 * source into its own dest (in place too: only member k writes segment k, and it reads
+		 * each packet before it writes it), then every member reads the other segments from
+		 * their owners' dests; a third round frees those dests */
+		uint64_t dst_off = roxi_heap_off(dest, bytes);
+		if (dst_off == ~0ull && sig != ROXI_SIG_BAD) {
+			if (roxi_gidx(g) == 0)
+				roxi_record(ROXSHMEM_CALL_BAD_ADDR, roxshmem_state.my_pe, (uint32_t)(uintptr_t)dest);
+			sig = ROXI_SIG_BAD;
+		}
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		const uint64_t K = 16 / sz;
+		uint64_t s = ((n + (uint64_t)tm.size - 1) / (uint64_t)tm.size + K - 1) / K * K;
+		uint64_t lo = (uint64_t)tm.me * s < n ? (uint64_t)tm.me * s : n, hi = lo + s < n ? lo + s : n;
+		roxi_reduce_range<T, OP>(dest + lo, src_off + lo * sz, hi - lo, &tm, roxi_gidx(g), roxi_gsize(g), roxi_store_mode());
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		for (int k = 1; k < tm.size; k++) {
+			int i = (tm.me + k) % tm.size;
+			uint64_t l = (uint64_t)i * s < n ? (uint64_t)i * s : n, h = l + s < n ? l + s : n;
+			roxi_fetch(&tm, i, dest + l, dst_off + l * sz, (h - l) * sz, g);
+		}
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
 	const uint64_t per = tm.half / sz; /* elements a scratch half holds (a multiple of 16 bytes) */
 	uint64_t done = 0;
 	do {
@@ -937,7 +1090,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 			done += c;
 		}
 	} while (done < n);
-	roxi_gsync(g);
+	roxi_tsync(&tm, g);
 	return 0;
 }
 
@@ -950,7 +1103,7 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_gsync(g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
 	const uint64_t sz = sizeof(T), all = n * sz * (uint64_t)tm.size;
 	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, 0);
 	uint64_t src_off = roxi_heap_off(source, all);

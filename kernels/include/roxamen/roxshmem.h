@@ -36,14 +36,22 @@
 #define ROXI_THREAD 0
 #define ROXI_WARP 1
 #define ROXI_BLOCK 2
+#define ROXI_GRID 3 /* every block of the launch (the stream collectives); its barrier needs the team: roxi_tsync */
 
 ROXA_FN int roxi_store_mode(void) { return roxi_bypass() ? ROXA_MEM_BYPASS : ROXA_MEM_PLAIN; }
 
-ROXA_FN uint32_t roxi_gidx(int g) { return g == ROXI_BLOCK ? roxa_tid() : g == ROXI_WARP ? roxa_lane() : 0; }
-ROXA_FN uint32_t roxi_gsize(int g) { return g == ROXI_BLOCK ? roxa_nthreads() : g == ROXI_WARP ? roxa_warpsize() : 1; }
+ROXA_FN uint32_t roxi_gidx(int g)
+{
+	return g == ROXI_GRID ? roxa_block() * roxa_nthreads() + roxa_tid() : g == ROXI_BLOCK ? roxa_tid() : g == ROXI_WARP ? roxa_lane() : 0;
+}
+ROXA_FN uint32_t roxi_gsize(int g)
+{
+	return g == ROXI_GRID ? roxa_nblocks() * roxa_nthreads() : g == ROXI_BLOCK ? roxa_nthreads() : g == ROXI_WARP ? roxa_warpsize() : 1;
+}
+/* the group barrier; for ROXI_GRID only the block's part (roxi_tsync adds the blocks' meeting) */
 ROXA_FN void roxi_gsync(int g)
 {
-	if (g == ROXI_BLOCK)
+	if (g == ROXI_BLOCK || g == ROXI_GRID)
 		roxa_sync_block();
 	else if (g == ROXI_WARP)
 		roxa_sync_warp();

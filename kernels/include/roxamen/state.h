@@ -97,6 +97,7 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_state_t) == 128 + 8 * ROXSHMEM_MAX_PES, state
 #define ROXSHMEM_TEAM_WS_ROUND 0    /* uint64: rounds this PE has entered on the team (own use) */
 #define ROXSHMEM_TEAM_WS_STATUS 8   /* uint64: the group leader's verdict for the current round (own use) */
 #define ROXSHMEM_TEAM_WS_AUX 16     /* uint64[4]: values the leader shares with its group (own use) */
+#define ROXSHMEM_TEAM_WS_GRID 48    /* uint64[2]: the blocks of a grid collective meet here: arrivals, generation (own use) */
 #define ROXSHMEM_TEAM_WS_SIG 64     /* uint64[2]: this PE's call signature, per half (members read it) */
 #define ROXSHMEM_TEAM_WS_COUNT 80   /* uint64[2]: this PE's contribution in bytes (collectmem), per half */
 #define ROXSHMEM_TEAM_WS_ARRIVE 128 /* uint64[MAX_PES]: round member i last announced (by team index) */
