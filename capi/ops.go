@@ -46,13 +46,13 @@ func putmem(c *shmem.Ctx, dst uintptr, src unsafe.Pointer, n, pe int, nbi bool) 
 	b := local[byte](src, n)
 	switch {
 	case c != nil && nbi:
-		return shmem.CtxPutNBI(c, s, pe, 0, b)
+		return shmem.CtxPutNBI(c, s, 0, b, pe)
 	case c != nil:
-		return shmem.CtxPut(c, s, pe, 0, b)
+		return shmem.CtxPut(c, s, 0, b, pe)
 	case nbi:
-		return s.PutNBI(pe, 0, b)
+		return s.PutNBI(0, b, pe)
 	}
-	return s.Put(pe, 0, b)
+	return s.Put(0, b, pe)
 }
 
 func getmem(c *shmem.Ctx, dst unsafe.Pointer, src uintptr, n, pe int, nbi bool) error {
@@ -64,11 +64,11 @@ func getmem(c *shmem.Ctx, dst unsafe.Pointer, src uintptr, n, pe int, nbi bool) 
 	b := local[byte](dst, n)
 	switch {
 	case c != nil:
-		return shmem.CtxGet(c, s, pe, 0, b)
+		return shmem.CtxGet(c, s, 0, b, pe)
 	case nbi:
-		return s.GetNBI(pe, 0, b)
+		return s.GetNBI(0, b, pe)
 	}
-	return s.Get(pe, 0, b)
+	return s.Get(0, b, pe)
 }
 
 // ---- atomics ----

@@ -33,7 +33,7 @@ func TestAtomicFetchAddNBICompletesAtQuiet(t *testing.T) {
 					if err := AtomicFetchAddNBI(x, 0, 1, 1, &old); err != nil {
 						return err
 					}
-					v, err := x.G(1, 0)
+					v, err := x.G(0, 1)
 					if err != nil {
 						return err
 					}
@@ -46,7 +46,7 @@ func TestAtomicFetchAddNBICompletesAtQuiet(t *testing.T) {
 					if old != int64(i) {
 						return fmt.Errorf("round %d: after Quiet the fetched value is %d, want %d", i, old, i)
 					}
-					if v, err := x.G(1, 0); err != nil || v != int64(i+1) {
+					if v, err := x.G(0, 1); err != nil || v != int64(i+1) {
 						return fmt.Errorf("round %d: after Quiet PE 1's word is %d (%v), want %d", i, v, err, i+1)
 					}
 				}

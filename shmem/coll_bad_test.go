@@ -339,10 +339,10 @@ func TestCtx(t *testing.T) {
 		}
 		far := (me + 2) % 4 // on the other node
 		near := me ^ 1      // on this node: load/store
-		if err := CtxPut(a, x, far, me, []int64{int64(100 + me)}); err != nil {
+		if err := CtxPut(a, x, me, []int64{int64(100 + me)}, far); err != nil {
 			return err
 		}
-		if err := CtxP(a, x, near, me, int64(200+me)); err != nil {
+		if err := CtxP(a, x, me, int64(200+me), near); err != nil {
 			return err
 		}
 		if err := CtxAtomicAdd(b, x, 7, 1, far); err != nil {
@@ -370,11 +370,11 @@ func TestCtx(t *testing.T) {
 		if l[(me+2)%4] != int64(100+(me+2)%4) || l[me^1] != int64(200+(me^1)) || l[7] != 1 {
 			return fmt.Errorf("PE %d sees %v", me, l)
 		}
-		if v, err := CtxG(a, x, far, me); err != nil || v != int64(100+me) {
+		if v, err := CtxG(a, x, me, far); err != nil || v != int64(100+me) {
 			return fmt.Errorf("CtxG: %v, %v", v, err)
 		}
 		ro, _ := w.CreateCtx(CtxNoStore)
-		if e := errHas(CtxPut(ro, x, far, 0, []int64{1}), ErrBadArgument, "CtxPut", "NOSTORE"); e != nil {
+		if e := errHas(CtxPut(ro, x, 0, []int64{1}, far), ErrBadArgument, "CtxPut", "NOSTORE"); e != nil {
 			return e
 		}
 		if _, err := CtxAtomicFetch(ro, x, 0, far); err != nil {

@@ -141,7 +141,7 @@ func ctxSym[T Elem](c *Ctx, call string, s Sym[T], store bool) error {
 }
 
 // CtxPut is Put on context c (shmem_ctx_put).
-func CtxPut[T Elem](c *Ctx, s Sym[T], pe, at int, src []T) error {
+func CtxPut[T Elem](c *Ctx, s Sym[T], at int, src []T, pe int) error {
 	return ctxPut(c, "CtxPut", s, pe, at, src)
 }
 
@@ -161,17 +161,17 @@ func ctxPut[T Elem](c *Ctx, call string, s Sym[T], pe, at int, src []T) error {
 }
 
 // CtxPutNBI is PutNBI on context c: src must not change until c.Quiet.
-func CtxPutNBI[T Elem](c *Ctx, s Sym[T], pe, at int, src []T) error {
+func CtxPutNBI[T Elem](c *Ctx, s Sym[T], at int, src []T, pe int) error {
 	return ctxPut(c, "CtxPutNBI", s, pe, at, src)
 }
 
 // CtxP writes one element on context c (shmem_ctx_p).
-func CtxP[T Elem](c *Ctx, s Sym[T], pe, at int, v T) error {
+func CtxP[T Elem](c *Ctx, s Sym[T], at int, v T, pe int) error {
 	return ctxPut(c, "CtxP", s, pe, at, []T{v})
 }
 
 // CtxGet is Get on context c (shmem_ctx_get).
-func CtxGet[T Elem](c *Ctx, s Sym[T], pe, at int, dst []T) error {
+func CtxGet[T Elem](c *Ctx, s Sym[T], at int, dst []T, pe int) error {
 	return ctxGet(c, "CtxGet", s, pe, at, dst)
 }
 
@@ -187,7 +187,7 @@ func ctxGet[T Elem](c *Ctx, call string, s Sym[T], pe, at int, dst []T) error {
 }
 
 // CtxG reads one element on context c (shmem_ctx_g).
-func CtxG[T Elem](c *Ctx, s Sym[T], pe, at int) (T, error) {
+func CtxG[T Elem](c *Ctx, s Sym[T], at, pe int) (T, error) {
 	var v [1]T
 	err := ctxGet(c, "CtxG", s, pe, at, v[:])
 	return v[0], err

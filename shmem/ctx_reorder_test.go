@@ -35,13 +35,13 @@ func TestCtxReorderQuietsOwnOperations(t *testing.T) {
 			bad = func() error {
 				ctxLate, defLate := 0, 0
 				for i := 1; i <= rounds; i++ {
-					if err := CtxP(a, x, 1, 0, int64(i)); err != nil {
+					if err := CtxP(a, x, 0, int64(i), 1); err != nil {
 						return err
 					}
 					if err := w.Quiet(); err != nil {
 						return err
 					}
-					if v, err := x.G(1, 0); err != nil {
+					if v, err := x.G(0, 1); err != nil {
 						return err
 					} else if v != int64(i) {
 						ctxLate++
@@ -49,10 +49,10 @@ func TestCtxReorderQuietsOwnOperations(t *testing.T) {
 					if err := a.Quiet(); err != nil {
 						return err
 					}
-					if v, err := x.G(1, 0); err != nil || v != int64(i) {
+					if v, err := x.G(0, 1); err != nil || v != int64(i) {
 						return fmt.Errorf("round %d: after the context's Quiet PE 1's word is %d (%v), want %d", i, v, err, i)
 					}
-					if err := x.P(1, 1, int64(i)); err != nil {
+					if err := x.P(1, int64(i), 1); err != nil {
 						return err
 					}
 					if err := a.Quiet(); err != nil {

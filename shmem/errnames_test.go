@@ -20,11 +20,11 @@ func TestErrorsNameTheCall(t *testing.T) {
 			return err
 		}
 		defer c.Destroy()
-		_, gerr := CtxG(c, x, 0, 9)
+		_, gerr := CtxG(c, x, 9, 0)
 		for call, err := range map[string]error{
-			"CtxP":      CtxP(c, x, 0, 9, 1),
+			"CtxP":      CtxP(c, x, 9, 1, 0),
 			"CtxG":      gerr,
-			"CtxPutNBI": CtxPutNBI(c, x, 0, 9, []int64{1}),
+			"CtxPutNBI": CtxPutNBI(c, x, 9, []int64{1}, 0),
 		} {
 			if err == nil || !strings.HasPrefix(err.Error(), "shmem: "+call+" on PE 0: ") {
 				return fmt.Errorf("%s out of bounds: %v; want it named %s on PE 0", call, err, call)
@@ -35,7 +35,7 @@ func TestErrorsNameTheCall(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "AllReduce on PE 0") || strings.Contains(err.Error(), "?") {
 			return fmt.Errorf("AllReduce on a nil team: %v; want it to name PE 0", err)
 		}
-		if err := CtxP(nil, x, 0, 0, 1); err == nil || !strings.Contains(err.Error(), "CtxP on PE 0") {
+		if err := CtxP(nil, x, 0, 1, 0); err == nil || !strings.Contains(err.Error(), "CtxP on PE 0") {
 			return fmt.Errorf("CtxP on a nil context: %v; want it to name PE 0", err)
 		}
 		return nil

@@ -90,7 +90,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		for i := range mine {
 			mine[i] = val(me, i)
 		}
-		must(src.Put(me, 0, mine))
+		must(src.Put(0, mine, me))
 		must(w.BarrierAll(ctx))
 		bytes := n * elems * 4
 		t.Logf("PE %d: %d bytes per PE: all-gather %s, all-to-all %s, broadcast %s, all-reduce %s", me, bytes,
@@ -103,7 +103,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		must(ReduceScatterOnStream(st, world, rs, src, OpMax))
 		must(w.SyncStream(ctx, st))
 		t.Logf("PE %d: five stream-ordered collectives of %d bytes per PE: %v (two PEs may share one GPU: not a speed figure)", me, bytes, time.Since(start))
-		get := func(s Sym[float32]) []float32 { b := make([]float32, s.Len()); must(s.Get(me, 0, b)); return b }
+		get := func(s Sym[float32]) []float32 { b := make([]float32, s.Len()); must(s.Get(0, b, me)); return b }
 		gs, gg, ga, gb, gr := get(sum), get(gath), get(a2a), get(bc), get(rs)
 		for i := range n * elems {
 			var want float32
@@ -135,7 +135,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 			// itself, the all-gather from this PE's own block of a destination cleared elsewhere
 			clear := make([]float32, n*n*elems)
 			copy(clear[me*n*elems:], mine)
-			must(gath.Put(me, 0, clear))
+			must(gath.Put(0, clear, me))
 			must(w.BarrierAll(ctx)) // the put complete before the collective reads around it
 			blk, err := gath.Slice(me*n*elems, n*elems)
 			must(err)
@@ -162,11 +162,11 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		must(err)
 		seen, err := Alloc[int64](w, n)
 		must(err)
-		must(slots.Put(me, 0, make([]int64, n)))
-		must(seen.Put(me, 0, make([]int64, n)))
+		must(slots.Put(0, make([]int64, n), me))
+		must(seen.Put(0, make([]int64, n), me))
 		val, err := Alloc[int64](w, 1)
 		must(err)
-		must(val.Put(me, 0, []int64{round*100 + int64(me)}))
+		must(val.Put(0, []int64{round*100 + int64(me)}, me))
 		must(w.BarrierAll(ctx))
 		if me == 1 {
 			time.Sleep(100 * time.Millisecond)
@@ -176,7 +176,7 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		must(st.CopyAsync(seen.Device(), slots.Device(), 8*n))
 		must(w.SyncStream(ctx, st))
 		got := make([]int64, n)
-		must(seen.Get(me, 0, got))
+		must(seen.Get(0, got, me))
 		from := (me + n - 1) % n
 		if want := round*100 + int64(from); got[from] != want {
 			t.Fatalf("PE %d round %d: after BarrierOnStream the put of PE %d reads %d, want %d", me, round, from, got[from], want)

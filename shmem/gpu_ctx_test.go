@@ -31,14 +31,14 @@ func gpuCtxPhase(t *testing.T, ctx context.Context, w *World, mod *Module, dst, 
 	for i := range data {
 		data[i] = byte(i*7 + 3)
 	}
-	if err := dst.Put(me, 0, make([]byte, 2*n+64)); err != nil {
+	if err := dst.Put(0, make([]byte, 2*n+64), me); err != nil {
 		t.Fatal(err)
 	}
-	if err := words.Put(me, 0, []uint64{100, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+	if err := words.Put(0, []uint64{100, 0, 0, 0, 0, 0, 0, 0}, me); err != nil {
 		t.Fatal(err)
 	}
 	if me == 0 {
-		if err := src.Put(me, 0, data); err != nil {
+		if err := src.Put(0, data, me); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,7 +54,7 @@ func gpuCtxPhase(t *testing.T, ctx context.Context, w *World, mod *Module, dst, 
 			t.Fatalf("roxg_t_ctx: %v", err)
 		}
 		got := make([]int32, 3)
-		if err := out.Get(me, 0, got); err != nil {
+		if err := out.Get(0, got, me); err != nil {
 			t.Fatal(err)
 		}
 		if got[0] != gpurt.DeviceContexts || got[1] == 0 || got[2] != 0 {
@@ -62,7 +62,7 @@ func gpuCtxPhase(t *testing.T, ctx context.Context, w *World, mod *Module, dst, 
 				got[0], gpurt.DeviceContexts, got[1], got[2])
 		}
 		fetched := make([]uint64, 3)
-		if err := words.Get(me, 4, fetched); err != nil {
+		if err := words.Get(4, fetched, me); err != nil {
 			t.Fatal(err)
 		}
 		if fetched[0] != 100 || fetched[1] != 108 || int64(fetched[2]) != -77 {
@@ -75,7 +75,7 @@ func gpuCtxPhase(t *testing.T, ctx context.Context, w *World, mod *Module, dst, 
 	}
 	if me == 0 {
 		remote := make([]uint64, 3)
-		if err := words.Get(peer, 0, remote); err != nil {
+		if err := words.Get(0, remote, peer); err != nil {
 			t.Fatal(err)
 		}
 		if remote[0] != 200 || int64(remote[1]) != -77 || remote[2] != 10 {
@@ -83,14 +83,14 @@ func gpuCtxPhase(t *testing.T, ctx context.Context, w *World, mod *Module, dst, 
 				peer, remote[0], int64(remote[1]), remote[2])
 		}
 		sigData := make([]byte, 64)
-		if err := dst.Get(peer, 2*n, sigData); err != nil {
+		if err := dst.Get(2*n, sigData, peer); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(sigData, data[:64]) {
 			t.Fatalf("context put-with-signal: PE %d's dst[%d:+64] is %x, want %x", peer, 2*n, sigData, data[:64])
 		}
 		got := make([]byte, 2*n)
-		if err := dst.Get(peer, 0, got); err != nil {
+		if err := dst.Get(0, got, peer); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, data) {

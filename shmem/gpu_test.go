@@ -166,7 +166,7 @@ func TestGPUWorker(t *testing.T) {
 	poisonDst := func(n int) {
 		t.Helper()
 		p := bytes.Repeat([]byte{poison}, n)
-		if err := dst.Put(me, 0, p); err != nil {
+		if err := dst.Put(0, p, me); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -176,7 +176,7 @@ func TestGPUWorker(t *testing.T) {
 		t.Helper()
 		lo, hi := max(0, off-pad), min(dst.Len(), off+len(want)+pad)
 		got := make([]byte, hi-lo)
-		if err := dst.Get(me, lo, got); err != nil {
+		if err := dst.Get(lo, got, me); err != nil {
 			t.Fatal(err)
 		}
 		for i, b := range got {
@@ -206,7 +206,7 @@ func TestGPUWorker(t *testing.T) {
 			fill(data[:n])
 			barrier()
 			if me == 0 {
-				if err := dst.Put(peer, off, data[:n]); err != nil {
+				if err := dst.Put(off, data[:n], peer); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -215,14 +215,14 @@ func TestGPUWorker(t *testing.T) {
 			var want []byte
 			if me == 0 {
 				want = data[:n]
-				if err := src.Put(me, off, want); err != nil {
+				if err := src.Put(off, want, me); err != nil {
 					t.Fatal(err)
 				}
 			}
 			barrier()
 			if me == 1 {
 				want = make([]byte, n)
-				if err := src.Get(peer, off, want); err != nil {
+				if err := src.Get(off, want, peer); err != nil {
 					t.Fatal(err)
 				}
 				check(fmt.Sprintf("host Put of %d bytes", n), off, want)
@@ -309,7 +309,7 @@ func TestGPUWorker(t *testing.T) {
 				if err := PutSignal(dst, off, data[:n], sig, 0, round, SignalSet, peer); err != nil {
 					t.Fatal(err)
 				}
-				if err := src.Put(me, 0, data[:n]); err != nil {
+				if err := src.Put(0, data[:n], me); err != nil {
 					t.Fatal(err)
 				}
 			} else {
@@ -320,7 +320,7 @@ func TestGPUWorker(t *testing.T) {
 			barrier()
 			if me == 1 {
 				want := make([]byte, n)
-				if err := src.Get(peer, 0, want); err != nil {
+				if err := src.Get(0, want, peer); err != nil {
 					t.Fatal(err)
 				}
 				check(fmt.Sprintf("PutSignal of %d bytes", n), off, want)
@@ -353,7 +353,7 @@ func TestGPUWorker(t *testing.T) {
 					// PE 0's src holds the data; for getmem PE 1's kernel reads PE 0's src.
 					if me == 0 {
 						fill(data[:n])
-						if err := src.Put(me, off, data[:n]); err != nil {
+						if err := src.Put(off, data[:n], me); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -381,7 +381,7 @@ func TestGPUWorker(t *testing.T) {
 					barrier()
 					if me == 1 {
 						want := make([]byte, n)
-						if err := src.Get(peer, off, want); err != nil {
+						if err := src.Get(off, want, peer); err != nil {
 							t.Fatal(err)
 						}
 						check(what, off, want)
@@ -434,7 +434,7 @@ func TestGPUWorker(t *testing.T) {
 				poisonDst(dst.Len())
 				if me == 0 {
 					fill(data[:bigN+smallN])
-					if err := src.Put(me, 0, data[:bigN+smallN]); err != nil {
+					if err := src.Put(0, data[:bigN+smallN], me); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -455,11 +455,11 @@ func TestGPUWorker(t *testing.T) {
 						t.Fatal(err)
 					}
 					got := make([]byte, bigN+pad+smallN)
-					if err := dst.Get(me, 0, got); err != nil {
+					if err := dst.Get(0, got, me); err != nil {
 						t.Fatal(err)
 					}
 					want := make([]byte, bigN+smallN)
-					if err := src.Get(peer, 0, want); err != nil {
+					if err := src.Get(0, want, peer); err != nil {
 						t.Fatal(err)
 					}
 					if !bytes.Equal(got[:bigN], want[:bigN]) {
@@ -500,7 +500,7 @@ func TestGPUWorker(t *testing.T) {
 	poisonDst(dst.Len())
 	if me == 0 {
 		fill(data[:n])
-		if err := src.Put(me, 0, data[:n]); err != nil {
+		if err := src.Put(0, data[:n], me); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -616,7 +616,7 @@ func latencyProbe(t *testing.T, ctx context.Context, w *World, mod *Module) {
 			if err := w.BarrierAll(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := words.P(me, 0, 0); err != nil {
+			if err := words.P(0, 0, me); err != nil {
 				t.Fatal(err)
 			}
 			if err := w.BarrierAll(ctx); err != nil {
@@ -633,7 +633,7 @@ func latencyProbe(t *testing.T, ctx context.Context, w *World, mod *Module) {
 				t.Fatal(err)
 			}
 			if n == iters && me == 0 {
-				ns, _ := words.G(me, 8)
+				ns, _ := words.G(8, me)
 				t.Logf("latency probe variant %d (%s): %.3f us one way", v, w.Ordering(), float64(ns)/1e3/float64(2*n))
 			}
 		}

@@ -54,13 +54,13 @@ func TestLazyConnectionsOnFirstUse(t *testing.T) {
 		if err := w.Fence(); err != nil {
 			return err
 		}
-		if err := s.Put(right, 8, data); err != nil {
+		if err := s.Put(8, data, right); err != nil {
 			return err
 		}
 		if err := w.Fence(); err != nil {
 			return err
 		}
-		if err := s.P(right, 0, 1); err != nil {
+		if err := s.P(0, 1, right); err != nil {
 			return err
 		}
 		old, err := AtomicFetchAdd(s, 1023, 1, left) // the first AMO to the left one

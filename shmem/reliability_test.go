@@ -45,7 +45,7 @@ func BenchmarkP(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			if err := x.P(0, i&63, int64(i)); err != nil {
+			if err := x.P(i&63, int64(i), 0); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -99,13 +99,13 @@ func TestFinalizeWithCallsInFlight(t *testing.T) {
 						var err error
 						switch (i + g) % 4 {
 						case 0:
-							err = x.Put(pe, 0, buf)
+							err = x.Put(0, buf, pe)
 						case 1:
-							err = x.Get(pe, 0, buf)
+							err = x.Get(0, buf, pe)
 						case 2:
 							_, err = AtomicFetchAdd(x, i%x.Len(), 1, pe)
 						case 3:
-							err = x.P(pe, i%x.Len(), int64(i))
+							err = x.P(i%x.Len(), int64(i), pe)
 						}
 						if i == 10 {
 							started <- struct{}{}
@@ -277,7 +277,7 @@ func TestInitValidation(t *testing.T) {
 
 	job(t, 1, func(w *World) error {
 		var s Sym[int64]
-		err := s.P(0, 0, 1)
+		err := s.P(0, 1, 0)
 		if !errors.Is(err, ErrNotSymmetric) || errors.Is(err, ErrNotInitialized) || !strings.Contains(err.Error(), "P on PE 0") || !strings.Contains(err.Error(), "never allocated") {
 			return fmt.Errorf("P on a zero Sym after Init: %v", err)
 		}

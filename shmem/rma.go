@@ -18,7 +18,7 @@ func asBytes[T Elem](s []T) []byte {
 
 // Put copies src into elements [at, at+len(src)) of s on pe (shmem_put). It returns once src may
 // be reused; delivery is ordered and completed by Fence and Quiet.
-func (s Sym[T]) Put(pe, at int, src []T) error {
+func (s Sym[T]) Put(at int, src []T, pe int) error {
 	off, size, err := s.target("Put", pe, at, len(src))
 	if err != nil {
 		return err
@@ -27,7 +27,7 @@ func (s Sym[T]) Put(pe, at int, src []T) error {
 }
 
 // PutNBI is the non-blocking Put (shmem_put_nbi): src must not change until Quiet.
-func (s Sym[T]) PutNBI(pe, at int, src []T) error {
+func (s Sym[T]) PutNBI(at int, src []T, pe int) error {
 	off, size, err := s.target("PutNBI", pe, at, len(src))
 	if err != nil {
 		return err
@@ -36,7 +36,7 @@ func (s Sym[T]) PutNBI(pe, at int, src []T) error {
 }
 
 // Get copies elements [at, at+len(dst)) of s on pe into dst (shmem_get).
-func (s Sym[T]) Get(pe, at int, dst []T) error {
+func (s Sym[T]) Get(at int, dst []T, pe int) error {
 	off, size, err := s.target("Get", pe, at, len(dst))
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func (s Sym[T]) Get(pe, at int, dst []T) error {
 }
 
 // GetNBI is the non-blocking Get (shmem_get_nbi): dst is valid after Quiet.
-func (s Sym[T]) GetNBI(pe, at int, dst []T) error {
+func (s Sym[T]) GetNBI(at int, dst []T, pe int) error {
 	off, size, err := s.target("GetNBI", pe, at, len(dst))
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func (w *World) getNBI(g nic.NBIGetter, pe int, off uint64, dst []byte) error {
 }
 
 // P writes one element (shmem_p).
-func (s Sym[T]) P(pe, at int, v T) error {
+func (s Sym[T]) P(at int, v T, pe int) error {
 	off, _, err := s.target("P", pe, at, 1)
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (s Sym[T]) P(pe, at int, v T) error {
 }
 
 // G reads one element (shmem_g).
-func (s Sym[T]) G(pe, at int) (T, error) {
+func (s Sym[T]) G(at, pe int) (T, error) {
 	off, _, err := s.target("G", pe, at, 1)
 	if err != nil {
 		var z T
@@ -122,7 +122,7 @@ func (s Sym[T]) G(pe, at int) (T, error) {
 
 // IPut copies n elements of src, taken every srcStride, into s on pe starting at element at,
 // placed every dstStride (shmem_iput). Strides are in elements and must be positive.
-func (s Sym[T]) IPut(pe, at, dstStride int, src []T, srcStride, n int) error {
+func (s Sym[T]) IPut(at, dstStride int, src []T, srcStride, n, pe int) error {
 	if err := s.strided("IPut", pe, at, dstStride, len(src), srcStride, n); err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (s Sym[T]) IPut(pe, at, dstStride int, src []T, srcStride, n int) error {
 
 // IGet copies n elements of s on pe, starting at element at and taken every srcStride, into dst
 // every dstStride (shmem_iget).
-func (s Sym[T]) IGet(pe, at, srcStride int, dst []T, dstStride, n int) error {
+func (s Sym[T]) IGet(at, srcStride int, dst []T, dstStride, n, pe int) error {
 	if err := s.strided("IGet", pe, at, srcStride, len(dst), dstStride, n); err != nil {
 		return err
 	}

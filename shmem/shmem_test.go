@@ -81,7 +81,7 @@ func TestConcurrentRMAAndAtomics(t *testing.T) {
 					}
 				}
 				for pe := 0; pe < n; pe++ {
-					if err := box.P(pe, w.MyPE()*workers+g, int64(w.MyPE()*100+g)); err != nil {
+					if err := box.P(w.MyPE()*workers+g, int64(w.MyPE()*100+g), pe); err != nil {
 						errc <- err
 						return
 					}
@@ -118,7 +118,7 @@ func TestBarrierManyTimes(t *testing.T) {
 		}
 		for i := int64(1); i <= 300; i++ {
 			// Everyone writes its round into the next PE; after the barrier it must be there.
-			if err := x.P((w.MyPE()+1)%w.NPEs(), 0, i); err != nil {
+			if err := x.P(0, i, (w.MyPE()+1)%w.NPEs()); err != nil {
 				return err
 			}
 			if err := w.BarrierAll(context.Background()); err != nil {
@@ -181,7 +181,7 @@ func TestBeforeInitAndAfterFinalize(t *testing.T) {
 		t.Errorf("BarrierAll before Init: %v", err)
 	}
 	var s Sym[int64]
-	if err := s.P(0, 0, 1); !errors.Is(err, ErrNotInitialized) {
+	if err := s.P(0, 1, 0); !errors.Is(err, ErrNotInitialized) {
 		t.Errorf("P on a zero Sym: %v", err)
 	}
 
@@ -193,7 +193,7 @@ func TestBeforeInitAndAfterFinalize(t *testing.T) {
 		if err := w.Finalize(); err != nil {
 			return err
 		}
-		if err := x.P(0, 0, 1); !errors.Is(err, ErrFinalized) || !strings.Contains(err.Error(), "P on PE 0") {
+		if err := x.P(0, 1, 0); !errors.Is(err, ErrFinalized) || !strings.Contains(err.Error(), "P on PE 0") {
 			return fmt.Errorf("P after Finalize: %v", err)
 		}
 		if err := w.Quiet(); !errors.Is(err, ErrFinalized) {
@@ -225,7 +225,7 @@ func TestSinglePEWithoutLauncher(t *testing.T) {
 	if old, err := AtomicFetchAdd(x, 1, 5, 0); err != nil || old != 0 {
 		t.Fatalf("fetch_add: %d, %v", old, err)
 	}
-	if err := x.P(1, 0, 1); !errors.Is(err, ErrPERange) || !strings.Contains(err.Error(), "target PE 1") {
+	if err := x.P(0, 1, 1); !errors.Is(err, ErrPERange) || !strings.Contains(err.Error(), "target PE 1") {
 		t.Fatalf("P to PE 1 of 1: %v", err)
 	}
 	if err := w.Finalize(); err != nil {

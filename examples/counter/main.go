@@ -37,7 +37,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	if err := tickets.Put(0, me**adds, mine); err != nil {
+	if err := tickets.Put(me**adds, mine, 0); err != nil {
 		log.Fatal(err)
 	}
 	if err := w.BarrierAll(ctx); err != nil {

@@ -75,7 +75,7 @@ func main() {
 				inputs[pe][i] = float32(r.IntN(2001) - 1000)
 			}
 		}
-		if err := data.Put(me, 0, inputs[me]); err != nil {
+		if err := data.Put(0, inputs[me], me); err != nil {
 			log.Fatal(err)
 		}
 		if err := mod.LaunchAll(ctx, "ring_allreduce", device.D1(1), device.D1(512), 0,
@@ -83,7 +83,7 @@ func main() {
 			log.Fatal(err)
 		}
 		got := make([]float32, *n)
-		if err := data.Get(me, 0, got); err != nil {
+		if err := data.Get(0, got, me); err != nil {
 			log.Fatal(err)
 		}
 		for i := range got {

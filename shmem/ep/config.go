@@ -42,7 +42,7 @@ func agreeConfig(w *shmem.World, cfg Config) (err error) {
 	}
 	defer func() { err = errors.Join(err, w.Free(rows.Mem())) }()
 	for pe := 0; pe < npes; pe++ {
-		if err := rows.Put(pe, me*nf, mine); err != nil {
+		if err := rows.Put(me*nf, mine, pe); err != nil {
 			return fmt.Errorf("%s on PE %d: exchanging the Config: %w", call, me, err)
 		}
 	}
@@ -51,7 +51,7 @@ func agreeConfig(w *shmem.World, cfg Config) (err error) {
 		return fmt.Errorf("%s on PE %d: exchanging the Config: %w", call, me, err)
 	}
 	all := make([]int64, npes*nf)
-	if err := rows.Get(me, 0, all); err != nil {
+	if err := rows.Get(0, all, me); err != nil {
 		return fmt.Errorf("%s on PE %d: exchanging the Config: %w", call, me, err)
 	}
 	for pe := 0; pe < npes; pe++ {

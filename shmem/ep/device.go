@@ -184,7 +184,7 @@ func (b *Buffer) newDevice() error {
 		Stage: at(lay.stage), CStage: at(lay.cstage), NSent: at(lay.nsent), Sent: at(lay.sent), SlotOf: at(lay.slotOf),
 		PerExpert: at(lay.perExpert), Counts: at(lay.counts), Start: at(lay.start), ECount: at(lay.ecount), EOff: at(lay.eoff),
 		OutRow: at(lay.outRow), OutW: at(lay.outW), Rows: at(lay.rows), Arrived: at(lay.arrived), CArrived: at(lay.carrived)}
-	if err := mem.Put(b.me, lay.ep, unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e))); err != nil {
+	if err := mem.Put(lay.ep, unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e)), b.me); err != nil {
 		return errors.Join(fmt.Errorf("ep.New on PE %d: writing the buffer's device descriptor: %w", b.me, err), releaseModule(b.w), b.w.Free(mem.Mem()))
 	}
 	b.dev = d
@@ -431,7 +431,7 @@ func (b *Buffer) get(call string, off int, dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	if err := b.dev.mem.Get(b.me, off, dst); err != nil {
+	if err := b.dev.mem.Get(off, dst, b.me); err != nil {
 		return fmt.Errorf("%s: reading the device results: %w", call, err)
 	}
 	return nil
@@ -441,7 +441,7 @@ func (b *Buffer) put(call string, off int, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if err := b.dev.mem.Put(b.me, off, src); err != nil {
+	if err := b.dev.mem.Put(off, src, b.me); err != nil {
 		return fmt.Errorf("%s: copying the input to the device: %w", call, err)
 	}
 	return nil

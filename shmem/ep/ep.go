@@ -563,7 +563,7 @@ func (b *Buffer) DispatchInto(ctx context.Context, r *Recv, x Tokens, topkIdx []
 			}
 			// Through the NIC: the header, a fence, then the rows with the signal, so that the
 			// signal is delivered after both.
-			if err := b.layout.PutNBI(d, b.me*lw, hdr); err != nil {
+			if err := b.layout.PutNBI(b.me*lw, hdr, d); err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", call, err)
 			}
 			if err := b.w.Fence(); err != nil {

@@ -116,9 +116,9 @@ func (p *gpuPE) load(in eptest.Input) {
 	if in.N == 0 {
 		return
 	}
-	p.must(p.x.Put(p.me, 0, tokBytes(p.cfg, in.X)))
-	p.must(p.idx.Put(p.me, 0, in.Idx))
-	p.must(p.wt.Put(p.me, 0, in.Weights))
+	p.must(p.x.Put(0, tokBytes(p.cfg, in.X), p.me))
+	p.must(p.idx.Put(0, in.Idx, p.me))
+	p.must(p.wt.Put(0, in.Weights, p.me))
 }
 
 func (p *gpuPE) dispatchOnStream(in eptest.Input) (*ep.DeviceRecv, *ep.Handle, error) {
@@ -156,7 +156,7 @@ func (p *gpuPE) call(ins []eptest.Input, stream, blockingCombine bool) {
 	var out ep.Tokens
 	if stream && !blockingCombine {
 		if b := tokBytes(cfg, y); len(b) > 0 {
-			p.must(p.y.Put(p.me, 0, b))
+			p.must(p.y.Put(0, b, p.me))
 		}
 		o, err := p.buf.CombineOnStream(p.st, ep.DeviceTokens{Ptr: p.y.Device(), Rows: p.buf.MaxRows()}, h)
 		p.must(err)
@@ -288,7 +288,7 @@ func gpuBadInput(t *testing.T, ctx context.Context, w *shmem.World, st device.St
 	if err := eptest.CheckDispatch(cfg, ref, me, r); err != nil {
 		t.Fatalf("PE %d after the refused dispatch: %v", me, err)
 	}
-	p.must(p.y.Put(me, 0, tokBytes(cfg, eptest.Apply(cfg, r))))
+	p.must(p.y.Put(0, tokBytes(cfg, eptest.Apply(cfg, r)), me))
 	o, err := p.buf.CombineOnStream(st, ep.DeviceTokens{Ptr: p.y.Device(), Rows: p.buf.MaxRows()}, h)
 	p.must(err)
 	p.must(w.SyncStream(ctx, st))

@@ -328,7 +328,7 @@ func (s *soak) round(ctx context.Context, r int, rng *rand.Rand) error {
 		}
 		switch o.kind {
 		case opPut:
-			s.timed(opPut, func() error { return al.data.Put(o.target, at, vals[:o.n]) })
+			s.timed(opPut, func() error { return al.data.Put(at, vals[:o.n], o.target) })
 		case opPutSignal:
 			s.timed(opPutSignal, func() error {
 				return shmem.PutSignal(al.data, at, vals[:o.n], al.sig, s.me, 1, shmem.SignalAdd, o.target)
@@ -340,7 +340,7 @@ func (s *soak) round(ctx context.Context, r int, rng *rand.Rand) error {
 					return err
 				}
 				clear(dirty)
-				return al.data.Get(o.target, at, buf[:o.n])
+				return al.data.Get(at, buf[:o.n], o.target)
 			})
 			if err == nil {
 				for i := 0; i < o.n; i++ {
@@ -477,7 +477,7 @@ func pe() int {
 				stop = 1
 			}
 			for pe := 0; pe < s.n; pe++ {
-				if err := ctl.P(pe, 0, stop); err != nil {
+				if err := ctl.P(0, stop, pe); err != nil {
 					fmt.Fprintln(os.Stderr, "soak:", err)
 					return 1
 				}
@@ -506,7 +506,7 @@ func pe() int {
 	// Everyone's account to PE 0.
 	table, err := shmem.Alloc[int64](w, s.n*statWords)
 	if err == nil {
-		err = table.Put(0, s.me*statWords, s.st.words())
+		err = table.Put(s.me*statWords, s.st.words(), 0)
 	}
 	if err == nil {
 		err = w.BarrierAll(ctx)

@@ -25,7 +25,7 @@ func bigPut(ctx context.Context, w *shmem.World) error {
 		for i := range data {
 			data[i] = round<<56 | uint64(me)<<40 | uint64(i)
 		}
-		if err := dst.Put(right, 0, data); err != nil {
+		if err := dst.Put(0, data, right); err != nil {
 			return err
 		}
 		if err := w.Quiet(); err != nil {

@@ -212,7 +212,7 @@ func killPeer(ctx context.Context, w *shmem.World) error {
 		select {}
 	case 0:
 		for {
-			if _, err := x.G(dead, 0); err != nil {
+			if _, err := x.G(0, dead); err != nil {
 				return fmt.Errorf("read from PE %d failed as expected: %w", dead, err)
 			}
 		}

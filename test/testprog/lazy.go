@@ -46,16 +46,16 @@ func ringConns(ctx context.Context, w *shmem.World) error {
 		if err := w.Fence(); err != nil {
 			return err
 		}
-		if err := s.Put(right, 8, data); err != nil {
+		if err := s.Put(8, data, right); err != nil {
 			return err
 		}
 		if err := w.Fence(); err != nil {
 			return err
 		}
-		if err := s.P(right, 0, 1); err != nil {
+		if err := s.P(0, 1, right); err != nil {
 			return err
 		}
-		if _, err := s.G(left, elems+7); err != nil {
+		if _, err := s.G(elems+7, left); err != nil {
 			return err
 		}
 		if err := shmem.WaitUntil(ctx, s, 0, shmem.CmpEQ, 1); err != nil {
@@ -98,14 +98,14 @@ func evictCycle(ctx context.Context, w *shmem.World) error {
 		for k := 1; k < n; k++ {
 			q := (me + k) % n
 			for v := r*100 - 9; v <= r*100; v++ { // ten puts to one word: the last must win
-				if err := s.P(q, me, v); err != nil {
+				if err := s.P(me, v, q); err != nil {
 					return err
 				}
 			}
 			if err := w.Quiet(); err != nil {
 				return err
 			}
-			if got, err := s.G(q, me); err != nil {
+			if got, err := s.G(me, q); err != nil {
 				return err
 			} else if got != r*100 {
 				return fmt.Errorf("round %d: PE %d holds %d from this PE, want %d", r, q, got, r*100)

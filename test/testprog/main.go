@@ -79,7 +79,7 @@ func api(ctx context.Context, w *shmem.World) error {
 	if err := w.BarrierAll(ctx); err != nil {
 		return err
 	}
-	if err := dst.Put(right, 1, data); err != nil {
+	if err := dst.Put(1, data, right); err != nil {
 		return err
 	}
 	if err := w.BarrierAll(ctx); err != nil {
@@ -87,7 +87,7 @@ func api(ctx context.Context, w *shmem.World) error {
 	}
 	// Check what the left neighbour sent by reading it back from our own heap and from theirs.
 	got := make([]int32, length)
-	if err := dst.Get(right, 1, got); err != nil {
+	if err := dst.Get(1, got, right); err != nil {
 		return err
 	}
 	for i := range got {
@@ -103,10 +103,10 @@ func api(ctx context.Context, w *shmem.World) error {
 		return err
 	}
 	// P/G single elements and the NBI forms.
-	if err := dst.P(right, 0, int32(1000+me)); err != nil {
+	if err := dst.P(0, int32(1000+me), right); err != nil {
 		return err
 	}
-	if err := dst.PutNBI(right, length+1, []int32{int32(2000 + me)}); err != nil {
+	if err := dst.PutNBI(length+1, []int32{int32(2000 + me)}, right); err != nil {
 		return err
 	}
 	if err := w.Quiet(); err != nil {
@@ -115,11 +115,11 @@ func api(ctx context.Context, w *shmem.World) error {
 	if err := w.BarrierAll(ctx); err != nil {
 		return err
 	}
-	if v, err := dst.G(me, 0); err != nil || v != int32(1000+left) {
+	if v, err := dst.G(0, me); err != nil || v != int32(1000+left) {
 		return fmt.Errorf("G: %d, %v; want %d", v, err, 1000+left)
 	}
 	nb := make([]int32, 1)
-	if err := dst.GetNBI(me, length+1, nb); err != nil {
+	if err := dst.GetNBI(length+1, nb, me); err != nil {
 		return err
 	}
 	if err := w.Quiet(); err != nil {
@@ -138,7 +138,7 @@ func api(ctx context.Context, w *shmem.World) error {
 	for i := range src {
 		src[i] = float64(me*1000 + i)
 	}
-	if err := str.IPut(right, 1, 2, src, 3, 30); err != nil {
+	if err := str.IPut(1, 2, src, 3, 30, right); err != nil {
 		return err
 	}
 	if err := w.BarrierAll(ctx); err != nil {
@@ -153,7 +153,7 @@ func api(ctx context.Context, w *shmem.World) error {
 		}
 	}
 	back := make([]float64, 60)
-	if err := str.IGet(right, 1, 2, back, 2, 30); err != nil {
+	if err := str.IGet(1, 2, back, 2, 30, right); err != nil {
 		return err
 	}
 	for k := 0; k < 30; k++ {
@@ -240,7 +240,7 @@ func api(ctx context.Context, w *shmem.World) error {
 	if err != nil {
 		return err
 	}
-	if err := flags.P(right, me, 1); err != nil {
+	if err := flags.P(me, 1, right); err != nil {
 		return err
 	}
 	if idx, err := shmem.WaitUntilAny(ctx, flags, nil, shmem.CmpEQ, 1); err != nil || idx != left {
@@ -253,7 +253,7 @@ func api(ctx context.Context, w *shmem.World) error {
 		return err
 	}
 	for pe := 0; pe < n; pe++ {
-		if err := flags.P(pe, me, 1); err != nil {
+		if err := flags.P(me, 1, pe); err != nil {
 			return err
 		}
 	}
@@ -287,7 +287,7 @@ func api(ctx context.Context, w *shmem.World) error {
 	}
 	if p != nil {
 		p[me] = 5 // our slot in the right neighbour's copy; only we write it
-		if v, err := flags.G(right, me); err != nil || v != 5 {
+		if v, err := flags.G(me, right); err != nil || v != 5 {
 			return fmt.Errorf("a store through Ptr(%d) is not seen by G: %d, %v", right, v, err)
 		}
 	}
@@ -428,13 +428,13 @@ func badInput(ctx context.Context, w *shmem.World) error {
 		return nil
 	}
 	checks := []error{
-		want(x.Put(n, 0, []int64{1}), shmem.ErrPERange, "Put", fmt.Sprint(n)),
-		want(x.Put(-1, 0, []int64{1}), shmem.ErrPERange, "Put", "-1"),
-		want(x.Put(0, 3, []int64{1, 2}), shmem.ErrBounds, "Put", "[3, 5)", "4-element"),
-		want(x.Get(0, -1, make([]int64, 1)), shmem.ErrBounds, "Get", "-1"),
-		want(x.P(0, 4, 1), shmem.ErrBounds, "P", "[4, 5)"),
-		want(x.IPut(0, 0, 2, make([]int64, 10), 1, 3), shmem.ErrBounds, "IPut"),
-		want(x.IPut(0, 0, 1, make([]int64, 10), 1, -3), shmem.ErrBadArgument, "IPut", "-3"),
+		want(x.Put(0, []int64{1}, n), shmem.ErrPERange, "Put", fmt.Sprint(n)),
+		want(x.Put(0, []int64{1}, -1), shmem.ErrPERange, "Put", "-1"),
+		want(x.Put(3, []int64{1, 2}, 0), shmem.ErrBounds, "Put", "[3, 5)", "4-element"),
+		want(x.Get(-1, make([]int64, 1), 0), shmem.ErrBounds, "Get", "-1"),
+		want(x.P(4, 1, 0), shmem.ErrBounds, "P", "[4, 5)"),
+		want(x.IPut(0, 2, make([]int64, 10), 1, 3, 0), shmem.ErrBounds, "IPut"),
+		want(x.IPut(0, 1, make([]int64, 10), 1, -3, 0), shmem.ErrBadArgument, "IPut", "-3"),
 		want(shmem.AtomicAdd(x, 9, 1, 0), shmem.ErrBounds, "AtomicAdd", "[9, 10)"),
 		want(shmem.PutSignal(x, 0, []int64{1}, shmem.Sym[uint64]{}, 0, 1, shmem.SignalSet, 0), shmem.ErrNotSymmetric, "PutSignal", "signal"),
 	}

@@ -73,15 +73,15 @@ func stale(ctx context.Context, w *shmem.World) error {
 	pe := fmt.Sprintf("on PE %d", me)
 	what := "Alloc of 64 bytes at heap offset"
 	checks := []error{
-		expect(x.Put(peer, 0, []int64{-1}), shmem.ErrFreed, "Put", pe, what, "Free"),
-		expect(x.PutNBI(peer, 0, []int64{-1}), shmem.ErrFreed, "PutNBI", pe, what),
-		expect(x.Get(peer, 0, make([]int64, 1)), shmem.ErrFreed, "Get", pe, what),
-		expect(x.P(peer, 1, -1), shmem.ErrFreed, "P", pe, what),
-		expect(func() error { _, err := x.G(peer, 0); return err }(), shmem.ErrFreed, "G", pe, what),
+		expect(x.Put(0, []int64{-1}, peer), shmem.ErrFreed, "Put", pe, what, "Free"),
+		expect(x.PutNBI(0, []int64{-1}, peer), shmem.ErrFreed, "PutNBI", pe, what),
+		expect(x.Get(0, make([]int64, 1), peer), shmem.ErrFreed, "Get", pe, what),
+		expect(x.P(1, -1, peer), shmem.ErrFreed, "P", pe, what),
+		expect(func() error { _, err := x.G(0, peer); return err }(), shmem.ErrFreed, "G", pe, what),
 		expect(func() error { _, err := shmem.AtomicFetchAdd(x, 2, 1, peer); return err }(), shmem.ErrFreed, "AtomicFetchAdd", pe, what),
 		expect(shmem.AtomicSet(x, 3, 5, me), shmem.ErrFreed, "AtomicSet", pe, what),
 		expect(shmem.PutSignal(x, 0, []int64{-1}, sig, 0, 1, shmem.SignalSet, peer), shmem.ErrFreed, "PutSignal", pe, what),
-		expect(x.IPut(peer, 0, 1, []int64{-1, -1}, 1, 2), shmem.ErrFreed, "IPut", pe, what),
+		expect(x.IPut(0, 1, []int64{-1, -1}, 1, 2, peer), shmem.ErrFreed, "IPut", pe, what),
 		expect(func() error { _, err := x.Slice(0, 1); return err }(), shmem.ErrFreed, "Slice", pe, what),
 		expect(func() error { _, err := shmem.Test(x, 0, shmem.CmpEQ, 0); return err }(), shmem.ErrFreed, "Test", pe, what),
 		expect(w.Free(x.Mem()), shmem.ErrFreed, "Free", pe, what),
@@ -155,13 +155,13 @@ func finalizeRace(ctx context.Context, w *shmem.World) error {
 				var err error
 				switch (i + g) % 4 {
 				case 0:
-					err = x.Put(pe, 0, buf)
+					err = x.Put(0, buf, pe)
 				case 1:
-					err = x.Get(pe, 0, buf)
+					err = x.Get(0, buf, pe)
 				case 2:
 					_, err = shmem.AtomicFetchAdd(x, i%x.Len(), 1, pe)
 				case 3:
-					err = x.P(pe, i%x.Len(), int64(i))
+					err = x.P(i%x.Len(), int64(i), pe)
 				}
 				if i == 100 {
 					started.Done()
@@ -291,9 +291,9 @@ func killRMA(ctx context.Context, w *shmem.World) error {
 		case 0:
 			_, err = shmem.AtomicFetchAdd(x, 0, 1, dead)
 		case 1:
-			err = x.Put(dead, 1, []int64{int64(i)})
+			err = x.Put(1, []int64{int64(i)}, dead)
 		case 2:
-			_, err = x.G(dead, 1)
+			_, err = x.G(1, dead)
 		}
 		if err == nil {
 			continue

@@ -698,7 +698,7 @@ func benchPPingPong(b *benchEnv) error {
 	other := b.peer - b.me
 	per, err := pingPong(b, func(i int64, first bool) error {
 		if first {
-			if err := flag.P(other, 0, i); err != nil {
+			if err := flag.P(0, i, other); err != nil {
 				return err
 			}
 			return shmem.WaitUntil(b.ctx, flag, 0, shmem.CmpEQ, i)
@@ -706,7 +706,7 @@ func benchPPingPong(b *benchEnv) error {
 		if err := shmem.WaitUntil(b.ctx, flag, 0, shmem.CmpEQ, i); err != nil {
 			return err
 		}
-		return flag.P(other, 0, i)
+		return flag.P(0, i, other)
 	})
 	if err != nil {
 		return err
@@ -768,9 +768,9 @@ func benchBandwidth(b *benchEnv, test string) error {
 		}
 		move := func() error {
 			if test == "put_bw" {
-				return buf.PutNBI(b.peer, 0, src[:size])
+				return buf.PutNBI(0, src[:size], b.peer)
 			}
-			return buf.GetNBI(b.peer, 0, src[:size])
+			return buf.GetNBI(0, src[:size], b.peer)
 		}
 		if err := move(); err != nil {
 			return err

@@ -274,7 +274,7 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrou
 		for i := range ones {
 			ones[i] = 1
 		}
-		if err := fsrc.Put(w.MyPE(), 0, ones); err != nil {
+		if err := fsrc.Put(0, ones, w.MyPE()); err != nil {
 			return err
 		}
 		if st, err = w.NewStream(); err != nil {
@@ -383,13 +383,13 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrou
 					}
 				}
 				el := []float64{time.Since(t0).Seconds() / float64(it)}
-				if err := times.Put(w.MyPE(), 0, el); err != nil {
+				if err := times.Put(0, el, w.MyPE()); err != nil {
 					return err
 				}
 				if err := shmem.AllReduce(ctx, team, tmax, times, shmem.OpMax); err != nil {
 					return err
 				}
-				if err := tmax.Get(w.MyPE(), 0, el); err != nil {
+				if err := tmax.Get(0, el, w.MyPE()); err != nil {
 					return err
 				}
 				rounds = append(rounds, el[0])

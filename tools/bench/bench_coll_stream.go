@@ -175,13 +175,13 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 				return fmt.Errorf("%s: %w", r.test, err)
 			}
 			el := []float64{d.Seconds() / float64(r.per)}
-			if err := times.Put(w.MyPE(), 0, el); err != nil {
+			if err := times.Put(0, el, w.MyPE()); err != nil {
 				return err
 			}
 			if err := shmem.AllReduce(ctx, team, tmax, times, shmem.OpMax); err != nil {
 				return err
 			}
-			if err := tmax.Get(w.MyPE(), 0, el); err != nil {
+			if err := tmax.Get(0, el, w.MyPE()); err != nil {
 				return err
 			}
 			rounds = append(rounds, el[0])

@@ -246,13 +246,13 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds int, se
 	flag, _ := words.Slice(0, 1)
 	sig, _ := words.Slice(8, 1)
 	target, _ := words.Slice(16, 1)
-	outv := func(i int) (uint64, error) { return out.G(me, i) }
+	outv := func(i int) (uint64, error) { return out.G(i, me) }
 	reset := func(s shmem.Sym[uint64]) error {
 		// Nobody may still be working on the word when it is reset.
 		if err := w.BarrierAll(ctx); err != nil {
 			return err
 		}
-		if err := s.P(me, 0, 0); err != nil {
+		if err := s.P(0, 0, me); err != nil {
 			return err
 		}
 		return w.BarrierAll(ctx)

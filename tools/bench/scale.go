@@ -193,17 +193,17 @@ func scaleBody(ctx context.Context, w *shmem.World, pattern string, stdout io.Wr
 	switch pattern {
 	case "ring":
 		if n > 1 {
-			if err := word.P(right, 0, int64(me)); err != nil {
+			if err := word.P(0, int64(me), right); err != nil {
 				return err
 			}
-			if _, err := word.G(left, 0); err != nil {
+			if _, err := word.G(0, left); err != nil {
 				return err
 			}
 		}
 	case "all":
 		for pe := 0; pe < n; pe++ {
 			if pe != me {
-				if err := word.P(pe, 0, int64(me)); err != nil {
+				if err := word.P(0, int64(me), pe); err != nil {
 					return err
 				}
 			}
@@ -226,7 +226,7 @@ func scaleBody(ctx context.Context, w *shmem.World, pattern string, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	if err := gather.Put(0, me*scaleRecordBytes, rec); err != nil {
+	if err := gather.Put(me*scaleRecordBytes, rec, 0); err != nil {
 		return err
 	}
 	if err := w.Quiet(); err != nil {

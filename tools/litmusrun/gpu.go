@@ -173,11 +173,11 @@ func runPEGPU(ctx context.Context, w *shmem.World, mod *shmem.Module, t *memmode
 	}
 	defer w.Free(p.memOut.Mem())
 	if len(mine) > 0 {
-		if err := p.prog.Put(me, 0, packProgram(mine)); err != nil {
+		if err := p.prog.Put(0, packProgram(mine), me); err != nil {
 			return err
 		}
 	}
-	if err := p.init.Put(me, 0, initv); err != nil {
+	if err := p.init.Put(0, initv, me); err != nil {
 		return err
 	}
 	p.n, p.ninit = uint32(len(mine)), uint32(len(initv)/2)
@@ -241,12 +241,12 @@ func (p *gpuPE) batch(ctx context.Context) error {
 	mem := make([][]uint64, w.NPEs())
 	for q := range regs {
 		regs[q] = make([]uint64, n*g.nregs)
-		if err := p.regsOut.Get(q, 0, regs[q]); err != nil {
+		if err := p.regsOut.Get(0, regs[q], q); err != nil {
 			return err
 		}
 		mem[q] = make([]uint64, n*nv)
 		if nv > 0 {
-			if err := p.memOut.Get(q, 0, mem[q]); err != nil {
+			if err := p.memOut.Get(0, mem[q], q); err != nil {
 				return err
 			}
 		}

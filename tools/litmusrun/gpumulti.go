@@ -92,7 +92,7 @@ func runPEGPUMulti(ctx context.Context, w *shmem.World, mod *shmem.Module, t *me
 	}
 	defer w.Free(p.done.Mem())
 	if len(mine) > 0 {
-		if err := p.prog.Put(me, 0, mine); err != nil {
+		if err := p.prog.Put(0, mine, me); err != nil {
 			return err
 		}
 	}
@@ -150,13 +150,13 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 	if err := w.BarrierAll(ctx); err != nil {
 		return err
 	}
-	if err := p.vars.Put(me, 0, p.image); err != nil {
+	if err := p.vars.Put(0, p.image, me); err != nil {
 		return err
 	}
-	if err := p.done.Put(me, 0, []uint64{0}); err != nil {
+	if err := p.done.Put(0, []uint64{0}, me); err != nil {
 		return err
 	}
-	if err := p.mapping.Put(me, 0, perm); err != nil {
+	if err := p.mapping.Put(0, perm, me); err != nil {
 		return err
 	}
 	if err := w.BarrierAll(ctx); err != nil { // every PE is reset
@@ -182,11 +182,11 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 	mem := make([][]uint64, w.NPEs())
 	for q := range regs {
 		regs[q] = make([]uint64, gpuCopies*g.nregs)
-		if err := p.regsOut.Get(q, 0, regs[q]); err != nil {
+		if err := p.regsOut.Get(0, regs[q], q); err != nil {
 			return err
 		}
 		mem[q] = make([]uint64, words*gpuCopies)
-		if err := p.vars.Get(q, 0, mem[q]); err != nil {
+		if err := p.vars.Get(0, mem[q], q); err != nil {
 			return err
 		}
 	}

@@ -417,7 +417,7 @@ func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, erro
 	if w.MyPE() == 0 {
 		at := time.Now().UnixNano() + int64(startAfter)
 		for q := 0; q < w.NPEs(); q++ {
-			if err := p.start.P(q, 0, at); err != nil {
+			if err := p.start.P(0, at, q); err != nil {
 				return nil, err
 			}
 		}
@@ -849,7 +849,7 @@ func (p *pe) report() error {
 			} else {
 				v = p.data.Local()[p.di(p.l.data[p.l.loc[i].Var])]
 			}
-			if err := p.res.P(0, c*n+i, v); err != nil {
+			if err := p.res.P(c*n+i, v, 0); err != nil {
 				return err
 			}
 		}
@@ -1044,19 +1044,19 @@ func ctxExec[T word](p *pe, c *shmem.Ctx, in memmodel.Instr, s shmem.Sym[T], i i
 	case memmodel.OpSt, memmodel.OpLd, memmodel.OpWait:
 		return false, nil
 	case memmodel.OpPut:
-		return true, shmem.CtxP(c, s, q, i, to(in.Val))
+		return true, shmem.CtxP(c, s, i, to(in.Val), q)
 	case memmodel.OpPutNBI:
 		if in.Src.Var != "" {
 			b := p.di(p.l.data[in.Src.Var])
-			return true, shmem.CtxPutNBI(c, s, q, i, s.Local()[b:b+1])
+			return true, shmem.CtxPutNBI(c, s, i, s.Local()[b:b+1], q)
 		}
-		return true, shmem.CtxPutNBI(c, s, q, i, []T{to(in.Val)})
+		return true, shmem.CtxPutNBI(c, s, i, []T{to(in.Val)}, q)
 	case memmodel.OpGet:
 		if in.Dst.Var != "" {
 			d := p.di(p.l.data[in.Dst.Var])
-			return true, shmem.CtxGet(c, s, q, i, s.Local()[d:d+1])
+			return true, shmem.CtxGet(c, s, i, s.Local()[d:d+1], q)
 		}
-		v, err = shmem.CtxG(c, s, q, i)
+		v, err = shmem.CtxG(c, s, i, q)
 	case memmodel.OpFetch:
 		v, err = shmem.CtxAtomicFetch(c, s, i, q)
 	case memmodel.OpSwap:
@@ -1142,27 +1142,27 @@ func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T
 		p.regs[in.Reg] = from(s.Local()[i])
 		return nil
 	case memmodel.OpPut:
-		return s.P(q, i, to(in.Val))
+		return s.P(i, to(in.Val), q)
 	case memmodel.OpPutNBI:
 		if in.Src.Var != "" { // from the PE's own source buffer
 			b := p.di(p.l.data[in.Src.Var])
-			return s.PutNBI(q, i, s.Local()[b:b+1])
+			return s.PutNBI(i, s.Local()[b:b+1], q)
 		}
-		return s.PutNBI(q, i, []T{to(in.Val)})
+		return s.PutNBI(i, []T{to(in.Val)}, q)
 	case memmodel.OpGet:
 		if in.Dst.Var != "" { // into the PE's own destination
 			d := p.di(p.l.data[in.Dst.Var])
-			return s.Get(q, i, s.Local()[d:d+1])
+			return s.Get(i, s.Local()[d:d+1], q)
 		}
-		v, err = s.G(q, i)
+		v, err = s.G(i, q)
 	case memmodel.OpGetNBI:
 		if in.Dst.Var != "" {
 			d := p.di(p.l.data[in.Dst.Var])
-			return s.GetNBI(q, i, s.Local()[d:d+1])
+			return s.GetNBI(i, s.Local()[d:d+1], q)
 		}
 		buf := make([]T, 1)
 		p.after[in.Reg] = func() int64 { return from(buf[0]) }
-		return s.GetNBI(q, i, buf)
+		return s.GetNBI(i, buf, q)
 	case memmodel.OpFAdd:
 		v, err = shmem.AtomicFetchAdd(s, i, to(in.Val), q)
 	case memmodel.OpSwap:
