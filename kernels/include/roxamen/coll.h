@@ -185,8 +185,8 @@ ROXI_FN int roxi_coll_team(roxshmem_team_t team, struct roxi_team *tm, int g)
  * resets the counter and moves the generation on) with device-scope acquire-release atomics: what
  * any block wrote before is visible to every block after, and reaches the members through the
  * leader's system-scope release in its next round (release is cumulative). The blocks of a launch
- * are co-resident (the host launches no more than the GPU runs at once), so the spin ends when
- * the slowest block arrives. */
+ * are co-resident (the host launches at most half the SMs it may use), so the spin ends when the
+ * slowest block arrives. */
 ROXA_FN void roxi_tsync(const struct roxi_team *tm, int g)
 {
 	roxi_gsync(g);
@@ -199,10 +199,15 @@ ROXA_FN void roxi_tsync(const struct roxi_team *tm, int g)
 			roxa_st_release_agent_u64(cnt, 0);
 			roxa_st_release_agent_u64(gen, g0 + 1);
 		} else {
+			/* a block that never comes (not resident: more blocks than the GPU runs at once)
+			 * ends with the job's abort word rather than hanging */
 			uint32_t spins = 0;
-			while (roxa_ld_acquire_agent_u64(gen) == g0)
-				if (++spins > 64)
+			while (roxa_ld_acquire_agent_u64(gen) == g0) {
+				if ((++spins & 1023) == 0 && roxi_must_abort(ROXSHMEM_CALL_COLL, roxshmem_state.my_pe, 0))
+					break;
+				if (spins > 64)
 					roxa_pause();
+			}
 		}
 	}
 	roxa_sync_block();
