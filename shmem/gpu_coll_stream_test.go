@@ -31,7 +31,7 @@ func TestGPUStreamColl(t *testing.T) {
 		t.Run(ord, func(t *testing.T) {
 			start := time.Now()
 			s := testjob.Workers{NPEs: 2, Worker: "TestGPUStreamCollWorker", Marker: "ROX_GPU_STREAM_WORKER",
-				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord}, Timeout: 3 * time.Minute}.Run(t)
+				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord, "ROX_COLL_CE_THRESHOLD=4M"}, Timeout: 3 * time.Minute}.Run(t)
 			t.Logf("job took %v", time.Since(start))
 			t.Log(s)
 		})
