@@ -5,53 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/roxamen/roxamen/internal/testkit"
 )
-
-// f32Specials and f64Specials are the bit patterns where a vector loop is likeliest to part from
-// the scalar one: signed zeros, denormals, the largest finite values, infinities, quiet and
-// signalling NaNs of either sign and with distinct payloads (so that which operand's NaN survives
-// an add of two NaNs shows in the bits), and rounding ties to bf16 (odd and even).
-var f32Specials = []uint32{
-	0, 0x80000000, 1, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000,
-	0x7fc00000, 0xffc00001, 0x7f800001, 0xff812345, 0x7fd0beef, 0x3f800000, 0x7f7f8000,
-	0x3f808000, 0x3f818000, 0x3f808001, 0xbf80ffff, 0x477fe000, 0x33800000,
-}
-
-var f64Specials = []uint64{
-	0, 1 << 63, 1, 0x800fffffffffffff, 0x0010000000000000, 0x7fefffffffffffff, 0xffefffffffffffff,
-	0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000, 0xfff8000000000001,
-	0x7ff0000000000001, 0xfff0000012345678, 0x7ffabcdef0123456, 0x3ff0000000000000,
-}
-
-func randBits32(rng *rand.Rand, n int) []uint32 {
-	b := make([]uint32, n)
-	for i := range b {
-		switch rng.IntN(4) {
-		case 0:
-			b[i] = f32Specials[rng.IntN(len(f32Specials))]
-		case 1:
-			b[i] = rng.Uint32()
-		default:
-			b[i] = math.Float32bits(float32(rng.NormFloat64()))
-		}
-	}
-	return b
-}
-
-func randBits64(rng *rand.Rand, n int) []uint64 {
-	b := make([]uint64, n)
-	for i := range b {
-		switch rng.IntN(4) {
-		case 0:
-			b[i] = f64Specials[rng.IntN(len(f64Specials))]
-		case 1:
-			b[i] = rng.Uint64()
-		default:
-			b[i] = math.Float64bits(rng.NormFloat64())
-		}
-	}
-	return b
-}
 
 func f32s(b []uint32) []float32 {
 	f := make([]float32, len(b))
@@ -103,8 +59,8 @@ func testReduceLoops(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 31))
 	for _, n := range []int{0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 31, 32, 33, 63, 64, 65, 127, 1001, 4096 + 3} {
 		for _, off := range []int{0, 1, 3} {
-			a32, x32 := randBits32(rng, n+off)[off:], randBits32(rng, n+off)[off:]
-			a64, x64 := randBits64(rng, n+off)[off:], randBits64(rng, n+off)[off:]
+			a32, x32 := testkit.Bits32(rng, n+off)[off:], testkit.Bits32(rng, n+off)[off:]
+			a64, x64 := testkit.Bits64(rng, n+off)[off:], testkit.Bits64(rng, n+off)[off:]
 			if n > 0 { // both NaN, different payloads, on a vector lane and on the tail
 				a32[0], x32[0] = 0x7fc00001, 0xffc00002
 				a32[n-1], x32[n-1] = 0xff800003, 0x7f800004
@@ -223,10 +179,10 @@ func testBF16Loops(t *testing.T) {
 	}
 	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 63, 129, 1024} {
 		for rep := 0; rep < 4; rep++ {
-			x, acc0 := f32s(randBits32(rng, n)), f32s(randBits32(rng, n))
+			x, acc0 := f32s(testkit.Bits32(rng, n)), f32s(testkit.Bits32(rng, n))
 			w := float32(rng.Float64())
 			if rep == 3 {
-				w = math.Float32frombits(f32Specials[rng.IntN(len(f32Specials))])
+				w = math.Float32frombits(testkit.F32Specials[rng.IntN(len(testkit.F32Specials))])
 			}
 			xb := make([]uint16, n)
 			for j, v := range x {

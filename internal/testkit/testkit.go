@@ -1,7 +1,8 @@
 // Package testkit is what the tests of every layer share, on the standard library alone (so that
 // the lowest packages' tests can use it): the gates that turn a skip into a failure on the
 // machines that must have a GPU, a library or a header (ROX_TEST_GPU, ROX_TEST_KFD,
-// ROX_TEST_PMIX), and a buffer that collects output written from several goroutines. Jobs of
+// ROX_TEST_PMIX), a buffer that collects output written from several goroutines, and the float
+// bit patterns the vector loops are held to the scalar ones with. Jobs of
 // several PEs are in testkit/testjob.
 package testkit
 
