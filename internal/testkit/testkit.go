@@ -3,7 +3,7 @@
 // machines that must have a GPU, a library or a header (ROX_TEST_GPU, ROX_TEST_KFD,
 // ROX_TEST_PMIX), a buffer that collects output written from several goroutines, and the float
 // bit patterns the vector loops are held to the scalar ones with. Jobs of
-// several PEs are in testkit/testjob.
+// several PEs are in tools/testjob (it starts them through the launcher).
 package testkit
 
 import (
