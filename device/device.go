@@ -14,6 +14,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"github.com/roxamen/roxamen/internal/errs"
 	"time"
 )
 
@@ -34,41 +35,13 @@ var (
 	ErrClosed = errors.New("device: closed")
 )
 
-// Error is a failed driver call. Every driver returns its errors as *Error so that callers see
-// which call failed and with what; errors.Is matches both the cause (a native status such as
-// cuda.Result(1), an OS error) and the sentinel Kind (ErrInvalid, ErrNoDevice, ...).
-type Error struct {
-	Op   string // the call that failed: "cuMemAlloc_v2", "host.Import"
-	Arg  string // the offending values, "size=0"; may be empty
-	Err  error  // the cause; may be nil
-	Kind error  // a sentinel from this package that also matches; may be nil
-}
-
-func (e *Error) Error() string {
-	s := e.Op
-	if e.Arg != "" {
-		s += "(" + e.Arg + ")"
-	}
-	switch {
-	case e.Err != nil:
-		s += ": " + e.Err.Error()
-	case e.Kind != nil:
-		s += ": " + e.Kind.Error()
-	}
-	return s
-}
-
-// Unwrap returns the cause and the sentinel kind.
-func (e *Error) Unwrap() []error {
-	var out []error
-	if e.Err != nil {
-		out = append(out, e.Err)
-	}
-	if e.Kind != nil && e.Kind != e.Err {
-		out = append(out, e.Kind)
-	}
-	return out
-}
+// Error is a failed driver call, in the one shape of every layer's call errors (errs.Error):
+// Call is the call that failed ("cuMemAlloc_v2", "host.Import"), Detail the offending values
+// ("size=0"), Err the cause, Kind a sentinel of this package that also matches; a driver call has
+// no PE (the field stays unused). Every driver returns its errors as *Error, reading
+// "CALL(DETAIL): CAUSE"; errors.Is matches both the cause (a native status such as cuda.Result(1),
+// an OS error) and the sentinel Kind (ErrInvalid, ErrNoDevice, ...).
+type Error = errs.Error[errs.Device]
 
 // CheckArgs verifies that every kernel argument has a type Stream.Launch accepts and returns its
 // size in bytes; op names the calling function in the error.
@@ -81,7 +54,7 @@ func CheckArgs(op string, args []any) ([]int, error) {
 		case int64, uint64, float64, Ptr, uintptr:
 			sizes[i] = 8
 		default:
-			return nil, &Error{Op: op, Arg: fmt.Sprintf("args[%d] of type %T", i, a), Kind: ErrInvalid}
+			return nil, &Error{Call: op, Detail: fmt.Sprintf("args[%d] of type %T", i, a), Kind: ErrInvalid}
 		}
 	}
 	return sizes, nil

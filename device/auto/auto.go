@@ -83,7 +83,7 @@ func explain(name string, err error) string {
 func cause(err error) string {
 	var de *device.Error
 	if errors.As(err, &de) && de.Err != nil {
-		return de.Op + ": " + de.Err.Error()
+		return de.Call + ": " + de.Err.Error()
 	}
 	return err.Error()
 }
@@ -97,7 +97,7 @@ func Pick(want string) (device.Driver, []Probe, error) {
 	}
 	if want != "auto" {
 		if driver(want) == nil {
-			return nil, nil, &device.Error{Op: "choosing a backend", Arg: fmt.Sprintf("ROX_DEVICE=%q: want auto|cuda|hip|host", want), Kind: device.ErrInvalid}
+			return nil, nil, &device.Error{Call: "choosing a backend", Detail: fmt.Sprintf("ROX_DEVICE=%q: want auto|cuda|hip|host", want), Kind: device.ErrInvalid}
 		}
 		drv, p, err := probe(want)
 		if err != nil {
@@ -113,7 +113,7 @@ func Pick(want string) (device.Driver, []Probe, error) {
 			return drv, probes, nil
 		}
 	}
-	return nil, probes, &device.Error{Op: "choosing a backend", Arg: "ROX_DEVICE=auto: no driver has a device", Kind: device.ErrNoDevice}
+	return nil, probes, &device.Error{Call: "choosing a backend", Detail: "ROX_DEVICE=auto: no driver has a device", Kind: device.ErrNoDevice}
 }
 
 // FromEnv is Pick(ROX_DEVICE).

@@ -53,7 +53,7 @@ func (Driver) Count() (int, error) { return Devices, nil }
 // Open opens host device ordinal.
 func (Driver) Open(ordinal int) (device.Device, error) {
 	if ordinal < 0 || ordinal >= Devices {
-		return nil, &device.Error{Op: "host.Open", Arg: fmt.Sprintf("ordinal=%d, have %d", ordinal, Devices), Kind: device.ErrNoDevice}
+		return nil, &device.Error{Call: "host.Open", Detail: fmt.Sprintf("ordinal=%d, have %d", ordinal, Devices), Kind: device.ErrNoDevice}
 	}
 	var si unix.Sysinfo_t
 	var mem uint64
@@ -101,7 +101,7 @@ var _ device.Device = (*hostDevice)(nil)
 func (d *hostDevice) Info() device.Info { return d.info }
 
 func (d *hostDevice) errClosed(op string) error {
-	return &device.Error{Op: op, Arg: fmt.Sprintf("device %d", d.info.Ordinal), Kind: device.ErrClosed}
+	return &device.Error{Call: op, Detail: fmt.Sprintf("device %d", d.info.Ordinal), Kind: device.ErrClosed}
 }
 
 func (d *hostDevice) track(op string, m *mapping) error {
@@ -128,7 +128,7 @@ func (d *hostDevice) untrack(op string, p device.Ptr, k kind) (*mapping, error) 
 		if m != nil {
 			what = "is " + m.kind.String()
 		}
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("ptr=%#x: %s", uintptr(p), what), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("ptr=%#x: %s", uintptr(p), what), Kind: device.ErrInvalid}
 	}
 	delete(d.maps, p)
 	removeMapping(m)
@@ -168,14 +168,14 @@ func (d *hostDevice) Retire(p device.Ptr) error {
 		err = unix.Close(m.fd)
 	}
 	if err != nil {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("ptr=%#x", uintptr(p)), Err: err}
+		return &device.Error{Call: op, Detail: fmt.Sprintf("ptr=%#x", uintptr(p)), Err: err}
 	}
 	return nil
 }
 
 func checkSize(op string, size int) error {
 	if size <= 0 {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("size=%d", size), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: fmt.Sprintf("size=%d", size), Kind: device.ErrInvalid}
 	}
 	return nil
 }
@@ -187,16 +187,16 @@ func (d *hostDevice) Alloc(size int) (device.Ptr, error) {
 	}
 	fd, err := unix.MemfdCreate("roxamen-device", unix.MFD_CLOEXEC)
 	if err != nil {
-		return 0, &device.Error{Op: op, Arg: fmt.Sprintf("size=%d: memfd_create", size), Err: err}
+		return 0, &device.Error{Call: op, Detail: fmt.Sprintf("size=%d: memfd_create", size), Err: err}
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		unix.Close(fd)
-		return 0, &device.Error{Op: op, Arg: fmt.Sprintf("size=%d: ftruncate", size), Err: err}
+		return 0, &device.Error{Call: op, Detail: fmt.Sprintf("size=%d: ftruncate", size), Err: err}
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Close(fd)
-		return 0, &device.Error{Op: op, Arg: fmt.Sprintf("size=%d: mmap", size), Err: err}
+		return 0, &device.Error{Call: op, Detail: fmt.Sprintf("size=%d: mmap", size), Err: err}
 	}
 	m := &mapping{base: addr(mem), mem: mem, fd: fd, kind: kindDevice, dev: d}
 	if err := d.track(op, m); err != nil {
@@ -212,7 +212,7 @@ func (d *hostDevice) Free(p device.Ptr) error {
 		return err
 	}
 	if err := release(m); err != nil {
-		return &device.Error{Op: "host.Free", Arg: fmt.Sprintf("ptr=%#x", uintptr(p)), Err: err}
+		return &device.Error{Call: "host.Free", Detail: fmt.Sprintf("ptr=%#x", uintptr(p)), Err: err}
 	}
 	return nil
 }
@@ -220,7 +220,7 @@ func (d *hostDevice) Free(p device.Ptr) error {
 func anon(op string, size int) ([]byte, error) {
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("size=%d: mmap", size), Err: err}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("size=%d: mmap", size), Err: err}
 	}
 	return mem, nil
 }
@@ -248,7 +248,7 @@ func (d *hostDevice) FreeHost(b device.HostBuffer) error {
 		return err
 	}
 	if err := release(m); err != nil {
-		return &device.Error{Op: "host.FreeHost", Arg: fmt.Sprintf("ptr=%#x", uintptr(b.Dev)), Err: err}
+		return &device.Error{Call: "host.FreeHost", Detail: fmt.Sprintf("ptr=%#x", uintptr(b.Dev)), Err: err}
 	}
 	return nil
 }
@@ -358,7 +358,7 @@ func (d *hostDevice) EnablePeerAccess(peer device.Info) error {
 		return err
 	}
 	if peer.Driver != "host" {
-		return &device.Error{Op: "host.EnablePeerAccess", Arg: fmt.Sprintf("peer driver %q", peer.Driver), Kind: device.ErrNotSupported}
+		return &device.Error{Call: "host.EnablePeerAccess", Detail: fmt.Sprintf("peer driver %q", peer.Driver), Kind: device.ErrNotSupported}
 	}
 	return nil
 }
@@ -387,7 +387,7 @@ func (d *hostDevice) Close() error {
 	for _, m := range maps {
 		removeMapping(m)
 		if err := release(m); err != nil && first == nil {
-			first = &device.Error{Op: "host.Close", Arg: fmt.Sprintf("ptr=%#x", uintptr(m.base)), Err: err}
+			first = &device.Error{Call: "host.Close", Detail: fmt.Sprintf("ptr=%#x", uintptr(m.base)), Err: err}
 		}
 	}
 	return first

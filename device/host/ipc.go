@@ -35,11 +35,11 @@ func (d *hostDevice) Export(p device.Ptr) ([]byte, error) {
 		if m != nil {
 			what = "is " + m.kind.String() + ", not from Alloc"
 		}
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("ptr=%#x: %s", uintptr(p), what), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("ptr=%#x: %s", uintptr(p), what), Kind: device.ErrInvalid}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(m.fd, &st); err != nil {
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("ptr=%#x: fstat", uintptr(p)), Err: err}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("ptr=%#x: fstat", uintptr(p)), Err: err}
 	}
 	h := make([]byte, HandleSize)
 	copy(h, magic[:])
@@ -57,7 +57,7 @@ func (d *hostDevice) Import(h []byte) (device.Ptr, error) {
 		return 0, err
 	}
 	if len(h) != HandleSize || [8]byte(h[:8]) != magic {
-		return 0, &device.Error{Op: op, Arg: fmt.Sprintf("handle of %d bytes %.8q: not a host export handle", len(h), h), Kind: device.ErrInvalid}
+		return 0, &device.Error{Call: op, Detail: fmt.Sprintf("handle of %d bytes %.8q: not a host export handle", len(h), h), Kind: device.ErrInvalid}
 	}
 	pid := binary.LittleEndian.Uint64(h[8:])
 	fdn := binary.LittleEndian.Uint64(h[16:])
@@ -66,27 +66,27 @@ func (d *hostDevice) Import(h []byte) (device.Ptr, error) {
 	ino := binary.LittleEndian.Uint64(h[40:])
 	desc := fmt.Sprintf("pid=%d fd=%d size=%d", pid, fdn, size)
 	if size == 0 || size > 1<<48 || pid > 1<<31 || fdn > 1<<31 {
-		return 0, &device.Error{Op: op, Arg: desc, Kind: device.ErrInvalid}
+		return 0, &device.Error{Call: op, Detail: desc, Kind: device.ErrInvalid}
 	}
 	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fdn)
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, &device.Error{Op: op, Arg: desc + ": open " + path, Err: err, Kind: device.ErrInvalid}
+		return 0, &device.Error{Call: op, Detail: desc + ": open " + path, Err: err, Kind: device.ErrInvalid}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return 0, &device.Error{Op: op, Arg: desc + ": fstat", Err: err}
+		return 0, &device.Error{Call: op, Detail: desc + ": fstat", Err: err}
 	}
 	if st.Dev != dev || st.Ino != ino || uint64(st.Size) != size {
 		unix.Close(fd)
-		return 0, &device.Error{Op: op, Arg: fmt.Sprintf("%s: %s is inode %d size %d, handle says inode %d (freed or fd reused)",
+		return 0, &device.Error{Call: op, Detail: fmt.Sprintf("%s: %s is inode %d size %d, handle says inode %d (freed or fd reused)",
 			desc, path, st.Ino, st.Size, ino), Kind: device.ErrInvalid}
 	}
 	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	unix.Close(fd) // the mapping keeps the file alive
 	if err != nil {
-		return 0, &device.Error{Op: op, Arg: desc + ": mmap", Err: err}
+		return 0, &device.Error{Call: op, Detail: desc + ": mmap", Err: err}
 	}
 	m := &mapping{base: addr(mem), mem: mem, fd: -1, kind: kindImport, dev: d}
 	if err := d.track(op, m); err != nil {
@@ -102,7 +102,7 @@ func (d *hostDevice) CloseImport(p device.Ptr) error {
 		return err
 	}
 	if err := release(m); err != nil {
-		return &device.Error{Op: "host.CloseImport", Arg: fmt.Sprintf("ptr=%#x", uintptr(p)), Err: err}
+		return &device.Error{Call: "host.CloseImport", Detail: fmt.Sprintf("ptr=%#x", uintptr(p)), Err: err}
 	}
 	return nil
 }

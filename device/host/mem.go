@@ -78,14 +78,14 @@ func find(p device.Ptr, n int) *mapping {
 // mapping of this package.
 func slice(op string, p device.Ptr, n int) ([]byte, error) {
 	if n < 0 {
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("n=%d", n), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("n=%d", n), Kind: device.ErrInvalid}
 	}
 	if n == 0 {
 		return nil, nil
 	}
 	m := find(p, n)
 	if m == nil {
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("ptr=%#x n=%d: not inside any allocation", uintptr(p), n), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("ptr=%#x n=%d: not inside any allocation", uintptr(p), n), Kind: device.ErrInvalid}
 	}
 	off := int(p - m.base)
 	return m.mem[off : off+n : off+n], nil

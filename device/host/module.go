@@ -107,7 +107,7 @@ func (d *hostDevice) LoadModule(image []byte) (device.Module, error) {
 		if len(name) > 64 {
 			name = name[:64] + "..."
 		}
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("module %q: not registered with host.Register", name), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("module %q: not registered with host.Register", name), Kind: device.ErrInvalid}
 	}
 	m := &module{dev: d, name: name, kernels: r.kernels, globals: map[string]global{}}
 	names := make([]string, 0, len(r.globals))
@@ -147,7 +147,7 @@ func (m *module) live(op string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unloaded {
-		return &device.Error{Op: op, Arg: "module " + m.name, Kind: device.ErrClosed}
+		return &device.Error{Call: op, Detail: "module " + m.name, Kind: device.ErrClosed}
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func (m *module) Function(name string) (device.Function, error) {
 	}
 	k, ok := m.kernels[name]
 	if !ok {
-		return nil, &device.Error{Op: op, Arg: fmt.Sprintf("module %q has no kernel %q", m.name, name), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: op, Detail: fmt.Sprintf("module %q has no kernel %q", m.name, name), Kind: device.ErrInvalid}
 	}
 	return &function{mod: m, name: name, k: k}, nil
 }
@@ -171,7 +171,7 @@ func (m *module) Global(name string) (device.Ptr, int, error) {
 	}
 	g, ok := m.globals[name]
 	if !ok {
-		return 0, 0, &device.Error{Op: op, Arg: fmt.Sprintf("module %q has no global %q", m.name, name), Kind: device.ErrInvalid}
+		return 0, 0, &device.Error{Call: op, Detail: fmt.Sprintf("module %q has no global %q", m.name, name), Kind: device.ErrInvalid}
 	}
 	return g.ptr, g.size, nil
 }
@@ -199,7 +199,7 @@ func (m *module) Unload() error {
 			return err
 		}
 		if err := release(mm); err != nil {
-			return &device.Error{Op: op, Arg: "module " + m.name, Err: err}
+			return &device.Error{Call: op, Detail: "module " + m.name, Err: err}
 		}
 	}
 	return nil
@@ -235,7 +235,7 @@ func (f *function) run(grid, block device.Dim3, shared int, args []any) error {
 					if err != nil {
 						mu.Lock()
 						if first == nil {
-							first = &device.Error{Op: "host kernel " + f.name, Arg: fmt.Sprintf("block %v", l.BlockIdx), Err: err}
+							first = &device.Error{Call: "host kernel " + f.name, Detail: fmt.Sprintf("block %v", l.BlockIdx), Err: err}
 						}
 						mu.Unlock()
 					}

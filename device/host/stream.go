@@ -75,9 +75,9 @@ func safely(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if e, ok := r.(error); ok {
-				err = &device.Error{Op: "host stream", Arg: "panic", Err: e}
+				err = &device.Error{Call: "host stream", Detail: "panic", Err: e}
 			} else {
-				err = &device.Error{Op: "host stream", Arg: fmt.Sprintf("panic: %v", r)}
+				err = &device.Error{Call: "host stream", Detail: fmt.Sprintf("panic: %v", r)}
 			}
 		}
 	}()
@@ -88,7 +88,7 @@ func (s *stream) enqueue(name string, o op) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.destroyed {
-		return &device.Error{Op: name, Kind: device.ErrClosed}
+		return &device.Error{Call: name, Kind: device.ErrClosed}
 	}
 	if s.err != nil {
 		return s.err
@@ -141,10 +141,10 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 	const name = "host.Stream.Launch"
 	f, ok := fn.(*function)
 	if !ok || f == nil {
-		return &device.Error{Op: name, Arg: fmt.Sprintf("function of type %T", fn), Kind: device.ErrInvalid}
+		return &device.Error{Call: name, Detail: fmt.Sprintf("function of type %T", fn), Kind: device.ErrInvalid}
 	}
 	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 || block.X == 0 || block.Y == 0 || block.Z == 0 || sharedBytes < 0 {
-		return &device.Error{Op: name, Arg: fmt.Sprintf("%s grid=%v block=%v shared=%d", f.name, grid, block, sharedBytes), Kind: device.ErrInvalid}
+		return &device.Error{Call: name, Detail: fmt.Sprintf("%s grid=%v block=%v shared=%d", f.name, grid, block, sharedBytes), Kind: device.ErrInvalid}
 	}
 	if _, err := device.CheckArgs(name+" "+f.name, args); err != nil {
 		return err
@@ -160,13 +160,13 @@ func (s *stream) Record(e device.Event) error {
 	const name = "host.Stream.Record"
 	ev, ok := e.(*event)
 	if !ok || ev == nil {
-		return &device.Error{Op: name, Arg: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
+		return &device.Error{Call: name, Detail: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
 	}
 	m := &marker{done: make(chan struct{})}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	if ev.destroyed {
-		return &device.Error{Op: name, Kind: device.ErrClosed}
+		return &device.Error{Call: name, Kind: device.ErrClosed}
 	}
 	if err := s.enqueue(name, op{marker: true, run: func() error {
 		m.t = time.Now()
@@ -184,13 +184,13 @@ func (s *stream) Wait(e device.Event) error {
 	const name = "host.Stream.Wait"
 	ev, ok := e.(*event)
 	if !ok || ev == nil {
-		return &device.Error{Op: name, Arg: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
+		return &device.Error{Call: name, Detail: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
 	}
 	ev.mu.Lock()
 	m, destroyed := ev.cur, ev.destroyed
 	ev.mu.Unlock()
 	if destroyed {
-		return &device.Error{Op: name, Kind: device.ErrClosed}
+		return &device.Error{Call: name, Kind: device.ErrClosed}
 	}
 	if m == nil {
 		return nil
@@ -218,7 +218,7 @@ func (s *stream) destroy() error {
 	s.mu.Lock()
 	if s.destroyed {
 		s.mu.Unlock()
-		return &device.Error{Op: "host.Stream.Destroy", Kind: device.ErrClosed}
+		return &device.Error{Call: "host.Stream.Destroy", Kind: device.ErrClosed}
 	}
 	s.destroyed = true
 	s.cond.Broadcast()
@@ -261,7 +261,7 @@ func (e *event) get(name string) (*marker, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.destroyed {
-		return nil, &device.Error{Op: name, Kind: device.ErrClosed}
+		return nil, &device.Error{Call: name, Kind: device.ErrClosed}
 	}
 	return e.cur, nil
 }
@@ -279,7 +279,7 @@ func (e *event) Since(start device.Event) (time.Duration, error) {
 	const name = "host.Event.Since"
 	st, ok := start.(*event)
 	if !ok || st == nil {
-		return 0, &device.Error{Op: name, Arg: fmt.Sprintf("start event of type %T", start), Kind: device.ErrInvalid}
+		return 0, &device.Error{Call: name, Detail: fmt.Sprintf("start event of type %T", start), Kind: device.ErrInvalid}
 	}
 	m1, err := st.get(name)
 	if err != nil {
@@ -290,13 +290,13 @@ func (e *event) Since(start device.Event) (time.Duration, error) {
 		return 0, err
 	}
 	if m1 == nil || m2 == nil {
-		return 0, &device.Error{Op: name, Arg: "event never recorded", Kind: device.ErrNotReady}
+		return 0, &device.Error{Call: name, Detail: "event never recorded", Kind: device.ErrNotReady}
 	}
 	for _, m := range []*marker{m1, m2} {
 		select {
 		case <-m.done:
 		default:
-			return 0, &device.Error{Op: name, Arg: "event not complete", Kind: device.ErrNotReady}
+			return 0, &device.Error{Call: name, Detail: "event not complete", Kind: device.ErrNotReady}
 		}
 	}
 	return m2.t.Sub(m1.t), nil
@@ -306,7 +306,7 @@ func (e *event) Destroy() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.destroyed {
-		return &device.Error{Op: "host.Event.Destroy", Kind: device.ErrClosed}
+		return &device.Error{Call: "host.Event.Destroy", Kind: device.ErrClosed}
 	}
 	e.destroyed = true
 	return nil

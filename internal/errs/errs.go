@@ -27,15 +27,23 @@ type (
 	PMIx      struct{} // internal/pmix
 )
 
+// Device is package device and its drivers. A driver call has no PE, and its message keeps the
+// form of the native call it reports, "CALL(DETAIL): CAUSE" (the cause, else the kind).
+type Device struct{}
+
+func (Device) Name() string { return "device" }
+func (Device) callForm()    {}
+
 func (Shmem) Name() string     { return "shmem" }
 func (Bootstrap) Name() string { return "bootstrap" }
 func (PMIx) Name() string      { return "pmix" }
 
 // Error is a failed call, the one shape of every layer's call errors (shmem.Error,
-// bootstrap.CallError, pmix.Error are it): which call, on which PE, what kind of failure, the
-// value at fault and what was expected, and the cause. Its message reads
-// "LAYER: CALL on PE n: KIND: DETAIL: CAUSE", leaving out what is not known; a cause from the
-// same layer does not repeat the layer's name.
+// bootstrap.CallError, pmix.Error and device.Error are it): which call, on which PE, what kind of
+// failure, the value at fault and what was expected, and the cause. Its message reads
+// "LAYER: CALL on PE n: KIND: DETAIL: CAUSE", leaving out what is not known (the device layer
+// keeps its drivers' "CALL(DETAIL): CAUSE"); a cause from the same layer does not repeat the
+// layer's name.
 type Error[L Layer] struct {
 	Call   string // "Put", "Barrier", `PMIx_Get("pmix.job.size")`
 	PE     int    // the calling PE; -1 when none is known (before Init, a nil handle)
@@ -46,6 +54,19 @@ type Error[L Layer] struct {
 
 func (e *Error[L]) Error() string {
 	var l L
+	if _, ok := any(l).(interface{ callForm() }); ok {
+		s := e.Call
+		if e.Detail != "" {
+			s += "(" + e.Detail + ")"
+		}
+		switch {
+		case e.Err != nil:
+			s += ": " + e.Err.Error()
+		case e.Kind != nil:
+			s += ": " + e.Kind.Error()
+		}
+		return s
+	}
 	s := l.Name() + ": " + e.Call
 	if e.PE >= 0 {
 		s += " on PE " + strconv.Itoa(e.PE)

@@ -129,7 +129,7 @@ func load() error {
 	loadOnce.Do(func() {
 		h, err := dl.Open(Library)
 		if err != nil {
-			loadErr = &device.Error{Op: "dlopen", Arg: Library, Err: err, Kind: device.ErrNoDriver}
+			loadErr = &device.Error{Call: "dlopen", Detail: Library, Err: err, Kind: device.ErrNoDriver}
 			return
 		}
 		err = h.Map(map[string]any{
@@ -142,7 +142,7 @@ func load() error {
 			"hsaKmtDestroyQueue": &lib.hsaKmtDestroyQueue,
 		})
 		if err != nil {
-			loadErr = &device.Error{Op: "dlsym", Arg: Library, Err: err, Kind: device.ErrNoDriver}
+			loadErr = &device.Error{Call: "dlsym", Detail: Library, Err: err, Kind: device.ErrNoDriver}
 		}
 	})
 	return loadErr
@@ -161,7 +161,7 @@ func check(op string, s Status, arg string) error {
 	case 20:
 		kind = device.ErrNoDevice
 	}
-	return &device.Error{Op: op, Arg: arg, Err: s, Kind: kind}
+	return &device.Error{Call: op, Detail: arg, Err: s, Kind: kind}
 }
 
 // Node is a GPU node of the KFD topology.
@@ -187,7 +187,7 @@ type KFD struct {
 // rule); Close it when done.
 func Open() (*KFD, error) {
 	if _, err := os.Stat(DevicePath); err != nil {
-		return nil, &device.Error{Op: "kfd.Open", Arg: DevicePath, Err: err, Kind: device.ErrNoDevice}
+		return nil, &device.Error{Call: "kfd.Open", Detail: DevicePath, Err: err, Kind: device.ErrNoDevice}
 	}
 	if err := load(); err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func Open() (*KFD, error) {
 	lib.hsaKmtReleaseSystemProperties()
 	if len(k.nodes) == 0 {
 		lib.hsaKmtCloseKFD()
-		return nil, &device.Error{Op: "kfd.Open", Arg: fmt.Sprintf("%d nodes", sp.NumNodes), Kind: device.ErrNoDevice}
+		return nil, &device.Error{Call: "kfd.Open", Detail: fmt.Sprintf("%d nodes", sp.NumNodes), Kind: device.ErrNoDevice}
 	}
 	return k, nil
 }
@@ -246,12 +246,12 @@ type Queue struct {
 // at least 4 KiB); xgmi picks an XGMI-optimized engine (for peer GPUs) over a PCIe one.
 func (k *KFD) CreateSDMAQueue(node uint32, xgmi bool, ringBytes int) (q *Queue, err error) {
 	if ringBytes < 4096 || ringBytes&(ringBytes-1) != 0 {
-		return nil, &device.Error{Op: "kfd.CreateSDMAQueue", Arg: fmt.Sprintf("ring of %d bytes", ringBytes), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: "kfd.CreateSDMAQueue", Detail: fmt.Sprintf("ring of %d bytes", ringBytes), Kind: device.ErrInvalid}
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
-		return nil, &device.Error{Op: "kfd.CreateSDMAQueue", Kind: device.ErrClosed}
+		return nil, &device.Error{Call: "kfd.CreateSDMAQueue", Kind: device.ErrClosed}
 	}
 	q = &Queue{k: k, size: uint64(ringBytes), Node: node, XGMI: xgmi}
 	arg := fmt.Sprintf("node=%d size=%d", node, ringBytes)
@@ -300,7 +300,7 @@ func (q *Queue) Destroy() error {
 
 func (q *Queue) destroyLocked() error {
 	if !q.k.queues[q] {
-		return &device.Error{Op: "kfd.Queue.Destroy", Kind: device.ErrClosed}
+		return &device.Error{Call: "kfd.Queue.Destroy", Kind: device.ErrClosed}
 	}
 	delete(q.k.queues, q)
 	return errors.Join(check("hsaKmtDestroyQueue", lib.hsaKmtDestroyQueue(q.id), ""),

@@ -22,7 +22,7 @@ func (dr *Driver) Count() (int, error) {
 		return 0, err
 	}
 	if n == 0 {
-		return 0, &device.Error{Op: dr.op.DeviceCount, Arg: dr.library + ": 0 devices", Kind: device.ErrNoDevice}
+		return 0, &device.Error{Call: dr.op.DeviceCount, Detail: dr.library + ": 0 devices", Kind: device.ErrNoDevice}
 	}
 	return int(n), nil
 }
@@ -34,7 +34,7 @@ func (dr *Driver) Open(ordinal int) (device.Device, error) {
 		return nil, err
 	}
 	if ordinal < 0 || ordinal >= n {
-		return nil, &device.Error{Op: dr.v.Name + ".Open", Arg: fmt.Sprintf("ordinal=%d, have %d devices", ordinal, n), Kind: device.ErrNoDevice}
+		return nil, &device.Error{Call: dr.v.Name + ".Open", Detail: fmt.Sprintf("ordinal=%d, have %d devices", ordinal, n), Kind: device.ErrNoDevice}
 	}
 	d := &gpuDevice{
 		dr: dr, op: &dr.op, lib: &dr.lib,
@@ -104,7 +104,7 @@ func (d *gpuDevice) Attribute(a Attr) (int32, error) {
 // Properties implements Query.
 func (d *gpuDevice) Properties(size int) ([]byte, error) {
 	if d.lib.deviceProperties == nil {
-		return nil, &device.Error{Op: d.dr.v.Name + ".Properties", Arg: "the vendor table names no DeviceProperties", Kind: device.ErrNotSupported}
+		return nil, &device.Error{Call: d.dr.v.Name + ".Properties", Detail: "the vendor table names no DeviceProperties", Kind: device.ErrNotSupported}
 	}
 	buf := make([]byte, size)
 	return buf, d.check(d.op.DeviceProperties, d.lib.deviceProperties(unsafe.Pointer(&buf[0]), d.dev), fmt.Sprintf("device %d", d.info.Ordinal))
@@ -156,7 +156,7 @@ func (d *gpuDevice) call(f func() error) error {
 	d.life.RLock()
 	defer d.life.RUnlock()
 	if d.closed {
-		return &device.Error{Op: d.dr.v.Name + " device", Arg: fmt.Sprintf("ordinal=%d", d.info.Ordinal), Kind: device.ErrClosed}
+		return &device.Error{Call: d.dr.v.Name + " device", Detail: fmt.Sprintf("ordinal=%d", d.info.Ordinal), Kind: device.ErrClosed}
 	}
 	return d.callLocked(f)
 }
@@ -216,7 +216,7 @@ func (d *gpuDevice) syncStream(f func(s streamH) error) error {
 
 func sizeArg(op string, n int) error {
 	if n <= 0 {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("size=%d", n), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: fmt.Sprintf("size=%d", n), Kind: device.ErrInvalid}
 	}
 	return nil
 }
@@ -243,7 +243,7 @@ func take[K comparable, V any](d *gpuDevice, m map[K]V, k K, op, what string) er
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := m[k]; !ok {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("%#x: not %s of this device", any(k), what), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: fmt.Sprintf("%#x: not %s of this device", any(k), what), Kind: device.ErrInvalid}
 	}
 	delete(m, k)
 	return nil
@@ -287,7 +287,7 @@ func (d *gpuDevice) AllocHost(size int) (device.HostBuffer, error) {
 
 func (d *gpuDevice) FreeHost(b device.HostBuffer) error {
 	if len(b.Bytes) == 0 {
-		return &device.Error{Op: d.op.HostFree, Arg: "empty buffer", Kind: device.ErrInvalid}
+		return &device.Error{Call: d.op.HostFree, Detail: "empty buffer", Kind: device.ErrInvalid}
 	}
 	hp := unsafe.Pointer(unsafe.SliceData(b.Bytes))
 	if err := take(d, d.hosts, hp, d.op.HostFree, "a host buffer"); err != nil {
@@ -327,7 +327,7 @@ func (d *gpuDevice) CopyDtoD(dst, src device.Ptr, n int) error {
 func (d *gpuDevice) memsetAsync(dst device.Ptr, value byte, n int, s streamH) error {
 	arg := fmt.Sprintf("dst=%#x value=%d n=%d", uintptr(dst), value, n)
 	if n < 0 {
-		return &device.Error{Op: d.op.MemsetD8Async, Arg: arg, Kind: device.ErrInvalid}
+		return &device.Error{Call: d.op.MemsetD8Async, Detail: arg, Kind: device.ErrInvalid}
 	}
 	return d.check(d.op.MemsetD8Async, d.lib.memsetD8Async(devptr(dst), value, uint64(n), s), arg)
 }
@@ -350,7 +350,7 @@ func (d *gpuDevice) copyAsync(dst, src device.Ptr, n int, s streamH) error {
 	op := d.copyOp()
 	arg := fmt.Sprintf("dst=%#x src=%#x n=%d", uintptr(dst), uintptr(src), n)
 	if n < 0 {
-		return &device.Error{Op: op, Arg: arg, Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: arg, Kind: device.ErrInvalid}
 	}
 	if d.lib.memcpyAsync != nil {
 		return d.check(op, d.lib.memcpyAsync(devptr(dst), devptr(src), uint64(n), s), arg)
@@ -377,7 +377,7 @@ func (d *gpuDevice) Export(p device.Ptr) ([]byte, error) {
 	size, ok := d.allocs[devptr(p)]
 	d.mu.Unlock()
 	if !ok {
-		return nil, &device.Error{Op: d.op.IpcGetMemHandle, Arg: fmt.Sprintf("ptr=%#x: not the start of an allocation of this device", uintptr(p)), Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: d.op.IpcGetMemHandle, Detail: fmt.Sprintf("ptr=%#x: not the start of an allocation of this device", uintptr(p)), Kind: device.ErrInvalid}
 	}
 	var h ipcHandle
 	if err := d.call(func() error {
@@ -394,7 +394,7 @@ func (d *gpuDevice) Export(p device.Ptr) ([]byte, error) {
 
 func (d *gpuDevice) Import(handle []byte) (device.Ptr, error) {
 	if len(handle) != handleSize || [8]byte(handle[:8]) != d.dr.v.HandleMagic {
-		return 0, &device.Error{Op: d.op.IpcOpenMemHandle, Arg: fmt.Sprintf("handle of %d bytes %.8q: not a %s export handle", len(handle), handle, d.dr.v.Name), Kind: device.ErrInvalid}
+		return 0, &device.Error{Call: d.op.IpcOpenMemHandle, Detail: fmt.Sprintf("handle of %d bytes %.8q: not a %s export handle", len(handle), handle, d.dr.v.Name), Kind: device.ErrInvalid}
 	}
 	var h ipcHandle
 	copy(h.Reserved[:], handle[8:handleSizeAt])
@@ -432,7 +432,7 @@ func (d *gpuDevice) CloseImport(p device.Ptr) error {
 func (d *gpuDevice) EnablePeerAccess(peer device.Info) error {
 	v := d.dr.v
 	if peer.Driver != v.Name || peer.PCIBusID == "" {
-		return &device.Error{Op: v.Name + ".EnablePeerAccess", Arg: fmt.Sprintf("peer %s device %q", peer.Driver, peer.PCIBusID), Kind: device.ErrNotSupported}
+		return &device.Error{Call: v.Name + ".EnablePeerAccess", Detail: fmt.Sprintf("peer %s device %q", peer.Driver, peer.PCIBusID), Kind: device.ErrNotSupported}
 	}
 	return d.call(func() error {
 		var pd devHandle
@@ -453,7 +453,7 @@ func (d *gpuDevice) EnablePeerAccess(peer device.Info) error {
 			return err
 		}
 		if can == 0 {
-			return &device.Error{Op: d.op.DeviceCanAccessPeer, Arg: arg + ": no", Kind: device.ErrNotSupported}
+			return &device.Error{Call: d.op.DeviceCanAccessPeer, Detail: arg + ": no", Kind: device.ErrNotSupported}
 		}
 		switch v.Context {
 		case PrimaryContext:
@@ -481,7 +481,7 @@ func (d *gpuDevice) Close() error {
 	d.life.Lock()
 	defer d.life.Unlock()
 	if d.closed {
-		return &device.Error{Op: d.dr.v.Name + ".Close", Arg: fmt.Sprintf("ordinal=%d", d.info.Ordinal), Kind: device.ErrClosed}
+		return &device.Error{Call: d.dr.v.Name + ".Close", Detail: fmt.Sprintf("ordinal=%d", d.info.Ordinal), Kind: device.ErrClosed}
 	}
 	d.closed = true
 	var first error

@@ -304,7 +304,7 @@ func (dr *Driver) load() error {
 		}
 		h, err := dl.Open(candidates...)
 		if err != nil {
-			dr.loadErr = &device.Error{Op: "dlopen " + strings.Join(v.Libraries, "|"), Arg: err.Error(), Kind: device.ErrNoDriver}
+			dr.loadErr = &device.Error{Call: "dlopen " + strings.Join(v.Libraries, "|"), Detail: err.Error(), Kind: device.ErrNoDriver}
 			return
 		}
 		dr.library = h.Path
@@ -320,7 +320,7 @@ func (dr *Driver) load() error {
 			if se := (*dl.SymbolError)(nil); errors.As(err, &se) {
 				name = se.Name
 			}
-			dr.loadErr = &device.Error{Op: "dlsym " + name, Arg: dr.library, Kind: device.ErrNotSupported}
+			dr.loadErr = &device.Error{Call: "dlsym " + name, Detail: dr.library, Kind: device.ErrNotSupported}
 			return
 		}
 		dr.bindDirect(h)
@@ -409,7 +409,7 @@ func (dr *Driver) check(op string, r status, arg string) error {
 	if r == 0 {
 		return nil
 	}
-	return &device.Error{Op: op, Arg: arg, Err: dr.v.Status(int32(r)), Kind: dr.v.Kinds[int32(r)]}
+	return &device.Error{Call: op, Detail: arg, Err: dr.v.Status(int32(r)), Kind: dr.v.Kinds[int32(r)]}
 }
 
 func uuidString(u [16]byte) string {

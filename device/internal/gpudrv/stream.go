@@ -30,7 +30,7 @@ func (o *owned) alive(op, arg string) error {
 	if arg != "" {
 		arg += ": "
 	}
-	return &device.Error{Op: op, Arg: arg + o.gone, Kind: device.ErrClosed}
+	return &device.Error{Call: op, Detail: arg + o.gone, Kind: device.ErrClosed}
 }
 
 // do runs f on the device's thread-and-context, or fails when the handle was released.
@@ -62,7 +62,7 @@ func release[K comparable](o *owned, set map[K]bool, k K, op, arg string, free f
 		o.d.mu.Lock()
 		if o.dead {
 			o.d.mu.Unlock()
-			return &device.Error{Op: op, Arg: o.gone, Kind: device.ErrClosed}
+			return &device.Error{Call: op, Detail: o.gone, Kind: device.ErrClosed}
 		}
 		o.dead = true
 		delete(set, k)
@@ -122,7 +122,7 @@ func (s *stream) PeerCopyAsync(dst device.Ptr, dstDev device.Device, src device.
 	op := s.d.op.MemcpyPeerAsync
 	arg := fmt.Sprintf("dst=%#x src=%#x n=%d", uintptr(dst), uintptr(src), n)
 	if !ok1 || !ok2 || dd.dr != s.d.dr || sd.dr != s.d.dr || n < 0 {
-		return &device.Error{Op: op, Arg: arg + fmt.Sprintf(" devices %T %T", dstDev, srcDev), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: arg + fmt.Sprintf(" devices %T %T", dstDev, srcDev), Kind: device.ErrInvalid}
 	}
 	return s.do(op, func() error {
 		return s.d.check(op, s.d.lib.memcpyPeerAsync(devptr(dst), dd.peer(), devptr(src), sd.peer(), uint64(n), s.h), arg)
@@ -133,12 +133,12 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 	op := s.d.op.LaunchKernel
 	f, ok := fn.(*function)
 	if !ok || f == nil {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("function of type %T", fn), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: fmt.Sprintf("function of type %T", fn), Kind: device.ErrInvalid}
 	}
 	// formatted only for an error: a launch is on the hot path of every stream-ordered call
 	arg := func() string { return fmt.Sprintf("%s grid=%v block=%v shared=%d", f.name, grid, block, sharedBytes) }
 	if sharedBytes < 0 || grid.X == 0 || grid.Y == 0 || grid.Z == 0 || block.X == 0 || block.Y == 0 || block.Z == 0 {
-		return &device.Error{Op: op, Arg: arg(), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: arg(), Kind: device.ErrInvalid}
 	}
 	// Each argument lives in its own 8-byte slot (little endian, so a 4-byte value is at the
 	// slot's start); kernelParams points at the slots. The library copies them during the call.
@@ -163,7 +163,7 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 		case uintptr:
 			slots[i] = uint64(v)
 		default: // device.CheckArgs' refusal, without its allocations on the launch path
-			return &device.Error{Op: op + " " + f.name, Arg: fmt.Sprintf("args[%d] of type %T", i, a), Kind: device.ErrInvalid}
+			return &device.Error{Call: op + " " + f.name, Detail: fmt.Sprintf("args[%d] of type %T", i, a), Kind: device.ErrInvalid}
 		}
 		params[i] = unsafe.Pointer(&slots[i])
 	}
@@ -187,7 +187,7 @@ func (s *stream) Record(e device.Event) error {
 	op := s.d.op.EventRecord
 	ev, ok := e.(*event)
 	if !ok || ev == nil {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
 	}
 	return s.do(op, func() error {
 		if err := ev.alive(op, ""); err != nil {
@@ -201,7 +201,7 @@ func (s *stream) Wait(e device.Event) error {
 	op := s.d.op.StreamWaitEvent
 	ev, ok := e.(*event)
 	if !ok || ev == nil {
-		return &device.Error{Op: op, Arg: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: fmt.Sprintf("event of type %T", e), Kind: device.ErrInvalid}
 	}
 	return s.do(op, func() error {
 		if err := ev.alive(op, ""); err != nil {
@@ -262,7 +262,7 @@ func (e *event) Since(start device.Event) (time.Duration, error) {
 	op := e.d.op.EventElapsedTime
 	st, ok := start.(*event)
 	if !ok || st == nil {
-		return 0, &device.Error{Op: op, Arg: fmt.Sprintf("start event of type %T", start), Kind: device.ErrInvalid}
+		return 0, &device.Error{Call: op, Detail: fmt.Sprintf("start event of type %T", start), Kind: device.ErrInvalid}
 	}
 	var ms float32
 	err := e.do(op, func() error {
@@ -294,7 +294,7 @@ var _ device.Module = (*module)(nil)
 func (d *gpuDevice) LoadModule(image []byte) (device.Module, error) {
 	op := d.op.ModuleLoadDataEx + d.op.ModuleLoadData // the one named
 	if len(image) == 0 {
-		return nil, &device.Error{Op: op, Arg: "empty image", Kind: device.ErrInvalid}
+		return nil, &device.Error{Call: op, Detail: "empty image", Kind: device.ErrInvalid}
 	}
 	img := make([]byte, len(image)+1) // text formats (PTX) must be NUL-terminated
 	copy(img, image)

@@ -68,7 +68,7 @@ func TestAbsentOrPresent(t *testing.T) {
 						t.Fatalf("error %q does not say %q", err, want)
 					}
 				}
-				if de.Err == nil || !strings.HasPrefix(de.Op, v.name[:2]) {
+				if de.Err == nil || !strings.HasPrefix(de.Call, v.name[:2]) {
 					t.Fatalf("error %q does not name the vendor's call and status", err)
 				}
 			default:
