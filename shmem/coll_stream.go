@@ -104,13 +104,20 @@ func (t *Team) devCheck(call string) error {
 }
 
 const (
-	streamBlock   = 256 // threads of the one block a stream-ordered collective runs
-	barrierThread = 32  // the stream barrier's block: one warp (its round is one thread's flags)
+	streamBlock    = 256 // threads of a stream-ordered collective's block
+	moverBlockCUDA = 512 // a data mover's block past the one-shot sizes on NVIDIA (coll.hip's MOVER_BLOCK)
+	barrierThread  = 32  // the stream barrier's block: one warp (its round is one thread's flags)
 )
 
-// launchColl launches a collective kernel of bytes per PE on as many blocks as streamBlocks says.
-func (t *Team) launchColl(sc *gpurt.Colls, call, kernel string, st device.Stream, bytes int, args ...any) error {
-	return t.launchCollN(sc, call, kernel, st, t.w.streamBlocks(bytes), streamBlock, args...)
+// launchColl launches a collective kernel of bytes per PE on as many blocks as streamBlocks says;
+// a data mover's grid has 512 threads a block on NVIDIA (its kernels are built for that; the
+// reductions' unrolled folds need the registers of 256).
+func (t *Team) launchColl(sc *gpurt.Colls, call, kernel string, st device.Stream, bytes int, mover bool, args ...any) error {
+	blocks, threads := t.w.streamBlocks(bytes, mover), streamBlock
+	if blocks > 1 && mover && t.w.dev.Info().Driver == "cuda" {
+		threads = moverBlockCUDA
+	}
+	return t.launchCollN(sc, call, kernel, st, blocks, threads, args...)
 }
 
 func (t *Team) launchCollN(sc *gpurt.Colls, call, kernel string, st device.Stream, blocks, threads int, args ...any) error {
@@ -143,7 +150,7 @@ func (t *Team) StreamAlgorithm(coll Collective, bytes int) string {
 			return "ce"
 		}
 	}
-	if t.w.streamBlocks(bytes) > 1 {
+	if t.w.streamBlocks(bytes, coll == CollAllToAll || coll == CollBroadcast || coll == CollFCollect) > 1 {
 		return "grid"
 	}
 	return "block"
@@ -157,18 +164,20 @@ func (t *Team) StreamBlocks(coll Collective, bytes int) int {
 	case "", "host":
 		return 0
 	case "grid":
-		return t.w.streamBlocks(bytes)
+		return t.w.streamBlocks(bytes, coll == CollAllToAll || coll == CollBroadcast || coll == CollFCollect)
 	}
 	return 1
 }
 
 // streamBlocks: one block up to the one-shot size, where a call is its rounds' latency; above it a
-// block per 64 KiB up to ROX_STREAM_BLOCKS. The device decides its path from the size alone (every
-// member alike), so the count changes only the speed. The blocks of a launch meet in a spin
-// barrier, so they must all be resident at once: at most half the SMs this PE's context may use
-// (under MPS, its share), which leaves room for the runtime's other kernels and the other PEs'.
-// Measured on an H200 under MPS with 66 SMs a PE: 32 blocks ran, 64 hung in the barrier.
-func (w *World) streamBlocks(bytes int) int {
+// block per 64 KiB (a data mover's per 32 KiB) up to ROX_STREAM_BLOCKS. The device decides its
+// path from the size alone (every member alike), so the count changes only the speed. The blocks
+// of a launch meet in a spin barrier, so they must all be resident at once: at most half the SMs
+// this PE's context may use (under MPS, its share), which leaves room for the runtime's other
+// kernels and the other PEs'. Measured on an H200 under MPS with 66 SMs a PE: 32 blocks ran, 64
+// hung in the barrier; a mover's 32 KiB blocks of 512 threads beat 64 KiB ones of 256 by 12-30%
+// at 16 MiB.
+func (w *World) streamBlocks(bytes int, mover bool) int {
 	if bytes <= kernels.CollOneshotMax {
 		return 1
 	}
@@ -179,7 +188,11 @@ func (w *World) streamBlocks(bytes int) int {
 	if mp := w.dev.Info().Multiprocessors; mp >= 2 {
 		most = min(most, mp/2)
 	}
-	return max(1, min(most, (bytes+(64<<10)-1)/(64<<10)))
+	per := 64 << 10
+	if mover {
+		per = 32 << 10
+	}
+	return max(1, min(most, (bytes+per-1)/per))
 }
 
 func (t *Team) useCE(bytes int) bool {
@@ -265,7 +278,7 @@ func reduceOnDevice[T Elem](sc *gpurt.Colls, call string, t *Team, st device.Str
 		var z T
 		return t.w.errorf(call, ErrBadArgument, "element type %T: the device reductions take integer and real float types (use the blocking call for complex ones)", z)
 	}
-	return t.launchColl(sc, call, "roxk_coll_reduce_"+name, st, dst.n*dst.elemSize(), t.Handle(), dst.Device(), src.Device(), uint64(dst.n), int32(op-OpSum), scatter)
+	return t.launchColl(sc, call, "roxk_coll_reduce_"+name, st, dst.n*dst.elemSize(), false, t.Handle(), dst.Device(), src.Device(), uint64(dst.n), int32(op-OpSum), scatter)
 }
 
 // AllGatherOnStream enqueues FCollect(team, dst, src) on st (ncclAllGather): dst has NPEs times
@@ -331,9 +344,9 @@ func moveOnDevice(sc *gpurt.Colls, call string, t *Team, st device.Stream, coll 
 		return t.launchCollN(sc, call, "roxk_coll_ce", st, 1, streamBlock, t.Handle(), dst, src, uint64(bytes), ceKind, max(root, 0))
 	}
 	if coll == CollBroadcast {
-		return t.launchColl(sc, call, kernel, st, per, t.Handle(), dst, src, uint64(bytes), root)
+		return t.launchColl(sc, call, kernel, st, per, true, t.Handle(), dst, src, uint64(bytes), root)
 	}
-	return t.launchColl(sc, call, kernel, st, per, t.Handle(), dst, src, uint64(bytes))
+	return t.launchColl(sc, call, kernel, st, per, true, t.Handle(), dst, src, uint64(bytes))
 }
 
 // syncHostStream is SyncStream on the host backend.

@@ -213,6 +213,17 @@ ROXA_FN void roxi_tsync(const struct roxi_team *tm, int g)
 	roxa_sync_block();
 }
 
+/* The group enters a call together: the round counter is read after any earlier call. A grid's
+ * call is one launch, and its earlier calls were earlier launches of the stream: its blocks need
+ * not meet for it. */
+ROXA_FN void roxi_enter(const struct roxi_team *tm, int g)
+{
+	if (g == ROXI_GRID)
+		roxi_gsync(g);
+	else
+		roxi_tsync(tm, g);
+}
+
 /* The round this PE enters next on the team (every thread of the group may read it between
  * rounds: only the leader writes it, inside roxi_round, between two group barriers). */
 ROXA_FN uint64_t roxi_next_round(const struct roxi_team *tm) { return *roxi_ws(tm, ROXSHMEM_TEAM_WS_ROUND) + 1; }
@@ -229,12 +240,19 @@ ROXA_FN int roxi_ll_header_at(const struct roxi_team *tm, uint64_t r, int i)
 	return tm->ll != 0 && (uint32_t)(roxa_ld_relaxed_u64(roxi_ll_line(tm, tm->me, r, i, 0)) >> 32) == (uint32_t)r;
 }
 
+/* roxi_round's check: */
+#define ROXI_CHECK_SIG 1       /* compare signatures */
+#define ROXI_CHECK_SIG_COUNT 2 /* and counts */
+#define ROXI_CHECK_SIG_COUNT_MASK 3
+#define ROXI_LAST 4 /* with either: the call's last round (a grid's blocks but the leader's need not learn the verdict) */
+
 /* One round, run by the whole group once its threads have staged: the leader publishes the
  * signature (word ARRIVE: a new round; READY: the second phase of the current one, no signature),
  * releases, announces to every member, waits for every member, acquires and (check) compares the
  * signatures and counts. Every thread gets the round number, or 0 when the round failed (aborted,
- * mismatched, or this member's own arguments were bad: sig ROXI_SIG_BAD). quiet_first: complete
- * this PE's outstanding operations first (barrier). */
+ * mismatched, or this member's own arguments were bad: sig ROXI_SIG_BAD); with ROXI_LAST on a
+ * grid, only the leader's block does (the others get 1). quiet_first: complete this PE's
+ * outstanding operations first (barrier). */
 ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, uint64_t sig, uint64_t count,
 			      int check, int quiet_first, uint32_t call)
 {
@@ -293,14 +311,14 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 			}
 		}
 		roxi_wait_acquire();
-		if (ok && check) {
+		if (ok && (check & ROXI_CHECK_SIG_COUNT_MASK)) {
 			if (sig == ROXI_SIG_BAD)
 				ok = 0;
 			for (int k = 1; k < tm->size && ok; k++) {
 				int i = (tm->me + k) % tm->size;
 				uint64_t s = roxa_ld_relaxed_u64((const uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_SIG + 8 * (r & 1)));
 				uint64_t c = roxa_ld_relaxed_u64((const uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_COUNT + 8 * (r & 1)));
-				if (s != sig || (check > 1 && c != count)) {
+				if (s != sig || ((check & ROXI_CHECK_SIG_COUNT_MASK) > 1 && c != count)) {
 					roxi_record(ROXSHMEM_CALL_COLL_MISMATCH, roxi_team_pe(tm, i), (uint32_t)(s != sig ? s : c));
 					ok = 0;
 				}
@@ -308,11 +326,16 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 		}
 		ws[ROXSHMEM_TEAM_WS_STATUS / 8] = ok;
 	}
+	if ((check & ROXI_LAST) && g == ROXI_GRID && roxa_nblocks() > 1) {
+		/* the call's last round: the leader's block learns the verdict; the others have nothing
+		 * left to do and end (a stream collective's verdict reaches the host through the abort
+		 * block, not a return value), so they return 1 */
+		roxi_gsync(g);
+		return roxa_block() == 0 ? ws[ROXSHMEM_TEAM_WS_STATUS / 8] : 1;
+	}
 	roxi_tsync(tm, g);
 	return ws[ROXSHMEM_TEAM_WS_STATUS / 8];
 }
-#define ROXI_CHECK_SIG 1       /* compare signatures */
-#define ROXI_CHECK_SIG_COUNT 2 /* and counts */
 
 /* the staging copy of this member's bytes into its scratch (members read it) */
 ROXA_FN void roxi_stage(void *dst, const void *src, uint64_t n, int g)
@@ -541,7 +564,7 @@ ROXI_COLD int roxi_team_barrier(roxshmem_team_t team, int g, int quiet_first)
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_enter(&tm, g);
 	uint32_t call = quiet_first ? ROXSHMEM_CALL_BARRIER : ROXSHMEM_CALL_SYNC;
 	uint64_t r = roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, roxi_sig(quiet_first ? ROXI_COLL_BARRIER : ROXI_COLL_SYNC, 0, 0, 0),
 				0, ROXI_CHECK_SIG, quiet_first, call);
@@ -554,7 +577,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_enter(&tm, g);
 	uint64_t sig = roxi_sig(ROXI_COLL_BCAST, type, 0, (uint32_t)root);
 	int lead = roxi_gidx(g) == 0;
 	if (root < 0 || root >= tm.size) {
@@ -576,7 +599,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 			roxi_fetch(&tm, root, dest, roxi_heap_off(source, n), n, g);
 		else if (dest != source)
 			roxa_copy(dest, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
-		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	uint64_t done = 0;
 	do {
@@ -604,7 +627,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_enter(&tm, g);
 	uint64_t sig = roxi_sig(ROXI_COLL_FCOLLECT, type, 0, 0);
 	uint8_t *d = (uint8_t *)dest;
 	if (source != d + (uint64_t)tm.me * n && roxi_overlap(dest, n * (uint64_t)tm.size, source, n)) {
@@ -629,7 +652,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 		}
 		if (!inplace)
 			roxa_copy(d + (uint64_t)tm.me * n, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
-		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	if (sig != ROXI_SIG_BAD)
 		sig &= ~1ull;
@@ -656,7 +679,7 @@ ROXI_COLD int roxi_collect(roxshmem_team_t team, void *dest, const void *source,
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_enter(&tm, g);
 	uint64_t sig = roxi_sig(ROXI_COLL_COLLECT, type, 0, 0);
 	if (dest != source && roxi_overlap(dest, n, source, n)) {
 		if (roxi_gidx(g) == 0)
@@ -693,7 +716,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_enter(&tm, g);
 	uint64_t sig = roxi_sig(ROXI_COLL_ALLTOALL, type, 0, 0), all = n * (uint64_t)tm.size;
 	uint64_t cb = (tm.half / (uint64_t)tm.size) & ~15ull; /* per-block chunk */
 	uint32_t bad = cb == 0 ? ROXSHMEM_BAD_ARG_WORKSPACE : dest != source && roxi_overlap(dest, all, source, all) ? ROXSHMEM_BAD_ARG_OVERLAP : 0;
@@ -720,7 +743,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 			else
 				roxa_copy(d + (uint64_t)i * n, s + (uint64_t)i * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		}
-		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	uint64_t done = 0;
 	do {
@@ -1024,7 +1047,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_enter(&tm, g);
 	const uint64_t sz = sizeof(T), bytes = n * sz;
 	int algo = roxi_reduce_algo(bytes, tm.size);
 	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE, type, OP, (uint32_t)algo);
@@ -1061,7 +1084,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 			uint64_t l = (uint64_t)i * s < n ? (uint64_t)i * s : n, h = l + s < n ? l + s : n;
 			roxi_fetch(&tm, i, dest + l, dst_off + l * sz, (h - l) * sz, g);
 		}
-		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, 0, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	const uint64_t per = tm.half / sz; /* elements a scratch half holds (a multiple of 16 bytes) */
 	uint64_t done = 0;
@@ -1108,7 +1131,7 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 	struct roxi_team tm;
 	if (!roxi_coll_team(team, &tm, g))
 		return -1;
-	roxi_tsync(&tm, g); /* the group enters together: the round counter is read after any earlier call */
+	roxi_enter(&tm, g);
 	const uint64_t sz = sizeof(T), all = n * sz * (uint64_t)tm.size;
 	uint64_t sig = roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, 0);
 	uint64_t src_off = roxi_heap_off(source, all);
@@ -1123,9 +1146,7 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 		return -1;
 	roxi_reduce_range<T, OP>(dest, src_off + (uint64_t)tm.me * n * sz, n, &tm, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN);
-	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, 0, 0, ROXSHMEM_CALL_COLL))
-		return -1;
-	return 0;
+	return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 }
 
 /* a type's code in the call signature: size, float, signed, 16-bit float kind */
