@@ -108,6 +108,12 @@ done
 bg+=($!)
 soak=$!
 
+# The C library and the Python package (their own cgo build, a C test and pytest jobs) beside the
+# soak and the fuzzing, which run for set times whatever else the machine does.
+bash test/capi.sh >"$work/capi.log" 2>&1 &
+bg+=($!)
+capi=$!
+
 # Every decoder of untrusted bytes, and the allocator against its model, fuzzed for a bounded time
 # each from its committed corpus (testdata/fuzz/NAME): about 70 s in all. A crash fails the run
 # and leaves its input in the package's testdata/fuzz/NAME, to be fixed and committed.
@@ -137,7 +143,10 @@ soak_ok=0
 wait "$soak" || soak_ok=1
 cat "$work/soak.log"
 [ $soak_ok = 0 ] || { echo "test/run.sh: the soak failed (above)" >&2; exit 1; }
-bash test/capi.sh   # the C library and the Python package (its own cgo build)
+capi_ok=0
+wait "$capi" || capi_ok=1
+cat "$work/capi.log"
+[ $capi_ok = 0 ] || { echo "test/run.sh: the C library or the Python package failed (above)" >&2; exit 1; }
 
 trap - EXIT
 "$work/testlog" slowest -n 10 "$work"/*.json
