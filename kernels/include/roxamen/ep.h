@@ -380,7 +380,7 @@ ROXA_FN float roxep_ld(const uint8_t *p, int esize, uint64_t j)
 	roxa_bytecopy(&f, &u, 4);
 	return f;
 }
-/* bf16: round to nearest even, a NaN stays a quiet NaN (ep.BF16FromFloat32) */
+/* bf16: round to nearest even, a NaN stays a quiet NaN (shmem.BFloat16From) */
 ROXA_FN void roxep_st(uint8_t *p, int esize, uint64_t j, float f)
 {
 	uint32_t u;

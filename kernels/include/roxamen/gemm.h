@@ -1,5 +1,5 @@
 /* Tensor-parallel GEMM with its all-reduce or reduce-scatter fused in, on the device (HIP dialect):
- * examples/gemm/tp's algorithm. Each PE p computes the partial C_p = A_p B_p ([m][k] x [k][n],
+ * shmem/tp's algorithm. Each PE p computes the partial C_p = A_p B_p ([m][k] x [k][n],
  * row-major float32) tile by tile; the fused variant pushes every tile with one put-with-signal as
  * soon as it is computed, and the consumer waits on each tile's signals and reduces in PE order.
  * The unfused variant runs the same tile code into a whole matrix and then coll.h's all-reduce.
