@@ -38,8 +38,8 @@ export CGO_ENABLED=0
 [ "$(id -u)" = 0 ] && export ROX_TEST_PMIX=1
 # `./test/run.sh long` also runs the long matrices (ROX_TEST_LONG=1: each test that reads it says
 # what it adds) and soaks for ROX_SOAK (default 10m) instead of a minute.
-soak_for=20s
-[ "$mode" = long ] && export ROX_TEST_LONG=1 && soak_for=${ROX_SOAK:-10m}
+soak_for=20s fuzz_for=7s
+[ "$mode" = long ] && export ROX_TEST_LONG=1 && soak_for=${ROX_SOAK:-10m} && fuzz_for=1m
 go mod download
 
 work=$(mktemp -d)
@@ -115,7 +115,8 @@ bg+=($!)
 capi=$!
 
 # Every decoder of untrusted bytes, and the allocator against its model, fuzzed for a bounded time
-# each from its committed corpus (testdata/fuzz/NAME): about 70 s in all. A crash fails the run
+# each from its committed corpus (testdata/fuzz/NAME): about a minute in all (a minute each in the long
+# run). A crash fails the run
 # and leaves its input in the package's testdata/fuzz/NAME, to be fixed and committed.
 for target in \
   internal/bootstrap:FuzzWire \
@@ -126,7 +127,7 @@ for target in \
   symheap:FuzzHeap; do
   pkg=${target%%:*} name=${target##*:}
   log=$(mktemp)
-  if ! go test -run '^$' -fuzz "^$name\$" -fuzztime 10s -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1; then
+  if ! go test -run '^$' -fuzz "^$name\$" -fuzztime $fuzz_for -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1; then
     if grep -q 'Failing input written to' "$log"; then
       cat "$log" >&2; echo "test/run.sh: $name in ./$pkg found a failing input (above)" >&2; exit 1
     fi
@@ -134,7 +135,7 @@ for target in \
     # reads as a hang). Say so and fuzz once more; a second failure fails the run.
     echo "test/run.sh: $name in ./$pkg: the fuzzing engine failed without a failing input; once more:" >&2
     tail -5 "$log" >&2
-    go test -run '^$' -fuzz "^$name\$" -fuzztime 10s -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1 ||
+    go test -run '^$' -fuzz "^$name\$" -fuzztime $fuzz_for -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1 ||
       { cat "$log" >&2; echo "test/run.sh: $name in ./$pkg failed" >&2; exit 1; }
   fi
   rm -f "$log"

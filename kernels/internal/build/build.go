@@ -159,6 +159,11 @@ func All(kernelsDir, outDir string) error { return Build(kernelsDir, outDir, Sou
 // Build builds srcs (of Sources, or TestSource) for every target into outDir, one compiler per CPU at a time
 // (the collectives' object takes a minute or more per target).
 func Build(kernelsDir, outDir string, srcs []string) error {
+	return BuildFor(kernelsDir, outDir, srcs, Targets)
+}
+
+// BuildFor is Build for some of the targets.
+func BuildFor(kernelsDir, outDir string, srcs []string, targets []Target) error {
 	outAbs, err := filepath.Abs(outDir)
 	if err != nil {
 		return err
@@ -173,7 +178,7 @@ func Build(kernelsDir, outDir string, srcs []string) error {
 		sem  = make(chan struct{}, runtime.NumCPU())
 	)
 	for _, src := range srcs {
-		for _, t := range Targets {
+		for _, t := range targets {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
