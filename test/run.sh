@@ -61,7 +61,7 @@ go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
 
-# Four lanes run at once, each through testlog (plain output; the JSON kept for the slowest
+# Three lanes run at once, each through testlog (plain output; the JSON kept for the slowest
 # tests): much of the suite waits on jobs, timeouts and the namespaces' slow rail, not on the CPU.
 # A lane's output is shown when it ends, the main lane's as it goes.
 lanes=()
@@ -76,9 +76,6 @@ lane() { # lane NAME LABEL go test ARGS...: run in the background, its output in
 # over UCX): long jobs in one package, started at once rather than after the packages before it.
 nic_litmus='^(TestNICLitmus|TestNICLitmusHosts|TestNICLitmusRails|TestUCXLitmus)$'
 lane nic-litmus "" go test -json -count=1 -timeout 30m -run "$nic_litmus" ./test
-# The device code's package (clang builds of every code object and the CPU harness's matrices):
-# the longest of all, so it starts at once rather than after the packages before it.
-lane kernels "" go test -json -count=1 -timeout 30m ./kernels/...
 # The concurrent core again under the race detector. Left out there: TestRailsPutSignalAfterEveryChunk,
 # whose reader and the transport's are ordered through the rails' sockets and a signal, which the
 # race detector cannot see (it runs in the plain pass); and what has no concurrency of its own to
@@ -90,8 +87,7 @@ lane race race env CGO_ENABLED=1 go test -json -count=1 -race -p 1 -timeout 20m 
 
 # Everything else, without the race detector (it needs cgo for its runtime, never for our code).
 failed=0
-go test -json -count=1 -timeout 30m -skip "$nic_litmus" $(go list ./... | grep -v '/kernels\(/\|$\)') |
-  "$work/testlog" filter -save "$work/plain.json" || failed=1
+go test -json -count=1 -timeout 30m -skip "$nic_litmus" ./... | "$work/testlog" filter -save "$work/plain.json" || failed=1
 for l in "${lanes[@]}"; do
   name=${l%%:*} pid=${l##*:}
   wait "$pid" || failed=1
