@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/roxamen/roxamen/shmem/internal/coll"
@@ -194,7 +195,16 @@ func (c *collective) agree(a, b uint64) error {
 	msg = binary.AppendUvarint(msg, uint64(len(c.prev)))
 	msg = append(msg, c.prev...)
 	msg = append(msg, call...)
-	all, err := w.boot.Allgather(ctx, msg)
+	all, err := c.allgather(ctx, msg)
+	if c.nic != nil && errors.Is(err, errElsewhere) {
+		// Some PE is at another call: the header exchange says which, on every PE, and the
+		// PEs not in this agreement complete it (Rejoin) so that the bootstrap stays in step.
+		xerr := c.elsewhere()
+		if xerr == nil || errors.Is(xerr, ErrMismatch) {
+			<-c.rest // completed by the others (bounded by ctx); its result says nothing more
+		}
+		return xerr
+	}
 	if err != nil {
 		return &Error{Call: call, PE: w.pe, Kind: kindOf(err, ErrPEFailed), Err: err}
 	}
@@ -234,6 +244,46 @@ func (c *collective) agree(a, b uint64) error {
 		}
 	}
 	return nil
+}
+
+// errElsewhere ends an agreement's wait on the NIC path where some PE is at another call.
+var errElsewhere = errors.New("a PE is at another collective call")
+
+// allgather is the bootstrap's Allgather of msg. On the NIC path (c.nic) its wait also watches
+// for a PE at another call (see sparse): then it returns errElsewhere, with the Allgather still
+// running (c.rest delivers its end).
+func (c *collective) allgather(ctx context.Context, msg []byte) ([][]byte, error) {
+	w := c.w
+	if c.nic == nil {
+		return w.boot.Allgather(ctx, msg)
+	}
+	type result struct {
+		all [][]byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		all, err := w.boot.Allgather(ctx, msg)
+		done <- result{all, err}
+	}()
+	d := 20 * time.Microsecond
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-done:
+			return r.all, r.err
+		case <-timer.C:
+		}
+		if c.nic.Arrived() || c.barrierElsewhere() {
+			rest := make(chan struct{})
+			go func() { <-done; close(rest) }()
+			c.rest = rest
+			return nil, errElsewhere
+		}
+		d = min(2*d, time.Millisecond)
+		timer.Reset(d)
+	}
 }
 
 func (w *World) heapError(call string, err error, format string, args ...any) error {

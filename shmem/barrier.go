@@ -116,13 +116,13 @@ func (c *collective) exchange(ctx context.Context, h worldCall) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if !c.w.mapsEveryPE() {
-		return c.sparse(ctx, h)
-	}
 	t := c.w.teams.world
 	t.mu.Lock() // under the World's gate, which c holds: TeamWorld's gate takes the two in this order
 	defer t.mu.Unlock()
 	c.number()
+	if !c.w.mapsEveryPE() {
+		return c.sparse(ctx, h)
+	}
 	if h.refused {
 		return t.c.Refuse(ctx, c.call, h.id, h.why)
 	}
@@ -130,20 +130,53 @@ func (c *collective) exchange(ctx context.Context, h worldCall) error {
 }
 
 // sparse is exchange where some PE is reached over the NIC path (other nodes, or ROX_TRANSPORT
-// forcing it): an exchange with every PE would open a transport connection to each at a PE's
-// first allocation, and connections are made only to the peers a PE talks to. So there the
-// World's calls are checked among themselves, as the same call of their own sequence with the
-// same arguments (a refusal included): allocations through the rendezvous (agree), barriers by
-// the dissemination barrier's words (log2 N peers). A TeamWorld collective against a World call
-// is then found by ROX_TIMEOUT, not at once.
+// forcing it): a header exchange with every PE would open a transport connection to each at a
+// PE's first allocation, and connections are made only to the peers a PE talks to. So there the
+// World's calls run protocols that reach few peers: allocations (and refusals) agree through the
+// bootstrap, barriers run the dissemination barrier (log2 N peers). They still take their place in
+// TeamWorld's sequence (coll.NICCall): their waits watch for a header of this call from a PE at a
+// TeamWorld collective, or for a barrier word of this call from a PE at a barrier, and on seeing
+// one leave for the header exchange, so that a World call against a TeamWorld collective (or
+// another World call) fails at once with ErrMismatch on every PE, naming both calls.
 func (c *collective) sparse(ctx context.Context, h worldCall) error {
+	c.nic = c.w.teams.world.c.NICCall(ctx, c.call, h.id, h.a, h.b, h.refused, h.why)
+	defer func() { c.nic = nil }()
 	switch {
 	case h.refused:
 		return c.agree(refusedArg, uint64(h.why))
-	case h.id == coll.CallBarrierAll || h.id == coll.CallSyncAll:
+	case barrierCall(h.id):
 		return c.w.sync(ctx, c)
 	}
 	return c.agree(uint64(h.a), uint64(h.b))
+}
+
+// barrierCall is whether World call id runs the dissemination barrier on the NIC path (the
+// others agree through the bootstrap).
+func barrierCall(id coll.Call) bool { return id == coll.CallBarrierAll || id == coll.CallSyncAll }
+
+// elsewhere is the error of a World call on the NIC path that saw a PE at another call: the
+// header exchange's mismatch (or nil where this PE refused the call, whose own error its caller
+// returns).
+func (c *collective) elsewhere() error {
+	return c.nic.Exchange()
+}
+
+// barrierElsewhere reports, for a World call on the NIC path that agrees through the bootstrap,
+// whether a barrier word of this call's place in the sequence has come from a PE at a barrier
+// (BarrierAll, SyncAll) instead. The number must be this call's: a PE that has finished this
+// agreement may already signal the barrier that follows it (Free's, or the next call's).
+func (c *collective) barrierElsewhere() bool {
+	b := &c.w.barrier
+	e := b.epoch + 1
+	slot := int(e % 2)
+	id := collectiveID(c.call)
+	for k := 0; k < b.rounds; k++ {
+		v := load(b.flags, k*flagStride+slot)
+		if uint32(v>>32) == uint32(e) && v>>8&0xffffff == c.seq&0xffffff && v&0xff != id {
+			return true
+		}
+	}
+	return false
 }
 
 // refusedArg is the first argument a refused World call sends through agree on the NIC path.
@@ -199,7 +232,12 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 		from := (w.pe - 1<<k + w.npes*2) % w.npes
 		sp := w.spin(ctx, call)
 		sp.on, sp.waitsOn = from, true // a PE that left cleanly after its rounds does not end this one
-		for {
+		for polls := 1; ; polls++ {
+			if c.nic != nil && polls%64 == 0 && c.nic.Arrived() {
+				// A PE is at a TeamWorld collective (or left its own World call for the header
+				// exchange): this barrier cannot complete. The others skip its epoch (Rejoin).
+				return c.elsewhere()
+			}
 			v := load(b.flags, k*flagStride+slot)
 			if uint32(v>>32) == uint32(e) {
 				if v != mine && mismatch == nil {

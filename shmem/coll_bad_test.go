@@ -607,9 +607,10 @@ func TestCollRefusedCallKeepsItsPlace(t *testing.T) {
 }
 
 // Where PEs reach each other over the NIC path (here: two nodes), the World's calls are checked
-// among themselves without an exchange with every PE (that would connect a PE to every other at
-// its first allocation): an allocation of another size, or one refused on one PE, fails at once
-// on every PE with ErrMismatch naming the PE, and the next calls are in step.
+// without an exchange with every PE (that would connect a PE to every other at its first
+// allocation): an allocation of another size, or one refused on one PE, fails at once on every PE
+// with ErrMismatch naming the PE, a World call against a TeamWorld collective too
+// (worldAgainstTeamWorld), and the next calls are in step.
 func TestWorldCallsOnNICPath(t *testing.T) {
 	runJob(t, 4, 2, 8<<20, 5*time.Second, func(w *World) error {
 		me := w.MyPE()
@@ -644,6 +645,71 @@ func TestWorldCallsOnNICPath(t *testing.T) {
 		if err := w.BarrierAll(context.Background()); err != nil {
 			return err
 		}
-		return w.Free(m)
+		if err := w.Free(m); err != nil {
+			return err
+		}
+		return worldAgainstTeamWorld(w)
 	}, false)
+}
+
+// worldAgainstTeamWorld: World calls against TeamWorld collectives (and World calls of different
+// protocols against each other) fail at once with ErrMismatch on every PE, naming both calls,
+// where some PEs are reached over the NIC path, and the calls after stay in step. PEs 1 and 2
+// (one on each node of the job) make the first call, the others the second.
+func worldAgainstTeamWorld(w *World) error {
+	ctx := context.Background()
+	me := w.MyPE()
+	world := w.TeamWorld()
+	x, err := Alloc[int64](w, 4)
+	if err != nil {
+		return err
+	}
+	y, err := Alloc[int64](w, 4)
+	if err != nil {
+		return err
+	}
+	for i := range x.Local() {
+		x.Local()[i] = int64(me + 1)
+	}
+	spare, err := w.Malloc(64)
+	if err != nil {
+		return err
+	}
+	sum := func() error { return AllReduce(ctx, world, y, x, OpSum) }
+	first := me == 1 || me == 2
+	for _, c := range []struct {
+		calls [2]string // what PEs 1 and 2 call; what the others call
+		run   [2]func() error
+	}{
+		{[2]string{"BarrierAll", "AllReduce"}, [2]func() error{func() error { return w.BarrierAll(ctx) }, sum}},
+		{[2]string{"AllReduce", "BarrierAll"}, [2]func() error{sum, func() error { return w.BarrierAll(ctx) }}},
+		{[2]string{"Malloc", "AllReduce"}, [2]func() error{func() error { _, err := w.Malloc(64); return err }, sum}},
+		{[2]string{"SyncAll", "Broadcast"}, [2]func() error{func() error { return w.SyncAll(ctx) }, func() error { return Broadcast(ctx, world, y, x, 0) }}},
+		{[2]string{"Free", "BarrierAll"}, [2]func() error{func() error { return w.Free(spare) }, func() error { return w.BarrierAll(ctx) }}},
+		{[2]string{"BarrierAll", "Calloc"}, [2]func() error{func() error { return w.BarrierAll(ctx) }, func() error { _, err := w.Calloc(8, 8); return err }}},
+	} {
+		mine, other := 1, 0
+		if first {
+			mine, other = 0, 1
+		}
+		err := c.run[mine]()
+		if e := errHas(err, ErrMismatch, c.calls[mine], c.calls[other], fmt.Sprintf("PE %d", me)); e != nil {
+			return fmt.Errorf("%s against %s on the NIC path: %w", c.calls[0], c.calls[1], e)
+		}
+	}
+	// In step: a sum, an allocation and a barrier after the mismatches.
+	if err := sum(); err != nil {
+		return fmt.Errorf("AllReduce after the mismatches: %w", err)
+	}
+	if got, want := y.Local()[0], int64(w.NPEs()*(w.NPEs()+1)/2); got != want {
+		return fmt.Errorf("sum after the mismatches: %d, want %d", got, want)
+	}
+	m, err := w.Malloc(64)
+	if err != nil {
+		return fmt.Errorf("Malloc after the mismatches: %w", err)
+	}
+	if err := w.BarrierAll(ctx); err != nil {
+		return fmt.Errorf("BarrierAll after the mismatches: %w", err)
+	}
+	return w.Free(m)
 }

@@ -145,6 +145,46 @@ func (e *engineWorld) SetWord(call string, pe int, off, v uint64) error {
 
 func (e *engineWorld) HasNIC() bool { return e.transport != nil }
 
+// Rejoin completes, on the NIC path, the protocols of the World calls (see sparse) that some PE
+// ran at this place of TeamWorld's sequence and this PE did not, once a header exchange has shown
+// that the PEs were at different calls: a dissemination barrier's epoch is skipped (its words of
+// that epoch are never awaited again: the next barrier of the same parity waits for an epoch two
+// higher), an agreement through the bootstrap is given a contribution, so that the bootstrap's
+// sequence and the barrier's epochs stay the same on every PE.
+func (e *engineWorld) Rejoin(call string, seen []coll.Seen, me int) error {
+	w := e.w()
+	if w.mapsEveryPE() {
+		return nil // there the World's calls are header exchanges alone
+	}
+	proto := func(s coll.Seen) int {
+		switch {
+		case s.Call < coll.CallBarrierAll || s.Call > coll.CallFinalize:
+			return 0 // a team call: the header exchange alone
+		case !s.Refused && barrierCall(s.Call):
+			return 1
+		}
+		return 2
+	}
+	own := proto(seen[me])
+	var barrier, agree bool
+	for _, s := range seen {
+		p := proto(s)
+		barrier = barrier || p == 1 && own != 1
+		agree = agree || p == 2 && own != 2
+	}
+	if barrier {
+		w.barrier.epoch++
+	}
+	if agree {
+		ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+		defer cancel()
+		if _, err := w.boot.Allgather(ctx, []byte(call)); err != nil {
+			return &Error{Call: call, PE: w.pe, Kind: kindOf(err, ErrPEFailed), Err: err}
+		}
+	}
+	return nil
+}
+
 func (e *engineWorld) Errorf(call string, kind error, format string, args ...any) error {
 	return e.w().errorf(call, kind, format, args...)
 }

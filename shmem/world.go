@@ -695,10 +695,10 @@ func (w *World) Finalize() error {
 	defer cancel()
 	qerr := w.quiet("Finalize", -1) // this PE's operations complete first
 	var xerr error
-	if w.teams != nil && w.mapsEveryPE() {
-		// Between PEs that share memory the World's calls are TeamWorld's sequence: a PE at
-		// another call of it (an allocation, a collective) is a mismatch found at once. Before
-		// closing: the exchange's waits end at a closed World.
+	if w.teams != nil {
+		// The World's calls are TeamWorld's sequence: a PE at another call of it (an allocation,
+		// a collective) is a mismatch found at once. Before closing: the exchange's waits end at
+		// a closed World.
 		xerr = c.exchange(ctx, worldCall{id: coll.CallFinalize})
 	}
 	if !w.closed.CompareAndSwap(false, true) {
@@ -825,6 +825,10 @@ type collective struct {
 	call string
 	prev string // the call numbered before this one
 	seq  uint64 // 0 until number
+	// nic: the call's place in TeamWorld's sequence on the NIC path, while its protocol runs
+	// (exchange), whose waits watch for a PE at another call (see coll.NICCall)
+	nic  *coll.NICCall
+	rest <-chan struct{} // an agreement left for the header exchange: closed when it ends
 }
 
 // begin starts collective call on w, or refuses it while another is in progress.

@@ -38,6 +38,13 @@
 // when a call returns everywhere; a team made later on the same slot starts its epochs above every
 // epoch its members have used, so old values never satisfy a new wait.
 //
+// The World's calls on the NIC path (some PE not mapped here) send no header while they agree:
+// an exchange with every PE would open a connection to each at a PE's first allocation. They take
+// their epoch in TeamWorld's sequence all the same (NICCall) and watch for a header of that epoch,
+// which a PE at a TeamWorld collective sends to every PE; on one, they leave their protocol for the
+// header exchange, so that every PE ends the call with all headers, and the PEs not in a World
+// call's protocol complete it (World.Rejoin).
+//
 // Concurrency: one call at a time per team on each PE (the caller's gate serializes them); several
 // teams may run calls at once from different goroutines.
 package coll
@@ -79,6 +86,10 @@ type World interface {
 	SetWord(call string, pe int, off, v uint64) error
 	// HasNIC reports whether a NIC transport was started (some PE is reached through it).
 	HasNIC() bool
+	// Rejoin is called where a TeamWorld call's header exchange found World calls of another kind
+	// (seen: each PE's call, me: this PE's index): on the NIC path this PE completes the protocols
+	// of those calls that its own call did not run (see NICCall); elsewhere it does nothing.
+	Rejoin(call string, seen []Seen, me int) error
 
 	// Errorf makes the error of call, of the given kind (one of Kinds'), with a detail.
 	Errorf(call string, kind error, format string, args ...any) error

@@ -88,8 +88,16 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	h.epoch = t.next()
+	if h.call == CallSplit {
+		h.word2 = t.e.maxEpoch.Load()
+	}
+	return t.exchangeAt(ctx, call, h, payload, per)
+}
+
+// next numbers the team's next call and returns its epoch.
+func (t *Team) next() uint64 {
 	en := t.e
-	w := en.w
 	t.epoch++
 	e := t.epoch
 	for {
@@ -98,10 +106,14 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 			break
 		}
 	}
-	h.epoch = e
-	if h.call == CallSplit {
-		h.word2 = en.maxEpoch.Load()
-	}
+	return e
+}
+
+// exchangeAt is the header exchange of the call numbered h.epoch (see start).
+func (t *Team) exchangeAt(ctx context.Context, call string, h header, payload []byte, per int) (*collOp, error) {
+	en := t.e
+	w := en.w
+	e := h.epoch
 	n := len(t.members)
 	if cap(t.peers) < n {
 		t.peers = make([]header, n)
@@ -192,14 +204,92 @@ func (t *Team) start(ctx context.Context, call string, h header, payload []byte,
 		o.peers[j] = decodeHeader(hb)
 	}
 	// Every header is in: the error, if any, names the lowest team PE that differs.
+	var err error
+	rejoin := false
 	for j := 0; j < n; j++ {
 		if j != t.me {
-			if err := t.disagree(call, &h, &o.peers[j], j); err != nil {
-				return nil, err
+			p := &o.peers[j]
+			if err == nil {
+				err = t.disagree(call, &h, p, j)
 			}
+			rejoin = rejoin || (p.call != h.call || p.refused != h.refused) && (worldCall(p.call) || worldCall(h.call))
 		}
 	}
+	if rejoin && t.slot == 0 {
+		// TeamWorld's calls met World calls of another kind: on the NIC path those run protocols of
+		// their own (see NICCall), which this PE completes too so that they stay in step.
+		seen := make([]Seen, n)
+		for j := range seen {
+			seen[j] = Seen{Call: o.peers[j].call, Refused: o.peers[j].refused}
+		}
+		if rerr := w.Rejoin(call, seen, t.me); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// Seen is what one PE's header said of its call, for World.Rejoin.
+type Seen struct {
+	Call    Call
+	Refused bool
+}
+
+// NICCall is a World call in progress on TeamWorld where some PE is reached over the NIC path.
+// There a header exchange with every PE would open a transport connection from each PE to every
+// other at its first allocation (connections are made on first use), so the World's calls run
+// protocols of their own that reach few peers (an agreement through the bootstrap, a dissemination
+// barrier over log2 N peers) and take their epoch in TeamWorld's sequence without sending a
+// header. A TeamWorld collective still sends its header to every PE: a PE at a World call watches
+// for one (Arrived) while its protocol waits, and on seeing it leaves the protocol for the header
+// exchange (Exchange). Every other PE then sees a header too, so every PE ends the call with the
+// full exchange: the Mismatch error names both calls on every PE within one delivery and one poll,
+// and the protocols left half-done are completed by the PEs not in them (World.Rejoin) so that
+// the calls after stay in step.
+type NICCall struct {
+	t    *Team
+	ctx  context.Context
+	call string
+	h    header
+}
+
+// NICCall numbers the World's call id on TeamWorld, with its arguments (a, b) or its refusal
+// (why), for the NIC path (see NICCall).
+func (t *Team) NICCall(ctx context.Context, call string, id Call, a, b int64, refused bool, why uint8) *NICCall {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	h := header{call: id, count: a, root: b, refused: refused, why: why}
+	h.epoch = t.next()
+	return &NICCall{t: t, ctx: ctx, call: call, h: h}
+}
+
+// Epoch is the call's epoch in TeamWorld's sequence.
+func (c *NICCall) Epoch() uint64 { return c.h.epoch }
+
+// Arrived reports whether some PE's header for this call has arrived: a PE at a TeamWorld
+// collective, or at a World call that left its protocol. One load per PE.
+func (c *NICCall) Arrived() bool {
+	t := c.t
+	w := t.e.w
+	sig := hdrSig(int(c.h.epoch & 1))
+	for j := range t.members {
+		if j != t.me && w.LoadWord(t.sigOff(sig, j)) >= c.h.epoch {
+			return true
+		}
+	}
+	return false
+}
+
+// Exchange is the header exchange of the call, for a PE that left its protocol (Arrived, or
+// another sign that some PE is at another call). It returns the Mismatch error, or nil where
+// this PE's own refusal is the error its caller returns.
+func (c *NICCall) Exchange() error {
+	_, err := c.t.exchangeAt(c.ctx, c.call, c.h, nil, 0)
+	return err
 }
 
 // startEager is start for a call whose data travels in the header exchange where eager: this
