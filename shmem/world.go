@@ -355,12 +355,20 @@ func (j *initJob) mapHeaps(ctx context.Context) error {
 		}
 	}
 	j.clock.mark(PhaseHeap)
-	if handle != nil {
+	// A job on one node (as its launcher says) maps every PE's heap everywhere: the handles then
+	// travel in the allgather, which every PE makes anyway, rather than as one request and one
+	// reply per PE of the node (510 messages per PE at 256 PEs).
+	oneNode := rank.NPEs > 1 && rank.LocalNPEs == rank.NPEs
+	var shared []byte
+	switch {
+	case handle != nil && oneNode:
+		shared = handle
+	case handle != nil:
 		if err := w.boot.Put(ctx, heapKey(w.pe), handle); err != nil {
 			return j.fail(kindOf(err, ErrPEFailed), err, "publishing the heap's export handle%s", w.timeoutHint(err))
 		}
 	}
-	all, err := w.boot.Allgather(ctx, encodePeer(rank.Node, heapSize, nil))
+	all, err := w.boot.Allgather(ctx, encodePeer(rank.Node, heapSize, shared))
 	if err != nil {
 		return j.fail(kindOf(err, ErrPEFailed), err, "exchanging heaps%s", w.timeoutHint(err))
 	}
@@ -369,8 +377,10 @@ func (j *initJob) mapHeaps(ctx context.Context) error {
 	w.paths = make([]path, w.npes)
 	nodes := map[string]bool{}
 	w.nodeNames = make([]string, w.npes)
+	handles := make([][]byte, w.npes)
+	herrs := make([]error, w.npes)
 	for pe, b := range all {
-		node, size, _, err := decodePeer(b)
+		node, size, h, err := decodePeer(b)
 		if err != nil {
 			return j.fail(ErrMismatch, err, "PE %d sent a malformed heap description", pe)
 		}
@@ -379,15 +389,16 @@ func (j *initJob) mapHeaps(ctx context.Context) error {
 		}
 		w.nodeNames[pe] = node
 		nodes[node] = true
+		if oneNode {
+			handles[pe] = h
+		}
 	}
 	j.nodes = len(nodes)
 	sameNode := func(pe int) bool { return pe != w.pe && w.nodeNames[pe] == rank.Node && !j.forceNIC }
-	// The node's handles are fetched all at once: one round trip, not one per PE of the node.
-	handles := make([][]byte, w.npes)
-	herrs := make([]error, w.npes)
+	// Otherwise the node's handles are fetched all at once: one round trip, not one per PE.
 	var fetch sync.WaitGroup
 	for pe := range w.npes {
-		if sameNode(pe) {
+		if sameNode(pe) && handles[pe] == nil {
 			fetch.Add(1)
 			go func() {
 				defer fetch.Done()

@@ -14,8 +14,8 @@
 //     any node), a key lives at the PE that owns hash(key) and is reached directly, failures are
 //     reported up and flooded down. No node handles O(N) messages.
 //
-// Dial takes the tree for jobs above StarMax PEs (ROX_BOOTSTRAP_TREE=auto; on: at any size; off:
-// never) wherever the PEs' addresses can be had without the root handing out every one; DialConfig
+// Dial takes the tree for jobs above StarMax PEs, and above OneNodeStarMax on one node, where the
+// star measured faster (ROX_BOOTSTRAP_TREE=auto; on: at any size; off: never) wherever the PEs' addresses can be had without the root handing out every one; DialConfig
 // chooses explicitly and over any Network (the scale simulation, sim/, runs both shapes for
 // thousands of virtual PEs over an in-memory network).
 //

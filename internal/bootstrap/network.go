@@ -78,6 +78,18 @@ const DefaultFanout = 8
 // small.
 const StarMax = 64
 
+// OneNodeStarMax is the largest job on one node that ROX_BOOTSTRAP_TREE=auto keeps in star mode.
+// There the tree's relays cost more than the server's O(N) work saves: 256 PEs on this 2-core
+// machine (roxrun info --scale, alternating, load average 110-118 from the jobs themselves and
+// other work) took 10.6 and 8.8 s to Init in the tree, 5.4 and 6.4 s in the star (docs/cpu.md).
+const OneNodeStarMax = 256
+
+// autoTree is whether ROX_BOOTSTRAP_TREE leaves the shape to the size (auto).
+func autoTree() bool {
+	v, _ := env.BootTree.String()
+	return v != "on" && v != "off"
+}
+
 // defaultConfig is the Config Dial uses for r: tree mode when the job is larger than StarMax and
 // every PE's address can be derived. On one node (LocalNPEs == NPEs) that is an abstract unix
 // socket named by the job token's hash and the PE: unique per job, nothing to bind in advance,
@@ -87,6 +99,8 @@ const StarMax = 64
 func defaultConfig(r Rank) Config {
 	switch {
 	case !treeWanted(r.NPEs):
+		return Config{}
+	case r.LocalNPEs == r.NPEs && r.NPEs <= OneNodeStarMax && autoTree():
 		return Config{}
 	case r.LocalNPEs == r.NPEs:
 		return Config{PEAddr: UnixPEAddr(r.Token)}

@@ -221,7 +221,7 @@ var (
 	LocalPE   = register("ROX_LOCAL_PE", "", "rank among the PEs of this node (set by roxrun)", anything)
 	LocalNPEs = register("ROX_LOCAL_NPES", "", "number of PEs on this node (set by roxrun)", anything)
 	Bootstrap = register("ROX_BOOTSTRAP", "", "rendezvous address TOKEN@HOST:PORT (set by roxrun)", anything)
-	BootTree  = register("ROX_BOOTSTRAP_TREE", "auto", "bootstrap shape: auto (a tree above 64 PEs wherever PE addresses can be had: one node, PMIx, roxrun across hosts)|on (a tree at any size, wherever they can be had)|off (every PE talks to the rendezvous server: the star)", oneOf("auto", "on", "off"))
+	BootTree  = register("ROX_BOOTSTRAP_TREE", "auto", "bootstrap shape: auto (a tree wherever PE addresses can be had: above 256 PEs on one node, above 64 across hosts through PMIx or roxrun)|on (a tree at any size, wherever they can be had)|off (every PE talks to the rendezvous server: the star)", oneOf("auto", "on", "off"))
 	Layout    = register("ROX_LAYOUT", "", "PEs per node, in PE order, e.g. 4,4,8 (set by roxrun across hosts: the bootstrap tree spans the nodes through their first PEs)", anything)
 	Node      = register("ROX_NODE", "", "node name; PEs with the same node share memory (default: hostname)", anything)
 )
