@@ -78,7 +78,19 @@ func TestGPU(t *testing.T) {
 	}
 	t.Run("fault", func(t *testing.T) {
 		start := time.Now()
-		out, err := gpuJob(t, 2*time.Minute, faultEnv...)
+		// Where both PEs share the GPU and MPS can run, the fault job runs under a daemon of its
+		// own, over the load/store path, as roxrun runs such a job: MPS does not isolate the fault
+		// (every client's context fails with it), and the launcher must still name PE 1.
+		mps, _ := launch.NodeMPS(2)
+		var out string
+		var err error
+		if mps.Start {
+			t.Logf("under CUDA MPS: %s", mps.Why)
+			out, err = testjob.Workers{NPEs: 2, Worker: "TestGPUWorker", Marker: "ROX_GPU_WORKER",
+				Env: []string{"ROX_TIMEOUT=20s", "ROX_GPU_FAULT=1"}, Timeout: 2 * time.Minute, MPS: mps}.Start()
+		} else {
+			out, err = gpuJob(t, 2*time.Minute, faultEnv...)
+		}
 		took := time.Since(start)
 		t.Logf("faulting job ended after %v: %v\n%s", took, err, out)
 		if err == nil {
@@ -90,6 +102,9 @@ func TestGPU(t *testing.T) {
 		}
 		if !strings.Contains(out, "CUDA_ERROR_ILLEGAL_ADDRESS") {
 			t.Errorf("no PE reported the fault (CUDA_ERROR_ILLEGAL_ADDRESS) in:\n%s", out)
+		}
+		if mps.Start && ee.PE != 1 {
+			t.Errorf("under MPS the launcher names PE %d as the root cause, want PE 1 (whose kernel faulted): %v", ee.PE, err)
 		}
 		if took > time.Minute {
 			t.Errorf("the job took %v to fail", took)

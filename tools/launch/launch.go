@@ -225,8 +225,11 @@ func Run(ctx context.Context, cfg Config) error {
 			layout = append(layout, h.NPEs)
 		}
 	}
+	// The log of the MPS server the PEs use (the job's own, or one already running here) names
+	// the client whose GPU fault ends every client's context: the verdict reads it.
+	var mps *mpsLogs
 	if cfg.MPS.Start && len(hosts) == 1 && hosts[0].Name == "" {
-		mpsEnv, stop, err := startMPS(cfg.MPS)
+		mpsEnv, logDir, stop, err := startMPS(cfg.MPS)
 		if err != nil {
 			return err
 		}
@@ -239,6 +242,13 @@ func Run(ctx context.Context, cfg Config) error {
 			fmt.Fprintf(cfg.Stderr, "roxrun: CUDA MPS: %s\n", cfg.MPS.Why)
 		}
 		cfg.Env = append(append([]string{}, cfg.Env...), mpsEnv...)
+		mps = newMPSLogs(logDir)
+	} else if len(hosts) == 1 && hosts[0].Name == "" && MPSRunning(os.Getenv) {
+		dir := os.Getenv("CUDA_MPS_LOG_DIRECTORY")
+		if dir == "" {
+			dir = "/var/log/nvidia-mps" // the daemon's default
+		}
+		mps = newMPSLogs(dir)
 	}
 	srv, err := bootstrap.NewServerConfig(bind, total, token, bootstrap.Config{Layout: layout})
 	if err != nil {
@@ -372,7 +382,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}(p)
 	}
 
-	j := &verdict{errw: errw, pes: pes}
+	j := &verdict{errw: errw, pes: pes, mps: mps}
 	remaining := len(pes)
 	stopping := false
 	var grace <-chan time.Time
@@ -463,6 +473,11 @@ func Run(ctx context.Context, cfg Config) error {
 	closeOutput(closeOutputAfter)
 	killAll(syscall.SIGKILL)
 	j.report()
+	if mps != nil && j.failed && env.Debugging(env.LevelInfo) {
+		for _, l := range mps.lines() {
+			fmt.Fprintf(errw, "roxrun: CUDA MPS %s\n", l)
+		}
+	}
 	if env.Debugging(env.LevelInfo) {
 		st := srv.Stats()
 		t := st.Total()
@@ -575,13 +590,47 @@ type verdict struct {
 	failed      bool       // some PE exited non-zero
 	stopped     *ExitError // the job was stopped (signal to roxrun, timeout)
 	terminated  bool       // roxrun has terminated the PEs: what follows is its doing
+	mps         *mpsLogs   // the logs of the MPS server the PEs share a GPU under, if any
+	mpsLine     string     // the line of them that named root as the client whose GPU fault it was
 }
+
+// mpsCause takes as root cause the PE whose process the MPS server's log names as the client of
+// a fatal GPU fault, where the PEs share a GPU under MPS: the fault fails every client's context
+// with the same error, and the first PE to report it need not be the one whose kernel faulted.
+// It says whether it found one.
+func (j *verdict) mpsCause() bool {
+	if j.mps == nil {
+		return false
+	}
+	pids := map[int]int{}
+	for _, p := range j.pes {
+		if p.cmd != nil && p.cmd.Process != nil {
+			pids[p.cmd.Process.Pid] = p.rank
+		}
+	}
+	for try := 0; ; try++ {
+		if rank, line, ok := j.mps.faultingClient(pids); ok {
+			j.hasRoot, j.root, j.mpsLine = true, rank, line
+			return true
+		}
+		if try == mpsLogTries {
+			return false
+		}
+		time.Sleep(mpsLogWait) // the server may log the fault a moment after its clients fail
+	}
+}
+
+// mpsLogTries and mpsLogWait bound the wait for the MPS server's account of a failure.
+const (
+	mpsLogTries = 5
+	mpsLogWait  = 50 * time.Millisecond
+)
 
 func (j *verdict) failure(f bootstrap.Failure) {
 	if j.hasRoot || j.terminated || f.PE < 0 || f.PE >= len(j.pes) {
 		return
 	}
-	if !f.Aborted && j.takeEarlierCause(j.pes[f.PE]) {
+	if !f.Aborted && (j.takeEarlierCause(j.pes[f.PE]) || j.mpsCause()) {
 		return
 	}
 	j.hasRoot, j.root, j.aborted = true, f.PE, f.Aborted
@@ -616,7 +665,7 @@ func (j *verdict) drain(ch <-chan bootstrap.Failure) {
 // exit records p's non-zero exit; afterTerm says roxrun had already terminated the job.
 func (j *verdict) exit(p *pe, afterTerm bool) {
 	j.failed = true
-	if !j.hasRoot && !afterTerm && !j.takeEarlierCause(p) {
+	if !j.hasRoot && !afterTerm && !j.takeEarlierCause(p) && !j.mpsCause() {
 		j.hasRoot, j.root = true, p.rank
 		return
 	}
@@ -667,6 +716,9 @@ func (j *verdict) rootError() *ExitError {
 		e.Reason += " while other PEs still needed it"
 	default:
 		e.Reason = "left the job: " + j.rootReason
+	}
+	if j.mpsLine != "" {
+		e.Reason = fmt.Sprintf("%s: its kernel's GPU fault ended every PE's context (the CUDA MPS server names its process %d: %s)", e.how(), p.cmd.Process.Pid, j.mpsLine)
 	}
 	e.Said = p.last.said()
 	return e

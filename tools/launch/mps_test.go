@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,5 +85,45 @@ exit 0
 	}
 	if _, err := os.Stat(filepath.Dir(pipe)); !os.IsNotExist(err) {
 		t.Errorf("the job's MPS directory %s is still there after the job", filepath.Dir(pipe))
+	}
+}
+
+// Under MPS a fatal GPU fault in one PE's kernel fails every PE's context with the same error,
+// and the PE that reports it first need not be the one whose kernel faulted. The verdict names
+// the PE whose process the MPS server's log names. Here PE 1 "faults": the stand-in server logs
+// its PID as the control daemon's server would, and PE 0 fails first.
+func TestMPSFaultNamesTheFaultingPE(t *testing.T) {
+	bin := t.TempDir()
+	fake := `#!/bin/sh
+if [ "$1" = "-d" ]; then touch "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0; fi
+read cmd; [ "$cmd" = quit ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0
+`
+	if err := os.WriteFile(filepath.Join(bin, mpsControl), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	m, err := PlanMPS("on", 2, 1, false, MPSControlFound())
+	if err != nil || !m.Start {
+		t.Fatalf("plan: %+v, %v", m, err)
+	}
+	// What the MPS server of CUDA 13 logged on the H200 when PE 1 (PID 480) faulted and PE 0
+	// (479) was torn down with it (lines of server.log, abridged).
+	pe := `p=$$; log="$CUDA_MPS_LOG_DIRECTORY/server.log"
+echo "[2026-12-02 05:33:31.965 Server   471] Client {PID: $p, Context ID: 1} connected" >> "$log"
+echo "[2026-12-02 05:33:34.930 Server   471] Client {PID: $p, Context: 1} encountered a fatal GPU error." >> "$log"
+echo "[2026-12-02 05:33:34.930 Server   471] Server is handling a fatal GPU error." >> "$log"
+echo "[2026-12-02 05:33:34.930 Server   471] All clients belonging to error trigging process $p will be torn down" >> "$log"
+echo "[2026-12-02 05:33:34.930 Server   471] The following client process have a sticky error set:" >> "$log"
+echo "[2026-12-02 05:33:34.930 Server   471] $p" >> "$log"
+sleep 1; echo "CUDA_ERROR_ILLEGAL_ADDRESS" >&2; exit 1`
+	var out, errw bytes.Buffer
+	err = Run(context.Background(), Config{NPEs: 2, MPS: m, Timeout: 30 * time.Second, Stdout: &out, Stderr: &errw,
+		Argv: []string{"/bin/sh", "-c", `if [ "$ROX_PE" = 1 ]; then ` + pe + `; fi; sleep 0.2; echo "CUDA_ERROR_ILLEGAL_ADDRESS" >&2; exit 1`}})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.PE != 1 || !strings.Contains(ee.Error(), "roxrun: PE 1 exited with status 1: its kernel's GPU fault ended every PE's context") {
+		t.Fatalf("job: %v, want PE 1 named as the root cause through the MPS log\n%s", err, errw.String())
+	}
+	if !strings.Contains(errw.String(), "PE 0 exited with status 1 after PE 1 had left the job (collateral)") {
+		t.Errorf("PE 0 not named collateral:\n%s", errw.String())
 	}
 }

@@ -70,6 +70,7 @@ type Workers struct {
 	Marker  string // the variable that tells a process it is a PE of the job
 	Env     []string
 	Timeout time.Duration
+	MPS     launch.MPS // a CUDA MPS daemon for the job, as roxrun starts one (launch.NodeMPS)
 }
 
 // Run runs the job and returns its output, every line prefixed with its PE. It fails the test
@@ -90,7 +91,7 @@ func (w Workers) Start() (string, error) {
 	err := launch.Run(context.Background(), launch.Config{
 		NPEs: w.NPEs, Argv: []string{os.Args[0], "-test.run=^" + w.Worker + "$", "-test.v"},
 		Env:    append([]string{w.Marker + "=1"}, w.Env...),
-		Prefix: true, Timeout: w.Timeout, Stdout: out, Stderr: out,
+		Prefix: true, Timeout: w.Timeout, Stdout: out, Stderr: out, MPS: w.MPS,
 	})
 	return out.String(), err
 }
