@@ -266,7 +266,8 @@ func (c *collective) allgather(ctx context.Context, msg []byte) ([][]byte, error
 		all, err := w.boot.Allgather(ctx, msg)
 		done <- result{all, err}
 	}()
-	d := 20 * time.Microsecond
+	// The first look comes after an agreement's usual time: the watch costs a wakeup each.
+	d := 500 * time.Microsecond
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -281,7 +282,7 @@ func (c *collective) allgather(ctx context.Context, msg []byte) ([][]byte, error
 			c.rest = rest
 			return nil, errElsewhere
 		}
-		d = min(2*d, time.Millisecond)
+		d = min(2*d, 2*time.Millisecond)
 		timer.Reset(d)
 	}
 }
