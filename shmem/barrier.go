@@ -233,7 +233,8 @@ func (w *World) sync(ctx context.Context, c *collective) error {
 		sp := w.spin(ctx, call)
 		sp.on, sp.waitsOn = from, true // a PE that left cleanly after its rounds does not end this one
 		for polls := 1; ; polls++ {
-			if c.nic != nil && polls%64 == 0 && c.nic.Arrived() {
+			// One look every 64 polls while spinning, at every poll once the wait sleeps.
+			if c.nic != nil && (polls%64 == 0 || sp.sleep > 0) && c.nic.Arrived() {
 				// A PE is at a TeamWorld collective (or left its own World call for the header
 				// exchange): this barrier cannot complete. The others skip its epoch (Rejoin).
 				return c.elsewhere()
