@@ -87,6 +87,7 @@ type gpuDevice struct {
 	streams map[*stream]bool
 	events  map[*event]bool
 	modules map[*module]bool
+	graphs  map[*graph]bool    // made on the first capture (graph.go)
 	peers   map[devHandle]bool // peers this device enabled access to (PrimaryContext: and retained)
 }
 
@@ -501,6 +502,7 @@ func (d *gpuDevice) Close() error {
 			e.dead = true
 			keep(d.check(op.EventDestroy, l.eventDestroy(e.h), ""))
 		}
+		d.closeGraphs(keep)
 		for m := range d.modules {
 			m.dead = true
 			keep(d.check(op.ModuleUnload, l.moduleUnload(m.h), m.name))

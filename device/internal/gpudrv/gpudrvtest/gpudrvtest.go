@@ -232,6 +232,10 @@ func Exercise(t *testing.T, drv device.Driver, lib string, want Want) {
 		}
 	}
 	wantErr(t, s.Launch(fill, device.D1(1), device.D1(4096), 0, p, uint64(0), int64(1)), device.ErrInvalid, "fill grid=")
+
+	// Stream capture: the captured fills do not run at capture; each replay runs them again, on
+	// any stream of the device; a graph left alive is released by Close.
+	captureAndReplay(t, d0, s, fill, got)
 	must(t, m.Unload())
 	wantErr(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(0), int64(1)), device.ErrClosed, "module unloaded")
 
@@ -320,4 +324,54 @@ func Exercise(t *testing.T, drv device.Driver, lib string, want Want) {
 	if f.ctxRefs(0) != 0 || f.ctxRefs(1) != 0 {
 		t.Fatalf("primary contexts still retained after Close: %d, %d", f.ctxRefs(0), f.ctxRefs(1))
 	}
+}
+
+func captureAndReplay(t *testing.T, d device.Device, s device.Stream, fill device.Function, got []byte) {
+	t.Helper()
+	p, err := d.Alloc(64) // freed by Close
+	must(t, err)
+	c, ok := s.(device.Capturer)
+	if !ok {
+		t.Fatalf("stream of type %T is no device.Capturer", s)
+	}
+	words := func() []uint64 {
+		must(t, d.CopyDtoH(got[:64], p))
+		w := make([]uint64, 8)
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint64(got[8*i:])
+		}
+		return w
+	}
+	must(t, d.Memset(p, 0, 64))
+	must(t, c.BeginCapture())
+	wantErr(t, c.BeginCapture(), device.ErrInvalid, "mode=") // already capturing: the library refuses
+	must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(10), int64(4)))
+	must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p.Add(32), uint64(20), int64(4)))
+	g, err := c.EndCapture()
+	must(t, err)
+	if w := words(); w[0] != 0 || w[4] != 0 {
+		t.Fatalf("captured launches ran at capture: %v", w)
+	}
+	other, err := d.NewStream()
+	must(t, err)
+	for _, st := range []device.Stream{s, other, s} {
+		must(t, d.Memset(p, 0, 64))
+		must(t, g.Launch(st))
+		must(t, st.Synchronize())
+		if w := words(); w[0] != 10 || w[3] != 13 || w[4] != 20 || w[7] != 23 {
+			t.Fatalf("replay: %v", w)
+		}
+	}
+	_, err = c.EndCapture()
+	wantErr(t, err, device.ErrInvalid, "")
+	must(t, g.Destroy())
+	wantErr(t, g.Destroy(), device.ErrClosed, "graph destroyed")
+	wantErr(t, g.Launch(s), device.ErrClosed, "graph destroyed")
+	wantErr(t, g.Launch(nil), device.ErrInvalid, "stream of type")
+	must(t, c.BeginCapture())
+	must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(1), int64(1)))
+	if _, err := c.EndCapture(); err != nil { // left alive for Close
+		t.Fatal(err)
+	}
+	must(t, other.Destroy())
 }
