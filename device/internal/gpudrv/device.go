@@ -52,6 +52,7 @@ func (dr *Driver) Open(ordinal int) (device.Device, error) {
 		if err := dr.check(d.op.PrimaryCtxRetain, d.lib.primaryCtxRetain(&d.ctx, d.dev), arg); err != nil {
 			return nil, err
 		}
+		d.ctxArgs[0] = uintptr(d.ctx)
 	case CurrentDevice:
 		d.dev = devHandle(ordinal)
 	}
@@ -75,7 +76,9 @@ type gpuDevice struct {
 	info device.Info
 	dev  devHandle // CUdevice; the HIP device ordinal
 	ctx  ctxH      // PrimaryContext: the retained primary context
-	sync streamH   // private stream for the synchronous calls
+	// ctx as the context call's argument block (read only: every call shares it)
+	ctxArgs [1]uintptr
+	sync    streamH // private stream for the synchronous calls
 
 	life   sync.RWMutex // calls hold it shared; Close holds it exclusively
 	closed bool
@@ -169,7 +172,11 @@ func (d *gpuDevice) callLocked(f func() error) error {
 	op := d.op.CtxSetCurrent
 	switch d.dr.v.Context {
 	case PrimaryContext:
-		r = d.lib.ctxSetCurrent(d.ctx)
+		if d.dr.ctxSym != 0 {
+			r = status(int32(dl.Call(d.dr.ctxSym, d.ctxArgs[:]...)))
+		} else {
+			r = d.lib.ctxSetCurrent(d.ctx)
+		}
 	case CurrentDevice:
 		op, r = d.op.SetDevice, d.lib.setDevice(d.dev)
 	}
@@ -496,6 +503,7 @@ func (d *gpuDevice) Close() error {
 		keep(d.check(op.Synchronize, l.synchronize(), ""))
 		for s := range d.streams {
 			s.dead = true
+			s.dropLaunchBuf()
 			keep(d.check(op.StreamDestroy, l.streamDestroy(s.h), ""))
 		}
 		for e := range d.events {

@@ -57,6 +57,87 @@ func Run(t *testing.T, newDriver func(library string) device.Driver, want Want) 
 	}
 }
 
+// BenchLaunch measures the host's cost of Stream.Launch and Graph.Launch over the fake library,
+// whose launch does next to nothing: what is left is the Go side (argument packing,
+// allocations, locks, making the context current, the foreign call). Like Run it builds the
+// fake and runs itself in a child process, whose benchmark lines it logs.
+func BenchLaunch(b *testing.B, newDriver func(library string) device.Driver) {
+	if lib := os.Getenv(childEnv); lib != "" {
+		benchLaunch(b, newDriver(lib))
+		return
+	}
+	clang, err := exec.LookPath("clang-19")
+	if err != nil {
+		b.Skip("clang-19 not installed: cannot build the fake GPU library")
+	}
+	dir := b.TempDir()
+	src, lib := filepath.Join(dir, "fakegpu.c"), filepath.Join(dir, "libfakegpu.so")
+	if err := os.WriteFile(src, fakeSource, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if out, err := exec.Command(clang, "-shared", "-fPIC", "-O1", "-o", lib, src).CombinedOutput(); err != nil {
+		b.Fatalf("building the fake library: %v\n%s", err, out)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^"+b.Name()+"$", "-test.benchmem", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+lib)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("the fake-library run failed: %v\n%s", err, out)
+	}
+	b.Logf("over the fake library:\n%s", out)
+	b.SkipNow() // the figures are the child's
+}
+
+func benchLaunch(b *testing.B, drv device.Driver) {
+	d, err := drv.Open(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	s, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := d.LoadModule([]byte("FAKE image"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill, err := m.Function("fill")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := d.Alloc(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// six arguments, as a stream collective has (fill reads the first three: n = 0 writes nothing)
+	b.Run("Stream.Launch", func(b *testing.B) {
+		for b.Loop() {
+			if err := s.Launch(fill, device.D1(1), device.D1(256), 0, p, uint64(0), int64(0), p, int32(0), int32(0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	c := s.(device.Capturer)
+	if err := c.BeginCapture(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(1), int64(1)); err != nil {
+		b.Fatal(err)
+	}
+	g, err := c.EndCapture()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Graph.Launch", func(b *testing.B) {
+		for b.Loop() {
+			if err := g.Launch(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // Want is what differs between the vendors in what the fake reports.
 type Want struct {
 	Arch        [2]string // Info.Arch of devices 0 and 1
