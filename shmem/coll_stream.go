@@ -24,7 +24,10 @@ import (
 // all-to-all of at least ROX_COLL_CE_THRESHOLD bytes per PE (or every size with ROX_COLL_ALGO=ce),
 // the copy-engine offload: one block posts a copy-engine put per member and the data moves with
 // no SM (StreamAlgorithm says which). They need every member load/store reachable (one node);
-// teams that span the NIC use the blocking calls. On the host backend, whose streams are
+// teams that span the NIC use the blocking calls. A stream of the GPU (device.Capturer) may capture
+// them into a CUDA or HIP graph and replay it: a call's kernel arguments are fixed per call site,
+// and what changes from call to call (the round number, the LL flags, the grid barrier's
+// generation) lives in the team's workspace on the device. On the host backend, whose streams are
 // goroutines, the stream runs the blocking call (AllReduce...) when it reaches it; such a call on
 // a team must not overlap a blocking collective on the same team from another goroutine (the
 // second is refused with ErrConcurrent): synchronize the stream first.
