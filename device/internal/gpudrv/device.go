@@ -55,6 +55,7 @@ func (dr *Driver) Open(ordinal int) (device.Device, error) {
 		d.ctxArgs[0] = uintptr(d.ctx)
 	case CurrentDevice:
 		d.dev = devHandle(ordinal)
+		d.ctxArgs[0] = uintptr(ordinal)
 	}
 	err = d.query()
 	if err == nil {
@@ -76,7 +77,8 @@ type gpuDevice struct {
 	info device.Info
 	dev  devHandle // CUdevice; the HIP device ordinal
 	ctx  ctxH      // PrimaryContext: the retained primary context
-	// ctx as the context call's argument block (read only: every call shares it)
+	// ctx (PrimaryContext) or the ordinal (CurrentDevice) as the argument block of the call that
+	// makes it current (read only: every call shares it)
 	ctxArgs [1]uintptr
 	sync    streamH // private stream for the synchronous calls
 
@@ -178,7 +180,12 @@ func (d *gpuDevice) callLocked(f func() error) error {
 			r = d.lib.ctxSetCurrent(d.ctx)
 		}
 	case CurrentDevice:
-		op, r = d.op.SetDevice, d.lib.setDevice(d.dev)
+		op = d.op.SetDevice
+		if d.dr.ctxSym != 0 {
+			r = status(int32(dl.Call(d.dr.ctxSym, d.ctxArgs[:]...)))
+		} else {
+			r = d.lib.setDevice(d.dev)
+		}
 	}
 	if r != 0 { // the name is formatted only for an error: every device call comes here
 		return d.check(op, r, fmt.Sprintf("device %d", d.info.Ordinal))

@@ -11,8 +11,8 @@ import (
 // BeginCapture and EndCapture, and the instantiated graph replays it on a stream per Launch.
 
 // bindGraphs binds the capture and graph calls when the library has all six; a graph's launch
-// is rebound like cuLaunchKernel (bindDirect): it is what a replayed workload's host pays per
-// replay.
+// is called like cuLaunchKernel (Driver.graphLaunchSym, the stream's argument block): it is what
+// a replayed workload's host pays per replay.
 func (dr *Driver) bindGraphs(h *dl.Lib) {
 	s, l := &dr.op, &dr.lib
 	names := []string{s.StreamBeginCapture, s.StreamEndCapture, s.GraphInstantiate, s.GraphLaunch, s.GraphExecDestroy, s.GraphDestroy}
@@ -27,11 +27,7 @@ func (dr *Driver) bindGraphs(h *dl.Lib) {
 	if h.Bind(syms...) != nil {
 		return // all six or none: a library without them captures nothing
 	}
-	if p, _ := h.Lookup(s.GraphLaunch); p != 0 {
-		l.graphLaunch = func(e graphExecH, st streamH) status {
-			return status(int32(dl.Call(p, uintptr(e), uintptr(st))))
-		}
-	}
+	dr.graphLaunchSym, _ = h.Lookup(s.GraphLaunch)
 }
 
 var _ device.Capturer = (*stream)(nil)
@@ -109,10 +105,17 @@ func (g *graph) Launch(st device.Stream) error {
 		if err := s.alive(op, "stream"); err != nil {
 			return err
 		}
-		if r := g.d.lib.graphLaunch(g.e, s.h); r != 0 {
-			return g.d.check(op, r, "")
+		var r status
+		if sym := g.d.dr.graphLaunchSym; sym != 0 {
+			s.lmu.Lock() // after the device's lock, as in Launch
+			lb := s.launchBuf()
+			lb.call[0], lb.call[1] = uintptr(g.e), uintptr(s.h)
+			r = status(int32(dl.Call(sym, lb.call[:2]...)))
+			s.lmu.Unlock()
+		} else {
+			r = g.d.lib.graphLaunch(g.e, s.h)
 		}
-		return nil
+		return g.d.check(op, r, "")
 	})
 }
 

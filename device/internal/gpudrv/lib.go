@@ -272,10 +272,10 @@ type Driver struct {
 	library  string      // the file that loaded
 	version  int32
 	lib      bindings
-	// the launch's and the context call's symbols, called with argument blocks that are not
-	// allocated per call (stream.launchCall, gpuDevice.ctxArgs): a variadic dl.Call's arguments
-	// escape to the heap, one allocation per call
-	launchSym, ctxSym uintptr
+	// the launch's, the context or device call's and the graph launch's symbols, called with
+	// argument blocks that are not allocated per call (launchParams.call, gpuDevice.ctxArgs): a
+	// variadic dl.Call's arguments escape to the heap, one allocation per call
+	launchSym, ctxSym, graphLaunchSym uintptr
 }
 
 var _ device.Driver = (*Driver)(nil)
@@ -451,7 +451,10 @@ func (dr *Driver) bindDirect(h *dl.Lib) {
 		p, _ := h.Lookup(name)
 		return p
 	}
-	dr.launchSym, dr.ctxSym = sym(dr.op.LaunchKernel), sym(dr.op.CtxSetCurrent)
+	dr.launchSym = sym(dr.op.LaunchKernel)
+	if dr.ctxSym = sym(dr.op.CtxSetCurrent); dr.ctxSym == 0 {
+		dr.ctxSym = sym(dr.op.SetDevice) // hipSetDevice(int): the ordinal, as ctxArgs holds it
+	}
 	if p := sym(dr.op.LaunchKernel); p != 0 {
 		l.launchKernel = func(f funcH, gx, gy, gz, bx, by, bz, shared uint32, s streamH, params *unsafe.Pointer, extra *unsafe.Pointer) status {
 			r := dl.Call(p, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),

@@ -313,6 +313,12 @@ func Exercise(t *testing.T, drv device.Driver, lib string, want Want) {
 		}
 	}
 	wantErr(t, s.Launch(fill, device.D1(1), device.D1(4096), 0, p, uint64(0), int64(1)), device.ErrInvalid, "fill grid=")
+	// a launch is the hot path of every stream-ordered call: it allocates nothing (the caller's
+	// boxed arguments aside)
+	noop := []any{p, uint64(0), int64(0)}
+	if n := testing.AllocsPerRun(100, func() { must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, noop...)) }); n != 0 {
+		t.Errorf("Stream.Launch allocates %v times a call, want 0", n)
+	}
 
 	// Stream capture: the captured fills do not run at capture; each replay runs them again, on
 	// any stream of the device; a graph left alive is released by Close.
@@ -435,6 +441,9 @@ func captureAndReplay(t *testing.T, d device.Device, s device.Stream, fill devic
 	}
 	other, err := d.NewStream()
 	must(t, err)
+	if n := testing.AllocsPerRun(100, func() { must(t, g.Launch(other)) }); n != 0 {
+		t.Errorf("Graph.Launch allocates %v times a call, want 0", n)
+	}
 	for _, st := range []device.Stream{s, other, s} {
 		must(t, d.Memset(p, 0, 64))
 		must(t, g.Launch(st))
