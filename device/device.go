@@ -164,6 +164,24 @@ type Stream interface {
 	Destroy() error
 }
 
+// Capturer is a Stream whose work can be captured into a Graph instead of run (CUDA and HIP
+// stream capture; the GPU drivers' streams implement it): between BeginCapture and EndCapture the
+// stream's launches and copies are recorded, not executed, and the Graph replays them in order,
+// with the arguments they were enqueued with, each time it is launched. Other threads may make
+// any call meanwhile (the capture is relaxed).
+type Capturer interface {
+	BeginCapture() error
+	// EndCapture ends the capture and returns the captured work, ready to launch.
+	EndCapture() (Graph, error)
+}
+
+// Graph is captured stream work (a CUDA or HIP graph, instantiated).
+type Graph interface {
+	// Launch enqueues one replay of the captured work on st, a stream of the same device.
+	Launch(st Stream) error
+	Destroy() error
+}
+
 // Event marks a point in a stream.
 type Event interface {
 	Synchronize() error

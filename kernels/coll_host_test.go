@@ -531,7 +531,32 @@ func TestCollHost(t *testing.T) {
 	t.Run("data", func(t *testing.T) { collData(t, nd) })
 	t.Run("reduce", func(t *testing.T) { collReduce(t, nd, cReduce) })
 	t.Run("reduce_scatter", func(t *testing.T) { collReduce(t, nd, cReduceScatter) })
+	t.Run("reduce_scatter_ll", func(t *testing.T) { collReduceScatterLL(t, nd) })
 	t.Run("errors", func(t *testing.T) { collErrors(t, nd) })
+}
+
+// collReduceScatterLL: a reduce-scatter of small blocks (200 bytes: the world team's slots here
+// hold 256) takes the LL exchange, one push of each
+// block and no round: it advances the team's round but announces it to no member (the rounds
+// would leave every member's announcement of it in each workspace).
+func collReduceScatterLL(t *testing.T, nd *collNode) {
+	world := nd.members(0)
+	res := nd.run(t, world, func(p int) collCall {
+		return collCall{coll: cReduceScatter, typ: 3, op: opSum, level: 2, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: 50}
+	})
+	for _, p := range world {
+		if res[p] != 0 {
+			t.Fatalf("PE %d returned %d", p, res[p])
+		}
+		ws := nd.heaps[p][chWSBase:]
+		round := binary.LittleEndian.Uint64(ws[TeamWSRound:])
+		for _, q := range world {
+			if a := binary.LittleEndian.Uint64(ws[TeamWSArrive+8*q:]); q != p && a >= round {
+				t.Errorf("PE %d: member %d announced round %d (the team's round is %d): the reduce-scatter of 200-byte blocks ran the rounds, not the LL exchange", p, q, a, round)
+			}
+		}
+	}
+	nd.checkClean(t, "reduce_scatter_ll")
 }
 
 func collQueries(t *testing.T, nd *collNode) {
@@ -886,6 +911,37 @@ func collErrors(t *testing.T, nd *collNode) {
 		nd.checkGuard(t, "LL/round mismatch", p, chDst, 0)
 	}
 	nd.clearAborts()
+	// reduce-scatter's blocks take the LL exchange too: PE 6's block past the limit (the rounds)
+	// beside the others' LL pushes, and an LL reduce-scatter beside an LL all-reduce of as many bytes
+	for _, tc := range []struct {
+		what string
+		call func(p int) collCall
+	}{
+		{"reduce-scatter LL/round mismatch", func(p int) collCall {
+			n := uint64(50)
+			if p == 6 {
+				n = 3000
+			}
+			return collCall{coll: cReduceScatter, typ: 3, op: opSum, level: 2, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: n}
+		}},
+		{"reduce-scatter beside all-reduce", func(p int) collCall {
+			c := int32(cReduceScatter)
+			if p == 6 {
+				c = cReduce
+			}
+			return collCall{coll: c, typ: 3, op: opSum, level: 2, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: 50}
+		}},
+	} {
+		nd.poison(chDst, 64)
+		res = nd.run(t, world, tc.call)
+		for _, p := range world {
+			if r := record(p); res[p] != -1 || r.Call != CallCollMismatch {
+				t.Errorf("%s: PE %d returned %d, recorded %s", tc.what, p, res[p], r.CallName())
+			}
+			nd.checkGuard(t, tc.what, p, chDst, 0)
+		}
+		nd.clearAborts()
+	}
 	// a root outside the team: every member refuses
 	res = nd.run(t, world, func(p int) collCall {
 		return collCall{coll: cBcast, level: 2, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: 8, root: chPEs}

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/roxamen/roxamen/device"
-	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/shmem/internal/coll"
 	"github.com/roxamen/roxamen/shmem/internal/gpurt"
@@ -25,7 +24,10 @@ import (
 // all-to-all of at least ROX_COLL_CE_THRESHOLD bytes per PE (or every size with ROX_COLL_ALGO=ce),
 // the copy-engine offload: one block posts a copy-engine put per member and the data moves with
 // no SM (StreamAlgorithm says which). They need every member load/store reachable (one node);
-// teams that span the NIC use the blocking calls. On the host backend, whose streams are
+// teams that span the NIC use the blocking calls. A stream of the GPU (device.Capturer) may capture
+// them into a CUDA or HIP graph and replay it: a call's kernel arguments are fixed per call site,
+// and what changes from call to call (the round number, the LL flags, the grid barrier's
+// generation) lives in the team's workspace on the device. On the host backend, whose streams are
 // goroutines, the stream runs the blocking call (AllReduce...) when it reaches it; such a call on
 // a team must not overlap a blocking collective on the same team from another goroutine (the
 // second is refused with ErrConcurrent): synchronize the stream first.
@@ -42,14 +44,13 @@ func (w *World) scolls() *gpurt.Colls {
 	return w.scoll
 }
 
-// streamCall is one stream-ordered collective, ready to enqueue.
+// streamCall is one stream-ordered collective on the host backend, ready to enqueue (a GPU takes
+// devStream's path).
 type streamCall struct {
-	call  string
-	t     *Team
-	st    device.Stream
-	bytes int                             // per-PE buffer size, for the algorithm
-	run   func(ctx context.Context) error // the host backend's blocking form
-	dev   func(sc *gpurt.Colls) error     // the GPU form: checks done, enqueue the kernel
+	call string
+	t    *Team
+	st   device.Stream
+	run  func(ctx context.Context) error // the blocking form
 }
 
 func (c *streamCall) enqueue() error {
@@ -58,30 +59,41 @@ func (c *streamCall) enqueue() error {
 		return w.errorf(c.call, ErrBadArgument, "nil stream")
 	}
 	// The host backend's stream remembers a failed operation and skips the rest: refuse at once.
-	// (On a GPU a stream fails only with its context, and then the launch below fails itself; a
-	// stream query there costs a driver call per enqueue, as much as the launch.)
-	if w.gpu == nil {
-		if _, err := c.st.Query(); err != nil {
-			return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream failed earlier (" + w.scolls().TakePending(c.st) + ")", Err: err}
-		}
+	// (On a GPU a stream fails only with its context, and then the launch fails itself; a stream
+	// query there costs a driver call per enqueue, as much as the launch.)
+	if _, err := c.st.Query(); err != nil {
+		return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream failed earlier (" + w.scolls().TakePending(c.st) + ")", Err: err}
 	}
 	sc := w.scolls()
-	var err error
-	if w.gpu == nil {
-		err = sc.EnqueueHost(w.dev, c.st, func() error {
-			if err := c.run(context.Background()); err != nil {
-				return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream-ordered collective on " + t.name + " failed", Err: err}
-			}
-			return nil
-		})
-		if err != nil {
-			return w.rtError(c.call, ErrPEFailed, err)
+	err := sc.EnqueueHost(w.dev, c.st, func() error {
+		if err := c.run(context.Background()); err != nil {
+			return &Error{Call: c.call, PE: w.pe, Kind: innerKind(err), Detail: "the stream-ordered collective on " + t.name + " failed", Err: err}
 		}
-	} else if err = c.dev(sc); err != nil {
-		return err
+		return nil
+	})
+	if err != nil {
+		return w.rtError(c.call, ErrPEFailed, err)
 	}
 	sc.Enqueued(c.st, c.call, t.name)
 	return nil
+}
+
+// devStream starts a stream collective's GPU path: no closures and no bookkeeping beyond the
+// launch (enqueueing is the hot path of a small collective); the engine, or the nil stream's error.
+func (t *Team) devStream(call string, st device.Stream) (*gpurt.Colls, error) {
+	if st == nil {
+		return nil, t.w.errorf(call, ErrBadArgument, "nil stream")
+	}
+	return t.w.scolls(), nil
+}
+
+// devEnqueued notes a call the GPU path enqueued on st (err nil: for SyncStream's messages) and
+// returns err.
+func (t *Team) devEnqueued(sc *gpurt.Colls, st device.Stream, call string, err error) error {
+	if err == nil {
+		sc.Enqueued(st, call, t.name)
+	}
+	return err
 }
 
 // devCheck says why t's collectives cannot run on this PE's GPU, or nil.
@@ -181,8 +193,8 @@ func (w *World) streamBlocks(bytes int, mover bool) int {
 	if bytes <= kernels.CollOneshotMax {
 		return 1
 	}
-	most, err := env.StreamBlocks.Int()
-	if err != nil || most < 1 {
+	most := w.scolls().Knobs().MostBlocks
+	if most < 1 {
 		most = 32
 	}
 	if mp := w.dev.Info().Multiprocessors; mp >= 2 {
@@ -196,12 +208,20 @@ func (w *World) streamBlocks(bytes int, mover bool) int {
 }
 
 func (t *Team) useCE(bytes int) bool {
-	if a, _ := env.CollAlgo.String(); a == "ce" {
-		return true
-	}
-	thr, _ := env.CollCE.Size()
-	return thr > 0 && int64(bytes) >= thr
+	k := t.w.scolls().Knobs()
+	return k.CEAlways || (k.CEThreshold > 0 && int64(bytes) >= k.CEThreshold)
 }
+
+// reduceKernels: each element kind's reduction kernel, named once (a name built per call is an
+// allocation on the hot path); absent for the complex types, which have none.
+var reduceKernels = func() map[coll.Kind]string {
+	m := map[coll.Kind]string{}
+	for _, k := range []coll.Kind{coll.Int8, coll.Int16, coll.Int32, coll.Int64, coll.Uint8, coll.Uint16, coll.Uint32, coll.Uint64,
+		coll.Float32, coll.Float64, coll.BFloat16, coll.Float16} {
+		m[k] = "roxk_coll_reduce_" + deviceKind(k)
+	}
+	return m
+}()
 
 // deviceKind names T's reduction kernel, "" when there is none (complex types).
 func deviceKind(k coll.Kind) string {
@@ -232,15 +252,22 @@ func (t *Team) BarrierOnStream(st device.Stream) error {
 	if err := t.check(call); err != nil {
 		return err
 	}
-	c := &streamCall{call: call, t: t, st: st,
-		run: func(ctx context.Context) error { return t.Barrier(ctx) },
-		dev: func(sc *gpurt.Colls) error {
-			if err := t.devCheck(call); err != nil {
-				return err
-			}
-			return t.launchCollN(sc, call, "roxk_coll_barrier", st, 1, barrierThread, t.Handle())
-		}}
+	if t.w.gpu != nil {
+		sc, err := t.devStream(call, st)
+		if err == nil {
+			err = t.devEnqueued(sc, st, call, t.barrierOnDevice(sc, call, st))
+		}
+		return err
+	}
+	c := &streamCall{call: call, t: t, st: st, run: func(ctx context.Context) error { return t.Barrier(ctx) }}
 	return c.enqueue()
+}
+
+func (t *Team) barrierOnDevice(sc *gpurt.Colls, call string, st device.Stream) error {
+	if err := t.devCheck(call); err != nil {
+		return err
+	}
+	return t.launchCollN(sc, call, "roxk_coll_barrier", st, 1, barrierThread, t.Handle())
 }
 
 // AllReduceOnStream enqueues AllReduce(team, dst, src, op) on st (ncclAllReduce): dst and src have
@@ -250,9 +277,14 @@ func AllReduceOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], op Op
 	if err := allReduceArgs(t, call, dst, src, op); err != nil {
 		return err
 	}
-	c := &streamCall{call: call, t: t, st: st, bytes: src.n * src.elemSize(),
-		run: func(ctx context.Context) error { return AllReduce(ctx, t, dst, src, op) },
-		dev: func(sc *gpurt.Colls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 0) }}
+	if t.w.gpu != nil {
+		sc, err := t.devStream(call, st)
+		if err == nil {
+			err = t.devEnqueued(sc, st, call, reduceOnDevice(sc, call, t, st, dst, src, op, 0))
+		}
+		return err
+	}
+	c := &streamCall{call: call, t: t, st: st, run: func(ctx context.Context) error { return AllReduce(ctx, t, dst, src, op) }}
 	return c.enqueue()
 }
 
@@ -263,9 +295,14 @@ func ReduceScatterOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], o
 	if err := reduceScatterArgs(t, call, dst, src, op); err != nil {
 		return err
 	}
-	c := &streamCall{call: call, t: t, st: st, bytes: dst.n * dst.elemSize(),
-		run: func(ctx context.Context) error { return ReduceScatter(ctx, t, dst, src, op) },
-		dev: func(sc *gpurt.Colls) error { return reduceOnDevice(sc, call, t, st, dst, src, op, 1) }}
+	if t.w.gpu != nil {
+		sc, err := t.devStream(call, st)
+		if err == nil {
+			err = t.devEnqueued(sc, st, call, reduceOnDevice(sc, call, t, st, dst, src, op, 1))
+		}
+		return err
+	}
+	c := &streamCall{call: call, t: t, st: st, run: func(ctx context.Context) error { return ReduceScatter(ctx, t, dst, src, op) }}
 	return c.enqueue()
 }
 
@@ -273,12 +310,12 @@ func reduceOnDevice[T Elem](sc *gpurt.Colls, call string, t *Team, st device.Str
 	if err := t.devCheck(call); err != nil {
 		return err
 	}
-	name := deviceKind(elemKindOf[T]())
-	if name == "" {
+	kernel, ok := reduceKernels[elemKindOf[T]()]
+	if !ok {
 		var z T
 		return t.w.errorf(call, ErrBadArgument, "element type %T: the device reductions take integer and real float types (use the blocking call for complex ones)", z)
 	}
-	return t.launchColl(sc, call, "roxk_coll_reduce_"+name, st, dst.n*dst.elemSize(), false, t.Handle(), dst.Device(), src.Device(), uint64(dst.n), int32(op-OpSum), scatter)
+	return t.launchColl(sc, call, kernel, st, dst.n*dst.elemSize(), false, t.Handle(), dst.Device(), src.Device(), uint64(dst.n), int32(op-OpSum), scatter)
 }
 
 // AllGatherOnStream enqueues FCollect(team, dst, src) on st (ncclAllGather): dst has NPEs times
@@ -289,11 +326,14 @@ func AllGatherOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error
 		return err
 	}
 	size := src.n * src.elemSize()
-	c := &streamCall{call: call, t: t, st: st, bytes: size,
-		run: func(ctx context.Context) error { return FCollect(ctx, t, dst, src) },
-		dev: func(sc *gpurt.Colls) error {
-			return moveOnDevice(sc, call, t, st, CollFCollect, "roxk_coll_fcollect", dst.Device(), src.Device(), size, 0, -1)
-		}}
+	if t.w.gpu != nil {
+		sc, err := t.devStream(call, st)
+		if err == nil {
+			err = t.devEnqueued(sc, st, call, moveOnDevice(sc, call, t, st, CollFCollect, "roxk_coll_fcollect", dst.Device(), src.Device(), size, 0, -1))
+		}
+		return err
+	}
+	c := &streamCall{call: call, t: t, st: st, run: func(ctx context.Context) error { return FCollect(ctx, t, dst, src) }}
 	return c.enqueue()
 }
 
@@ -305,11 +345,14 @@ func AllToAllOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T]) error 
 		return err
 	}
 	block := src.n / len(t.members) * src.elemSize()
-	c := &streamCall{call: call, t: t, st: st, bytes: src.n * src.elemSize(),
-		run: func(ctx context.Context) error { return AllToAll(ctx, t, dst, src) },
-		dev: func(sc *gpurt.Colls) error {
-			return moveOnDevice(sc, call, t, st, CollAllToAll, "roxk_coll_alltoall", dst.Device(), src.Device(), block, 2, -1)
-		}}
+	if t.w.gpu != nil {
+		sc, err := t.devStream(call, st)
+		if err == nil {
+			err = t.devEnqueued(sc, st, call, moveOnDevice(sc, call, t, st, CollAllToAll, "roxk_coll_alltoall", dst.Device(), src.Device(), block, 2, -1))
+		}
+		return err
+	}
+	c := &streamCall{call: call, t: t, st: st, run: func(ctx context.Context) error { return AllToAll(ctx, t, dst, src) }}
 	return c.enqueue()
 }
 
@@ -322,11 +365,14 @@ func BroadcastOnStream[T Elem](st device.Stream, t *Team, dst, src Sym[T], root 
 		return err
 	}
 	size := src.n * src.elemSize()
-	c := &streamCall{call: call, t: t, st: st, bytes: size,
-		run: func(ctx context.Context) error { return Broadcast(ctx, t, dst, src, root) },
-		dev: func(sc *gpurt.Colls) error {
-			return moveOnDevice(sc, call, t, st, CollBroadcast, "roxk_coll_broadcast", dst.Device(), src.Device(), size, 1, int32(root))
-		}}
+	if t.w.gpu != nil {
+		sc, err := t.devStream(call, st)
+		if err == nil {
+			err = t.devEnqueued(sc, st, call, moveOnDevice(sc, call, t, st, CollBroadcast, "roxk_coll_broadcast", dst.Device(), src.Device(), size, 1, int32(root)))
+		}
+		return err
+	}
+	c := &streamCall{call: call, t: t, st: st, run: func(ctx context.Context) error { return Broadcast(ctx, t, dst, src, root) }}
 	return c.enqueue()
 }
 

@@ -159,8 +159,8 @@ func TestCollStreamKernelNames(t *testing.T) {
 	}
 	names := []string{"roxk_coll_broadcast", "roxk_coll_fcollect", "roxk_coll_alltoall", "roxk_coll_ce", "roxk_coll_barrier"}
 	for k := coll.Int8; k <= coll.Float16; k++ {
-		if n := deviceKind(k); n != "" {
-			names = append(names, "roxk_coll_reduce_"+n)
+		if n, ok := reduceKernels[k]; ok {
+			names = append(names, n)
 		} else if k != coll.Complex64 && k != coll.Complex128 {
 			t.Errorf("%v has no device reduction", k)
 		}

@@ -18,7 +18,8 @@ import (
 
 // TestGPUStreamColl runs a 2-PE job (both PEs may share one GPU: the calls are few, so are the
 // handoffs) of the stream-ordered collectives on the device: the team table as the GPU holds it,
-// every collective at a size that takes one block and one that takes the copy engine, a
+// every collective at a size that takes one block and one that takes the copy engine, twenty of
+// them captured in a CUDA graph and replayed (replayCollGraph), a
 // device-found mismatch reported by SyncStream naming the call, and a kernel on a destroyed
 // team's handle reported as ErrTeamDestroyed. It skips without a CUDA GPU (fails under
 // ROX_TEST_GPU).
@@ -187,6 +188,9 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		}
 	}
 
+	// twenty stream collectives captured in a graph, replayed with new inputs each time
+	replayCollGraph(t, w, st)
+
 	// a mismatch the device finds: reported by the sync, naming the call
 	x, err := Alloc[int64](w, 16)
 	must(err)
@@ -239,5 +243,123 @@ func TestGPUStreamCollWorker(t *testing.T) {
 		t.Fatalf("PE %d: a kernel on destroyed handle %d: %v, want ErrTeamDestroyed", me, h, err)
 	}
 	t.Logf("PE %d: %v", me, err)
+	must(w.BarrierAll(ctx))
+}
+
+// replayCollGraph captures twenty stream collectives (the five kinds on 1, 1024, 4096 and 65543
+// floats per PE and block: all-reduces of 8 B and 8 KiB take the LL exchange, 32 KiB the staged
+// rounds, 512 KiB the grid's direct path) in a graph of st,
+// then replays it with new inputs each time, every output cleared to NaN first, and checks every
+// element: what a call needs per call (round numbers, LL flags, the grid barrier's generation)
+// must come from the device, not from values the host captured once.
+func replayCollGraph(t *testing.T, w *World, st device.Stream) {
+	ctx := context.Background()
+	me, n := w.MyPE(), w.NPEs()
+	world := w.TeamWorld()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("PE %d: %v", me, err)
+		}
+	}
+	c, ok := st.(device.Capturer)
+	if !ok {
+		t.Fatalf("PE %d: a stream of type %T cannot capture", me, st)
+	}
+	type set struct {
+		elems                       int
+		src, sum, gath, a2a, bc, rs Sym[float32]
+		root                        int
+	}
+	var sets []*set
+	for k, elems := range []int{1, 1024, 4096, 1<<16 + 7} {
+		s := &set{elems: elems, root: k % n}
+		for _, a := range []struct {
+			p *Sym[float32]
+			n int
+		}{{&s.src, n * elems}, {&s.sum, n * elems}, {&s.gath, n * n * elems}, {&s.a2a, n * elems}, {&s.bc, n * elems}, {&s.rs, elems}} {
+			var err error
+			*a.p, err = Alloc[float32](w, a.n)
+			must(err)
+			defer w.Free(a.p.Mem())
+		}
+		sets = append(sets, s)
+	}
+	// exact in float32: every value and every two-PE sum stays under 2^24
+	val := func(pe, i, replay int) float32 { return float32(pe*1000003 + i%65536 + replay*7) }
+	inputs := make([][]float32, len(sets))
+	enqueue := func(replay int) { // the inputs of this replay, the outputs cleared (stream-ordered)
+		for k, s := range sets {
+			in := make([]float32, n*s.elems)
+			for i := range in {
+				in[i] = val(me, i, replay)
+			}
+			inputs[k] = in
+			must(st.CopyHtoDAsync(s.src.Device(), unsafe.Slice((*byte)(unsafe.Pointer(&in[0])), 4*len(in))))
+			for _, d := range []Sym[float32]{s.sum, s.gath, s.a2a, s.bc, s.rs} {
+				must(st.MemsetAsync(d.Device(), 0xff, 4*d.Len())) // NaN
+			}
+		}
+	}
+	calls := func() {
+		for _, s := range sets {
+			must(AllReduceOnStream(st, world, s.sum, s.src, OpSum))
+			must(AllGatherOnStream(st, world, s.gath, s.src))
+			must(AllToAllOnStream(st, world, s.a2a, s.src))
+			must(BroadcastOnStream(st, world, s.bc, s.src, s.root))
+			must(ReduceScatterOnStream(st, world, s.rs, s.src, OpMax))
+		}
+	}
+	check := func(replay int) {
+		get := func(s Sym[float32]) []float32 { b := make([]float32, s.Len()); must(s.Get(0, b, me)); return b }
+		for _, s := range sets {
+			e := s.elems
+			gs, gg, ga, gb, gr := get(s.sum), get(s.gath), get(s.a2a), get(s.bc), get(s.rs)
+			for i := range n * e {
+				var want float32
+				for pe := range n {
+					want += val(pe, i, replay)
+				}
+				if gs[i] != want {
+					t.Fatalf("PE %d replay %d, %d elements: AllReduceOnStream element %d = %v, want %v", me, replay, e, i, gs[i], want)
+				}
+				if gb[i] != val(s.root, i, replay) {
+					t.Fatalf("PE %d replay %d, %d elements: BroadcastOnStream element %d = %v, want %v", me, replay, e, i, gb[i], val(s.root, i, replay))
+				}
+				if j, k := i/e, i%e; ga[i] != val(j, me*e+k, replay) {
+					t.Fatalf("PE %d replay %d, %d elements: AllToAllOnStream element %d = %v, want %v", me, replay, e, i, ga[i], val(j, me*e+k, replay))
+				}
+			}
+			for i := range n * n * e {
+				if j, k := i/(n*e), i%(n*e); gg[i] != val(j, k, replay) {
+					t.Fatalf("PE %d replay %d, %d elements: AllGatherOnStream element %d = %v, want %v", me, replay, e, i, gg[i], val(j, k, replay))
+				}
+			}
+			for i := range e {
+				if want := val(n-1, me*e+i, replay); gr[i] != want {
+					t.Fatalf("PE %d replay %d, %d elements: ReduceScatterOnStream element %d = %v, want %v", me, replay, e, i, gr[i], want)
+				}
+			}
+		}
+	}
+	// once enqueued directly (the kernels loaded before the capture), then captured
+	enqueue(0)
+	calls()
+	must(w.SyncStream(ctx, st))
+	check(0)
+	must(c.BeginCapture())
+	calls()
+	g, err := c.EndCapture()
+	must(err)
+	defer g.Destroy()
+	const replays = 25
+	start := time.Now()
+	for r := 1; r <= replays; r++ {
+		enqueue(r)
+		must(g.Launch(st))
+		must(w.SyncStream(ctx, st))
+		check(r)
+	}
+	t.Logf("PE %d: a graph of %d stream collectives replayed %d times, every output checked (%v with the checks; two PEs may share one GPU: not a speed figure)", me, 5*len(sets), replays, time.Since(start))
 	must(w.BarrierAll(ctx))
 }

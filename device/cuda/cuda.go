@@ -59,6 +59,12 @@ var vendor = gpudrv.Vendor{
 
 		IpcGetMemHandle: "cuIpcGetMemHandle", IpcOpenMemHandle: "cuIpcOpenMemHandle_v2",
 		IpcCloseMemHandle: "cuIpcCloseMemHandle",
+
+		// cuda.h #defines cuStreamBeginCapture to the _v2 entry point and cuGraphInstantiate
+		// (CUDA 12) to cuGraphInstantiateWithFlags
+		StreamBeginCapture: "cuStreamBeginCapture_v2", StreamEndCapture: "cuStreamEndCapture",
+		GraphInstantiate: "cuGraphInstantiateWithFlags", GraphLaunch: "cuGraphLaunch",
+		GraphExecDestroy: "cuGraphExecDestroy", GraphDestroy: "cuGraphDestroy",
 	},
 
 	StatusType: "CUresult",
@@ -75,6 +81,7 @@ var vendor = gpudrv.Vendor{
 	HostAllocFlags:    gpudrv.Flag{Value: 0x01 | 0x02, Name: "CU_MEMHOSTALLOC_PORTABLE|CU_MEMHOSTALLOC_DEVICEMAP"},
 	StreamNonBlocking: gpudrv.Flag{Value: 0x01, Name: "CU_STREAM_NON_BLOCKING"},
 	EventDefault:      gpudrv.Flag{Value: 0x00, Name: "CU_EVENT_DEFAULT"},
+	CaptureRelaxed:    gpudrv.Flag{Value: 2, Name: "CU_STREAM_CAPTURE_MODE_RELAXED"},
 	IPCOpenFlags:      []gpudrv.Flag{{Value: 0x01, Name: "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS"}},
 	IPCHandleSize:     64, // CU_IPC_HANDLE_SIZE
 	HandleMagic:       [8]byte{'R', 'O', 'X', 'C', 'U', 'D', 'A', '1'},

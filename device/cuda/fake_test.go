@@ -25,3 +25,12 @@ func TestFakeLibrary(t *testing.T) {
 		BadImageLog: "cuModuleLoadDataEx(image of 12 bytes: fake JIT: not a FAKE image)",
 	})
 }
+
+// BenchmarkLaunch: the Go side of a launch (gpudrvtest.BenchLaunch), over the fake libcuda.
+func BenchmarkLaunch(b *testing.B) {
+	gpudrvtest.BenchLaunch(b, func(lib string) device.Driver {
+		v := vendor
+		v.Libraries, v.Dirs = []string{lib}, nil
+		return gpudrv.New(v)
+	})
+}

@@ -63,6 +63,10 @@ var vendor = gpudrv.Vendor{
 
 		IpcGetMemHandle: "hipIpcGetMemHandle", IpcOpenMemHandle: "hipIpcOpenMemHandle",
 		IpcCloseMemHandle: "hipIpcCloseMemHandle",
+
+		StreamBeginCapture: "hipStreamBeginCapture", StreamEndCapture: "hipStreamEndCapture",
+		GraphInstantiate: "hipGraphInstantiateWithFlags", GraphLaunch: "hipGraphLaunch",
+		GraphExecDestroy: "hipGraphExecDestroy", GraphDestroy: "hipGraphDestroy",
 	},
 
 	StatusType: "hipError_t",
@@ -83,6 +87,7 @@ var vendor = gpudrv.Vendor{
 	HostAllocFlags:    gpudrv.Flag{Value: 0x01 | 0x02, Name: "hipHostMallocPortable|hipHostMallocMapped"},
 	StreamNonBlocking: gpudrv.Flag{Value: 0x01, Name: "hipStreamNonBlocking"},
 	EventDefault:      gpudrv.Flag{Value: 0x00, Name: "hipEventDefault"},
+	CaptureRelaxed:    gpudrv.Flag{Value: 2, Name: "hipStreamCaptureModeRelaxed"},
 	MemcpyDefault:     gpudrv.Flag{Value: 4, Name: "hipMemcpyDefault"},
 	// hipIpcMemLazyEnablePeerAccess is 0x01 in current headers and was 0 in early ROCm 5 ones;
 	// Import tries the first and falls back to the second on hipErrorInvalidValue.

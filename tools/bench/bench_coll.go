@@ -410,6 +410,11 @@ func runCollBench(ctx context.Context, w *shmem.World, tests string, iters, nrou
 					return err
 				}
 			}
+			if sc != nil && sz <= graphRowMax {
+				if err := graphRow(ctx, w, team, st, sc, test, sz, it, nrounds, f, times, tmax, enc); err != nil {
+					return fmt.Errorf("%s %d bytes from a graph: %w", test, sz, err)
+				}
+			}
 		}
 	}
 	return nil

@@ -132,6 +132,22 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 	defer w.Free(tmax.Mem())
 	np := w.NPEs()
 	one := device.D1(1)
+	// the floor of the graph_* rows: graphCalls empty kernels captured in one graph
+	var empty device.Graph
+	if capt, ok := mod.Stream().(device.Capturer); ok {
+		if err := capt.BeginCapture(); err != nil {
+			return err
+		}
+		for i := 0; i < graphCalls; i++ {
+			if err := mod.Launch("roxk_bench_barrier_loop", one, device.D1(32), 0, team.Handle(), uint32(0)); err != nil {
+				return err
+			}
+		}
+		if empty, err = capt.EndCapture(); err != nil {
+			return err
+		}
+		defer empty.Destroy()
+	}
 	rows := []struct {
 		test string
 		size int
@@ -141,6 +157,14 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 		{"launch_empty", 0, deviceLoopIters, func() error {
 			for i := 0; i < deviceLoopIters; i++ {
 				if err := mod.Launch("roxk_bench_barrier_loop", one, device.D1(32), 0, team.Handle(), uint32(0)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"graph_empty", 0, deviceLoopIters, func() error {
+			for i := 0; i < deviceLoopIters/graphCalls; i++ {
+				if err := empty.Launch(mod.Stream()); err != nil {
 					return err
 				}
 			}
@@ -162,6 +186,9 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 		}},
 	}
 	for _, r := range rows {
+		if r.test == "graph_empty" && empty == nil {
+			continue
+		}
 		if _, err := mod.Elapsed(ctx, r.run); err != nil { // warm up
 			return fmt.Errorf("%s: %w", r.test, err)
 		}
@@ -201,4 +228,94 @@ func deviceLoopRows(ctx context.Context, w *shmem.World, team *shmem.Team, fsrc,
 		}
 	}
 	return nil
+}
+
+// graphCalls: the collectives one captured graph of a graph_* row holds (the twenty)
+const graphCalls = 20
+
+// graphRowMax: the largest size with a graph_* row (past it the launch is no part of the time)
+const graphRowMax = 1 << 20
+
+// slowest returns the largest of every PE's el: the round's time is the slowest PE's.
+func slowest(ctx context.Context, w *shmem.World, team *shmem.Team, times, tmax shmem.Sym[float64], el float64) (float64, error) {
+	v := []float64{el}
+	if err := times.Put(0, v, w.MyPE()); err != nil {
+		return 0, err
+	}
+	if err := shmem.AllReduce(ctx, team, tmax, times, shmem.OpMax); err != nil {
+		return 0, err
+	}
+	if err := tmax.Get(0, v, w.MyPE()); err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// graphRow adds the graph_<test> row beside a stream row: graphCalls of the row's collective
+// captured once in a graph of st (device.Capturer), the graph replayed back to back (iters calls
+// in all, at least one replay) and st synchronized once; per call, the median of nrounds rounds
+// of the slowest PE. Its floor is the graph_empty row (deviceLoopRows). Nothing where st cannot
+// capture (the host backend).
+func graphRow(ctx context.Context, w *shmem.World, team *shmem.Team, st device.Stream, sc *collStream, test string, sz, iters, nrounds int,
+	busFactor float64, times, tmax shmem.Sym[float64], enc *json.Encoder) error {
+	capt, ok := st.(device.Capturer)
+	if !ok {
+		return nil
+	}
+	if err := capt.BeginCapture(); err != nil {
+		return err
+	}
+	for i := 0; i < graphCalls; i++ {
+		if err := sc.call(); err != nil {
+			if g, e2 := capt.EndCapture(); e2 == nil {
+				g.Destroy()
+			}
+			return err
+		}
+	}
+	g, err := capt.EndCapture()
+	if err != nil {
+		return err
+	}
+	defer g.Destroy()
+	replays := max(1, iters/graphCalls)
+	run := func() error {
+		for i := 0; i < replays; i++ {
+			if err := g.Launch(st); err != nil {
+				return err
+			}
+		}
+		return sc.flush()
+	}
+	if err := run(); err != nil { // warm up
+		return err
+	}
+	var rounds []float64
+	for r := 0; r < nrounds; r++ {
+		if err := team.Barrier(ctx); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := run(); err != nil {
+			return err
+		}
+		el, err := slowest(ctx, w, team, times, tmax, time.Since(t0).Seconds()/float64(replays*graphCalls))
+		if err != nil {
+			return err
+		}
+		rounds = append(rounds, el)
+	}
+	sort.Float64s(rounds)
+	if w.MyPE() != 0 {
+		return nil
+	}
+	t := rounds[len(rounds)/2]
+	sms := sc.sms
+	row := collRow{Test: "graph_" + test, Backend: w.Device().Driver, PEs: w.NPEs(), SizeBytes: sz, LatencyUS: math.Round(t*1e9) / 1e3,
+		Algorithm: sc.algo, SMs: &sms, LatencyMinUS: math.Round(rounds[0]*1e9) / 1e3, LatencyMaxUS: math.Round(rounds[len(rounds)-1]*1e9) / 1e3,
+		SpreadUS: math.Round((rounds[len(rounds)-1]-rounds[0])*1e9) / 1e3}
+	if sz > 0 {
+		row.BusBWGBps = math.Round(float64(sz)*busFactor/t/1e9*1000) / 1000
+	}
+	return enc.Encode(row)
 }

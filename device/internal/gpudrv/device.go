@@ -52,8 +52,10 @@ func (dr *Driver) Open(ordinal int) (device.Device, error) {
 		if err := dr.check(d.op.PrimaryCtxRetain, d.lib.primaryCtxRetain(&d.ctx, d.dev), arg); err != nil {
 			return nil, err
 		}
+		d.ctxArgs[0] = uintptr(d.ctx)
 	case CurrentDevice:
 		d.dev = devHandle(ordinal)
+		d.ctxArgs[0] = uintptr(ordinal)
 	}
 	err = d.query()
 	if err == nil {
@@ -75,7 +77,10 @@ type gpuDevice struct {
 	info device.Info
 	dev  devHandle // CUdevice; the HIP device ordinal
 	ctx  ctxH      // PrimaryContext: the retained primary context
-	sync streamH   // private stream for the synchronous calls
+	// ctx (PrimaryContext) or the ordinal (CurrentDevice) as the argument block of the call that
+	// makes it current (read only: every call shares it)
+	ctxArgs [1]uintptr
+	sync    streamH // private stream for the synchronous calls
 
 	life   sync.RWMutex // calls hold it shared; Close holds it exclusively
 	closed bool
@@ -87,6 +92,7 @@ type gpuDevice struct {
 	streams map[*stream]bool
 	events  map[*event]bool
 	modules map[*module]bool
+	graphs  map[*graph]bool    // made on the first capture (graph.go)
 	peers   map[devHandle]bool // peers this device enabled access to (PrimaryContext: and retained)
 }
 
@@ -168,9 +174,18 @@ func (d *gpuDevice) callLocked(f func() error) error {
 	op := d.op.CtxSetCurrent
 	switch d.dr.v.Context {
 	case PrimaryContext:
-		r = d.lib.ctxSetCurrent(d.ctx)
+		if d.dr.ctxSym != 0 {
+			r = status(int32(dl.Call(d.dr.ctxSym, d.ctxArgs[:]...)))
+		} else {
+			r = d.lib.ctxSetCurrent(d.ctx)
+		}
 	case CurrentDevice:
-		op, r = d.op.SetDevice, d.lib.setDevice(d.dev)
+		op = d.op.SetDevice
+		if d.dr.ctxSym != 0 {
+			r = status(int32(dl.Call(d.dr.ctxSym, d.ctxArgs[:]...)))
+		} else {
+			r = d.lib.setDevice(d.dev)
+		}
 	}
 	if r != 0 { // the name is formatted only for an error: every device call comes here
 		return d.check(op, r, fmt.Sprintf("device %d", d.info.Ordinal))
@@ -495,12 +510,14 @@ func (d *gpuDevice) Close() error {
 		keep(d.check(op.Synchronize, l.synchronize(), ""))
 		for s := range d.streams {
 			s.dead = true
+			s.dropLaunchBuf()
 			keep(d.check(op.StreamDestroy, l.streamDestroy(s.h), ""))
 		}
 		for e := range d.events {
 			e.dead = true
 			keep(d.check(op.EventDestroy, l.eventDestroy(e.h), ""))
 		}
+		d.closeGraphs(keep)
 		for m := range d.modules {
 			m.dead = true
 			keep(d.check(op.ModuleUnload, l.moduleUnload(m.h), m.name))

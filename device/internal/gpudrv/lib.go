@@ -14,14 +14,16 @@ import (
 )
 
 type (
-	status    int32   // CUresult, hipError_t: a C enum
-	devHandle int32   // CUdevice, hipDevice_t: an int
-	ctxH      uintptr // CUcontext (PrimaryContext model only)
-	streamH   uintptr // CUstream, hipStream_t
-	eventH    uintptr // CUevent, hipEvent_t
-	moduleH   uintptr // CUmodule, hipModule_t
-	funcH     uintptr // CUfunction, hipFunction_t
-	devptr    uintptr // CUdeviceptr (unsigned long long on LP64), void* / hipDeviceptr_t
+	status     int32   // CUresult, hipError_t: a C enum
+	devHandle  int32   // CUdevice, hipDevice_t: an int
+	ctxH       uintptr // CUcontext (PrimaryContext model only)
+	streamH    uintptr // CUstream, hipStream_t
+	eventH     uintptr // CUevent, hipEvent_t
+	moduleH    uintptr // CUmodule, hipModule_t
+	funcH      uintptr // CUfunction, hipFunction_t
+	devptr     uintptr // CUdeviceptr (unsigned long long on LP64), void* / hipDeviceptr_t
+	graphH     uintptr // CUgraph, hipGraph_t
+	graphExecH uintptr // CUgraphExec, hipGraphExec_t
 )
 
 // ipcHandleSize is CU_IPC_HANDLE_SIZE (cuda.h) and HIP_IPC_HANDLE_SIZE (hip_runtime_api.h).
@@ -178,6 +180,22 @@ type bindings struct {
 	moduleEnumerateFunctions func(fns *funcH, n uint32, m moduleH) status
 	// CUresult cuFuncLoad(CUfunction function);
 	funcLoad func(f funcH) status
+	// CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
+	// hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode);
+	streamBeginCapture func(s streamH, mode uint32) status
+	// CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
+	// hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *pGraph);
+	streamEndCapture func(s streamH, g *graphH) status
+	// CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+	// hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t *pGraphExec, hipGraph_t graph, unsigned long long flags);
+	graphInstantiate func(e *graphExecH, g graphH, flags uint64) status
+	// CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+	// hipError_t hipGraphLaunch(hipGraphExec_t graphExec, hipStream_t stream);
+	graphLaunch func(e graphExecH, s streamH) status
+	// CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);  hipError_t hipGraphExecDestroy(hipGraphExec_t graphExec);
+	graphExecDestroy func(e graphExecH) status
+	// CUresult cuGraphDestroy(CUgraph hGraph);  hipError_t hipGraphDestroy(hipGraph_t graph);
+	graphDestroy func(g graphH) status
 	// CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 	// hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t *handle, void *devPtr);
 	ipcGetMemHandle func(h *ipcHandle, p devptr) status
@@ -254,6 +272,10 @@ type Driver struct {
 	library  string      // the file that loaded
 	version  int32
 	lib      bindings
+	// the launch's, the context or device call's and the graph launch's symbols, called with
+	// argument blocks that are not allocated per call (launchParams.call, gpuDevice.ctxArgs): a
+	// variadic dl.Call's arguments escape to the heap, one allocation per call
+	launchSym, ctxSym, graphLaunchSym uintptr
 }
 
 var _ device.Driver = (*Driver)(nil)
@@ -325,6 +347,7 @@ func (dr *Driver) load() error {
 		}
 		dr.bindDirect(h)
 		dr.bindPreload(h)
+		dr.bindGraphs(h)
 		dr.loaded.Store(true)
 		if r := dr.lib.init(0); r != 0 {
 			arg := dr.library + " loaded, flags=0"
@@ -427,6 +450,10 @@ func (dr *Driver) bindDirect(h *dl.Lib) {
 		}
 		p, _ := h.Lookup(name)
 		return p
+	}
+	dr.launchSym = sym(dr.op.LaunchKernel)
+	if dr.ctxSym = sym(dr.op.CtxSetCurrent); dr.ctxSym == 0 {
+		dr.ctxSym = sym(dr.op.SetDevice) // hipSetDevice(int): the ordinal, as ctxArgs holds it
 	}
 	if p := sym(dr.op.LaunchKernel); p != 0 {
 		l.launchKernel = func(f funcH, gx, gy, gz, bx, by, bz, shared uint32, s streamH, params *unsafe.Pointer, extra *unsafe.Pointer) status {

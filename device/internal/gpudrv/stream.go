@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -75,7 +76,9 @@ func release[K comparable](o *owned, set map[K]bool, k K, op, arg string, free f
 
 type stream struct {
 	owned
-	h streamH
+	h   streamH
+	lmu sync.Mutex    // guards lb: launches from several goroutines take turns packing it
+	lb  *launchParams // made on the first launch
 }
 
 var _ device.Stream = (*stream)(nil)
@@ -135,52 +138,100 @@ func (s *stream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes
 	if !ok || f == nil {
 		return &device.Error{Call: op, Detail: fmt.Sprintf("function of type %T", fn), Kind: device.ErrInvalid}
 	}
-	// formatted only for an error: a launch is on the hot path of every stream-ordered call
-	arg := func() string { return fmt.Sprintf("%s grid=%v block=%v shared=%d", f.name, grid, block, sharedBytes) }
 	if sharedBytes < 0 || grid.X == 0 || grid.Y == 0 || grid.Z == 0 || block.X == 0 || block.Y == 0 || block.Z == 0 {
-		return &device.Error{Call: op, Detail: arg(), Kind: device.ErrInvalid}
+		return &device.Error{Call: op, Detail: launchArg(f.name, grid, block, sharedBytes), Kind: device.ErrInvalid}
 	}
-	// Each argument lives in its own 8-byte slot (little endian, so a 4-byte value is at the
-	// slot's start); kernelParams points at the slots. The library copies them during the call.
-	slots := make([]uint64, len(args)+1)
-	params := make([]unsafe.Pointer, len(args)+1)
-	for i, a := range args {
-		switch v := a.(type) {
-		case int32:
-			slots[i] = uint64(uint32(v))
-		case uint32:
-			slots[i] = uint64(v)
-		case int64:
-			slots[i] = uint64(v)
-		case uint64:
-			slots[i] = v
-		case float32:
-			slots[i] = uint64(math.Float32bits(v))
-		case float64:
-			slots[i] = math.Float64bits(v)
-		case device.Ptr:
-			slots[i] = uint64(v)
-		case uintptr:
-			slots[i] = uint64(v)
-		default: // device.CheckArgs' refusal, without its allocations on the launch path
-			return &device.Error{Call: op + " " + f.name, Detail: fmt.Sprintf("args[%d] of type %T", i, a), Kind: device.ErrInvalid}
-		}
-		params[i] = unsafe.Pointer(&slots[i])
+	if len(args) > maxLaunchArgs {
+		return &device.Error{Call: op + " " + f.name, Detail: fmt.Sprintf("%d arguments (at most %d)", len(args), maxLaunchArgs), Kind: device.ErrInvalid}
 	}
-	var pin runtime.Pinner
-	pin.Pin(&slots[0])
-	pin.Pin(&params[0])
-	defer pin.Unpin()
 	return s.do(op, func() error {
 		if err := f.mod.alive(op, f.name); err != nil {
 			return err
 		}
-		if r := s.d.lib.launchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z,
-			uint32(sharedBytes), s.h, &params[0], nil); r != 0 {
-			return s.d.check(op, r, arg())
+		s.lmu.Lock() // after the device's lock, as Close and Destroy take them
+		defer s.lmu.Unlock()
+		lb := s.launchBuf()
+		// Each argument lives in its own 8-byte slot (little endian, so a 4-byte value is at
+		// the slot's start); kernelParams points at the slots. The library copies them during
+		// the call, so the stream's one block serves every launch.
+		for i, a := range args {
+			switch v := a.(type) {
+			case int32:
+				lb.slots[i] = uint64(uint32(v))
+			case uint32:
+				lb.slots[i] = uint64(v)
+			case int64:
+				lb.slots[i] = uint64(v)
+			case uint64:
+				lb.slots[i] = v
+			case float32:
+				lb.slots[i] = uint64(math.Float32bits(v))
+			case float64:
+				lb.slots[i] = math.Float64bits(v)
+			case device.Ptr:
+				lb.slots[i] = uint64(v)
+			case uintptr:
+				lb.slots[i] = uint64(v)
+			default: // device.CheckArgs' refusal, without its allocations on the launch path
+				return &device.Error{Call: op + " " + f.name, Detail: fmt.Sprintf("args[%d] of type %T", i, a), Kind: device.ErrInvalid}
+			}
+		}
+		var r status
+		if sym := s.d.dr.launchSym; sym != 0 {
+			lb.call = [11]uintptr{uintptr(f.h), uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z), uintptr(block.X), uintptr(block.Y),
+				uintptr(block.Z), uintptr(sharedBytes), uintptr(s.h), uintptr(unsafe.Pointer(&lb.params[0])), 0}
+			r = status(int32(dl.Call(sym, lb.call[:]...)))
+		} else {
+			r = s.d.lib.launchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(sharedBytes), s.h, &lb.params[0], nil)
+		}
+		if r != 0 {
+			return s.d.check(op, r, launchArg(f.name, grid, block, sharedBytes))
 		}
 		return nil
 	})
+}
+
+// launchArg describes a launch for an error. Formatted only then, from copies: a launch is on the
+// hot path of every stream-ordered call (a closure over grid and block would move them to the
+// heap on every call).
+func launchArg(name string, grid, block device.Dim3, shared int) string {
+	return fmt.Sprintf("%s grid=%v block=%v shared=%d", name, grid, block, shared)
+}
+
+// maxLaunchArgs: the kernel arguments one launch takes (the runtime's kernels take at most 8).
+const maxLaunchArgs = 32
+
+// launchParams is a stream's kernel-parameter block: slots and the pointers at them, made and
+// pinned on the stream's first launch and reused by every launch after (under stream.lmu), so
+// that a launch, the hot path of every stream-ordered call, allocates nothing.
+type launchParams struct {
+	slots  [maxLaunchArgs]uint64
+	params [maxLaunchArgs]unsafe.Pointer
+	call   [11]uintptr // cuLaunchKernel's arguments (Driver.launchSym)
+	pin    runtime.Pinner
+}
+
+// launchBuf returns the stream's parameter block, made on first use (s.lmu held).
+func (s *stream) launchBuf() *launchParams {
+	if s.lb == nil {
+		lb := &launchParams{}
+		for i := range lb.params {
+			lb.params[i] = unsafe.Pointer(&lb.slots[i])
+		}
+		lb.pin.Pin(&lb.slots[0]) // the whole block: the library reads it during the call
+		s.lb = lb
+	}
+	return s.lb
+}
+
+// dropLaunchBuf unpins the parameter block of a released stream (on the device's thread).
+func (s *stream) dropLaunchBuf() {
+	s.lmu.Lock()
+	if s.lb != nil {
+		s.lb.pin.Unpin()
+		s.lb = nil
+	}
+	s.lmu.Unlock()
 }
 
 func (s *stream) Record(e device.Event) error {
@@ -231,7 +282,10 @@ func (s *stream) Query() (bool, error) {
 
 // Destroy releases the stream; work already queued still completes.
 func (s *stream) Destroy() error {
-	return release(&s.owned, s.d.streams, s, s.d.op.StreamDestroy, "", func() status { return s.d.lib.streamDestroy(s.h) })
+	return release(&s.owned, s.d.streams, s, s.d.op.StreamDestroy, "", func() status {
+		s.dropLaunchBuf()
+		return s.d.lib.streamDestroy(s.h)
+	})
 }
 
 // Events.

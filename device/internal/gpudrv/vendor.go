@@ -102,6 +102,10 @@ type Symbols struct {
 	// CUDA_MODULE_LOADING=EAGER). Without them LoadModule looks up each .entry of a PTX image,
 	// which loads it on the drivers that lazy-load at lookup (12.2, 12.3).
 	ModuleFunctionCount, ModuleEnumerateFunctions, FuncLoad string
+
+	// Stream capture and graphs, bound when the library has all six (CUDA 11.4+, HIP 5.3+):
+	// Capturer and Graph; without them BeginCapture fails with ErrNotSupported.
+	StreamBeginCapture, StreamEndCapture, GraphInstantiate, GraphLaunch, GraphExecDestroy, GraphDestroy string
 }
 
 // Flag is a flag or enum value passed to the library, with the name errors print.
@@ -171,6 +175,10 @@ type Vendor struct {
 	// HandleMagic starts every export handle, so an Import of another vendor's handle (or of
 	// anything else) is refused before the library sees it.
 	HandleMagic [8]byte
+
+	// CaptureRelaxed is the capture mode BeginCapture asks for: other threads' calls are not
+	// refused while a stream captures (several PEs' runtimes may share a process).
+	CaptureRelaxed Flag
 
 	// JITErrorLog and JITErrorLogSize are the ModuleLoadDataEx options that return the JIT's
 	// error log (CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES).

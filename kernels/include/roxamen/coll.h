@@ -994,18 +994,24 @@ ROXI_COLD void roxi_reduce_range(T *dst, uint64_t in_off, uint64_t cnt, const st
 	}
 }
 
-/* The reduction over the LL exchange: each member pushes its n elements to every member, and each
- * thread folds 8-byte words (two lines) in team order as the one-shot algorithm does, its own
- * input read in place. */
+/* The reduction over the LL exchange: each member pushes its n elements to every member (scatter:
+ * its block j of n elements to member j), and each thread folds 8-byte words (two lines) in team
+ * order as the one-shot algorithm does, its own input (scatter: its own block) read in place. */
 template <typename T, int OP>
-ROXI_COLD int roxi_ll_reduce(const struct roxi_team *tm, T *dest, const T *source, uint64_t n, uint64_t sig, int g)
+ROXI_COLD int roxi_ll_reduce(const struct roxi_team *tm, T *dest, const T *source, uint64_t n, uint64_t sig, int g,
+			     int scatter)
 {
 	typedef roxi_acc_of<T> AC;
 	typedef typename AC::type A;
 	const uint64_t bytes = n * sizeof(T), E = 8 / sizeof(T), lines = (bytes + 3) / 4;
 	uint64_t r = roxi_next_round(tm);
-	for (int k = 1; k < tm->size; k++)
-		roxi_ll_push(tm, (tm->me + k) % tm->size, r, sig, bytes, (const uint8_t *)source, sig == ROXI_SIG_BAD ? 0 : bytes, g);
+	for (int k = 1; k < tm->size; k++) {
+		int j = (tm->me + k) % tm->size;
+		const T *block = scatter ? source + (uint64_t)j * n : source;
+		roxi_ll_push(tm, j, r, sig, bytes, (const uint8_t *)block, sig == ROXI_SIG_BAD ? 0 : bytes, g);
+	}
+	if (scatter)
+		source += (uint64_t)tm->me * n; /* the own block: dest may be it (read before written, by the same thread) */
 	if (!roxi_ll_headers(tm, r, sig, bytes, g))
 		return -1;
 	int ok = 1;
@@ -1059,7 +1065,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 		sig = ROXI_SIG_BAD;
 	}
 	if (roxi_ll_ok(&tm, bytes))
-		return roxi_ll_reduce<T, OP>(&tm, dest, source, n, sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE, type, OP, ROXI_ALGO_LL), g);
+		return roxi_ll_reduce<T, OP>(&tm, dest, source, n, sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE, type, OP, ROXI_ALGO_LL), g, 0);
 	if (algo == ROXSHMEM_COLL_TWOSHOT && roxi_direct(&tm, g, &sig, bytes, source, bytes, 0)) {
 		/* two-shot on the members' own buffers: member k reduces segment k of every member's
 		 * source into its own dest (in place too: only member k writes segment k, and it reads
@@ -1143,6 +1149,11 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 			roxi_record(bad, roxshmem_state.my_pe, bad == ROXSHMEM_CALL_BAD_ADDR ? (uint32_t)(uintptr_t)source : ROXSHMEM_BAD_ARG_OVERLAP);
 		sig = ROXI_SIG_BAD;
 	}
+	/* small blocks: one push of each block to its member, the flags in the data (every member
+	 * decides alike from the block size; the signature names the exchange) */
+	if (roxi_ll_ok(&tm, n * sz))
+		return roxi_ll_reduce<T, OP>(&tm, dest, source, n,
+					     sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, ROXI_ALGO_LL), g, 1);
 	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 		return -1;
 	roxi_reduce_range<T, OP>(dest, src_off + (uint64_t)tm.me * n * sz, n, &tm, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN);

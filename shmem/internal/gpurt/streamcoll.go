@@ -8,6 +8,7 @@ import (
 
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/device/host"
+	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
 )
 
@@ -26,13 +27,38 @@ type Colls struct {
 	// per stream: the stream-ordered calls enqueued since its last sync, for messages (formatted
 	// only when a message needs them: enqueueing is the hot path)
 	pending map[device.Stream][]pendingCall
+	// the knobs that choose a call's algorithm, read once (StreamKnobs)
+	knobs StreamKnobs
 }
+
+// StreamKnobs are the environment's choices for the stream collectives, read when the engine is
+// made rather than per enqueued call (a lookup and a parse of each, on the hot path).
+type StreamKnobs struct {
+	CEAlways    bool  // ROX_COLL_ALGO=ce: the copy-engine offload at every size
+	CEThreshold int64 // ROX_COLL_CE_THRESHOLD: the offload from this many bytes per PE (0: never)
+	MostBlocks  int   // ROX_STREAM_BLOCKS: the most blocks a grid's call takes (0: the default)
+}
+
+func readStreamKnobs() StreamKnobs {
+	var k StreamKnobs
+	if a, _ := env.CollAlgo.String(); a == "ce" {
+		k.CEAlways = true
+	}
+	k.CEThreshold, _ = env.CollCE.Size()
+	if most, err := env.StreamBlocks.Int(); err == nil && most >= 1 {
+		k.MostBlocks = most
+	}
+	return k
+}
+
+// Knobs returns the knobs as read when the engine was made.
+func (sc *Colls) Knobs() StreamKnobs { return sc.knobs }
 
 type pendingCall struct{ call, team string }
 
 // NewColls makes an idle engine.
 func NewColls() *Colls {
-	return &Colls{fns: map[string]device.Function{}, pending: map[device.Stream][]pendingCall{}}
+	return &Colls{fns: map[string]device.Function{}, pending: map[device.Stream][]pendingCall{}, knobs: readStreamKnobs()}
 }
 
 // host-backend operations waiting for their stream: a kernel argument names one by number

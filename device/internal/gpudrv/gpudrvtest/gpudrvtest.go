@@ -57,6 +57,87 @@ func Run(t *testing.T, newDriver func(library string) device.Driver, want Want) 
 	}
 }
 
+// BenchLaunch measures the host's cost of Stream.Launch and Graph.Launch over the fake library,
+// whose launch does next to nothing: what is left is the Go side (argument packing,
+// allocations, locks, making the context current, the foreign call). Like Run it builds the
+// fake and runs itself in a child process, whose benchmark lines it logs.
+func BenchLaunch(b *testing.B, newDriver func(library string) device.Driver) {
+	if lib := os.Getenv(childEnv); lib != "" {
+		benchLaunch(b, newDriver(lib))
+		return
+	}
+	clang, err := exec.LookPath("clang-19")
+	if err != nil {
+		b.Skip("clang-19 not installed: cannot build the fake GPU library")
+	}
+	dir := b.TempDir()
+	src, lib := filepath.Join(dir, "fakegpu.c"), filepath.Join(dir, "libfakegpu.so")
+	if err := os.WriteFile(src, fakeSource, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if out, err := exec.Command(clang, "-shared", "-fPIC", "-O1", "-o", lib, src).CombinedOutput(); err != nil {
+		b.Fatalf("building the fake library: %v\n%s", err, out)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^"+b.Name()+"$", "-test.benchmem", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+lib)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("the fake-library run failed: %v\n%s", err, out)
+	}
+	b.Logf("over the fake library:\n%s", out)
+	b.SkipNow() // the figures are the child's
+}
+
+func benchLaunch(b *testing.B, drv device.Driver) {
+	d, err := drv.Open(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	s, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := d.LoadModule([]byte("FAKE image"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill, err := m.Function("fill")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := d.Alloc(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// six arguments, as a stream collective has (fill reads the first three: n = 0 writes nothing)
+	b.Run("Stream.Launch", func(b *testing.B) {
+		for b.Loop() {
+			if err := s.Launch(fill, device.D1(1), device.D1(256), 0, p, uint64(0), int64(0), p, int32(0), int32(0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	c := s.(device.Capturer)
+	if err := c.BeginCapture(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(1), int64(1)); err != nil {
+		b.Fatal(err)
+	}
+	g, err := c.EndCapture()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Graph.Launch", func(b *testing.B) {
+		for b.Loop() {
+			if err := g.Launch(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // Want is what differs between the vendors in what the fake reports.
 type Want struct {
 	Arch        [2]string // Info.Arch of devices 0 and 1
@@ -232,6 +313,16 @@ func Exercise(t *testing.T, drv device.Driver, lib string, want Want) {
 		}
 	}
 	wantErr(t, s.Launch(fill, device.D1(1), device.D1(4096), 0, p, uint64(0), int64(1)), device.ErrInvalid, "fill grid=")
+	// a launch is the hot path of every stream-ordered call: it allocates nothing (the caller's
+	// boxed arguments aside)
+	noop := []any{p, uint64(0), int64(0)}
+	if n := testing.AllocsPerRun(100, func() { must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, noop...)) }); n != 0 {
+		t.Errorf("Stream.Launch allocates %v times a call, want 0", n)
+	}
+
+	// Stream capture: the captured fills do not run at capture; each replay runs them again, on
+	// any stream of the device; a graph left alive is released by Close.
+	captureAndReplay(t, d0, s, fill, got)
 	must(t, m.Unload())
 	wantErr(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(0), int64(1)), device.ErrClosed, "module unloaded")
 
@@ -320,4 +411,57 @@ func Exercise(t *testing.T, drv device.Driver, lib string, want Want) {
 	if f.ctxRefs(0) != 0 || f.ctxRefs(1) != 0 {
 		t.Fatalf("primary contexts still retained after Close: %d, %d", f.ctxRefs(0), f.ctxRefs(1))
 	}
+}
+
+func captureAndReplay(t *testing.T, d device.Device, s device.Stream, fill device.Function, got []byte) {
+	t.Helper()
+	p, err := d.Alloc(64) // freed by Close
+	must(t, err)
+	c, ok := s.(device.Capturer)
+	if !ok {
+		t.Fatalf("stream of type %T is no device.Capturer", s)
+	}
+	words := func() []uint64 {
+		must(t, d.CopyDtoH(got[:64], p))
+		w := make([]uint64, 8)
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint64(got[8*i:])
+		}
+		return w
+	}
+	must(t, d.Memset(p, 0, 64))
+	must(t, c.BeginCapture())
+	wantErr(t, c.BeginCapture(), device.ErrInvalid, "mode=") // already capturing: the library refuses
+	must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(10), int64(4)))
+	must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p.Add(32), uint64(20), int64(4)))
+	g, err := c.EndCapture()
+	must(t, err)
+	if w := words(); w[0] != 0 || w[4] != 0 {
+		t.Fatalf("captured launches ran at capture: %v", w)
+	}
+	other, err := d.NewStream()
+	must(t, err)
+	if n := testing.AllocsPerRun(100, func() { must(t, g.Launch(other)) }); n != 0 {
+		t.Errorf("Graph.Launch allocates %v times a call, want 0", n)
+	}
+	for _, st := range []device.Stream{s, other, s} {
+		must(t, d.Memset(p, 0, 64))
+		must(t, g.Launch(st))
+		must(t, st.Synchronize())
+		if w := words(); w[0] != 10 || w[3] != 13 || w[4] != 20 || w[7] != 23 {
+			t.Fatalf("replay: %v", w)
+		}
+	}
+	_, err = c.EndCapture()
+	wantErr(t, err, device.ErrInvalid, "")
+	must(t, g.Destroy())
+	wantErr(t, g.Destroy(), device.ErrClosed, "graph destroyed")
+	wantErr(t, g.Launch(s), device.ErrClosed, "graph destroyed")
+	wantErr(t, g.Launch(nil), device.ErrInvalid, "stream of type")
+	must(t, c.BeginCapture())
+	must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, p, uint64(1), int64(1)))
+	if _, err := c.EndCapture(); err != nil { // left alive for Close
+		t.Fatal(err)
+	}
+	must(t, other.Destroy())
 }

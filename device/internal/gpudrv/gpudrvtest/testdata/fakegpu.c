@@ -352,6 +352,7 @@ static res stream_create(void **s, unsigned flags)
 	if (flags != 1)
 		return INVALID_VALUE;
 	*s = block_alloc(8);
+	*(void **)*s = 0; /* the graph it captures into (none) */
 	return OK;
 }
 res cuStreamCreate(void **s, unsigned flags) { return stream_create(s, flags); }
@@ -448,6 +449,83 @@ res hipModuleGetGlobal(dptr *p, size_t *size, void *m, const char *name) { retur
 res cuModuleUnload(void *m) { NEED_CURRENT(INVALID_CONTEXT); block_free(m); return OK; }
 res hipModuleUnload(void *m) { NEED_CURRENT(INVALID_DEVICE); block_free(m); return OK; }
 
+/* ---- stream capture and graphs: a capturing stream records its fills, a graph replays them ---- */
+#define GRAPH_MAX 16
+struct fake_graph {
+	int n;
+	struct {
+		uint64_t *dst, v;
+		int64_t n;
+	} fill[GRAPH_MAX];
+};
+static res graph_record(struct fake_graph *g, uint64_t *dst, uint64_t v, int64_t n)
+{
+	if (g->n == GRAPH_MAX)
+		return INVALID_VALUE;
+	g->fill[g->n].dst = dst, g->fill[g->n].v = v, g->fill[g->n].n = n;
+	g->n++;
+	return OK;
+}
+/* CU_STREAM_CAPTURE_MODE_RELAXED, hipStreamCaptureModeRelaxed: 2 */
+static res begin_capture(void *s, int mode)
+{
+	res r = stream_op(s);
+	if (r != OK)
+		return r;
+	if (mode != 2 || *(void **)s)
+		return INVALID_VALUE;
+	struct fake_graph *g = block_alloc(sizeof *g);
+	g->n = 0;
+	*(void **)s = g;
+	return OK;
+}
+res cuStreamBeginCapture_v2(void *s, int mode) { return begin_capture(s, mode); }
+res hipStreamBeginCapture(void *s, int mode) { return begin_capture(s, mode); }
+static res end_capture(void *s, void **g)
+{
+	res r = stream_op(s);
+	if (r != OK)
+		return r;
+	if (!*(void **)s)
+		return INVALID_VALUE; /* not capturing */
+	*g = *(void **)s;
+	*(void **)s = 0;
+	return OK;
+}
+res cuStreamEndCapture(void *s, void **g) { return end_capture(s, g); }
+res hipStreamEndCapture(void *s, void **g) { return end_capture(s, g); }
+static res instantiate(void **e, struct fake_graph *g, unsigned long long flags)
+{
+	NEED_CURRENT(INVALID_CONTEXT);
+	if (flags || !g)
+		return INVALID_VALUE;
+	struct fake_graph *x = block_alloc(sizeof *x);
+	memcpy(x, g, sizeof *x);
+	*e = x;
+	return OK;
+}
+res cuGraphInstantiateWithFlags(void **e, void *g, unsigned long long flags) { return instantiate(e, g, flags); }
+res hipGraphInstantiateWithFlags(void **e, void *g, unsigned long long flags) { return instantiate(e, g, flags); }
+static res graph_launch(struct fake_graph *e, void *s)
+{
+	res r = stream_op(s);
+	if (r != OK)
+		return r;
+	if (!e || *(void **)s)
+		return INVALID_VALUE;
+	for (int k = 0; k < e->n; k++)
+		for (int64_t i = 0; i < e->fill[k].n; i++)
+			e->fill[k].dst[i] = e->fill[k].v + (uint64_t)i;
+	return OK;
+}
+res cuGraphLaunch(void *e, void *s) { return graph_launch(e, s); }
+res hipGraphLaunch(void *e, void *s) { return graph_launch(e, s); }
+static res graph_free(void *g) { NEED_CURRENT(INVALID_CONTEXT); if (!g) return INVALID_VALUE; block_free(g); return OK; }
+res cuGraphExecDestroy(void *e) { return graph_free(e); }
+res hipGraphExecDestroy(void *e) { return graph_free(e); }
+res cuGraphDestroy(void *g) { return graph_free(g); }
+res hipGraphDestroy(void *g) { return graph_free(g); }
+
 static res launch(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
 		  unsigned shared, void *s, void **params, void **extra)
 {
@@ -460,11 +538,15 @@ static res launch(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, unsigned b
 	if (f == FN_FILL) {
 		uint64_t *dst = *(uint64_t **)params[0], v = *(uint64_t *)params[1];
 		int64_t n = *(int64_t *)params[2];
+		if (*(void **)s) /* capturing: recorded, not run */
+			return graph_record(*(void **)s, dst, v, n);
 		for (int64_t i = 0; i < n; i++)
 			dst[i] = v + (uint64_t)i;
 		return OK;
 	}
 	if (f == FN_ECHO) {
+		if (*(void **)s)
+			return INVALID_VALUE; /* the fake captures fills only */
 		uint64_t *out = *(uint64_t **)params[0];
 		out[0] = (uint64_t)(int64_t) * (int32_t *)params[1];
 		out[1] = *(uint32_t *)params[2];
