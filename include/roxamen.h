@@ -271,11 +271,10 @@ static inline int roxamen_hipmodule_init(hipModule_t module) {
 	return roxamen_link_state((void *)p, size);
 }
 #endif
-#if defined(ROXAMEN_STATE_H) && defined(ROXA_GPU_LANG) && !defined(ROXSHMEM_STATE_EXTERN) && \
-	(defined(__CUDACC__) || defined(__HIPCC__))
+#if defined(ROXAMEN_STATE_H) && defined(ROXA_GPU_LANG) && !defined(ROXSHMEM_STATE_EXTERN)
 static inline int roxamen_init_device_state(void) {
 	void *p = NULL;
-#if defined(__HIPCC__)
+#if defined(__HIP__) || defined(__HIPCC__)
 	if (hipGetSymbolAddress(&p, HIP_SYMBOL(roxshmem_state)) != hipSuccess)
 		p = NULL;
 #else

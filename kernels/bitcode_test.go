@@ -17,7 +17,7 @@ import (
 // bindings (python/roxamen/triton.py) declare.
 var bitcodeEntries = []string{"my_pe", "n_pes", "ptr", "putmem", "getmem", "putmem_block", "getmem_block",
 	"putmem_signal", "putmem_signal_block", "signal_wait_until", "signal_fetch", "int64_atomic_fetch_add",
-	"fence", "quiet", "barrier_all_block", "team_sync_block", "float_sum_reduce_block",
+	"fence", "quiet", "barrier_all_block", "team_sync_block", "team_my_pe", "team_n_pes", "barrier_block", "float_sum_reduce_block",
 	"float_max_reduce_block", "int32_sum_reduce_block"}
 
 // TestBitcode rebuilds the device library's bitcode (obj/roxshmem-<arch>.bc.gz) and compares it
