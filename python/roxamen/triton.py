@@ -3,16 +3,16 @@
     import triton, triton.language as tl
     import roxamen as rx, roxamen.triton as rxt
 
-    @triton.jit
-    def kernel(x, sig, ...):
+    @triton.jit(do_not_specialize=["step"])  # one compiled module, the one linked, for every step
+    def kernel(x, sig, step):
         me = rxt.my_pe()
         rxt.putmem_signal_block(x, x, 4096, sig, 1, rxt.SIGNAL_ADD, (me + 1) % rxt.n_pes())
-        rxt.signal_wait_until(sig, rxt.CMP_GE, 1)
+        rxt.signal_wait_until(sig, rxt.CMP_GE, step)
         rxt.barrier_block(rxt.TEAM_WORLD)
 
-    k = kernel.warmup(x, sig, ..., grid=(1,), extern_libs=rxt.extern_libs())
+    k = kernel.warmup(x, sig, 1, grid=(1,), extern_libs=rxt.extern_libs())  # compiled, not run
     rxt.link(k)                      # fill the module's roxshmem_state (before its first launch)
-    kernel[(1,)](x, sig, ..., extern_libs=rxt.extern_libs())
+    kernel[(1,)](x, sig, 1, extern_libs=rxt.extern_libs())
 
 The device library is kernels/obj/roxshmem-sm_90.bc.gz (go generate ./kernels), unpacked into the
 package's cache; its entry points (kernels/src/bitcode.hip) take addresses as 64-bit integers,
@@ -67,7 +67,7 @@ def link(compiled):
     """Link a compiled Triton kernel (kernel.warmup(...)'s result) to this PE: fill its module's
     roxshmem_state. Do it before the kernel's first launch."""
     compiled._init_handles()
-    init_module(compiled.module)
+    init_module(compiled.module)  # the CUmodule Triton loaded the kernel's cubin into
 
 
 U64, I32, I64 = core.dtype("uint64"), core.dtype("int32"), core.dtype("int64")

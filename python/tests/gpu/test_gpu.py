@@ -199,7 +199,7 @@ def test_collectives_run_on_the_current_torch_stream():
     watchdog_opened = threading.Event()
 
     def watchdog():
-        if not opened.wait(60):
+        if not opened.wait(20):
             watchdog_opened.set()
             flag[0] = 1
 
