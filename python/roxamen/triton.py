@@ -34,9 +34,10 @@ from triton.language import core
 
 from . import _lib, init_module
 
-SIGNAL_SET, SIGNAL_ADD = 0, 1
-CMP_EQ, CMP_NE, CMP_GT, CMP_LE, CMP_LT, CMP_GE = 0, 1, 2, 3, 4, 5
-TEAM_WORLD = 0
+# constexpr: the only globals a Triton kernel may read
+SIGNAL_SET, SIGNAL_ADD = tl.constexpr(0), tl.constexpr(1)
+CMP_EQ, CMP_NE, CMP_GT, CMP_LE, CMP_LT, CMP_GE = (tl.constexpr(c) for c in range(6))
+TEAM_WORLD = tl.constexpr(0)
 
 
 def bitcode(arch="sm_90"):
