@@ -21,9 +21,10 @@ var bitcodeEntries = []string{"my_pe", "n_pes", "ptr", "putmem", "getmem", "putm
 	"float_max_reduce_block", "int32_sum_reduce_block"}
 
 // TestBitcode rebuilds the device library's bitcode (obj/roxshmem-<arch>.bc.gz) and compares it
-// with the committed files, checks that it defines every entry point and roxshmem_state, and
-// that llc-19 lowers it for its target (PTX for sm_90, a code object for gfx942): the static
-// check of the AMD bitcode, which no Triton here links.
+// with the committed files, checks that it defines every entry point and roxshmem_state, that
+// the sm_90 one links into a module with Triton's module flags, and that llc-19 lowers it for its
+// target (PTX for sm_90, a code object for gfx942): the static check of the AMD bitcode, which no
+// Triton here links.
 func TestBitcode(t *testing.T) {
 	t.Parallel()
 	needClang(t)
@@ -78,6 +79,25 @@ func TestBitcode(t *testing.T) {
 		}
 		if !bytes.Contains(ll, []byte("@roxshmem_state = ")) || !bytes.Contains(ll, []byte("externally_initialized")) {
 			t.Errorf("%s: no externally initialized roxshmem_state for the host to fill", tg.Arch)
+		}
+		if !tg.AMD {
+			// Triton links it into a module that sets nvvm-reflect-ftz to 1 (Override): LLVM's
+			// linker refuses two override values, as Triton 3.6 did on the H200
+			link, err := build.Tool("llvm-link-19")
+			if err != nil {
+				t.Skip(err)
+			}
+			host := filepath.Join(dir, "triton.ll")
+			mod := "target triple = \"nvptx64-nvidia-cuda\"\n!llvm.module.flags = !{!0}\n!0 = !{i32 4, !\"nvvm-reflect-ftz\", i32 1}\n"
+			if err := os.WriteFile(host, []byte(mod), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(link, host, bc, "-o", filepath.Join(dir, "linked.bc")).CombinedOutput(); err != nil {
+				t.Errorf("%s: the bitcode does not link into a module with nvvm-reflect-ftz=1 (Triton's): %v\n%s", tg.Arch, err, out)
+			}
+			if bytes.Contains(ll, []byte(`"target-cpu"`)) {
+				t.Errorf("%s: the bitcode's functions name a target-cpu: they should take the linking module's", tg.Arch)
+			}
 		}
 		args := []string{"-O2", "-mcpu=" + tg.Arch, "-o", filepath.Join(dir, "out"), bc}
 		if tg.AMD {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 )
 
 // BitcodeSource is the device library's out-of-line entry points for kernels written outside
@@ -22,20 +24,50 @@ var BitcodeTargets = []Target{{Arch: "sm_90"}, {Arch: "gfx942", AMD: true}}
 func BitcodeName(t Target) string { return "roxshmem-" + t.Arch + ".bc.gz" }
 
 // BitcodeArgs are clang's arguments for t's bitcode: a device-only compile that keeps the
-// extern "C" entry points (-fgpu-rdc on AMD, where a whole-program build would drop them).
+// extern "C" entry points (-fgpu-rdc on AMD, where a whole-program build would drop them). On
+// NVIDIA the output is IR text, which Bitcode makes linkable (NVPTXLinkable) and assembles.
 func BitcodeArgs(t Target, out string) []string {
 	args := Args(t, BitcodeSource, out, nil)
-	extra := []string{"-emit-llvm", "-c"}
 	if t.AMD {
-		extra = append(extra, "-fgpu-rdc")
+		return append([]string{"-emit-llvm", "-c", "-fgpu-rdc"}, args...)
 	}
-	for i, a := range args {
-		if a == "-S" { // PTX text otherwise
-			args = append(args[:i], args[i+1:]...)
-			break
+	return append([]string{"-emit-llvm"}, args...) // with Args' -S: text
+}
+
+// NVPTXLinkable makes clang's NVPTX IR text linkable into a module of another compiler (Triton's):
+// it drops the nvvm-reflect-ftz module flag, whose Override behaviour makes LLVM's linker refuse
+// a module that sets it otherwise (Triton sets 1, clang 0; no entry point reads it), and the
+// functions' target-cpu/target-features, so that they take the linking module's target.
+func NVPTXLinkable(ll string) (string, error) {
+	lines := strings.Split(ll, "\n")
+	ftz := ""
+	for _, l := range lines {
+		if strings.Contains(l, `!"nvvm-reflect-ftz"`) {
+			ftz, _, _ = strings.Cut(l, " ")
 		}
 	}
-	return append(extra, args...)
+	if ftz == "" {
+		return "", fmt.Errorf("no nvvm-reflect-ftz module flag in the IR: clang changed, check NVPTXLinkable")
+	}
+	attr := regexp.MustCompile(` "target-(cpu|features)"="[^"]*"`)
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "!llvm.module.flags = !{"):
+			body := strings.TrimSuffix(strings.TrimPrefix(l, "!llvm.module.flags = !{"), "}")
+			var keep []string
+			for _, id := range strings.Split(body, ", ") {
+				if id != ftz {
+					keep = append(keep, id)
+				}
+			}
+			lines[i] = "!llvm.module.flags = !{" + strings.Join(keep, ", ") + "}"
+		case strings.HasPrefix(l, ftz+" = "):
+			lines[i] = ""
+		case strings.HasPrefix(l, "attributes #"):
+			lines[i] = attr.ReplaceAllString(l, "")
+		}
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // Bitcode builds t's bitcode (uncompressed) from the kernels directory dir.
@@ -54,6 +86,9 @@ func Bitcode(dir string, t Target) ([]byte, error) {
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "roxshmem.bc")
+	if !t.AMD {
+		out = filepath.Join(tmp, "roxshmem.ll")
+	}
 	args := BitcodeArgs(t, out)
 	for i, a := range args {
 		if a == "-ffile-prefix-map=.=." {
@@ -68,7 +103,30 @@ func Bitcode(dir string, t Target) ([]byte, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("clang-19 %s for %s: %v\n%s", BitcodeSource, t.Arch, err, stderr.String())
 	}
-	return os.ReadFile(out)
+	if t.AMD {
+		return os.ReadFile(out)
+	}
+	ll, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	text, err := NVPTXLinkable(string(ll))
+	if err != nil {
+		return nil, err
+	}
+	as, err := Tool("llvm-as-19")
+	if err != nil {
+		return nil, err
+	}
+	bc := filepath.Join(tmp, "roxshmem.bc")
+	cmd = exec.Command(as, "-o", bc, "-")
+	cmd.Stdin = strings.NewReader(text)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("llvm-as-19 of the %s bitcode: %v\n%s", t.Arch, err, stderr.String())
+	}
+	return os.ReadFile(bc)
 }
 
 // Gzip compresses b reproducibly (no name, no time).
