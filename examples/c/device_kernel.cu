@@ -87,6 +87,7 @@ static void check(int npes, float *recv, uint64_t *sig, float *sum, float *sum2,
 
 int main(int argc, char **argv)
 {
+	setvbuf(stdout, NULL, _IONBF, 0); /* each line as it happens, also when the job is stopped */
 	OK(roxamen_init());
 	me = roxamen_my_pe();
 	int npes = roxamen_n_pes();
@@ -110,6 +111,7 @@ int main(int argc, char **argv)
 	CU(cudaStreamSynchronize(st));
 	check(npes, recv, sig, sum, sum2, 1);
 	OK(roxamen_barrier_all());
+	printf("PE %d: runtime-API round passed\n", me);
 
 	/* Round 2: the same kernel from a cubin loaded with the driver API. */
 	if (argc > 1) {
