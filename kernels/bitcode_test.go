@@ -81,23 +81,7 @@ func TestBitcode(t *testing.T) {
 			t.Errorf("%s: no externally initialized roxshmem_state for the host to fill", tg.Arch)
 		}
 		if !tg.AMD {
-			// Triton links it into a module that sets nvvm-reflect-ftz to 1 (Override): LLVM's
-			// linker refuses two override values, as Triton 3.6 did on the H200
-			link, err := build.Tool("llvm-link-19")
-			if err != nil {
-				t.Skip(err)
-			}
-			host := filepath.Join(dir, "triton.ll")
-			mod := "target triple = \"nvptx64-nvidia-cuda\"\n!llvm.module.flags = !{!0}\n!0 = !{i32 4, !\"nvvm-reflect-ftz\", i32 1}\n"
-			if err := os.WriteFile(host, []byte(mod), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.Command(link, host, bc, "-o", filepath.Join(dir, "linked.bc")).CombinedOutput(); err != nil {
-				t.Errorf("%s: the bitcode does not link into a module with nvvm-reflect-ftz=1 (Triton's): %v\n%s", tg.Arch, err, out)
-			}
-			if bytes.Contains(ll, []byte(`"target-cpu"`)) {
-				t.Errorf("%s: the bitcode's functions name a target-cpu: they should take the linking module's", tg.Arch)
-			}
+			tritonLink(t, dir, bc, ll)
 		}
 		args := []string{"-O2", "-mcpu=" + tg.Arch, "-o", filepath.Join(dir, "out"), bc}
 		if tg.AMD {
@@ -108,5 +92,53 @@ func TestBitcode(t *testing.T) {
 		if out, err := exec.Command(llc, args...).CombinedOutput(); err != nil {
 			t.Errorf("%s: llc-19 does not lower the bitcode: %v\n%s", tg.Arch, err, out)
 		}
+	}
+}
+
+// tritonLink does to the sm_90 bitcode what Triton does with extern_libs: a kernel module that
+// sets nvvm-reflect-ftz to 1 (Override) and calls entry points with integer addresses links it
+// (only what it needs; LLVM's linker refuses two override values, as Triton 3.6 did on the H200)
+// and is lowered for sm_90a; the PTX must keep roxshmem_state visible for the host to fill.
+func tritonLink(t *testing.T, dir, bc string, ll []byte) {
+	t.Helper()
+	link, err := build.Tool("llvm-link-19")
+	if err != nil {
+		t.Skip(err)
+	}
+	llc, _ := build.Tool("llc-19")
+	host := filepath.Join(dir, "triton.ll")
+	mod := `target triple = "nvptx64-nvidia-cuda"
+declare i32 @roxshmem_bc_team_my_pe(i32)
+declare i32 @roxshmem_bc_putmem_signal_block(i64, i64, i64, i64, i64, i32, i32)
+define ptx_kernel void @k(ptr addrspace(1) %out, i64 %sig) {
+  %pe = call i32 @roxshmem_bc_team_my_pe(i32 0)
+  %dst = ptrtoint ptr addrspace(1) %out to i64
+  %r = call i32 @roxshmem_bc_putmem_signal_block(i64 %dst, i64 %dst, i64 64, i64 %sig, i64 1, i32 1, i32 %pe)
+  store i32 %r, ptr addrspace(1) %out
+  ret void
+}
+!llvm.module.flags = !{!0}
+!0 = !{i32 4, !"nvvm-reflect-ftz", i32 1}
+`
+	if err := os.WriteFile(host, []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(dir, "linked.bc")
+	if out, err := exec.Command(link, "--only-needed", host, bc, "-o", linked).CombinedOutput(); err != nil {
+		t.Fatalf("the bitcode does not link into a Triton-like module (nvvm-reflect-ftz=1): %v\n%s", err, out)
+	}
+	if bytes.Contains(ll, []byte(`"target-cpu"`)) {
+		t.Errorf("the bitcode's functions name a target-cpu: they should take the linking module's")
+	}
+	ptx := filepath.Join(dir, "linked.ptx")
+	if out, err := exec.Command(llc, "-O2", "-mcpu=sm_90a", "-mattr=+ptx80", "-o", ptx, linked).CombinedOutput(); err != nil {
+		t.Fatalf("llc-19 does not lower the linked module: %v\n%s", err, out)
+	}
+	text, err := os.ReadFile(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(text, []byte(".visible .const .align 64 .b8 roxshmem_state[")) {
+		t.Errorf("the linked kernel's PTX has no visible roxshmem_state for the host to fill")
 	}
 }
