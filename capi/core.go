@@ -104,9 +104,17 @@ type lib struct {
 	allocs  []entry // sorted by base
 	teams   map[int32]*shmem.Team
 	ctxs    map[int32]*shmem.Ctx
-	streams map[int32]device.Stream
+	streams map[uintptr]*streamEnt // by vendor handle
 	bufs    map[int32]*epBuf
 	next    int32 // the next handle number
+}
+
+// streamEnt is a stream the C API has seen: one of roxamen_stream_create's (owned, destroyed by
+// roxamen_stream_destroy) or the program's own, adopted the first time a call names it and kept
+// until finalize (its wrapper only: the stream stays the program's).
+type streamEnt struct {
+	st    device.Stream
+	owned bool
 }
 
 type epBuf struct {
@@ -155,7 +163,7 @@ func start(w *shmem.World) {
 	the.allocs = nil
 	the.teams = map[int32]*shmem.Team{teamWorld: w.TeamWorld(), teamShared: w.TeamShared()}
 	the.ctxs = map[int32]*shmem.Ctx{}
-	the.streams = map[int32]device.Stream{}
+	the.streams = map[uintptr]*streamEnt{}
 	the.bufs = map[int32]*epBuf{}
 	the.next = 2
 }
@@ -271,8 +279,8 @@ func finalize() error {
 	for _, c := range the.ctxs {
 		c.Destroy()
 	}
-	for _, st := range the.streams {
-		st.Destroy()
+	for _, e := range the.streams {
+		e.st.Destroy()
 	}
 	err = w.Finalize()
 	the.w = nil
@@ -441,16 +449,27 @@ func ctxOf(call string, h int32) (*shmem.Ctx, error) {
 	return c, nil
 }
 
-func streamOf(call string, h int32) (device.Stream, error) {
-	if _, err := world(call); err != nil {
+// streamOf returns the stream of vendor handle h: one of roxamen_stream_create's, else the
+// program's own (a cudaStream_t or hipStream_t; 0 the default stream on a GPU), adopted once.
+func streamOf(call string, h uintptr) (device.Stream, error) {
+	w, err := world(call)
+	if err != nil {
 		return nil, err
 	}
 	the.mu.Lock()
-	st := the.streams[h]
-	the.mu.Unlock()
-	if st == nil {
-		return nil, errorf(call, shmem.ErrBadArgument, "stream handle %d is not a live stream", h)
+	defer the.mu.Unlock()
+	if e := the.streams[h]; e != nil {
+		return e.st, nil
 	}
+	if w.Device().Driver == "host" {
+		// no vendor streams there: only the library's own have handles
+		return nil, errorf(call, shmem.ErrBadArgument, "stream %#x is not a live stream of roxamen_stream_create (the host backend has no other)", h)
+	}
+	st, err := w.AdoptStream(h)
+	if err != nil {
+		return nil, err
+	}
+	the.streams[h] = &streamEnt{st: st}
 	return st, nil
 }
 

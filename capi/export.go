@@ -312,77 +312,73 @@ func roxamen_ctx_quiet(c C.int) C.int {
 }
 
 //export roxamen_stream_create
-func roxamen_stream_create(out *C.int) C.int {
+func roxamen_stream_create(out *unsafe.Pointer) C.int {
 	h, err := createStream()
 	if err == nil && out != nil {
-		*out = C.int(h)
+		*out = cptr(h)
 	}
 	return ret(err)
 }
 
 //export roxamen_stream_destroy
-func roxamen_stream_destroy(st C.int) C.int { return ret(destroyStream(int32(st))) }
+func roxamen_stream_destroy(st unsafe.Pointer) C.int { return ret(destroyStream(addr(st))) }
 
 //export roxamen_stream_sync
-func roxamen_stream_sync(st C.int) C.int { return ret(syncStream(int32(st))) }
+func roxamen_stream_sync(st unsafe.Pointer) C.int { return ret(syncStream(addr(st))) }
 
 //export roxamen_allreduce
 func roxamen_allreduce(t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
-	return ret(collective(collAllReduce, 0, int32(t), int(dtype), int(op), addr(dest), addr(src), int(n), 0))
+	return ret(collective(collAllReduce, 0, false, int32(t), int(dtype), int(op), addr(dest), addr(src), int(n), 0))
 }
 
 //export roxamen_broadcast
 func roxamen_broadcast(t, dtype C.int, dest, src unsafe.Pointer, n C.size_t, root C.int) C.int {
-	return ret(collective(collBroadcast, 0, int32(t), int(dtype), 0, addr(dest), addr(src), int(n), int(root)))
+	return ret(collective(collBroadcast, 0, false, int32(t), int(dtype), 0, addr(dest), addr(src), int(n), int(root)))
 }
 
 //export roxamen_fcollect
 func roxamen_fcollect(t, dtype C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
-	return ret(collective(collFCollect, 0, int32(t), int(dtype), 0, addr(dest), addr(src), int(n), 0))
+	return ret(collective(collFCollect, 0, false, int32(t), int(dtype), 0, addr(dest), addr(src), int(n), 0))
 }
 
 //export roxamen_alltoall
 func roxamen_alltoall(t, dtype C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
-	return ret(collective(collAllToAll, 0, int32(t), int(dtype), 0, addr(dest), addr(src), int(n), 0))
+	return ret(collective(collAllToAll, 0, false, int32(t), int(dtype), 0, addr(dest), addr(src), int(n), 0))
 }
 
 //export roxamen_reduce_scatter
 func roxamen_reduce_scatter(t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
-	return ret(collective(collReduceScatter, 0, int32(t), int(dtype), int(op), addr(dest), addr(src), int(n), 0))
+	return ret(collective(collReduceScatter, 0, false, int32(t), int(dtype), int(op), addr(dest), addr(src), int(n), 0))
 }
 
 //export roxamen_allreduce_on_stream
-func roxamen_allreduce_on_stream(st, t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
+func roxamen_allreduce_on_stream(st unsafe.Pointer, t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
 	return ret(onStream(st, collAllReduce, t, dtype, op, dest, src, n, 0))
 }
 
 //export roxamen_broadcast_on_stream
-func roxamen_broadcast_on_stream(st, t, dtype C.int, dest, src unsafe.Pointer, n C.size_t, root C.int) C.int {
+func roxamen_broadcast_on_stream(st unsafe.Pointer, t, dtype C.int, dest, src unsafe.Pointer, n C.size_t, root C.int) C.int {
 	return ret(onStream(st, collBroadcast, t, dtype, 0, dest, src, n, root))
 }
 
 //export roxamen_allgather_on_stream
-func roxamen_allgather_on_stream(st, t, dtype C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
+func roxamen_allgather_on_stream(st unsafe.Pointer, t, dtype C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
 	return ret(onStream(st, collFCollect, t, dtype, 0, dest, src, n, 0))
 }
 
 //export roxamen_alltoall_on_stream
-func roxamen_alltoall_on_stream(st, t, dtype C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
+func roxamen_alltoall_on_stream(st unsafe.Pointer, t, dtype C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
 	return ret(onStream(st, collAllToAll, t, dtype, 0, dest, src, n, 0))
 }
 
 //export roxamen_reduce_scatter_on_stream
-func roxamen_reduce_scatter_on_stream(st, t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
+func roxamen_reduce_scatter_on_stream(st unsafe.Pointer, t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t) C.int {
 	return ret(onStream(st, collReduceScatter, t, dtype, op, dest, src, n, 0))
 }
 
-// onStream runs a collective on stream st; 0 is no stream, so it names a bad handle here.
-func onStream(st C.int, kind int, t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t, root C.int) error {
-	if st == 0 {
-		_, err := streamOf("roxamen_"+collNames[kind]+"_on_stream", 0)
-		return err
-	}
-	return collective(kind, int32(st), int32(t), int(dtype), int(op), addr(dest), addr(src), int(n), int(root))
+// onStream enqueues a collective on the program's stream st (or one of roxamen_stream_create's).
+func onStream(st unsafe.Pointer, kind int, t, dtype, op C.int, dest, src unsafe.Pointer, n C.size_t, root C.int) error {
+	return collective(kind, addr(st), true, int32(t), int(dtype), int(op), addr(dest), addr(src), int(n), int(root))
 }
 
 //export roxamen_ep_create
@@ -449,9 +445,9 @@ func roxamen_on_gpu() C.int {
 }
 
 //export roxamen_ep_dispatch_on_stream
-func roxamen_ep_dispatch_on_stream(b, st C.int, x unsafe.Pointer, ntokens C.int, topkIdx, topkWeights unsafe.Pointer,
+func roxamen_ep_dispatch_on_stream(b C.int, st, x unsafe.Pointer, ntokens C.int, topkIdx, topkWeights unsafe.Pointer,
 	recvX, recvRows, recvCounts, recvOffsets, recvWeights, recvSrc *unsafe.Pointer, handle *C.int) C.int {
-	recv, h, err := epDispatchOnStream(int32(b), int32(st), addr(x), int(ntokens), addr(topkIdx), addr(topkWeights))
+	recv, h, err := epDispatchOnStream(int32(b), addr(st), addr(x), int(ntokens), addr(topkIdx), addr(topkWeights))
 	if err != nil {
 		return ret(err)
 	}
@@ -471,10 +467,15 @@ func roxamen_ep_dispatch_on_stream(b, st C.int, x unsafe.Pointer, ntokens C.int,
 }
 
 //export roxamen_ep_combine_on_stream
-func roxamen_ep_combine_on_stream(b, st, handle C.int, y unsafe.Pointer, yRows C.int, out *unsafe.Pointer) C.int {
-	p, err := epCombineOnStream(int32(b), int32(st), int32(handle), addr(y), int(yRows))
+func roxamen_ep_combine_on_stream(b C.int, st unsafe.Pointer, handle C.int, y unsafe.Pointer, yRows C.int, out *unsafe.Pointer) C.int {
+	p, err := epCombineOnStream(int32(b), addr(st), int32(handle), addr(y), int(yRows))
 	if err == nil && out != nil {
 		*out = cptr(p)
 	}
 	return ret(err)
+}
+
+//export roxamen_link_state
+func roxamen_link_state(state unsafe.Pointer, size C.size_t) C.int {
+	return ret(linkState(addr(state), int(size)))
 }

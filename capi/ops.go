@@ -290,47 +290,47 @@ var collNames = []string{"allreduce", "broadcast", "fcollect", "alltoall", "redu
 
 // collective runs kind on team over dst and src (n elements: of each for allreduce and broadcast,
 // of src for fcollect, per PE for alltoall, of dst for reduce_scatter); on st when st is not 0.
-func collective(kind int, st, th int32, dt, op int, dst, src uintptr, n, root int) error {
+func collective(kind int, st uintptr, onStream bool, th int32, dt, op int, dst, src uintptr, n, root int) error {
 	call := "roxamen_" + collNames[kind]
-	if st != 0 {
+	if onStream {
 		call += "_on_stream"
 	}
 	switch dt {
 	case dtUint8:
-		return coll[uint8](call, kind, st, th, op, dst, src, n, root)
+		return coll[uint8](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtInt8:
-		return coll[int8](call, kind, st, th, op, dst, src, n, root)
+		return coll[int8](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtInt16:
-		return coll[int16](call, kind, st, th, op, dst, src, n, root)
+		return coll[int16](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtUint16:
-		return coll[uint16](call, kind, st, th, op, dst, src, n, root)
+		return coll[uint16](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtInt32:
-		return coll[int32](call, kind, st, th, op, dst, src, n, root)
+		return coll[int32](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtUint32:
-		return coll[uint32](call, kind, st, th, op, dst, src, n, root)
+		return coll[uint32](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtInt64:
-		return coll[int64](call, kind, st, th, op, dst, src, n, root)
+		return coll[int64](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtUint64:
-		return coll[uint64](call, kind, st, th, op, dst, src, n, root)
+		return coll[uint64](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtFloat32:
-		return coll[float32](call, kind, st, th, op, dst, src, n, root)
+		return coll[float32](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtFloat64:
-		return coll[float64](call, kind, st, th, op, dst, src, n, root)
+		return coll[float64](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtBFloat16:
-		return coll[shmem.BFloat16](call, kind, st, th, op, dst, src, n, root)
+		return coll[shmem.BFloat16](call, kind, st, onStream, th, op, dst, src, n, root)
 	case dtFloat16:
-		return coll[shmem.Float16](call, kind, st, th, op, dst, src, n, root)
+		return coll[shmem.Float16](call, kind, st, onStream, th, op, dst, src, n, root)
 	}
 	return badType(call, dt, "is not a ROXAMEN_* element type")
 }
 
-func coll[T shmem.Elem](call string, kind int, sh, th int32, op int, dst, src uintptr, n, root int) error {
+func coll[T shmem.Elem](call string, kind int, sh uintptr, onStream bool, th int32, op int, dst, src uintptr, n, root int) error {
 	t, err := team(call, th)
 	if err != nil {
 		return err
 	}
 	var stream device.Stream
-	if sh != 0 {
+	if onStream {
 		if stream, err = streamOf(call, sh); err != nil {
 			return err
 		}
@@ -449,7 +449,9 @@ func destroyCtx(h int32) error {
 	return c.Destroy()
 }
 
-func createStream() (int32, error) {
+// createStream makes a stream of the library's and returns its vendor handle (a cudaStream_t the
+// program may use as its own on a GPU; a number of the host device's on the host backend).
+func createStream() (uintptr, error) {
 	w, err := world("roxamen_stream_create")
 	if err != nil {
 		return 0, err
@@ -460,23 +462,33 @@ func createStream() (int32, error) {
 	}
 	the.mu.Lock()
 	defer the.mu.Unlock()
-	h := the.add()
-	the.streams[h] = st
+	h := st.Handle()
+	if old := the.streams[h]; old != nil {
+		// an adopted wrapper of a handle the vendor reused after the program destroyed its stream
+		old.st.Destroy()
+	}
+	the.streams[h] = &streamEnt{st: st, owned: true}
 	return h, nil
 }
 
-func destroyStream(h int32) error {
-	st, err := streamOf("roxamen_stream_destroy", h)
-	if err != nil {
+func destroyStream(h uintptr) error {
+	const call = "roxamen_stream_destroy"
+	if _, err := world(call); err != nil {
 		return err
 	}
 	the.mu.Lock()
+	e := the.streams[h]
+	if e == nil || !e.owned {
+		the.mu.Unlock()
+		return errorf(call, shmem.ErrBadArgument, "stream %#x is not a live stream of roxamen_stream_create (the program destroys its own streams)", h)
+	}
 	delete(the.streams, h)
 	the.mu.Unlock()
-	return st.Destroy()
+	return e.st.Destroy()
 }
 
-func syncStream(h int32) error {
+// syncStream waits for stream h's work (the library's or the program's), reporting device failures.
+func syncStream(h uintptr) error {
 	st, err := streamOf("roxamen_stream_sync", h)
 	if err != nil {
 		return err
@@ -613,7 +625,7 @@ func epHandleFree(bh, hh int32) error {
 }
 
 // epDispatchOnStream enqueues a dispatch of device-resident tokens on stream sh (GPU Worlds).
-func epDispatchOnStream(bh, sh int32, x uintptr, ntok int, idx, w uintptr) (*ep.DeviceRecv, int32, error) {
+func epDispatchOnStream(bh int32, sh uintptr, x uintptr, ntok int, idx, w uintptr) (*ep.DeviceRecv, int32, error) {
 	const call = "roxamen_ep_dispatch_on_stream"
 	b, err := bufOf(call, bh)
 	if err != nil {
@@ -636,7 +648,7 @@ func epDispatchOnStream(bh, sh int32, x uintptr, ntok int, idx, w uintptr) (*ep.
 
 // epCombineOnStream enqueues the combine of handle hh's dispatch on stream sh; y is in device
 // memory with room for MaxRows rows. It returns the device address of the combined tokens.
-func epCombineOnStream(bh, sh, hh int32, y uintptr, rows int) (uintptr, error) {
+func epCombineOnStream(bh int32, sh uintptr, hh int32, y uintptr, rows int) (uintptr, error) {
 	const call = "roxamen_ep_combine_on_stream"
 	b, err := bufOf(call, bh)
 	if err != nil {
@@ -654,4 +666,15 @@ func epCombineOnStream(bh, sh, hh int32, y uintptr, rows int) (uintptr, error) {
 	}
 	out, err := b.buf.CombineOnStream(st, ep.DeviceTokens{Ptr: device.Ptr(y), Rows: rows}, h.h)
 	return uintptr(out.Ptr), err
+}
+
+// ---- the program's own device code ----
+
+// linkState fills the program's roxshmem_state of size bytes at device address p.
+func linkState(p uintptr, size int) error {
+	w, err := world("roxamen_link_state")
+	if err != nil {
+		return err
+	}
+	return w.LinkState(device.Ptr(p), size)
 }

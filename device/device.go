@@ -127,6 +127,11 @@ type Device interface {
 	Synchronize() error
 
 	NewStream() (Stream, error)
+	// AdoptStream wraps a stream the program made with the vendor's own API (a CUstream or
+	// hipStream_t; 0 is the vendor's default stream; on the host backend the Handle of one of
+	// this device's streams) so that work can be enqueued on it. The program keeps it: Destroy
+	// releases only the wrapper and Close leaves the stream alone.
+	AdoptStream(handle uintptr) (Stream, error)
 	NewEvent() (Event, error)
 
 	// LoadModule loads a code object (PTX, cubin or hsaco; a registered module name on the host backend).
@@ -162,6 +167,9 @@ type Stream interface {
 	// Query reports whether all work so far has completed.
 	Query() (bool, error)
 	Destroy() error
+	// Handle is the vendor's handle of the stream (CUstream, hipStream_t; on the host backend a
+	// number of the device's), which AdoptStream takes.
+	Handle() uintptr
 }
 
 // Capturer is a Stream whose work can be captured into a Graph instead of run (CUDA and HIP

@@ -11,7 +11,8 @@
  * thread's next failing call (as errno). Symmetric objects are named by address, as in
  * OpenSHMEM: any address inside a live allocation of roxamen_malloc/calloc (a host address on
  * the host backend, a device address on a GPU World); local source and destination buffers are
- * host memory. Teams, contexts, streams and ep buffers are small integer handles. Blocking calls
+ * host memory. Teams, contexts and ep buffers are small integer handles; a stream is the vendor's
+ * (cudaStream_t, hipStream_t). Blocking calls
  * are bounded: a wait or collective fails with ROXAMEN_ERR_TIMEOUT after ROX_TIMEOUT, and with
  * ROXAMEN_ERR_PE_FAILED as soon as the job knows a PE it needs has died.
  */
@@ -80,7 +81,7 @@ enum { ROXAMEN_CTX_SERIALIZED = 1, ROXAMEN_CTX_PRIVATE = 2, ROXAMEN_CTX_NOSTORE 
 typedef int roxamen_team_t;
 enum { ROXAMEN_TEAM_INVALID = -1, ROXAMEN_TEAM_WORLD = 0, ROXAMEN_TEAM_SHARED = 1 };
 typedef int roxamen_ctx_t;
-typedef int roxamen_stream_t;
+typedef void *roxamen_stream_t;  /* a cudaStream_t / hipStream_t (see the stream-ordered calls) */
 typedef int roxamen_ep_t;        /* an ep buffer */
 typedef int roxamen_ep_handle_t; /* a dispatch's routing, for its combine */
 
@@ -166,9 +167,14 @@ extern int roxamen_fcollect(roxamen_team_t team, int dtype, void *dest, void *sr
 extern int roxamen_alltoall(roxamen_team_t team, int dtype, void *dest, void *src, size_t n);
 extern int roxamen_reduce_scatter(roxamen_team_t team, int dtype, int op, void *dest, void *src, size_t n);
 
-/* Stream-ordered collectives: enqueued on a Roxamen stream and returning at once; errors come at
- * roxamen_stream_sync. On the host backend the stream runs the blocking call. (A stream is the
- * runtime's own; adopting a program's cudaStream_t/hipStream_t is not there yet.) */
+/* Stream-ordered collectives: enqueued on a stream and returning at once, ordered with the other
+ * work of that stream (as NCCL's); errors come at roxamen_stream_sync. On a GPU World the stream is
+ * the program's own cudaStream_t / hipStream_t (NULL: the default stream), passed as it is: the
+ * library never destroys it, and keeps a small wrapper of it until roxamen_finalize. The dest and
+ * src buffers are symmetric device memory. roxamen_stream_create makes a stream of the library's
+ * (on a GPU a cudaStream_t / hipStream_t the program may use as well), released by
+ * roxamen_stream_destroy. On the host backend only roxamen_stream_create's streams exist and the
+ * stream runs the blocking call. */
 extern int roxamen_stream_create(roxamen_stream_t *out);
 extern int roxamen_stream_destroy(roxamen_stream_t st);
 extern int roxamen_stream_sync(roxamen_stream_t st);
@@ -177,6 +183,20 @@ extern int roxamen_broadcast_on_stream(roxamen_stream_t st, roxamen_team_t team,
 extern int roxamen_allgather_on_stream(roxamen_stream_t st, roxamen_team_t team, int dtype, void *dest, void *src, size_t n);
 extern int roxamen_alltoall_on_stream(roxamen_stream_t st, roxamen_team_t team, int dtype, void *dest, void *src, size_t n);
 extern int roxamen_reduce_scatter_on_stream(roxamen_stream_t st, roxamen_team_t team, int dtype, int op, void *dest, void *src, size_t n);
+
+/* The program's own kernels. Device code that includes kernels/include/roxamen/roxshmem.h has a
+ * roxshmem_state (one per code object) that must hold this PE's state before its kernels call
+ * roxshmem_*: roxamen_link_state fills it, given its device address and size (the size is
+ * checked against this library's roxshmem.h). The inline helpers below find it:
+ *   roxamen_cumodule_init(CUmodule)    a module the program loaded with the driver API (include
+ *                                      <cuda.h> first; as nvshmemx_cumodule_init),
+ *   roxamen_hipmodule_init(hipModule_t)  the same for HIP (include <hip/hip_runtime.h> first),
+ *   roxamen_init_device_state()        kernels compiled into the program by nvcc or hipcc (runtime
+ *                                      API): call it from the source file that includes
+ *                                      roxamen/roxshmem.h, after that include and this one.
+ * Call them after roxamen_init, once per module and PE; ROXAMEN_ERR_BAD_ARGUMENT when the code has
+ * no roxshmem_state or one of another size, ROXAMEN_ERR_NOT_SUPPORTED on the host backend. */
+extern int roxamen_link_state(void *state, size_t size);
 
 /* Expert parallelism (shmem/ep: DeepEP's dispatch and combine). roxamen_ep_create is collective.
  * dispatch sends ntokens rows of x ([ntokens][hidden] of the buffer's type) to the PEs owning
@@ -231,6 +251,39 @@ static inline int roxamen_int32_atomic_fetch_add(int32_t *dest, int32_t value, i
 static inline int roxamen_uint64_atomic_fetch_or(uint64_t *dest, uint64_t value, int pe, uint64_t *old) {
 	return roxamen_atomic(ROXAMEN_AMO_FETCH_OR, ROXAMEN_UINT64, dest, &value, NULL, old, pe);
 }
+
+/* Inline helpers over roxamen_link_state (the program links the vendor library itself). */
+#if defined(CUDA_VERSION) && defined(__cuda_cuda_h__)
+static inline int roxamen_cumodule_init(CUmodule module) {
+	CUdeviceptr p = 0;
+	size_t size = 0;
+	if (cuModuleGetGlobal(&p, &size, module, "roxshmem_state") != CUDA_SUCCESS)
+		p = 0, size = 0; /* roxamen_link_state says what is missing */
+	return roxamen_link_state((void *)(uintptr_t)p, size);
+}
+#endif
+#if defined(HIP_INCLUDE_HIP_HIP_RUNTIME_API_H)
+static inline int roxamen_hipmodule_init(hipModule_t module) {
+	hipDeviceptr_t p = 0;
+	size_t size = 0;
+	if (hipModuleGetGlobal(&p, &size, module, "roxshmem_state") != hipSuccess)
+		p = 0, size = 0;
+	return roxamen_link_state((void *)p, size);
+}
+#endif
+#if defined(ROXAMEN_STATE_H) && defined(ROXA_GPU_LANG) && !defined(ROXSHMEM_STATE_EXTERN)
+static inline int roxamen_init_device_state(void) {
+	void *p = NULL;
+#if defined(__HIP__) || defined(__HIPCC__)
+	if (hipGetSymbolAddress(&p, HIP_SYMBOL(roxshmem_state)) != hipSuccess)
+		p = NULL;
+#else
+	if (cudaGetSymbolAddress(&p, roxshmem_state) != cudaSuccess)
+		p = NULL;
+#endif
+	return roxamen_link_state(p, sizeof(roxshmem_state));
+}
+#endif
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,11 @@
 // (src/test.hip) the same way into package testkernels. PREFIXES.md says which layer each name
 // prefix of the device code (roxa_, roxi_, roxk_, ...) belongs to and who may call it.
 //
+// For kernels written outside C++ (Triton's extern_libs), obj/roxshmem-sm_90.bc.gz and
+// obj/roxshmem-gfx942.bc.gz are the device library as LLVM bitcode: src/bitcode.hip's out-of-line
+// roxshmem_bc_* entry points (addresses as 64-bit integers), with the roxshmem_state that the host
+// fills after the module is loaded. They are not embedded: python/roxamen/triton.py reads them.
+//
 // Linking a loaded module (runtime or user) to a PE: look up StateSymbol with
 // device.Module.Global and copy a filled State into it (StateBytes) before launching. The runtime
 // provides, per PE: the symmetric heap (HeapBase, HeapSize) with BarrierBytes of zeroed workspace

@@ -79,7 +79,7 @@ var noMemory = []string{"As", "BuildVersion.String", "Version", "WithLauncherEnv
 	"Sym.Device", "Sym.Len", "Sym.Mem", "Sym.Slice", "SymOf", "Team.Algorithm", "Team.Handle",
 	"Team.MyPE", "Team.NPEs", "Team.StreamAlgorithm", "Team.StreamBlocks", "Team.String", "Team.TranslatePE", "Team.WorldPE",
 	"WithHeapSize", "WithTimeout", "World.Connections", "World.Device", "World.InitReport", "World.LoadModule",
-	"World.LocalNPEs", "World.LocalPE", "World.MyPE", "World.NPEs", "World.NewStream", "World.Ordering",
+	"World.LocalNPEs", "World.LocalPE", "World.MyPE", "World.NPEs", "World.NewStream", "World.Ordering", "World.AdoptStream", "World.LinkState",
 	"World.TeamShared", "World.TeamWorld", "World.Timeout"}
 
 // shmemCalls lists package shmem's exported functions and methods of exported types.

@@ -43,6 +43,29 @@ func (w *World) LoadModule(image []byte) (*Module, error) {
 	return &Module{w: w, m: gm, stream: gm.Stream}, nil
 }
 
+// LinkState fills the roxshmem_state of size bytes at device address p: the symbol of a code
+// object the program loaded itself (cuModuleGetGlobal, hipModuleGetGlobal) or of its own
+// runtime-API kernels (cudaGetSymbolAddress), as nvshmemx_cumodule_init and NVSHMEM's static
+// device library do. Its kernels may then call roxshmem.h. It fails with ErrBadArgument for a
+// state of another size (another version of roxshmem.h) or p == 0 (no such symbol), and with
+// device.ErrNotSupported on the host backend.
+func (w *World) LinkState(p device.Ptr, size int) error {
+	const call = "LinkState"
+	if err := w.check(call); err != nil {
+		return err
+	}
+	if !w.gpu.Started() {
+		return &Error{Call: call, PE: w.pe, Kind: ErrBadArgument, Detail: "device code needs a GPU backend, this PE runs on " + w.dev.Info().Driver, Err: device.ErrNotSupported}
+	}
+	if p == 0 {
+		return w.errorf(call, ErrBadArgument, "no roxshmem_state (does the code include roxamen/roxshmem.h?)")
+	}
+	if err := w.gpu.FillStateAt(p, size); err != nil {
+		return &Error{Call: call, PE: w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("the %d-byte roxshmem_state at %#x", size, uintptr(p)), Err: err}
+	}
+	return nil
+}
+
 func (m *Module) check(call string) error {
 	if m == nil || m.w == nil {
 		return &Error{Call: call, PE: -1, Kind: ErrNotInitialized, Detail: "nil Module"}

@@ -185,3 +185,18 @@ func (w *World) NewStream() (device.Stream, error) {
 	}
 	return st, nil
 }
+
+// AdoptStream wraps a stream the program made with the vendor's API (a cudaStream_t or
+// hipStream_t; 0 the default stream) for stream-ordered operations, as NCCL takes the caller's
+// stream. The program keeps the stream: the wrapper's Destroy leaves it alone. On the host
+// backend the handle is the Handle of a stream from NewStream.
+func (w *World) AdoptStream(handle uintptr) (device.Stream, error) {
+	if err := w.check("AdoptStream"); err != nil {
+		return nil, err
+	}
+	st, err := w.dev.AdoptStream(handle)
+	if err != nil {
+		return nil, &Error{Call: "AdoptStream", PE: w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("stream handle %#x on %v", handle, w.dev.Info()), Err: err}
+	}
+	return st, nil
+}

@@ -14,6 +14,8 @@ CGO_ENABLED=1 go build -buildmode=c-shared -o "$tmp/libroxamen.so" ./capi
 # The hand-written header and cgo's must agree: a differing prototype is a compile error here.
 printf '#include "libroxamen.h"\n#include "roxamen.h"\n' >"$tmp/headers.c"
 gcc -fsyntax-only -Wall -Werror -Iinclude -I"$tmp" "$tmp/headers.c"
+# CUDA/HIP C++ programs include it too (where a C++ compiler is installed)
+! command -v g++ >/dev/null || g++ -x c++ -fsyntax-only -Wall -Werror -Iinclude -I"$tmp" "$tmp/headers.c"
 CGO_ENABLED=0 go build -o "$tmp/roxrun" ./cmd/roxrun
 
 gcc -O1 -Wall -Werror -Iinclude examples/c/roxamen_test.c -L"$tmp" -lroxamen -lm -Wl,-rpath,"$tmp" -o "$tmp/roxamen_test"

@@ -94,6 +94,8 @@ type hostDevice struct {
 	maps    map[device.Ptr]*mapping // everything this device allocated or imported
 	streams map[*stream]bool
 	modules map[*module]bool
+	// nextStream numbers the streams (their Handle, for AdoptStream)
+	nextStream uintptr
 }
 
 var _ device.Device = (*hostDevice)(nil)

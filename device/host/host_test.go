@@ -619,3 +619,64 @@ func fmtAny(v any) string {
 	}
 	return ""
 }
+
+// TestAdoptStream: an adopted stream is the same queue as the stream whose Handle it took (work
+// on the two runs in one order), and its Destroy leaves that stream running.
+func TestAdoptStream(t *testing.T) {
+	d := open(t, 0)
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.AdoptStream(s.Handle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Handle() != s.Handle() {
+		t.Fatalf("adopted handle %#x, the stream's %#x", a.Handle(), s.Handle())
+	}
+	p, err := d.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a memset on s, then a copy on a that reads it: in order only if they share the queue
+	for i := range 50 {
+		if err := s.MemsetAsync(p, byte(i), 32); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.CopyAsync(p.Add(32), p, 32); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 32)
+		if err := a.CopyDtoHAsync(got, p.Add(32)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range got {
+			if b != byte(i) {
+				t.Fatalf("round %d: the adopted stream's copy read %d before the memset", i, b)
+			}
+		}
+	}
+	if err := a.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, a.Destroy(), device.ErrClosed, "host.Stream.Destroy")
+	wantErr(t, a.MemsetAsync(p, 0, 1), device.ErrClosed, "host.Stream.MemsetAsync")
+	// the stream itself is untouched
+	if err := s.MemsetAsync(p, 7, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.AdoptStream(s.Handle() + 1000)
+	wantErr(t, err, device.ErrInvalid, "host.AdoptStream")
+	if err := s.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.AdoptStream(s.Handle())
+	wantErr(t, err, device.ErrInvalid, "host.AdoptStream")
+}

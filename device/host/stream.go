@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/roxamen/roxamen/device"
@@ -17,6 +18,7 @@ type op struct {
 
 type stream struct {
 	dev       *hostDevice
+	id        uintptr // Handle: the device's number for it
 	mu        sync.Mutex
 	cond      sync.Cond
 	queue     []op
@@ -36,6 +38,8 @@ func (d *hostDevice) NewStream() (device.Stream, error) {
 	if d.closed {
 		return nil, d.errClosed("host.NewStream")
 	}
+	d.nextStream++
+	s.id = d.nextStream
 	d.streams[s] = true
 	go s.loop()
 	return s, nil
@@ -234,6 +238,114 @@ func (s *stream) Destroy() error {
 	s.dev.mu.Lock()
 	delete(s.dev.streams, s)
 	s.dev.mu.Unlock()
+	return nil
+}
+
+func (s *stream) Handle() uintptr { return s.id }
+
+// adopted is another holder's view of one of the device's streams (AdoptStream): the same queue,
+// but its Destroy releases only the view.
+type adopted struct {
+	s    *stream
+	dead atomic.Bool
+}
+
+var _ device.Stream = (*adopted)(nil)
+
+// AdoptStream returns a view of the device's stream whose Handle is h (there are no streams of
+// another API to adopt on the host backend).
+func (d *hostDevice) AdoptStream(h uintptr) (device.Stream, error) {
+	const name = "host.AdoptStream"
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, d.errClosed(name)
+	}
+	for s := range d.streams {
+		if s.id == h {
+			return &adopted{s: s}, nil
+		}
+	}
+	return nil, &device.Error{Call: name, Detail: fmt.Sprintf("handle %#x is no live stream of this device", h), Kind: device.ErrInvalid}
+}
+
+func (a *adopted) live(name string) error {
+	if a.dead.Load() {
+		return &device.Error{Call: name, Detail: "adopted stream released", Kind: device.ErrClosed}
+	}
+	return nil
+}
+
+func (a *adopted) CopyAsync(dst, src device.Ptr, n int) error {
+	if err := a.live("host.Stream.CopyAsync"); err != nil {
+		return err
+	}
+	return a.s.CopyAsync(dst, src, n)
+}
+
+func (a *adopted) CopyHtoDAsync(dst device.Ptr, src []byte) error {
+	if err := a.live("host.Stream.CopyHtoDAsync"); err != nil {
+		return err
+	}
+	return a.s.CopyHtoDAsync(dst, src)
+}
+
+func (a *adopted) CopyDtoHAsync(dst []byte, src device.Ptr) error {
+	if err := a.live("host.Stream.CopyDtoHAsync"); err != nil {
+		return err
+	}
+	return a.s.CopyDtoHAsync(dst, src)
+}
+
+func (a *adopted) MemsetAsync(dst device.Ptr, value byte, n int) error {
+	if err := a.live("host.Stream.MemsetAsync"); err != nil {
+		return err
+	}
+	return a.s.MemsetAsync(dst, value, n)
+}
+
+func (a *adopted) Launch(fn device.Function, grid, block device.Dim3, sharedBytes int, args ...any) error {
+	if err := a.live("host.Stream.Launch"); err != nil {
+		return err
+	}
+	return a.s.Launch(fn, grid, block, sharedBytes, args...)
+}
+
+func (a *adopted) Record(e device.Event) error {
+	if err := a.live("host.Stream.Record"); err != nil {
+		return err
+	}
+	return a.s.Record(e)
+}
+
+func (a *adopted) Wait(e device.Event) error {
+	if err := a.live("host.Stream.Wait"); err != nil {
+		return err
+	}
+	return a.s.Wait(e)
+}
+
+func (a *adopted) Synchronize() error {
+	if err := a.live("host.Stream.Synchronize"); err != nil {
+		return err
+	}
+	return a.s.Synchronize()
+}
+
+func (a *adopted) Query() (bool, error) {
+	if err := a.live("host.Stream.Query"); err != nil {
+		return false, err
+	}
+	return a.s.Query()
+}
+
+func (a *adopted) Handle() uintptr { return a.s.id }
+
+// Destroy releases the view; the stream stays its creator's.
+func (a *adopted) Destroy() error {
+	if a.dead.Swap(true) {
+		return &device.Error{Call: "host.Stream.Destroy", Detail: "adopted stream released", Kind: device.ErrClosed}
+	}
 	return nil
 }
 

@@ -168,7 +168,19 @@ int main(void) {
 	OK(roxamen_allreduce_on_stream(st, ROXAMEN_TEAM_WORLD, ROXAMEN_FLOAT64, ROXAMEN_SUM, dd, ds, 4));
 	OK(roxamen_stream_sync(st));
 	CHECK(dd[1] == n * (n - 1) / 2.0 + n * 0.5, "allreduce on stream %g", dd[1]);
+	/* The host backend has no vendor streams: a handle not from roxamen_stream_create (NULL, the
+	 * default stream on a GPU) is refused, and the program's device code has no state to link. */
+	CHECK(roxamen_allreduce_on_stream(NULL, ROXAMEN_TEAM_WORLD, ROXAMEN_FLOAT64, ROXAMEN_SUM, dd, ds, 4) == ROXAMEN_ERR_BAD_ARGUMENT &&
+	          strstr(roxamen_error_message(), "roxamen_allreduce_on_stream on PE") &&
+	          strstr(roxamen_error_message(), "not a live stream of roxamen_stream_create"),
+	      "NULL stream on the host backend: %s", roxamen_error_message());
+	CHECK(roxamen_stream_destroy((char *)st + 4096) == ROXAMEN_ERR_BAD_ARGUMENT &&
+	          strstr(roxamen_error_message(), "roxamen_stream_destroy on PE"),
+	      "destroying a stream the library did not make: %s", roxamen_error_message());
+	CHECK(roxamen_link_state(dd, 640) == ROXAMEN_ERR_NOT_SUPPORTED && strstr(roxamen_error_message(), "LinkState on PE"),
+	      "link_state on the host backend: %s", roxamen_error_message());
 	OK(roxamen_stream_destroy(st));
+	CHECK(roxamen_stream_sync(st) == ROXAMEN_ERR_BAD_ARGUMENT, "sync of a destroyed stream: %s", roxamen_error_message());
 
 	/* teams */
 	roxamen_team_t even, x, y;

@@ -26,7 +26,8 @@ __all__ = [
     "zeros", "empty", "free", "ptr", "put", "get", "put_nbi", "get_nbi", "quiet", "fence",
     "atomic", "fetch", "set", "swap", "compare_swap", "fetch_add", "add", "fetch_inc", "inc",
     "fetch_and", "fetch_or", "fetch_xor", "put_signal", "signal_wait_until", "signal_fetch",
-    "barrier_all", "sync_all", "Team", "TEAM_WORLD", "TEAM_SHARED", "Ctx", "Stream",
+    "barrier_all", "sync_all", "Team", "TEAM_WORLD", "TEAM_SHARED", "Ctx", "Stream", "stream_sync",
+    "link_state", "init_module",
     "allreduce", "broadcast", "fcollect", "allgather", "alltoall", "reduce_scatter",
 ]
 
@@ -523,12 +524,14 @@ class Ctx:
 # ---- collectives ----
 
 class Stream:
-    """A Roxamen stream for stream-ordered collectives (errors come at sync())."""
+    """A stream of the library's for stream-ordered collectives (errors come at sync()). On a GPU
+    World it is a CUDA stream (torch.cuda.ExternalStream(st.handle) names it to torch); there the
+    collectives also take torch's streams, and run on torch's current stream by default."""
 
     def __init__(self):
-        h = ctypes.c_int()
+        h = ctypes.c_void_p()
         _call("roxamen_stream_create", ctypes.byref(h))
-        self.handle = h.value
+        self.handle = h.value or 0
 
     def sync(self):
         _call("roxamen_stream_sync", self.handle)
@@ -537,9 +540,39 @@ class Stream:
         _call("roxamen_stream_destroy", self.handle)
 
 
+def _stream_handle(stream, *arrays):
+    """The vendor handle of the stream a call goes on, or None for the blocking call: stream's
+    (a roxamen.Stream, after torch's current stream is waited for; a torch.cuda.Stream or a raw
+    cudaStream_t as an int, ordered by the program), else torch's current stream when an operand
+    is a CUDA tensor (so that the call is ordered with torch's work)."""
+    if stream is not None:
+        if isinstance(stream, Stream):
+            _sync_torch(*arrays)  # the library's stream is not ordered with torch's
+            return stream.handle
+        h = getattr(stream, "cuda_stream", stream)
+        if not isinstance(h, int):
+            raise TypeError("roxamen: stream %r is not a roxamen.Stream, a torch.cuda.Stream or a handle" % (stream,))
+        return h
+    for a in arrays:
+        if _is_torch(a) and a.is_cuda:
+            import torch
+            return torch.cuda.current_stream(a.device).cuda_stream
+    return None
+
+
+def stream_sync(stream=None):
+    """Wait for a stream's work through the library, which reports device-side failures (a PE
+    that died, a bad argument a kernel found) as RoxamenError: stream as in the collectives,
+    torch's current stream when None."""
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream()
+    _call("roxamen_stream_sync", _stream_handle(stream))
+
+
 def _coll(name, stream, team, *args):
     if stream is not None:
-        _call(name + "_on_stream", stream.handle, team.handle, *args)
+        _call(name + "_on_stream", stream, team.handle, *args)
     else:
         _call(name, team.handle, *args)
 
@@ -555,27 +588,28 @@ def _same_type(dst, src):
 
 
 def allreduce(dst, src, op="sum", team=TEAM_WORLD, stream=None):
-    """dst = op over the team of every PE's src (symmetric arrays of the same size; may be one)."""
+    """dst = op over the team of every PE's src (symmetric arrays of the same size; may be one).
+    The collectives on CUDA tensors are enqueued on stream, else on torch's current stream, and
+    return at once (as torch.distributed's NCCL calls): torch's later work on that stream sees
+    the result, and stream_sync() reports failures."""
     dt = _same_type(dst, src)
-    _sync_torch(dst, src)
     if _count(dst) != _count(src):
         raise ValueError("roxamen: allreduce of %d elements into %d" % (_count(src), _count(dst)))
-    _coll("roxamen_allreduce", stream, team, dt, _op(op), _addr(dst), _addr(src), _count(src))
+    _coll("roxamen_allreduce", _stream_handle(stream, dst, src), team, dt, _op(op), _addr(dst), _addr(src), _count(src))
 
 
 def broadcast(dst, src, root, team=TEAM_WORLD, stream=None):
     """dst = root's src on every PE of the team."""
     dt = _same_type(dst, src)
-    _sync_torch(dst, src)
-    _coll("roxamen_broadcast", stream, team, dt, _addr(dst), _addr(src), _count(src), root)
+    _coll("roxamen_broadcast", _stream_handle(stream, dst, src), team, dt, _addr(dst), _addr(src), _count(src), root)
 
 
 def fcollect(dst, src, team=TEAM_WORLD, stream=None):
     """All-gather: dst (n_pes times src's size) = every team PE's src in PE order."""
     dt = _same_type(dst, src)
-    _sync_torch(dst, src)
-    name = "roxamen_allgather" if stream is not None else "roxamen_fcollect"
-    _coll(name, stream, team, dt, _addr(dst), _addr(src), _count(src))
+    st = _stream_handle(stream, dst, src)
+    name = "roxamen_allgather" if st is not None else "roxamen_fcollect"
+    _coll(name, st, team, dt, _addr(dst), _addr(src), _count(src))
 
 
 allgather = fcollect
@@ -584,18 +618,37 @@ allgather = fcollect
 def alltoall(dst, src, team=TEAM_WORLD, stream=None):
     """Block j of src (size/n_pes elements) goes to team PE j, landing as block i of its dst."""
     dt = _same_type(dst, src)
-    _sync_torch(dst, src)
     n = team.n_pes()
     if _count(src) % n:
         raise ValueError("roxamen: alltoall of %d elements over %d PEs" % (_count(src), n))
-    _coll("roxamen_alltoall", stream, team, dt, _addr(dst), _addr(src), _count(src) // n)
+    _coll("roxamen_alltoall", _stream_handle(stream, dst, src), team, dt, _addr(dst), _addr(src), _count(src) // n)
 
 
 def reduce_scatter(dst, src, op="sum", team=TEAM_WORLD, stream=None):
     """Team PE i gets, in dst, op over every PE's block i of src (n_pes blocks of dst's size)."""
     dt = _same_type(dst, src)
-    _sync_torch(dst, src)
-    _coll("roxamen_reduce_scatter", stream, team, dt, _op(op), _addr(dst), _addr(src), _count(dst))
+    _coll("roxamen_reduce_scatter", _stream_handle(stream, dst, src), team, dt, _op(op), _addr(dst), _addr(src), _count(dst))
+
+
+# ---- the program's own device code ----
+
+def link_state(address, size):
+    """Fill the roxshmem_state of size bytes at device address address (a code object's global
+    from kernels/include/roxamen/roxshmem.h) with this PE's state."""
+    _call("roxamen_link_state", address, size)
+
+
+def init_module(module):
+    """Link a code object the program loaded with the CUDA driver API (a CUmodule as an int, e.g.
+    a Triton kernel's .module) to this PE: its roxshmem_state is found with cuModuleGetGlobal and
+    filled, as nvshmemx_cumodule_init does."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    f = cuda.cuModuleGetGlobal_v2
+    f.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_char_p]
+    p, n = ctypes.c_uint64(), ctypes.c_size_t()
+    if f(ctypes.byref(p), ctypes.byref(n), module, b"roxshmem_state") != 0:
+        p, n = ctypes.c_uint64(0), ctypes.c_size_t(0)  # the library's error names what is missing
+    link_state(p.value, n.value)
 
 
 from . import ep  # noqa: E402,F401  (roxamen.ep.Buffer)

@@ -14,7 +14,7 @@ import ctypes
 
 import numpy as np
 
-from . import _addr, _call, _CudaMem, _lib, _local, _sync_torch
+from . import _addr, _call, _CudaMem, _lib, _local, _stream_handle
 
 _DT = {"bfloat16": (0, np.uint16), "float32": (1, np.float32)}
 
@@ -74,17 +74,17 @@ class Buffer:
         _call("roxamen_ep_combine", self.h, h, y.ctypes.data, y.shape[0] if y.ndim else 0, out.ctypes.data)
         return out
 
-    def dispatch_on_stream(self, x, topk_idx, topk_weights, stream):
-        """dispatch on a GPU World, enqueued on a roxamen.Stream: x, topk_idx (int64) and
-        topk_weights (float32) are CUDA tensors. Returns (recv_x, rows, counts, handle): recv_x is
-        [max_rows, hidden] in the buffer's device memory (the first rows[0] hold the rows), rows
-        and counts int32 device tensors; they are there once stream.sync() has returned (torch's
-        stream is waited for before the call), until the buffer's next dispatch."""
+    def dispatch_on_stream(self, x, topk_idx, topk_weights, stream=None):
+        """dispatch on a GPU World, enqueued on stream (a roxamen.Stream or a torch.cuda.Stream;
+        torch's current stream when None): x, topk_idx (int64) and topk_weights (float32) are
+        CUDA tensors. Returns (recv_x, rows, counts, handle): recv_x is [max_rows, hidden] in the
+        buffer's device memory (the first rows[0] hold the rows), rows and counts int32 device
+        tensors, for the work enqueued after it on the stream, until the buffer's next dispatch."""
         import torch
-        _sync_torch(x, topk_idx, topk_weights)
+        st = _stream_handle(stream, x)
         ptrs = [ctypes.c_void_p() for _ in range(6)]
         h = ctypes.c_int()
-        _call("roxamen_ep_dispatch_on_stream", self.h, stream.handle, _addr(x), x.shape[0], _addr(topk_idx),
+        _call("roxamen_ep_dispatch_on_stream", self.h, st, _addr(x), x.shape[0], _addr(topk_idx),
               _addr(topk_weights), *[ctypes.byref(p) for p in ptrs], ctypes.byref(h))
         tdt = torch.float32 if self.dtype == "float32" else torch.bfloat16
         view = lambda p, shape, ts: torch.as_tensor(_CudaMem(p.value, shape, ts), device="cuda")  # noqa: E731
@@ -93,14 +93,15 @@ class Buffer:
         counts = view(ptrs[2], (self.num_local_experts,), "<i4")
         return recv_x, rows, counts, Handle(self, h.value, x.shape[0], None, None)
 
-    def combine_on_stream(self, y, handle, stream):
-        """combine on a GPU World, enqueued on stream: y is a CUDA tensor with room for max_rows
-        rows (the experts' outputs, in recv_x's order). Returns the [tokens, hidden] combined
-        tokens in the buffer's device memory, there once stream.sync() has returned."""
+    def combine_on_stream(self, y, handle, stream=None):
+        """combine on a GPU World, enqueued on stream (as dispatch_on_stream's): y is a CUDA
+        tensor with room for max_rows rows (the experts' outputs, in recv_x's order). Returns the
+        [tokens, hidden] combined tokens in the buffer's device memory, for the work enqueued
+        after it on the stream."""
         import torch
-        _sync_torch(y)
+        st = _stream_handle(stream, y)
         out = ctypes.c_void_p()
-        _call("roxamen_ep_combine_on_stream", self.h, stream.handle, -1 if handle.h is None else handle.h, _addr(y),
+        _call("roxamen_ep_combine_on_stream", self.h, st, -1 if handle.h is None else handle.h, _addr(y),
               y.shape[0], ctypes.byref(out))
         t = torch.as_tensor(_CudaMem(out.value, (handle.tokens, self.hidden), "<f4" if self.dtype == "float32" else "<i2"), device="cuda")
         return t if self.dtype == "float32" else t.view(torch.bfloat16)

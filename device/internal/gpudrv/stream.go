@@ -76,9 +76,10 @@ func release[K comparable](o *owned, set map[K]bool, k K, op, arg string, free f
 
 type stream struct {
 	owned
-	h   streamH
-	lmu sync.Mutex    // guards lb: launches from several goroutines take turns packing it
-	lb  *launchParams // made on the first launch
+	h       streamH
+	adopted bool          // the program's stream (AdoptStream): never destroyed here
+	lmu     sync.Mutex    // guards lb: launches from several goroutines take turns packing it
+	lb      *launchParams // made on the first launch
 }
 
 var _ device.Stream = (*stream)(nil)
@@ -92,6 +93,17 @@ func (d *gpuDevice) NewStream() (device.Stream, error) {
 	}
 	return s, nil
 }
+
+// AdoptStream wraps the program's stream h; it is not in the device's set, so Close leaves it.
+func (d *gpuDevice) AdoptStream(h uintptr) (device.Stream, error) {
+	s := &stream{owned: owned{d: d, gone: "adopted stream released"}, h: streamH(h), adopted: true}
+	if err := d.call(func() error { return nil }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stream) Handle() uintptr { return uintptr(s.h) }
 
 func (s *stream) CopyAsync(dst, src device.Ptr, n int) error {
 	return s.do(s.d.copyOp(), func() error { return s.d.copyAsync(dst, src, n, s.h) })
@@ -280,8 +292,15 @@ func (s *stream) Query() (bool, error) {
 	return r == 0, s.d.check(op, r, "")
 }
 
-// Destroy releases the stream; work already queued still completes.
+// Destroy releases the stream; work already queued still completes. An adopted stream's
+// wrapper is released, the stream stays the program's.
 func (s *stream) Destroy() error {
+	if s.adopted {
+		return release(&s.owned, map[*stream]bool{}, s, s.d.op.StreamDestroy, "adopted", func() status {
+			s.dropLaunchBuf()
+			return 0
+		})
+	}
 	return release(&s.owned, s.d.streams, s, s.d.op.StreamDestroy, "", func() status {
 		s.dropLaunchBuf()
 		return s.d.lib.streamDestroy(s.h)

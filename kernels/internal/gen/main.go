@@ -1,5 +1,5 @@
 // Command gen rebuilds kernels/obj (go generate ./kernels): the runtime kernels and the workload
-// kernels for every target; and kernels/testkernels/obj, the kernels only tests launch.
+// kernels for every target, the device library's bitcode (sm_90, gfx942); and kernels/testkernels/obj, the kernels only tests launch.
 package main
 
 import (
@@ -16,6 +16,10 @@ func main() {
 		os.Exit(1)
 	}
 	if err := build.Workloads(".", "obj"); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	if err := build.Bitcodes(".", "obj"); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}

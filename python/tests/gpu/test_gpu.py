@@ -2,6 +2,9 @@
 RMA and collectives on them, and an expert-parallel layer (dispatch, a torch expert MLP on the
 GPU, combine) against a torch reference. Needs torch with CUDA; elsewhere every test skips."""
 
+import ctypes
+import threading
+
 import numpy as np
 import pytest
 
@@ -118,17 +121,22 @@ def test_expert_parallel_layer(low_latency):
     buf.destroy()
 
 
-@pytest.mark.parametrize("low_latency", [False, True])
-def test_expert_parallel_layer_on_stream(low_latency):
+@pytest.mark.parametrize("low_latency,torch_stream", [(False, False), (True, False), (False, True)])
+def test_expert_parallel_layer_on_stream(low_latency, torch_stream):
     me, n, _, _ = pes()
     hidden, experts, topk, ntok = 64, 4 * n, 2, 16
     buf = rx.ep.Buffer(hidden=hidden, num_experts=experts, num_topk=topk, max_tokens=ntok, low_latency=low_latency)
     g = torch.Generator().manual_seed(10 + me)
     x = torch.randn(ntok, hidden, generator=g).cuda()
     wts, idx = torch.softmax(torch.randn(ntok, experts, generator=g).cuda(), -1).topk(topk, -1)
-    st = rx.Stream()
-    recv_x, rows, counts, h = buf.dispatch_on_stream(x, idx.contiguous(), wts.contiguous(), st)
-    st.sync()
+    # a roxamen.Stream, or a torch stream made current (the calls then take it by default)
+    st = torch.cuda.Stream() if torch_stream else rx.Stream()
+    if torch_stream:
+        st.wait_stream(torch.cuda.current_stream())
+    ctx = torch.cuda.stream(st) if torch_stream else torch.cuda.stream(torch.cuda.current_stream())
+    with ctx:
+        recv_x, rows, counts, h = buf.dispatch_on_stream(x, idx.contiguous(), wts.contiguous(), None if torch_stream else st)
+    rx.stream_sync(st)
     counts = counts.tolist()
     assert rows.item() == sum(counts)
     y = torch.zeros(buf.max_rows, hidden, device="cuda")
@@ -137,17 +145,76 @@ def test_expert_parallel_layer_on_stream(low_latency):
         if c:
             y[row:row + c] = expert_mlp(me * (experts // n) + le, hidden)(recv_x[row:row + c])
         row += c
-    out = buf.combine_on_stream(y, h, st)
-    st.sync()
+    if torch_stream:
+        st.wait_stream(torch.cuda.current_stream())
+    with ctx:
+        out = buf.combine_on_stream(y, h, None if torch_stream else st)
+    rx.stream_sync(st)
     mlps = [expert_mlp(e, hidden) for e in range(experts)]
     ref = torch.stack([sum(wts[t, k] * mlps[idx[t, k].item()](x[t:t + 1])[0] for k in range(topk)) for t in range(ntok)])
     assert torch.allclose(out, ref, rtol=1e-4, atol=1e-5), (out - ref).abs().max()
     bad = idx.clone()
     bad[3, 1] = experts + 2
-    buf.dispatch_on_stream(x, bad, wts.contiguous(), st)
+    if torch_stream:
+        st.wait_stream(torch.cuda.current_stream())
+    with ctx:
+        buf.dispatch_on_stream(x, bad, wts.contiguous(), None if torch_stream else st)
     with pytest.raises(rx.RoxamenError) as e:
-        st.sync()  # the device saw the index: the error comes at the sync, naming PE and value
+        rx.stream_sync(st)  # the device saw the index: the error comes at the sync, naming PE and value
     assert e.value.kind == "EXPERT_RANGE" and str(experts + 2) in str(e.value)
-    st.destroy()
+    if not torch_stream:
+        st.destroy()
     rx.barrier_all()
     buf.destroy()
+
+
+def _gate(stream):
+    """Hold stream's later work until the host writes 1 to the returned pinned word (the device
+    polls it: cuStreamWaitValue32). None where the driver has no stream memory operations."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+    dev = ctypes.c_uint64()
+    if cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), ctypes.c_void_p(flag.data_ptr()), 0) != 0:
+        return None
+    wait = cuda.cuStreamWaitValue32_v2
+    wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    if wait(stream.cuda_stream, dev.value, 1, 0) != 0:  # 0: CU_STREAM_WAIT_VALUE_GEQ
+        return None
+    return flag
+
+
+def test_collectives_run_on_the_current_torch_stream():
+    # On a non-default torch stream held by a gate: the collective returns while the stream is
+    # still held (it is enqueued there, not run at once), and runs in the stream's order: after
+    # the fill before it, before the multiply after it. A call that waited for torch's stream
+    # would wait for the gate, which only the watchdog opens.
+    me, n, _, _ = pes()
+    src = rx.zeros(1 << 16, torch.float32)
+    dst = rx.zeros(1 << 16, torch.float32)
+    rx.barrier_all()
+    s = torch.cuda.Stream()
+    flag = _gate(s)
+    if flag is None:
+        pytest.skip("no stream memory operations (cuStreamWaitValue32)")
+    watchdog_opened = threading.Event()
+
+    def watchdog():
+        if not opened.wait(20):
+            watchdog_opened.set()
+            flag[0] = 1
+
+    opened = threading.Event()
+    threading.Thread(target=watchdog, daemon=True).start()
+    with torch.cuda.stream(s):
+        src.fill_(me + 1)
+        rx.allreduce(dst, src, "sum")  # on s: torch's current stream
+        out = dst * 2
+    flag[0] = 1
+    opened.set()
+    s.synchronize()
+    rx.stream_sync(s)
+    assert not watchdog_opened.is_set(), "the collective waited for the gated stream instead of enqueueing on it"
+    assert torch.all(out == n * (n + 1)).item(), out[:4]
+    rx.barrier_all()
+    rx.free(dst)
+    rx.free(src)

@@ -267,8 +267,22 @@ def test_collectives():
     assert (g.reshape(n, 4) == np.arange(n)[:, None]).all()
     rx.broadcast(f, f, 0, stream=st)
     rx.reduce_scatter(f[:1], g[:n], "sum", stream=st)
-    st.sync()
+    rx.stream_sync(st)
+    # a stream is the vendor's handle: the host backend has only the library's own
+    assert st.handle != 0
+    with pytest.raises(rx.RoxamenError) as e:
+        rx.allreduce(f, f, "sum", stream=st.handle + 4096)
+    assert e.value.kind == "BAD_ARGUMENT" and "roxamen_allreduce_on_stream on PE %d" % me in str(e.value)
+    assert "not a live stream of roxamen_stream_create" in str(e.value)
+    with pytest.raises(TypeError):
+        rx.allreduce(f, f, "sum", stream="default")
     st.destroy()
+    with pytest.raises(rx.RoxamenError) as e:
+        st.sync()
+    assert e.value.kind == "BAD_ARGUMENT"
+    with pytest.raises(rx.RoxamenError) as e:
+        rx.link_state(f.__array_interface__["data"][0], 640)
+    assert e.value.kind == "NOT_SUPPORTED" and "LinkState on PE %d" % me in str(e.value)
     with pytest.raises(ValueError):
         rx.allreduce(dst[:2], src[:3])
     with pytest.raises(ValueError):

@@ -252,6 +252,12 @@ func (rt *Runtime) FillState(m device.Module) error {
 	if err != nil {
 		return fmt.Errorf("finding %s in the module: %w", kernels.StateSymbol, err)
 	}
+	return rt.FillStateAt(p, size)
+}
+
+// FillStateAt fills a roxshmem_state of size bytes at device address p (a module's global that
+// the program found itself: its own loaded module, or a symbol of its runtime-API kernels).
+func (rt *Runtime) FillStateAt(p device.Ptr, size int) error {
 	b := kernels.StateBytes(&rt.state)
 	if size != len(b) {
 		return fmt.Errorf("the module's %s is %d bytes, this runtime's %d: the module was built against another version of roxshmem.h", kernels.StateSymbol, size, len(b))

@@ -278,6 +278,29 @@ func Exercise(t *testing.T, drv device.Driver, lib string, want Want) {
 		t.Fatalf("Since = %v, %v", el, err)
 	}
 
+	// The program's stream, adopted by its handle: work goes to that stream, and releasing the
+	// wrapper destroys nothing (the library's count of live objects stays).
+	a, err := d0.AdoptStream(s.Handle())
+	must(t, err)
+	if a.Handle() != s.Handle() || a.Handle() == 0 {
+		t.Fatalf("adopted handle %#x, the stream's %#x", a.Handle(), s.Handle())
+	}
+	liveBefore := f.live()
+	must(t, a.MemsetAsync(p, 2, 16))
+	must(t, a.CopyDtoHAsync(out[:16], p))
+	must(t, a.Synchronize())
+	if out[0] != 2 || out[15] != 2 {
+		t.Fatalf("adopted stream work: %v", out[:16])
+	}
+	must(t, a.Destroy())
+	wantErr(t, a.Destroy(), device.ErrClosed, "adopted stream released")
+	wantErr(t, a.MemsetAsync(p, 0, 1), device.ErrClosed, "adopted stream released")
+	if n := f.live(); n != liveBefore {
+		t.Fatalf("releasing an adopted stream changed the library's live objects from %d to %d", liveBefore, n)
+	}
+	must(t, s.MemsetAsync(p, 1, 16))
+	must(t, s.Synchronize())
+
 	// Modules and launches: every argument type arrives in its slot.
 	_, err = d0.LoadModule([]byte("not an image"))
 	wantErr(t, err, want.BadImage, want.BadImageLog)
