@@ -19,7 +19,7 @@ import (
 var apiCalls = map[string]string{
 	"Sym.P": "put", "Sym.Put": "put, put x,y@q", "Sym.PutNBI": "put_nbi, put_nbi from buffer",
 	"Sym.G": "get", "Sym.Get": "get, get into location, get r0,r1 x,y@q", "Sym.GetNBI": "get_nbi, get_nbi into location",
-	"Sym.Ptr": "st x@q", "Sym.Local": "st, ld", "Mem.Local": "st, ld",
+	"Sym.Ptr": "st x@q, ld r x@q", "Sym.Local": "st, ld", "Mem.Local": "st, ld",
 	"AtomicAdd": "add", "AtomicInc": "inc", "AtomicSet": "set", "AtomicSwap": "swap",
 	"AtomicCompareSwap": "cswap", "AtomicFetch": "fetch", "AtomicFetchAdd": "fadd", "AtomicFetchInc": "finc",
 	"AtomicAnd": "and", "AtomicOr": "or", "AtomicXor": "xor",
@@ -143,6 +143,8 @@ func instrTokens(in Instr, pe int) []string {
 		ts = append(ts, base+" into location")
 	case in.Op == OpSt && in.Loc.PE != pe:
 		ts = append(ts, "st x@q")
+	case in.Op == OpLd && in.Loc.PE != pe:
+		ts = append(ts, "ld r x@q")
 	default:
 		ts = append(ts, base)
 	}

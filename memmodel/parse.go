@@ -560,7 +560,7 @@ func (p *parser) instr(own int) Instr {
 		in.Val = p.int()
 	case OpLd:
 		in.Reg = p.reg()
-		in.Loc = p.ownLoc(own, "ld")
+		in.Loc = p.loc(own) // a load of a peer's x goes through roxshmem_ptr
 	case OpPutNBI: // an immediate value, or the PE's own source buffer
 		in.Loc = p.loc(own)
 		if p.tok.kind == tWord && isVar(p.tok.text) {

@@ -8,7 +8,7 @@ import (
 
 func TestParseErrors(t *testing.T) {
 	cases := []struct{ src, want string }{
-		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 | ld r0 y@0 ;\nexists (1:r0=0)\n", "f:3:19: ld on PE1 names y@0"},
+		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 | wait y@0 == 1 ;\nexists (x@1=0)\n", "f:3:18: wait on PE1 names y@0"},
 		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 ;\nexists (x@1=0)\n", "f:3:11: row has 1 cells, want 2"},
 		{"SHMEM T\nPE0 ;\nfoo x ;\nexists (x@0=0)\n", `f:3:1: unknown instruction "foo"`},
 		{"SHMEM T\nPE0 ;\nput x@99 1 ;\nexists (x@0=0)\n", "f:3:7: PE 99 out of range"},

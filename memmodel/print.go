@@ -75,6 +75,9 @@ func (in Instr) Format(own int) string {
 		}
 		return fmt.Sprintf("st %s %d", in.Loc.Var, in.Val)
 	case OpLd:
+		if in.Loc.PE != own {
+			return fmt.Sprintf("ld %s %s", in.Reg, in.Loc)
+		}
 		return fmt.Sprintf("ld %s %s", in.Reg, in.Loc.Var)
 	case OpPut, OpPutNBI, OpAdd, OpSet, OpAnd, OpOr, OpXor:
 		return fmt.Sprintf("%s %s %d", in.Op, in.Loc, in.Val)

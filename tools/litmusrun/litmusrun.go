@@ -1277,6 +1277,14 @@ func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T
 		s.Local()[i] = to(in.Val)
 		return nil
 	case memmodel.OpLd:
+		if q != p.w.MyPE() { // a load through roxshmem_ptr
+			peer := s.Ptr(q)
+			if peer == nil {
+				return fmt.Errorf("PE %d has no pointer to PE %d's memory (Sym.Ptr)", p.w.MyPE(), q)
+			}
+			p.regs[in.Reg] = from(atomicLoad(&peer[i])) // the peer's puts land in it meanwhile
+			return nil
+		}
 		if p.thread {
 			p.regs[in.Reg] = from(atomicLoad(&s.Local()[i]))
 			return nil
@@ -1356,20 +1364,30 @@ func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T
 func HostFeatures(mapsHeaps bool) memmodel.FeatureSet {
 	s := memmodel.AllFeatures.Minus(memmodel.Features(memmodel.PollVector, memmodel.MixedPoll, memmodel.SignalBuffer, memmodel.IrregularTeam))
 	if !mapsHeaps {
-		s = s.Minus(memmodel.Features(memmodel.PtrStore))
+		s = s.Minus(memmodel.Features(memmodel.PtrStore, memmodel.PtrLoad))
 	}
 	return s
 }
 
+// ReorderFeatures is what the host runner supports on the reordering delivery path: everything
+// HostFeatures(true) has but loads through roxshmem_ptr (its emulated cache holds a PE's own
+// words only).
+func ReorderFeatures() memmodel.FeatureSet {
+	return HostFeatures(true).Minus(memmodel.Features(memmodel.PtrLoad))
+}
+
 // HostStronger are the features the host runner runs with more order than the model promises,
 // so that an Allowed weak outcome of a test using one may be out of reach (a power run does not
-// count it): none. Operations on a named context (MODEL.md §3a) run on a shmem.Ctx of their own,
+// count it): a NOSTORE context's quiet (shmem's Ctx.Quiet completes the PE's memory stores
+// whatever the options), and puts and gets of several elements (a put of consecutive words is one
+// delivery, and a get reads its elements in address order: only a strided put's elements are
+// delivered one by one, out of order). Operations on a named context (MODEL.md §3a) run on a shmem.Ctx of their own,
 // and each thread of a PE (§3b) issues on a shmem.Ctx of its own, its plain accesses in that
 // context's store buffer; on the reordering delivery path a context is a stream of its own
 // (nic.ReorderCtx), so its fence and quiet order and complete its operations only, as the model's.
 // (On the runtime's own paths contexts share one ordered connection per pair of PEs, more order,
 // but those paths show few weak outcomes of any test; power is measured on the reordering path.)
-var HostStronger memmodel.FeatureSet
+var HostStronger = memmodel.Features(memmodel.NoStore, memmodel.Elements)
 
 // RunSuite runs every test in turn (RunPE for each) and joins the failures, so that one forbidden
 // outcome does not hide the others; PE 0 ends with the power table. Every PE must call it with
@@ -1389,13 +1407,16 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 	for _, t := range tests {
 		used |= t.Features()
 	}
-	if used.Has(memmodel.PtrStore) && reorderOf(w) == nil {
+	if (used.Has(memmodel.PtrStore) || used.Has(memmodel.PtrLoad)) && reorderOf(w) == nil {
 		var err error
 		if mapped, err = mapsEveryHeap(ctx, w); err != nil {
 			return err
 		}
 	}
 	supported := HostFeatures(mapped) // the same on every PE (mapsEveryHeap)
+	if reorderOf(w) != nil {
+		supported = ReorderFeatures()
+	}
 	for i, t := range tests {
 		if miss := t.Unsupported(supported); !miss.Empty() { // every PE skips it: no collective call is left unmatched
 			if w.MyPE() == 0 && out != nil {
@@ -1459,7 +1480,7 @@ func ModeOf(w *shmem.World) memmodel.Mode {
 
 // heapNote says why ptr_store is missing, when it is.
 func heapNote(miss memmodel.FeatureSet, mapped bool) string {
-	if miss.Has(memmodel.PtrStore) && !mapped {
+	if (miss.Has(memmodel.PtrStore) || miss.Has(memmodel.PtrLoad)) && !mapped {
 		return " (not every PE maps every PE's heap here: the NIC path)"
 	}
 	return ""
