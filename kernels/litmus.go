@@ -23,6 +23,24 @@ const (
 	LitmusFence   = 15
 	LitmusQuiet   = 16
 	LitmusBarrier = 17
+	// The shapes past the core (feature names of memmodel): amo_inc, amo_bitwise, signal_fetch,
+	// ptr_store, ptr_load, putsig_nbi, get_into_location, put_from_buffer, sync.
+	LitmusInc       = 18
+	LitmusFInc      = 19
+	LitmusAnd       = 20
+	LitmusOr        = 21
+	LitmusXor       = 22
+	LitmusFAnd      = 23
+	LitmusFOr       = 24
+	LitmusFXor      = 25
+	LitmusSigFetch  = 26
+	LitmusPtrSt     = 27
+	LitmusPtrLd     = 28
+	LitmusPutSigNBI = 29
+	LitmusGetDst    = 30
+	LitmusGetNBIDst = 31
+	LitmusPutBuf    = 32
+	LitmusSync      = 33
 
 	LitmusMaxRegs = 16
 )

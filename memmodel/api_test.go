@@ -17,9 +17,9 @@ import (
 // (instrTokens' names), or to why none does: "-" and a reason for a call with no memory effect
 // the model speaks of, "uncovered:" and a reason for one the suite does not cover yet.
 var apiCalls = map[string]string{
-	"Sym.P": "put", "Sym.Put": "put", "Sym.PutNBI": "put_nbi, put_nbi from buffer",
-	"Sym.G": "get", "Sym.Get": "get, get into location", "Sym.GetNBI": "get_nbi, get_nbi into location",
-	"Sym.Ptr": "st x@q", "Sym.Local": "st, ld", "Mem.Local": "st, ld",
+	"Sym.P": "put", "Sym.Put": "put, put x,y@q", "Sym.PutNBI": "put_nbi, put_nbi from buffer",
+	"Sym.G": "get", "Sym.Get": "get, get into location, get r0,r1 x,y@q", "Sym.GetNBI": "get_nbi, get_nbi into location",
+	"Sym.Ptr": "st x@q, ld r x@q", "Sym.Local": "st, ld", "Mem.Local": "st, ld",
 	"AtomicAdd": "add", "AtomicInc": "inc", "AtomicSet": "set", "AtomicSwap": "swap",
 	"AtomicCompareSwap": "cswap", "AtomicFetch": "fetch", "AtomicFetchAdd": "fadd", "AtomicFetchInc": "finc",
 	"AtomicAnd": "and", "AtomicOr": "or", "AtomicXor": "xor",
@@ -42,17 +42,11 @@ var apiCalls = map[string]string{
 	"AllReduce": "allreduce", "Broadcast": "broadcast", "AllToAll": "alltoall", "AllToAlls": "alltoalls",
 	"Collect": "collect", "FCollect": "fcollect", "ReduceScatter": "reduce_scatter",
 
-	"Sym.IPut":              "uncovered: a strided put is several elements; the language has one-word accesses",
-	"Sym.IGet":              "uncovered: a strided get is several elements; the language has one-word accesses",
-	"World.PEQuiet":         "uncovered: a quiet of the operations to some PEs only has no instruction",
-	"World.Malloc":          "uncovered: allocation's synchronization is not an instruction",
-	"World.Calloc":          "uncovered: allocation's synchronization (a barrier after zeroing) is not an instruction",
-	"World.Realloc":         "uncovered: allocation's synchronization is not an instruction",
-	"World.Align":           "uncovered: allocation's synchronization is not an instruction",
-	"World.Free":            "uncovered: allocation's synchronization is not an instruction",
-	"Alloc":                 "uncovered: allocation's synchronization is not an instruction",
-	"World.Finalize":        "uncovered: the implicit barrier of finalize ends the test",
-	"World.CreateCtx":       "uncovered: CtxNoStore (a context whose quiet need not complete stores) has no instruction; other options only make contexts (on NAME)",
+	"Sym.IPut": "iput", "Sym.IGet": "iget", "World.PEQuiet": "pe_quiet",
+	"World.Malloc": "malloc", "World.Calloc": "calloc", "World.Realloc": "realloc", "World.Align": "align",
+	"World.Free": "free", "Alloc": "calloc", // Alloc is Calloc of n elements
+	"World.CreateCtx":       "nostore, quiet on ctx", // SERIALIZED and PRIVATE are promises with no memory effect
+	"World.Finalize":        "- ends the program: its quiet and barrier complete every operation, which the final state (read after all complete) already assumes; no runner can go on after it",
 	"World.GlobalExit":      "- ends every PE",
 	"PutOnStream":           "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
 	"PutSignalOnStream":     "uncovered: stream-ordered calls run on a GPU stream; the host runner has none",
@@ -139,12 +133,18 @@ func instrTokens(in Instr, pe int) []string {
 		ts = append(ts, base+" {team}")
 	case in.Team != nil: // the other collectives take their team as an argument
 		ts = append(ts, base)
+	case in.elems() && in.Call == "" && in.Op == OpPut:
+		ts = append(ts, "put x,y@q")
+	case in.elems() && in.Call == "":
+		ts = append(ts, "get r0,r1 x,y@q")
 	case in.Src.Var != "":
 		ts = append(ts, base+" from buffer")
 	case in.Dst.Var != "":
 		ts = append(ts, base+" into location")
 	case in.Op == OpSt && in.Loc.PE != pe:
 		ts = append(ts, "st x@q")
+	case in.Op == OpLd && in.Loc.PE != pe:
+		ts = append(ts, "ld r x@q")
 	default:
 		ts = append(ts, base)
 	}
@@ -157,6 +157,10 @@ func apiTable(t *testing.T) string {
 	uses := map[string][]string{}
 	for _, tt := range suite(t) {
 		seen := map[string]bool{}
+		if len(tt.NoStore) > 0 {
+			seen["nostore"] = true
+			uses["nostore"] = append(uses["nostore"], tt.Name)
+		}
 		for _, c := range tt.Columns {
 			for _, in := range c.Instrs {
 				for _, k := range instrTokens(in, c.PE) {

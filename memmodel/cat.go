@@ -3,6 +3,7 @@ package memmodel
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -629,6 +630,13 @@ func (env *catEnv) base(t *Test, opt Options) {
 		return e.Ctx
 	}
 	env.vals["ctx"] = rel(func(a, b *Event) bool { return ctxOf(a) == ctxOf(b) })
+	env.vals["NSQ"] = set(func(e *Event) bool { return e.Op == OpQuiet && slices.Contains(t.NoStore, e.Ctx) })
+	env.vals["cover"] = rel(func(a, b *Event) bool { // a pe_quiet covers the operations to its PEs
+		return a.memory() && b.Op == OpQuiet && instrAt(t, b).covers(target(a, instrAt(t, a)))
+	})
+	env.vals["elem"] = rel(func(a, b *Event) bool { // the elements of one put or get of several
+		return sameThread(a, b) && a.Index == b.Index && instrAt(t, a).elems()
+	})
 	env.vals["Dflt"] = set(func(e *Event) bool { return e.memory() && ctxOf(e) == "" })
 	env.vals["instr"] = rel(func(a, b *Event) bool {
 		return sameThread(a, b) && a.Index == b.Index && a.ID < b.ID && ((a.Op == OpPutSig && a.Part != b.Part) || b.Flow)

@@ -3,6 +3,7 @@ package memmodel
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -278,6 +279,9 @@ func (c *checker) orderLocs() error {
 func (c *checker) instrOf(e Event) Instr {
 	for _, col := range c.t.Columns {
 		if col.PE == e.PE && col.Thread == e.Thread {
+			if in := col.Instrs[e.Index]; in.elems() {
+				return in.element(e.Part) // an element is a one-word put or get
+			}
 			return col.Instrs[e.Index]
 		}
 	}
@@ -911,13 +915,15 @@ func (c *checker) ctxFence(col Column, a, b *Event) bool {
 }
 
 // completedAt is the index of the first instruction after a in col that completes it: a quiet
-// on a's context, or any quiet for a plain access (shmem_ctx_quiet also completes the PE's memory
-// stores); a barrier for a plain access or an operation on the default context (barrier_all
-// completes the default context). len(col.Instrs) when none does.
+// on a's context, or any quiet but a NOSTORE context's for a plain access (shmem_ctx_quiet also
+// completes the PE's memory stores), a pe_quiet only for operations to its PEs; a barrier for a
+// plain access or an operation on the default context (barrier_all completes the default
+// context). len(col.Instrs) when none does.
 func (c *checker) completedAt(col Column, a *Event) int {
 	for k := a.Index + 1; k < len(col.Instrs); k++ {
 		switch in := col.Instrs[k]; {
-		case in.Op == OpQuiet && (a.plainAccess() || in.Ctx == a.Ctx):
+		case in.Op == OpQuiet && (in.Ctx == a.Ctx || a.plainAccess() && !slices.Contains(c.t.NoStore, in.Ctx)) &&
+			in.covers(target(a, col.Instrs[a.Index])):
 			return k
 		case in.Op == OpBarrier && (a.plainAccess() || a.Ctx == ""):
 			return k

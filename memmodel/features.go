@@ -35,12 +35,15 @@ const (
 	GetIntoLocation                // get or get_nbi into the PE's own destination word
 	SignalBuffer                   // a put from a buffer or get into a location where a word involved is a signal word
 	CallVariants                   // an API call written by its own name as another instruction's events (alltoall, signal_wait, ctx_destroy ...)
+	Elements                       // a put or get of several elements (put x,y@q v,w; get r0,r1 x,y@q; iput; iget)
+	NoStore                        // a context made with SHMEM_CTX_NOSTORE (nostore NAME)
+	PtrLoad                        // a plain load of another PE's word (ld r x@q, through roxshmem_ptr)
 	numFeatures
 )
 
 var featureNames = [numFeatures]string{"fetch_nbi", "putsig_nbi", "mixed_width", "threads", "ptr_store",
 	"contexts", "teams", "irregular_team", "collectives", "sync", "signals", "signal_fetch", "amo_inc",
-	"amo_bitwise", "polls", "poll_vector", "mixed_poll", "put_from_buffer", "get_into_location", "signal_buffer", "call_variants"}
+	"amo_bitwise", "polls", "poll_vector", "mixed_poll", "put_from_buffer", "get_into_location", "signal_buffer", "call_variants", "elements", "nostore", "ptr_load"}
 
 func (f Feature) String() string {
 	if f < numFeatures {
@@ -120,6 +123,9 @@ func (t *Test) Features() FeatureSet {
 	if t.Threaded() {
 		add(Threads)
 	}
+	if len(t.NoStore) > 0 {
+		add(NoStore)
+	}
 	sigWords := map[string]bool{} // putsig's signal words, by variable name (one per PE's heap alike)
 	for _, c := range t.Columns {
 		for _, in := range c.Instrs {
@@ -149,6 +155,10 @@ func (t *Test) Features() FeatureSet {
 			case OpSt:
 				if in.Loc.PE != c.PE {
 					add(PtrStore)
+				}
+			case OpLd:
+				if in.Loc.PE != c.PE {
+					add(PtrLoad)
 				}
 			case OpAllReduce, OpBroadcast:
 				add(Collectives)
@@ -191,6 +201,9 @@ func (t *Test) Features() FeatureSet {
 			}
 			if in.Call != "" {
 				add(CallVariants)
+			}
+			if in.elems() {
+				add(Elements)
 			}
 		}
 	}

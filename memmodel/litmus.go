@@ -1,6 +1,9 @@
 package memmodel
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Op is a litmus instruction: one API call or one plain access.
 type Op int
@@ -171,7 +174,49 @@ type Instr struct {
 	// Call: the API call an instruction of callVariants names (alltoall, signal_wait ...), whose
 	// events are those of Op's; "" for Op's own call
 	Call string
+	// Regs: a get of several elements (get r0,r1 x,y@q; iget): one register per element of Locs,
+	// which then holds the elements (put x,y@q v,w and iput too, Vals their values)
+	Regs []string
+	PEs  []int // pe_quiet's PEs: the quiet completes the operations to these only
 }
+
+// elems reports whether in is a put or get of several elements (put x,y@q, get r0,r1 x,y@q,
+// iput, iget): one event per element, in no order among themselves.
+func (in Instr) elems() bool { return (in.Op == OpPut || in.Op == OpGet) && len(in.Locs) > 0 }
+
+// element is the single-element put or get that element k of a multi-element one is.
+func (in Instr) element(k int) Instr {
+	e := in
+	e.Loc, e.Locs, e.Vals, e.Regs = in.Locs[k], nil, nil, nil
+	if in.Op == OpPut {
+		e.Val = in.Vals[k]
+	} else {
+		e.Reg = in.Regs[k]
+	}
+	return e
+}
+
+// writes reports whether in writes a PE's memory through its context: the calls a NOSTORE
+// context refuses (puts, put-with-signal, every AMO but fetch).
+func (in Instr) writes() bool {
+	switch in.Op {
+	case OpPut, OpPutNBI, OpPutSig, OpAdd, OpSet, OpInc, OpAnd, OpOr, OpXor, OpFAdd, OpSwap, OpCSwap, OpFInc, OpFAnd, OpFOr, OpFXor:
+		return true
+	}
+	return false
+}
+
+// regs lists the registers in writes.
+func (in Instr) regs() []string {
+	if in.Reg != "" {
+		return []string{in.Reg}
+	}
+	return in.Regs
+}
+
+// covers reports whether in, a quiet, completes an operation to PE target: a pe_quiet only
+// those to its PEs.
+func (in Instr) covers(target int) bool { return in.PEs == nil || slices.Contains(in.PEs, target) }
 
 // callVariants are API calls the model states as another instruction's events, written by their
 // own names so that runners make the call: collectives in which every member's output depends on
@@ -180,6 +225,12 @@ type Instr struct {
 var callVariants = map[string]Op{
 	"alltoall": OpAllReduce, "alltoalls": OpAllReduce, "collect": OpAllReduce, "fcollect": OpAllReduce,
 	"reduce_scatter": OpAllReduce, "signal_wait": OpWait, "ctx_destroy": OpQuiet,
+	// shmem_malloc, calloc, realloc, align and free end with a barrier_all (shmem/alloc.go: quiet,
+	// then the barrier)
+	"malloc": OpBarrier, "calloc": OpBarrier, "realloc": OpBarrier, "align": OpBarrier, "free": OpBarrier,
+	// strided puts and gets: several elements, as a put or get of several elements
+	"iput": OpPut, "iget": OpGet,
+	"pe_quiet": OpQuiet, // shmem_pe_quiet {PEs}: a quiet of the operations to those PEs
 }
 
 // name is the instruction's name: its call variant's, or its operation's.
@@ -285,6 +336,9 @@ type Test struct {
 	Columns []Column
 	Quant   Quant
 	Cond    Prop
+	// NoStore names the contexts made with SHMEM_CTX_NOSTORE (init block: nostore NAME): no write
+	// is issued on them, and their quiet need not complete the PE's memory stores.
+	NoStore []string
 	// Expect holds the expected verdict per mode (VerdictNone when the test has no expect line).
 	ExpectStrict, ExpectBypass Verdict
 }

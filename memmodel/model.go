@@ -72,6 +72,15 @@ func wide(a, b *Event) bool {
 		sameThread(a, b) && a.Index == b.Index && a.Part == b.Part
 }
 
+// target is the PE an event's call is issued to: a put's read of its source buffer and a get's
+// write of its destination belong to a call to in's PE.
+func target(e *Event, in Instr) int {
+	if (e.Buf || e.dst()) && in.Loc.Var != "" {
+		return in.Loc.PE
+	}
+	return e.Loc.PE
+}
+
 // sameThread: a and b come from one column.
 func sameThread(a, b *Event) bool { return a.PE == b.PE && a.Thread == b.Thread }
 
@@ -156,8 +165,8 @@ func StateKeys(t *Test) []string {
 	var rs []rk
 	for _, c := range t.Columns {
 		for _, in := range c.Instrs {
-			if in.Reg != "" {
-				rs = append(rs, rk{c.PE, in.Reg})
+			for _, r := range in.regs() {
+				rs = append(rs, rk{c.PE, r})
 			}
 		}
 	}
@@ -236,6 +245,12 @@ func Events(t *Test) []Event {
 						e.Reg = ""
 					}
 					add(e)
+				}
+				continue
+			case in.elems(): // one event per element, in no order among themselves
+				for k := range in.Locs {
+					el := in.element(k)
+					add(Event{PE: c.PE, Index: i, Op: in.Op, Part: k, Loc: el.Loc, Reg: el.Reg, Read: in.Op == OpGet, Write: in.Op == OpPut, Ctx: in.Ctx})
 				}
 				continue
 			case in.Op == OpPutNBI && in.Src.Var != "": // the source buffer's read, then the put

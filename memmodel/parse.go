@@ -330,6 +330,23 @@ func (p *parser) init(t *Test) {
 	seen := map[Loc]bool{}
 	for p.err == nil && !p.is("}") {
 		line, col := p.tok.line, p.tok.col
+		if p.is("nostore") { // nostore NAME: context NAME is made with SHMEM_CTX_NOSTORE
+			p.next()
+			if p.tok.kind != tWord || !isIdent(p.tok.text) {
+				p.fail("want a context name after nostore, found %s", p.describe())
+				return
+			}
+			if slices.Contains(t.NoStore, p.tok.text) {
+				p.fail("context %s declared nostore twice", p.tok.text)
+				return
+			}
+			t.NoStore = append(t.NoStore, p.tok.text)
+			p.next()
+			if !p.is("}") {
+				p.expect(";")
+			}
+			continue
+		}
 		v := p.variable()
 		p.expect("@")
 		l := Loc{v, p.pe()}
@@ -350,6 +367,7 @@ func (p *parser) init(t *Test) {
 	}
 	p.expect("}")
 	sortInit(t.Init)
+	sort.Strings(t.NoStore)
 }
 
 func sortInit(iv []InitVal) {
@@ -518,13 +536,31 @@ func (p *parser) instr(own int) Instr {
 			return in
 		}
 	}
+	if call == "pe_quiet" { // pe_quiet {1,2}: the PEs whose operations it completes
+		if !p.is("{") {
+			p.fail("want the PEs of pe_quiet ({1,2}), found %s", p.describe())
+			return in
+		}
+		in.PEs = p.team()
+		if p.err == nil && p.is("on") {
+			p.fail("pe_quiet takes no context (shmem_pe_quiet quiets the default context)")
+		}
+	}
+	switch {
+	case op == OpPut && (call == "iput" || p.peekComma()), op == OpGet && (call == "iget" || p.peekComma()):
+		p.elements(&in, own, name)
+		if p.err == nil && !p.is("|") && !p.is(";") {
+			p.fail("extra %s after %s (started at %d:%d)", p.describe(), name, line, col)
+		}
+		return in
+	}
 	switch op {
 	case OpSt: // a store to a peer's x goes through roxshmem_ptr
 		in.Loc = p.loc(own)
 		in.Val = p.int()
 	case OpLd:
 		in.Reg = p.reg()
-		in.Loc = p.ownLoc(own, "ld")
+		in.Loc = p.loc(own) // a load of a peer's x goes through roxshmem_ptr
 	case OpPutNBI: // an immediate value, or the PE's own source buffer
 		in.Loc = p.loc(own)
 		if p.tok.kind == tWord && isVar(p.tok.text) {
@@ -614,6 +650,76 @@ func (p *parser) instr(own int) Instr {
 		p.fail("extra %s after %s (started at %d:%d)", p.describe(), name, line, col)
 	}
 	return in
+}
+
+// peekComma reports whether the word under the cursor is followed by a comma: the first of a list
+// (put x,y@q ..., get r0,r1 ...).
+func (p *parser) peekComma() bool {
+	if p.tok.kind != tWord {
+		return false
+	}
+	o := p.off
+	for o < len(p.src) && (p.src[o] == ' ' || p.src[o] == '\t') {
+		o++
+	}
+	return o < len(p.src) && p.src[o] == ','
+}
+
+// elements reads a put or get of several elements: put x,y@q v,w (iput alike, the words at a
+// stride), get r0,r1 x,y@q (iget): one element per word, every word on one PE.
+func (p *parser) elements(in *Instr, own int, name string) {
+	line, col := p.tok.line, p.tok.col
+	list := func(read func() string) []string {
+		var out []string
+		for p.err == nil {
+			out = append(out, read())
+			if !p.is(",") {
+				break
+			}
+			p.next()
+		}
+		return out
+	}
+	if in.Op == OpGet {
+		in.Regs = list(p.reg)
+	}
+	vars := list(p.variable)
+	pe := own
+	if p.err == nil && p.is("@") {
+		p.next()
+		pe = p.pe()
+	}
+	for _, v := range vars {
+		in.Locs = append(in.Locs, Loc{v, pe})
+	}
+	if in.Op == OpPut {
+		for p.err == nil {
+			in.Vals = append(in.Vals, p.int())
+			if !p.is(",") {
+				break
+			}
+			p.next()
+		}
+	}
+	if p.err != nil {
+		return
+	}
+	switch {
+	case len(in.Locs) < 2 || len(in.Locs) > 8:
+		p.failAt(line, col, "%s on PE%d names %d words, want 2 to 8", name, own, len(in.Locs))
+	case in.Op == OpPut && len(in.Vals) != len(in.Locs):
+		p.failAt(line, col, "%s on PE%d: %d values for %d words, want one per word", name, own, len(in.Vals), len(in.Locs))
+	case in.Op == OpGet && len(in.Regs) != len(in.Locs):
+		p.failAt(line, col, "%s on PE%d: %d registers for %d words, want one per word", name, own, len(in.Regs), len(in.Locs))
+	}
+	for i, l := range in.Locs {
+		if p.err == nil && slices.Contains(in.Locs[:i], l) {
+			p.failAt(line, col, "%s on PE%d names %s twice", name, own, l)
+		}
+		if p.err == nil && l.half() != 0 {
+			p.failAt(line, col, "%s on PE%d: %s is a half; a put or get of several elements takes whole words", name, own, l)
+		}
+	}
 }
 
 // sharedColls lists the collectives of column c that PE other takes part in, in order.
@@ -915,14 +1021,19 @@ func (p *parser) validate(t *Test, line, col int) {
 	teams := map[string][]int{}
 	for _, c := range t.Columns {
 		for _, in := range c.Instrs {
-			if in.Reg != "" {
-				k := regKey(c.PE, in.Reg)
+			for _, r := range in.regs() {
+				k := regKey(c.PE, r)
 				if regs[k] {
-					p.failAt(line, col, "test %s: register %s is written twice on PE%d", t.Name, in.Reg, c.PE)
+					p.failAt(line, col, "test %s: register %s is written twice on PE%d", t.Name, r, c.PE)
 					return
 				}
 				regs[k] = true
 			}
+			if in.Ctx != "" && slices.Contains(t.NoStore, in.Ctx) && in.writes() {
+				p.failAt(line, col, "test %s: %s on PE%d: a write on NOSTORE context %s (shmem refuses it)", t.Name, in.Format(c.PE), c.PE, in.Ctx)
+				return
+			}
+
 			if in.Op.collective() && t.Threaded() {
 				p.failAt(line, col, "test %s: %s in a test with threads (PEn.t): a collective is called once per PE, the model has no thread-level collectives", t.Name, in.Format(c.PE))
 				return

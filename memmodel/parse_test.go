@@ -8,7 +8,7 @@ import (
 
 func TestParseErrors(t *testing.T) {
 	cases := []struct{ src, want string }{
-		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 | ld r0 y@0 ;\nexists (1:r0=0)\n", "f:3:19: ld on PE1 names y@0"},
+		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 | wait y@0 == 1 ;\nexists (x@1=0)\n", "f:3:18: wait on PE1 names y@0"},
 		{"SHMEM T\nPE0 | PE1 ;\nput x@1 1 ;\nexists (x@1=0)\n", "f:3:11: row has 1 cells, want 2"},
 		{"SHMEM T\nPE0 ;\nfoo x ;\nexists (x@0=0)\n", `f:3:1: unknown instruction "foo"`},
 		{"SHMEM T\nPE0 ;\nput x@99 1 ;\nexists (x@0=0)\n", "f:3:7: PE 99 out of range"},
@@ -28,6 +28,14 @@ func TestParseErrors(t *testing.T) {
 		{"SHMEM T\nPE0 | PE1 ;\nput x.lo@1 1 | wait x == 1 ;\nexists (x@1=0)\n", "f:1:1: test T: wait x == 1 on PE1: x@1 is named by half elsewhere: a 64-bit wait"},
 		{"SHMEM T\nPE0 ;\nputsig x@1 1 x.hi@1 set 1 ;\nexists (x@1=0)\n", "f:1:1: test T: putsig x@1 1 x.hi@1 set 1 on PE0: x.hi@1 as a signal"},
 		{"SHMEM T\n{ x@1=1; x.lo@1=2; }\nPE0 ;\nput x@1 1 ;\nexists (x@1=0)\n", "f:1:1: test T: x@1 is initialized both whole and by half"},
+		{"SHMEM T\n{ nostore c; }\nPE0 ;\nput x@1 1 on c ;\nexists (x@1=0)\n", "f:1:1: test T: put x@1 1 on c on PE0: a write on NOSTORE context c"},
+		{"SHMEM T\n{ nostore c; nostore c; }\nPE0 ;\nquiet ;\nexists (x@1=0)\n", "f:2:22: context c declared nostore twice"},
+		{"SHMEM T\nPE0 ;\nput a,b@1 1 ;\nexists (a@1=0)\n", "f:3:5: put on PE0: 1 values for 2 words"},
+		{"SHMEM T\nPE0 ;\nget r0,r1 a,b,c@1 ;\nexists (a@1=0)\n", "f:3:5: get on PE0: 2 registers for 3 words"},
+		{"SHMEM T\nPE0 ;\nget r0 a,b@1 ;\nexists (a@1=0)\n", `f:3:9: extra "," after get`},
+		{"SHMEM T\nPE0 ;\niput a@1 1 ;\nexists (a@1=0)\n", "f:3:6: iput on PE0 names 1 words, want 2 to 8"},
+		{"SHMEM T\nPE0 ;\nput a,a@1 1,2 ;\nexists (a@1=0)\n", "f:3:5: put on PE0 names a@1 twice"},
+		{"SHMEM T\nPE0 ;\npe_quiet ;\nexists (x@1=0)\n", "f:3:10: want the PEs of pe_quiet ({1,2})"},
 		{"", "f:1:1: no test"},
 		{"SHMEM T\nPE0 ;\nput x@1 1 ;\n", "f:4:1: want a row or the final condition"},
 		{"SHMEM T\nPE0 ;\nst x 1 $ ;\n", "f:3:8: unexpected character '$'"},

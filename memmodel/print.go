@@ -2,6 +2,7 @@ package memmodel
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -47,6 +48,21 @@ func (in Instr) Format(own int) string {
 			fmt.Fprintf(&b, "%s%d", []string{" ", ","}[min(i, 1)], v)
 		}
 		return b.String()
+	case in.elems(): // put x,y@q v,w; get r0,r1 x,y@q
+		vars, vals := make([]string, len(in.Locs)), make([]string, len(in.Locs))
+		for k, l := range in.Locs {
+			vars[k] = l.Var
+			if in.Op == OpPut {
+				vals[k] = strconv.FormatInt(in.Vals[k], 10)
+			}
+		}
+		at := fmt.Sprintf("%s@%d", strings.Join(vars, ","), in.Locs[0].PE)
+		if in.Op == OpPut {
+			return fmt.Sprintf("put %s %s", at, strings.Join(vals, ","))
+		}
+		return fmt.Sprintf("get %s %s", strings.Join(in.Regs, ","), at)
+	case in.PEs != nil:
+		return in.Op.String() + " " + teamString(in.PEs)
 	case in.Op == OpPutNBI && in.Src.Var != "":
 		return fmt.Sprintf("put_nbi %s %s", in.Loc, in.Src.Var)
 	case in.Dst.Var != "":
@@ -59,6 +75,9 @@ func (in Instr) Format(own int) string {
 		}
 		return fmt.Sprintf("st %s %d", in.Loc.Var, in.Val)
 	case OpLd:
+		if in.Loc.PE != own {
+			return fmt.Sprintf("ld %s %s", in.Reg, in.Loc)
+		}
 		return fmt.Sprintf("ld %s %s", in.Reg, in.Loc.Var)
 	case OpPut, OpPutNBI, OpAdd, OpSet, OpAnd, OpOr, OpXor:
 		return fmt.Sprintf("%s %s %d", in.Op, in.Loc, in.Val)
@@ -119,10 +138,13 @@ func (p Prop) operand() string {
 func (t *Test) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "SHMEM %s\n", t.Name)
-	if len(t.Init) > 0 {
+	if len(t.Init) > 0 || len(t.NoStore) > 0 {
 		b.WriteString("{ ")
 		for _, iv := range t.Init {
 			fmt.Fprintf(&b, "%s=%d; ", iv.Loc, iv.Val)
+		}
+		for _, n := range t.NoStore {
+			fmt.Fprintf(&b, "nostore %s; ", n)
 		}
 		b.WriteString("}\n")
 	}

@@ -33,7 +33,17 @@ func genTest(data []byte) *Test {
 			val := int64(next()%2 + 1)
 			reg := fmt.Sprintf("r%d", nreg)
 			in := Instr{Loc: Loc{v, q}, Val: val}
-			switch next() % 30 {
+			switch next() % 34 {
+			case 30, 31: // a put or get of the two words x, y of one PE: elements in no order
+				in = Instr{Op: OpPut, Locs: []Loc{{"x", q}, {"y", q}}, Vals: []int64{val, 1}}
+				if next()%2 == 0 {
+					in = Instr{Op: OpGet, Locs: in.Locs, Regs: []string{reg + "x", reg + "y"}}
+				}
+				if next()%2 == 0 { // the strided call
+					in.Call = map[Op]string{OpPut: "iput", OpGet: "iget"}[in.Op]
+				}
+			case 32: // a quiet of the operations to one PE
+				in = Instr{Op: OpQuiet, Call: "pe_quiet", PEs: []int{q}}
 			case 20:
 				in.Op, in.Reg, in.NBI = OpFAdd, reg, true
 			case 21:
@@ -105,6 +115,12 @@ func genTest(data []byte) *Test {
 				in = Instr{Op: OpWait, Loc: Loc{"s", pe}, Cmp: CmpGE, Val: 0}
 			}
 			switch in.Op { // some operations, fences and quiets on one of two contexts
+			case OpQuiet:
+				if in.Call == "" {
+					if c := next() % 6; c < 2 {
+						in.Ctx = []string{"a", "b"}[c]
+					}
+				}
 			case OpSt, OpLd, OpWait, OpSigFetch, OpWaitAll, OpWaitAny, OpWaitSome, OpTest, OpTestAll, OpTestAny, OpTestSome:
 			default:
 				if c := next() % 6; c < 2 {
@@ -171,6 +187,9 @@ func genTest(data []byte) *Test {
 			}
 		}
 	}
+	if next()%4 == 0 { // context b is NOSTORE: its quiet does not complete plain stores
+		t.NoStore = []string{"b"}
+	}
 	t.Cond = Prop{Kind: PropMem, Loc: Loc{"x", 0}, Val: int64(next() % 3)}
 	if len(regs) > 0 {
 		t.Cond = Prop{Kind: PropAnd, Args: append(regs, t.Cond)}
@@ -190,7 +209,7 @@ func mixWidths(t *Test, next func() int) {
 		for ii := range t.Columns[ci].Instrs {
 			in := &t.Columns[ci].Instrs[ii]
 			for j := range in.Locs {
-				if in.Locs[j].Var == "x" {
+				if in.Locs[j].Var == "x" && in.Op.poll() {
 					in.Locs[j].Var = "x.lo"
 				}
 			}

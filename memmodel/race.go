@@ -337,11 +337,12 @@ func (c *checker) swappable(i, j int) bool {
 			return false
 		}
 		if x.Ctx != y.Ctx || x.NBI != y.NBI || x.Call != y.Call || x.Team != nil || y.Team != nil || (x.Op == OpBroadcast && sw(x.Root) != y.Root) ||
+			x.PEs != nil || y.PEs != nil || !slices.Equal(x.Regs, y.Regs) ||
 			x.Src.Var != y.Src.Var || x.Dst.Var != y.Dst.Var || len(x.Locs) != len(y.Locs) || !slices.Equal(x.Vals, y.Vals) {
 			return false // a team's membership changes when only one of the two PEs is in it
 		}
 		for k, l := range x.Locs {
-			if l.Var != y.Locs[k].Var {
+			if l.Var != y.Locs[k].Var || sw(l.PE) != y.Locs[k].PE {
 				return false
 			}
 		}

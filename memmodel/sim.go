@@ -292,7 +292,7 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 	me := pe + 64*col.Thread // the issuing thread: fence, quiet and the store buffer are per thread
 	calls := map[string]int{}
 	time.Sleep(time.Duration(rng.Intn(10)) * time.Microsecond)
-	for _, in := range col.Instrs {
+	for _, in := range expandElems(col.Instrs) {
 		if rng.Intn(3) == 0 {
 			runtime.Gosched()
 		}
@@ -528,4 +528,20 @@ func (s SimRunner) column(ctx context.Context, m *simMem, col Column, rng *rand.
 		}
 	}
 	return nil
+}
+
+// expandElems replaces each put or get of several elements by one put or get per element, in
+// order: one of the orders the model allows.
+func expandElems(ins []Instr) []Instr {
+	var out []Instr
+	for _, in := range ins {
+		if !in.elems() {
+			out = append(out, in)
+			continue
+		}
+		for k := range in.Locs {
+			out = append(out, in.element(k))
+		}
+	}
+	return out
 }

@@ -173,11 +173,11 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 			return Mem{}, err
 		}
 	}
-	// Nobody may put into the new object before its owner has zeroed it.
-	if zero {
-		if err := c.barrier(context.Background()); err != nil {
-			return Mem{}, err
-		}
+	// shmem_malloc, calloc and align end with a barrier_all (quiet, then the barrier): the caller's
+	// earlier puts are complete on return (memmodel: MP+malloc), and nobody puts into the new
+	// object before its owner has zeroed it.
+	if err := c.barrier(context.Background()); err != nil {
+		return Mem{}, err
 	}
 	return m, nil
 }

@@ -270,6 +270,33 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 	case ROXK_L_WAIT: roxi_wait(local, 8, 0, (int)in->sub, in->value, ROXSHMEM_CALL_WAIT_UNTIL); break;
 	case ROXK_L_FENCE: roxshmem_fence(); break;
 	case ROXK_L_QUIET: roxshmem_quiet(); break;
+	case ROXK_L_INC: roxshmem_uint64_atomic_inc(local, in->pe); break;
+	case ROXK_L_FINC: regs[in->reg] = roxshmem_uint64_atomic_fetch_inc(local, in->pe); break;
+	case ROXK_L_AND: roxshmem_uint64_atomic_and(local, in->value, in->pe); break;
+	case ROXK_L_OR: roxshmem_uint64_atomic_or(local, in->value, in->pe); break;
+	case ROXK_L_XOR: roxshmem_uint64_atomic_xor(local, in->value, in->pe); break;
+	case ROXK_L_FAND: regs[in->reg] = roxshmem_uint64_atomic_fetch_and(local, in->value, in->pe); break;
+	case ROXK_L_FOR: regs[in->reg] = roxshmem_uint64_atomic_fetch_or(local, in->value, in->pe); break;
+	case ROXK_L_FXOR: regs[in->reg] = roxshmem_uint64_atomic_fetch_xor(local, in->value, in->pe); break;
+	case ROXK_L_SIGFETCH: regs[in->reg] = roxshmem_signal_fetch(local); break;
+	case ROXK_L_PTR_ST: {
+		uint64_t *p = (uint64_t *)roxshmem_ptr(local, in->pe);
+		asm volatile("" ::: "memory");
+		if (p) *(volatile uint64_t *)p = in->value;
+		break;
+	}
+	case ROXK_L_PTR_LD: {
+		uint64_t *p = (uint64_t *)roxshmem_ptr(local, in->pe);
+		asm volatile("" ::: "memory");
+		if (p) regs[in->reg] = *(volatile uint64_t *)p;
+		break;
+	}
+	case ROXK_L_PUTSIG_NBI:
+		roxshmem_putmem_signal_nbi(local, &in->value, 8, (uint64_t *)roxi_local(in->aux), in->reg, (int)in->sub, in->pe);
+		break;
+	case ROXK_L_GET_DST: roxshmem_getmem(roxi_local(in->aux), local, 8, in->pe); break;
+	case ROXK_L_GET_NBI_DST: roxshmem_getmem_nbi(roxi_local(in->aux), local, 8, in->pe); break;
+	case ROXK_L_PUT_BUF: roxshmem_putmem_nbi(local, roxi_local(in->aux), 8, in->pe); break;
 	default: break;
 	}
 }
@@ -281,7 +308,7 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 // each thread loads and stores a word of scratch (stress_words words in this PE's heap, other
 // lines than the test's) until every copy is done (done, a counter the host zeroes). One iteration
 // per launch: the host resets memory and barriers between launches; copy c's registers go to
-// regs_out[c*nregs ..]. No BARRIER instructions (those tests run on roxk_litmus).
+// regs_out[c*nregs ..]. No BARRIER or SYNC instructions (those tests run on roxk_litmus).
 KERNEL SMALL_BLOCK void roxk_litmus_multi(const roxk_insn_t *prog, uint32_t n, uint64_t *regs_out, uint32_t nregs,
 			const uint32_t *map, uint32_t copies, uint64_t copy_stride, uint64_t *stress, uint64_t stress_words,
 			uint64_t *done, uint64_t seed)
@@ -313,8 +340,9 @@ KERNEL SMALL_BLOCK void roxk_litmus_multi(const roxk_insn_t *prog, uint32_t n, u
 			continue;
 		}
 		in.var += shift;
-		if (in.op == ROXK_L_PUTSIG)
-			in.aux += shift;
+		if (in.op == ROXK_L_PUTSIG || in.op == ROXK_L_PUTSIG_NBI || in.op == ROXK_L_GET_DST || in.op == ROXK_L_GET_NBI_DST ||
+		    in.op == ROXK_L_PUT_BUF)
+			in.aux += shift; /* a heap offset too */
 		if (in.op == ROXK_L_GET_NBI && pending < ROXK_LITMUS_MAX_REGS) {
 			gets[pending] = in;
 			pending++;
@@ -360,6 +388,10 @@ KERNEL SMALL_BLOCK void roxk_litmus(const roxk_insn_t *prog, uint32_t n, uint64_
 		for (uint32_t i = 0; i < n; i++) {
 			if (prog[i].op == ROXK_L_BARRIER) {
 				roxshmemx_barrier_all_block();
+				continue;
+			}
+			if (prog[i].op == ROXK_L_SYNC) {
+				roxshmemx_sync_all_block();
 				continue;
 			}
 			if (leader && prog[i].op == ROXK_L_NOP && prog[i].value) {

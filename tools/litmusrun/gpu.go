@@ -266,9 +266,13 @@ func (p *gpuPE) batch(ctx context.Context) error {
 	return nil
 }
 
-// GPUFeatures is what the roxk_litmus interpreter encodes beyond the core: put-with-signal, and
-// named contexts (run on the default one, as on the host). Threads of a PE, the _nbi fetches and
-// putsig_nbi, teams, collectives, sync, signal_fetch, the inc and bitwise AMOs, the polls, puts
-// from buffers, gets into locations, stores through roxshmem_ptr and 32-bit halves have no
-// encoding yet.
-var GPUFeatures = memmodel.Features(memmodel.Signals, memmodel.Contexts)
+// GPUFeatures is what the roxk_litmus interpreter encodes beyond the core: put-with-signal and
+// putsig_nbi, named contexts (run on the default one, as on the host), the inc and bitwise AMOs,
+// signal_fetch, stores and loads through roxshmem_ptr, gets into locations, puts from buffers, and
+// sync (a sync_all of the block, as barrier runs, on the one-copy path). Threads of a PE, the _nbi
+// fetches (the device library has none), teams, collectives, the polls (no vector polls on the
+// device), the call variants, puts and gets of several elements, NOSTORE and 32-bit halves have
+// no encoding yet.
+var GPUFeatures = memmodel.Features(memmodel.Signals, memmodel.Contexts, memmodel.PutSignalNBI, memmodel.AMOInc,
+	memmodel.AMOBitwise, memmodel.SignalFetch, memmodel.PtrStore, memmodel.PtrLoad, memmodel.GetIntoLocation,
+	memmodel.PutFromBuffer, memmodel.Sync)

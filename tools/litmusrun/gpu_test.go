@@ -66,8 +66,10 @@ func TestGPUProgramRoundTrip(t *testing.T) {
 						want = append(want, in.Format(pe))
 					}
 				} else {
-					for i := 0; i < g.nbar; i++ {
-						want = append(want, memmodel.Instr{Op: memmodel.OpBarrier}.Format(pe))
+					for _, in := range lt.Columns[0].Instrs { // it joins the barriers and syncs
+						if in.Op == memmodel.OpBarrier || in.Op == memmodel.OpSync {
+							want = append(want, memmodel.Instr{Op: in.Op}.Format(pe))
+						}
 					}
 				}
 				var got []string
@@ -175,7 +177,7 @@ func (j *simJob) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (mem
 			switch {
 			case pc[q] == len(j.progs[q]):
 				done++
-			case j.progs[q][pc[q]].Op == kernels.LitmusBarrier:
+			case j.progs[q][pc[q]].Op == kernels.LitmusBarrier || j.progs[q][pc[q]].Op == kernels.LitmusSync:
 				atBar++
 			case j.progs[q][pc[q]].Op == kernels.LitmusWait && j.skip != kernels.LitmusWait:
 				x := j.progs[q][pc[q]]
@@ -236,6 +238,39 @@ func (j *simJob) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (mem
 			}
 		case kernels.LitmusQuiet:
 			drain(q)
+		case kernels.LitmusInc:
+			m[x.Var]++
+		case kernels.LitmusFInc:
+			regs[q][x.Reg], m[x.Var] = m[x.Var], m[x.Var]+1
+		case kernels.LitmusAnd:
+			m[x.Var] &= x.Value
+		case kernels.LitmusOr:
+			m[x.Var] |= x.Value
+		case kernels.LitmusXor:
+			m[x.Var] ^= x.Value
+		case kernels.LitmusFAnd:
+			regs[q][x.Reg], m[x.Var] = m[x.Var], m[x.Var]&x.Value
+		case kernels.LitmusFOr:
+			regs[q][x.Reg], m[x.Var] = m[x.Var], m[x.Var]|x.Value
+		case kernels.LitmusFXor:
+			regs[q][x.Reg], m[x.Var] = m[x.Var], m[x.Var]^x.Value
+		case kernels.LitmusSigFetch:
+			regs[q][x.Reg] = mem[q][x.Var]
+		case kernels.LitmusPtrSt:
+			m[x.Var] = x.Value
+		case kernels.LitmusPtrLd:
+			regs[q][x.Reg] = m[x.Var]
+		case kernels.LitmusPutSigNBI:
+			m[x.Var] = x.Value
+			if x.Sub == 1 {
+				m[x.Aux] += uint64(x.Reg)
+			} else {
+				m[x.Aux] = uint64(x.Reg)
+			}
+		case kernels.LitmusGetDst, kernels.LitmusGetNBIDst: // done at once: one execution the model allows
+			mem[q][x.Aux] = m[x.Var]
+		case kernels.LitmusPutBuf:
+			m[x.Var] = mem[q][x.Aux]
 		}
 		if pc[q] == len(j.progs[q]) {
 			drain(q)

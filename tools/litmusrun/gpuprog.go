@@ -37,6 +37,9 @@ func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
 	if t.Threaded() {
 		return nil, fmt.Errorf("litmusrun: test %s: threads of one PE (PEn.t) have no GPU encoding", t.Name)
 	}
+	if len(t.NoStore) > 0 {
+		return nil, fmt.Errorf("litmusrun: test %s: a NOSTORE context has no GPU encoding (the device runs every operation on the default context)", t.Name)
+	}
 	if t.Mixed() {
 		return nil, fmt.Errorf("litmusrun: test %s: 32-bit halves of a word (x.lo, x.hi) have no GPU encoding (its locations are whole words)", t.Name)
 	}
@@ -53,7 +56,9 @@ func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
 		for _, in := range c.Instrs {
 			note(in.Loc.Var)
 			note(in.Sig.Var)
-			if in.Op == memmodel.OpBarrier {
+			note(in.Src.Var)
+			note(in.Dst.Var)
+			if in.Op == memmodel.OpBarrier || in.Op == memmodel.OpSync { // both join the whole block of every PE
 				nb++
 			}
 			if in.Reg != "" {
@@ -131,15 +136,20 @@ func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn
 			prog = append(prog, kernels.LitmusInsn{Op: kernels.LitmusNop, Value: max, Aux: seed + uint64(len(prog))*0x632be59bd9b4e019})
 		}
 	}
-	if col == nil {
-		for i := 0; i < g.nbar; i++ {
-			prog = append(prog, kernels.LitmusInsn{Op: kernels.LitmusBarrier})
+	if col == nil { // the barriers and syncs of the first column, in its order
+		for _, in := range g.t.Columns[0].Instrs {
+			switch in.Op {
+			case memmodel.OpBarrier:
+				prog = append(prog, kernels.LitmusInsn{Op: kernels.LitmusBarrier})
+			case memmodel.OpSync:
+				prog = append(prog, kernels.LitmusInsn{Op: kernels.LitmusSync})
+			}
 		}
 		return prog, nil
 	}
 	delay(startDelay)
 	for _, in := range col.Instrs {
-		if col.Thread != 0 || in.NBI || in.Team != nil || in.Call != "" || in.Src.Var != "" || in.Dst.Var != "" || (in.Op == memmodel.OpSt && in.Loc.PE != pe) {
+		if col.Thread != 0 || (in.NBI && in.Op != memmodel.OpPutSig) || in.Team != nil || in.Call != "" || len(in.Locs) > 0 {
 			return nil, fmt.Errorf("litmusrun: test %s PE %d: %s has no GPU encoding", g.t.Name, pe, in.Format(pe))
 		}
 		x := kernels.LitmusInsn{PE: int32(in.Loc.PE), Var: off(in.Loc.Var), Value: uint64(in.Val)}
@@ -149,16 +159,51 @@ func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn
 		switch in.Op {
 		case memmodel.OpSt:
 			x.Op = kernels.LitmusSt
+			if in.Loc.PE != pe {
+				x.Op = kernels.LitmusPtrSt
+			}
 		case memmodel.OpLd:
 			x.Op = kernels.LitmusLd
+			if in.Loc.PE != pe {
+				x.Op = kernels.LitmusPtrLd
+			}
 		case memmodel.OpPut:
 			x.Op = kernels.LitmusPut
 		case memmodel.OpPutNBI:
 			x.Op = kernels.LitmusPutNBI
+			if in.Src.Var != "" {
+				x.Op, x.Aux, x.Value = kernels.LitmusPutBuf, off(in.Src.Var), 0
+			}
 		case memmodel.OpGet:
 			x.Op = kernels.LitmusGet
+			if in.Dst.Var != "" {
+				x.Op, x.Aux = kernels.LitmusGetDst, off(in.Dst.Var)
+			}
 		case memmodel.OpGetNBI:
 			x.Op = kernels.LitmusGetNBI
+			if in.Dst.Var != "" {
+				x.Op, x.Aux = kernels.LitmusGetNBIDst, off(in.Dst.Var)
+			}
+		case memmodel.OpInc:
+			x.Op = kernels.LitmusInc
+		case memmodel.OpFInc:
+			x.Op = kernels.LitmusFInc
+		case memmodel.OpAnd:
+			x.Op = kernels.LitmusAnd
+		case memmodel.OpOr:
+			x.Op = kernels.LitmusOr
+		case memmodel.OpXor:
+			x.Op = kernels.LitmusXor
+		case memmodel.OpFAnd:
+			x.Op = kernels.LitmusFAnd
+		case memmodel.OpFOr:
+			x.Op = kernels.LitmusFOr
+		case memmodel.OpFXor:
+			x.Op = kernels.LitmusFXor
+		case memmodel.OpSigFetch:
+			x.Op = kernels.LitmusSigFetch
+		case memmodel.OpSync:
+			x = kernels.LitmusInsn{Op: kernels.LitmusSync}
 		case memmodel.OpFAdd:
 			x.Op = kernels.LitmusFAdd
 		case memmodel.OpSwap:
@@ -179,6 +224,9 @@ func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn
 				return nil, fmt.Errorf("litmusrun: test %s PE %d: %s: signal value %d does not fit the GPU program's 32 bits", g.t.Name, pe, in.Format(pe), in.New)
 			}
 			x.Op, x.Aux, x.Reg = kernels.LitmusPutSig, off(in.Sig.Var), uint32(in.New)
+			if in.NBI {
+				x.Op = kernels.LitmusPutSigNBI
+			}
 			x.Sub = 0
 			if in.SigOp == memmodel.SigAdd {
 				x.Sub = 1
@@ -224,8 +272,9 @@ func (g *gpuTest) decode(pe int, base uint64, prog []kernels.LitmusInsn) ([]memm
 		switch x.Op {
 		case kernels.LitmusNop:
 			continue
-		case kernels.LitmusFence, kernels.LitmusQuiet, kernels.LitmusBarrier:
-			out = append(out, memmodel.Instr{Op: map[uint32]memmodel.Op{kernels.LitmusFence: memmodel.OpFence, kernels.LitmusQuiet: memmodel.OpQuiet, kernels.LitmusBarrier: memmodel.OpBarrier}[x.Op]})
+		case kernels.LitmusFence, kernels.LitmusQuiet, kernels.LitmusBarrier, kernels.LitmusSync:
+			out = append(out, memmodel.Instr{Op: map[uint32]memmodel.Op{kernels.LitmusFence: memmodel.OpFence, kernels.LitmusQuiet: memmodel.OpQuiet,
+				kernels.LitmusBarrier: memmodel.OpBarrier, kernels.LitmusSync: memmodel.OpSync}[x.Op]})
 			continue
 		}
 		v, err := name(x.Var)
@@ -234,7 +283,9 @@ func (g *gpuTest) decode(pe int, base uint64, prog []kernels.LitmusInsn) ([]memm
 		}
 		in.Loc.Var = v
 		regOps := map[uint32]memmodel.Op{kernels.LitmusLd: memmodel.OpLd, kernels.LitmusGet: memmodel.OpGet, kernels.LitmusGetNBI: memmodel.OpGetNBI,
-			kernels.LitmusFAdd: memmodel.OpFAdd, kernels.LitmusSwap: memmodel.OpSwap, kernels.LitmusCSwap: memmodel.OpCSwap, kernels.LitmusFetch: memmodel.OpFetch}
+			kernels.LitmusFAdd: memmodel.OpFAdd, kernels.LitmusSwap: memmodel.OpSwap, kernels.LitmusCSwap: memmodel.OpCSwap, kernels.LitmusFetch: memmodel.OpFetch,
+			kernels.LitmusFInc: memmodel.OpFInc, kernels.LitmusFAnd: memmodel.OpFAnd, kernels.LitmusFOr: memmodel.OpFOr, kernels.LitmusFXor: memmodel.OpFXor,
+			kernels.LitmusSigFetch: memmodel.OpSigFetch, kernels.LitmusPtrLd: memmodel.OpLd}
 		if op, ok := regOps[x.Op]; ok {
 			if int(x.Reg) >= len(g.regs[pe]) {
 				return nil, fmt.Errorf("litmusrun: decode test %s PE %d instruction %d: register %d of %d", g.t.Name, pe, i, x.Reg, len(g.regs[pe]))
@@ -242,8 +293,28 @@ func (g *gpuTest) decode(pe int, base uint64, prog []kernels.LitmusInsn) ([]memm
 			in.Op, in.Reg = op, g.regs[pe][x.Reg]
 		}
 		switch x.Op {
-		case kernels.LitmusSt:
+		case kernels.LitmusSt, kernels.LitmusPtrSt:
 			in.Op = memmodel.OpSt
+		case kernels.LitmusInc:
+			in.Op, in.Val = memmodel.OpInc, 0
+		case kernels.LitmusAnd, kernels.LitmusOr, kernels.LitmusXor:
+			in.Op = map[uint32]memmodel.Op{kernels.LitmusAnd: memmodel.OpAnd, kernels.LitmusOr: memmodel.OpOr, kernels.LitmusXor: memmodel.OpXor}[x.Op]
+		case kernels.LitmusFInc, kernels.LitmusSigFetch, kernels.LitmusPtrLd:
+			in.Val = 0
+		case kernels.LitmusPutBuf, kernels.LitmusGetDst, kernels.LitmusGetNBIDst:
+			b, err := name(x.Aux)
+			if err != nil {
+				return nil, err
+			}
+			l := memmodel.Loc{Var: b, PE: pe}
+			switch x.Op {
+			case kernels.LitmusPutBuf:
+				in.Op, in.Src, in.Val = memmodel.OpPutNBI, l, 0
+			case kernels.LitmusGetDst:
+				in.Op, in.Dst, in.Val = memmodel.OpGet, l, 0
+			default:
+				in.Op, in.Dst, in.Val = memmodel.OpGetNBI, l, 0
+			}
 		case kernels.LitmusPut:
 			in.Op = memmodel.OpPut
 		case kernels.LitmusPutNBI:
@@ -256,7 +327,8 @@ func (g *gpuTest) decode(pe int, base uint64, prog []kernels.LitmusInsn) ([]memm
 			in.Val, in.New = int64(x.Aux), int64(x.Value)
 		case kernels.LitmusFetch, kernels.LitmusGet, kernels.LitmusGetNBI, kernels.LitmusLd:
 			in.Val = 0
-		case kernels.LitmusPutSig:
+		case kernels.LitmusPutSig, kernels.LitmusPutSigNBI:
+			in.NBI = x.Op == kernels.LitmusPutSigNBI
 			s, err := name(x.Aux)
 			if err != nil {
 				return nil, err
@@ -273,7 +345,7 @@ func (g *gpuTest) decode(pe int, base uint64, prog []kernels.LitmusInsn) ([]memm
 				}
 			}
 		}
-		if _, ok := regOps[x.Op]; !ok && in.Op == 0 && x.Op != kernels.LitmusSt {
+		if _, ok := regOps[x.Op]; !ok && in.Op == 0 && x.Op != kernels.LitmusSt && x.Op != kernels.LitmusPtrSt {
 			return nil, fmt.Errorf("litmusrun: decode test %s PE %d instruction %d: op %d", g.t.Name, pe, i, x.Op)
 		}
 		out = append(out, in)

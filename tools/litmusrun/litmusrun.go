@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,12 @@ func NPEs(tests []*memmodel.Test) int {
 			n = max(n, c.PE+1)
 			for _, in := range c.Instrs {
 				n = max(n, in.Loc.PE+1, in.Sig.PE+1)
+				for _, q := range in.PEs { // pe_quiet {q}
+					n = max(n, q+1)
+				}
+				for _, l := range in.Locs {
+					n = max(n, l.PE+1)
+				}
 			}
 		}
 		for _, iv := range t.Init {
@@ -185,9 +192,13 @@ type pe struct {
 	coll   shmem.Sym[int64] // all-reduce and broadcast's source and destination (the data is not in the model)
 	nbar   int
 	nsync  int
-	regs   map[string]int64
-	after  map[string]func() int64 // registers known only after the copy's quiet: get_nbi's and _nbi fetches' results, late loads of halves
-	rng    *rand.Rand
+	// allocs are what the test's malloc, calloc, align and realloc made this iteration, in call
+	// order (freed at its end); spare the allocations its realloc and free calls consume, made
+	// before it starts
+	allocs, spare []shmem.Mem
+	regs          map[string]int64
+	after         map[string]func() int64 // registers known only after the copy's quiet: get_nbi's and _nbi fetches' results, late loads of halves
+	rng           *rand.Rand
 
 	// Instances: every iteration runs k copies of the test side by side (litmus7's -s), copy c's
 	// variable v at element (c*n+v)*spread of its array, spread 1 (the copies share cache lines)
@@ -360,7 +371,7 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 			if in.Ctx == "" || named[in.Ctx] != nil {
 				continue
 			}
-			c, err := w.CreateCtx(shmem.CtxSerialized)
+			c, err := w.CreateCtx(p.ctxOptions(in.Ctx))
 			if err != nil {
 				return none, err
 			}
@@ -384,8 +395,17 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 		h = memmodel.NewHistogram(t)
 	}
 	start := time.Now()
+	contiguous := false // a put or get of several elements needs its words next to each other
+	for _, c := range t.Columns {
+		for _, in := range c.Instrs {
+			contiguous = contiguous || (in.Op == memmodel.OpPut || in.Op == memmodel.OpGet) && len(in.Locs) > 0 && in.Call == ""
+		}
+	}
 	for it := 0; it < iters; it++ {
 		p.spread = []int{1, maxSpread}[shared.Intn(2)]
+		if contiguous {
+			p.spread = 1
+		}
 		order := shared.Perm(k)
 		states, err := p.iteration(ctx, order)
 		if err != nil {
@@ -411,6 +431,9 @@ func runPE(ctx context.Context, w *shmem.World, t *memmodel.Test, mode memmodel.
 func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, error) {
 	w := p.w
 	p.reset()
+	if err := p.allocSpare(); err != nil {
+		return nil, err
+	}
 	// A time base (litmus7's -st): PE 0 names the instant every PE starts its columns at, a little
 	// after the barrier that delivers it, so that the PEs start together however unevenly they
 	// leave the barrier.
@@ -467,6 +490,12 @@ func (p *pe) iteration(ctx context.Context, order []int) ([]memmodel.State, erro
 	if err := w.BarrierAll(ctx); err != nil {
 		return nil, err
 	}
+	for _, m := range p.allocs { // in one order on every PE: the order the collective calls made them
+		if err := w.Free(m); err != nil {
+			return nil, err
+		}
+	}
+	p.allocs = p.allocs[:0]
 	if w.MyPE() != 0 {
 		return nil, nil
 	}
@@ -501,12 +530,20 @@ func (p *pe) destroyCtx(name string) error {
 		return fmt.Errorf("ctx_destroy: no context %s", name)
 	}
 	err := c.Destroy()
-	n, cerr := p.w.CreateCtx(shmem.CtxSerialized)
+	n, cerr := p.w.CreateCtx(p.ctxOptions(name))
 	if cerr != nil {
 		return errors.Join(err, cerr)
 	}
 	p.named[name] = n
 	return err
+}
+
+// ctxOptions are the options named context name is made with: NOSTORE where the test says so.
+func (p *pe) ctxOptions(name string) shmem.CtxOption {
+	if slices.Contains(p.t.NoStore, name) {
+		return shmem.CtxSerialized | shmem.CtxNoStore
+	}
+	return shmem.CtxSerialized
 }
 
 // ctxOf is the context in issues on: its named context, else the thread's, else nil (the
@@ -639,8 +676,62 @@ func (p *pe) team(pes []int) (*shmem.Team, error) {
 	return tm, nil
 }
 
+// allocSpare makes, on every PE alike, one allocation for each realloc and free that this
+// iteration's copies of the test will call (the calls are over the world: every PE makes them).
+func (p *pe) allocSpare() error {
+	n := 0
+	for _, in := range p.t.Columns[0].Instrs {
+		if in.Call == "realloc" || in.Call == "free" {
+			n++
+		}
+	}
+	for i := 0; i < n*p.k; i++ {
+		m, err := p.w.Malloc(8)
+		if err != nil {
+			return err
+		}
+		p.spare = append(p.spare, m)
+	}
+	return nil
+}
+
+// alloc makes the allocation call in names (shmem_malloc ... shmem_free): each ends with the
+// barrier_all the model states it as.
+func (p *pe) alloc(in memmodel.Instr) error {
+	w := p.w
+	var m shmem.Mem
+	var err error
+	switch in.Call {
+	case "malloc":
+		m, err = w.Malloc(8)
+	case "calloc":
+		m, err = w.Calloc(1, 8)
+	case "align":
+		m, err = w.Align(64, 8)
+	case "realloc", "free":
+		if len(p.spare) == 0 {
+			return fmt.Errorf("%s: no allocation left to pass it", in.Call)
+		}
+		old := p.spare[0]
+		p.spare = p.spare[1:]
+		if in.Call == "free" {
+			return w.Free(old)
+		}
+		m, err = w.Realloc(old, 16)
+	default:
+		return fmt.Errorf("unknown allocation call %s", in.Call)
+	}
+	if err == nil {
+		p.allocs = append(p.allocs, m)
+	}
+	return err
+}
+
 // collective runs a barrier, sync, all-reduce or broadcast on its team.
 func (p *pe) collective(ctx context.Context, in memmodel.Instr) error {
+	if in.Team == nil && in.Op == memmodel.OpBarrier && in.Call != "" {
+		return p.alloc(in)
+	}
 	if in.Team == nil {
 		switch in.Op {
 		case memmodel.OpBarrier:
@@ -899,12 +990,19 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		if in.Call == "ctx_destroy" {
 			return p.destroyCtx(in.Ctx)
 		}
+		if in.Call == "pe_quiet" {
+			return w.PEQuiet(in.PEs...)
+		}
 		if c := p.ctxOf(in); c != nil {
 			return c.Quiet()
 		}
 		return w.Quiet()
 	case memmodel.OpBarrier, memmodel.OpSync, memmodel.OpAllReduce, memmodel.OpBroadcast:
 		return p.collective(ctx, in)
+	case memmodel.OpPut, memmodel.OpGet:
+		if len(in.Locs) > 0 {
+			return p.elements(in)
+		}
 	case memmodel.OpWaitAll, memmodel.OpWaitAny, memmodel.OpWaitSome, memmodel.OpTest, memmodel.OpTestAll, memmodel.OpTestAny, memmodel.OpTestSome:
 		if sig, _ := p.l.pollSig(in); sig {
 			return poll(ctx, p, in, p.sig, func(v string) int { return p.si(p.l.sig[v]) })
@@ -996,6 +1094,50 @@ func (p *pe) exec(ctx context.Context, in memmodel.Instr) error {
 		return execOn(ctx, p, in, p.data32, 2*di+half-1, func(v int64) uint32 { return uint32(v) }, func(v uint32) int64 { return int64(v) })
 	}
 	return execOn(ctx, p, in, p.data, di, func(v int64) int64 { return v }, func(v int64) int64 { return v })
+}
+
+// elements runs a put or get of several elements (put x,y@q; iput; get r0,r1 x,y@q; iget) as one
+// call: the words must lie at one stride in the layout (one apart for put and get), which the
+// test's variable names decide (the layout sorts them).
+func (p *pe) elements(in memmodel.Instr) error {
+	if in.Ctx != "" || p.tctx != nil {
+		return fmt.Errorf("a put or get of several elements on a context is not run (CtxPut takes one array too, but the runner's contexts are per word)")
+	}
+	at := make([]int, len(in.Locs))
+	for k, l := range in.Locs {
+		i, ok := p.l.data[l.Var]
+		if !ok {
+			return fmt.Errorf("%s is a signal word: the elements must be data words", l)
+		}
+		at[k] = i
+	}
+	stride := at[1] - at[0]
+	for k := range at {
+		if stride < 1 || at[k] != at[0]+k*stride {
+			return fmt.Errorf("the words %v lie at %v in the layout (sorted by name), not at one stride", in.Locs, at)
+		}
+	}
+	if in.Call == "" && stride*p.spread != 1 {
+		return fmt.Errorf("the words %v are not next to each other (stride %d, spread %d): name them so that they sort together", in.Locs, stride, p.spread)
+	}
+	pe, n, first := in.Locs[0].PE, len(in.Locs), p.di(at[0])
+	if in.Op == memmodel.OpPut {
+		if in.Call == "iput" {
+			return p.data.IPut(first, stride*p.spread, in.Vals, 1, n, pe)
+		}
+		return p.data.Put(first, in.Vals, pe)
+	}
+	dst := make([]int64, n)
+	var err error
+	if in.Call == "iget" {
+		err = p.data.IGet(first, stride*p.spread, dst, 1, n, pe)
+	} else {
+		err = p.data.Get(first, dst, pe)
+	}
+	for k, r := range in.Regs {
+		p.regs[r] = dst[k]
+	}
+	return err
 }
 
 // word is an element type of the runner's arrays: data (int64), signals (uint64), halves (uint32).
@@ -1135,6 +1277,14 @@ func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T
 		s.Local()[i] = to(in.Val)
 		return nil
 	case memmodel.OpLd:
+		if q != p.w.MyPE() { // a load through roxshmem_ptr
+			peer := s.Ptr(q)
+			if peer == nil {
+				return fmt.Errorf("PE %d has no pointer to PE %d's memory (Sym.Ptr)", p.w.MyPE(), q)
+			}
+			p.regs[in.Reg] = from(atomicLoad(&peer[i])) // the peer's puts land in it meanwhile
+			return nil
+		}
 		if p.thread {
 			p.regs[in.Reg] = from(atomicLoad(&s.Local()[i]))
 			return nil
@@ -1214,20 +1364,30 @@ func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T
 func HostFeatures(mapsHeaps bool) memmodel.FeatureSet {
 	s := memmodel.AllFeatures.Minus(memmodel.Features(memmodel.PollVector, memmodel.MixedPoll, memmodel.SignalBuffer, memmodel.IrregularTeam))
 	if !mapsHeaps {
-		s = s.Minus(memmodel.Features(memmodel.PtrStore))
+		s = s.Minus(memmodel.Features(memmodel.PtrStore, memmodel.PtrLoad))
 	}
 	return s
 }
 
+// ReorderFeatures is what the host runner supports on the reordering delivery path: everything
+// HostFeatures(true) has but loads through roxshmem_ptr (its emulated cache holds a PE's own
+// words only).
+func ReorderFeatures() memmodel.FeatureSet {
+	return HostFeatures(true).Minus(memmodel.Features(memmodel.PtrLoad))
+}
+
 // HostStronger are the features the host runner runs with more order than the model promises,
 // so that an Allowed weak outcome of a test using one may be out of reach (a power run does not
-// count it): none. Operations on a named context (MODEL.md §3a) run on a shmem.Ctx of their own,
+// count it): a NOSTORE context's quiet (shmem's Ctx.Quiet completes the PE's memory stores
+// whatever the options), and puts and gets of several elements (a put of consecutive words is one
+// delivery, and a get reads its elements in address order: only a strided put's elements are
+// delivered one by one, out of order). Operations on a named context (MODEL.md §3a) run on a shmem.Ctx of their own,
 // and each thread of a PE (§3b) issues on a shmem.Ctx of its own, its plain accesses in that
 // context's store buffer; on the reordering delivery path a context is a stream of its own
 // (nic.ReorderCtx), so its fence and quiet order and complete its operations only, as the model's.
 // (On the runtime's own paths contexts share one ordered connection per pair of PEs, more order,
 // but those paths show few weak outcomes of any test; power is measured on the reordering path.)
-var HostStronger memmodel.FeatureSet
+var HostStronger = memmodel.Features(memmodel.NoStore, memmodel.Elements)
 
 // RunSuite runs every test in turn (RunPE for each) and joins the failures, so that one forbidden
 // outcome does not hide the others; PE 0 ends with the power table. Every PE must call it with
@@ -1247,13 +1407,16 @@ func Run(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmo
 	for _, t := range tests {
 		used |= t.Features()
 	}
-	if used.Has(memmodel.PtrStore) && reorderOf(w) == nil {
+	if (used.Has(memmodel.PtrStore) || used.Has(memmodel.PtrLoad)) && reorderOf(w) == nil {
 		var err error
 		if mapped, err = mapsEveryHeap(ctx, w); err != nil {
 			return err
 		}
 	}
 	supported := HostFeatures(mapped) // the same on every PE (mapsEveryHeap)
+	if reorderOf(w) != nil {
+		supported = ReorderFeatures()
+	}
 	for i, t := range tests {
 		if miss := t.Unsupported(supported); !miss.Empty() { // every PE skips it: no collective call is left unmatched
 			if w.MyPE() == 0 && out != nil {
@@ -1317,7 +1480,7 @@ func ModeOf(w *shmem.World) memmodel.Mode {
 
 // heapNote says why ptr_store is missing, when it is.
 func heapNote(miss memmodel.FeatureSet, mapped bool) string {
-	if miss.Has(memmodel.PtrStore) && !mapped {
+	if (miss.Has(memmodel.PtrStore) || miss.Has(memmodel.PtrLoad)) && !mapped {
 		return " (not every PE maps every PE's heap here: the NIC path)"
 	}
 	return ""

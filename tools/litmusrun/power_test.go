@@ -89,7 +89,7 @@ func TestReorderPower(t *testing.T) {
 	var tests []*memmodel.Test
 	var skipped, stronger []string
 	for _, tt := range all {
-		switch miss := tt.Unsupported(HostFeatures(true)); {
+		switch miss := tt.Unsupported(ReorderFeatures()); {
 		case !miss.Empty(): // the runner does not run it ("not run: the host runner lacks ..."): no row
 			skipped = append(skipped, tt.Name+" ("+miss.String()+")")
 		case tt.Features()&HostStronger != 0:

@@ -23,6 +23,22 @@
 #define ROXK_L_FENCE 15
 #define ROXK_L_QUIET 16
 #define ROXK_L_BARRIER 17
+#define ROXK_L_INC 18        /* inc var@pe */
+#define ROXK_L_FINC 19       /* finc reg var@pe */
+#define ROXK_L_AND 20        /* and var@pe value */
+#define ROXK_L_OR 21
+#define ROXK_L_XOR 22
+#define ROXK_L_FAND 23       /* fand reg var@pe value */
+#define ROXK_L_FOR 24
+#define ROXK_L_FXOR 25
+#define ROXK_L_SIGFETCH 26   /* sigfetch reg var: signal_fetch of this PE's word */
+#define ROXK_L_PTR_ST 27     /* st var@pe value through roxshmem_ptr */
+#define ROXK_L_PTR_LD 28     /* ld reg var@pe through roxshmem_ptr */
+#define ROXK_L_PUTSIG_NBI 29 /* putsig_nbi: fields as PUTSIG */
+#define ROXK_L_GET_DST 30    /* get into this PE's word aux (heap offset) from var@pe */
+#define ROXK_L_GET_NBI_DST 31
+#define ROXK_L_PUT_BUF 32    /* put_nbi var@pe from this PE's word aux (heap offset) */
+#define ROXK_L_SYNC 33       /* sync_all of the whole block, as BARRIER */
 
 #define ROXK_LITMUS_MAX_REGS 16
 
