@@ -154,9 +154,18 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 		return Mem{}, err
 	}
 	defer c.end()
+	// shmem_malloc, calloc and align end with a barrier_all: the caller's earlier puts are complete
+	// on return (memmodel: MP+malloc). The quiet comes first, and the call's place in the sequence
+	// is then taken by a step that waits for every PE (the header exchange, or the bootstrap's
+	// agreement on the NIC path), which is the barrier: a second one would open the dissemination
+	// barrier's transport connections at a PE's first allocation (lazy connections).
+	if err := w.quiet(call, -1); err != nil {
+		return Mem{}, err
+	}
 	if err := c.inSequence(context.Background(), id, int64(size), int64(align)); err != nil {
 		return Mem{}, err
 	}
+	w.acquire() // as BarrierAll's
 	w.allocMu.Lock()
 	defer w.allocMu.Unlock()
 	off, err := w.heap.Alloc(uint64(size), uint64(align))
@@ -168,16 +177,14 @@ func (w *World) alloc(call, allocName string, size, align int, zero bool) (Mem, 
 		name = allocName
 	}
 	m := Mem{w: w, a: w.newAllocation(name, off, size), off: off, size: size}
+	// Nobody may put into the new object before its owner has zeroed it.
 	if zero {
 		if err := w.zero(call, off, size); err != nil {
 			return Mem{}, err
 		}
-	}
-	// shmem_malloc, calloc and align end with a barrier_all (quiet, then the barrier): the caller's
-	// earlier puts are complete on return (memmodel: MP+malloc), and nobody puts into the new
-	// object before its owner has zeroed it.
-	if err := c.barrier(context.Background()); err != nil {
-		return Mem{}, err
+		if err := c.barrier(context.Background()); err != nil {
+			return Mem{}, err
+		}
 	}
 	return m, nil
 }
