@@ -327,7 +327,7 @@ func TestLayersCatchBadGraph(t *testing.T) {
 		{path: "internal/env"},
 		{path: "internal/bootstrap", imports: []string{"internal/env"}},
 		{path: "internal/units"}, {path: "internal/ratelog"}, {path: "internal/pmix"}, {path: "internal/seam"}, {path: "internal/simd"},
-		{path: "internal/errs"}, {path: "internal/dl"}, {path: "internal/testkit"},
+		{path: "internal/errs"}, {path: "internal/dl"}, {path: "internal/testkit"}, {path: "internal/mpslog"},
 		{path: "nic", imports: []string{"internal/env"}},
 		{path: "shmem", imports: []string{"nic", "internal/seam", "symheap"}, testImports: []string{"tools/launch"}},
 		{path: "shmem/internal/coll", imports: []string{"nic"}},
