@@ -38,10 +38,10 @@ var layers = []layer{
 	// standard library only (a rule of its own).
 	{"model", []string{"memmodel", "symheap"}},
 	// The low level: knobs, rendezvous, PMIx, log rate limits, units, the runtime's test seam, the
-	// vector loops, the one error shape, the one C-library loader, the tests' gates.
+	// vector loops, the one error shape, the one C-library loader, the tests' gates, the CUDA MPS log reader.
 	// Nothing of the runtime; every layer above may use them. Each package is named: internal/ is
 	// where a tool that imports the runtime must not land unnoticed.
-	{"base", []string{"internal/env", "internal/units", "internal/ratelog", "internal/pmix", "internal/bootstrap/...", "internal/seam", "internal/simd", "internal/errs", "internal/dl/...", "internal/testkit"}},
+	{"base", []string{"internal/env", "internal/units", "internal/ratelog", "internal/pmix", "internal/bootstrap/...", "internal/seam", "internal/simd", "internal/errs", "internal/dl/...", "internal/testkit", "internal/mpslog"}},
 	// The drivers under the runtime: GPUs (device), transports and the proxy's ring (nic), device
 	// code (kernels). None knows SHMEM's semantics.
 	{"drivers", []string{"device/...", "kernels/...", "nic/..."}},
@@ -327,7 +327,7 @@ func TestLayersCatchBadGraph(t *testing.T) {
 		{path: "internal/env"},
 		{path: "internal/bootstrap", imports: []string{"internal/env"}},
 		{path: "internal/units"}, {path: "internal/ratelog"}, {path: "internal/pmix"}, {path: "internal/seam"}, {path: "internal/simd"},
-		{path: "internal/errs"}, {path: "internal/dl"}, {path: "internal/testkit"},
+		{path: "internal/errs"}, {path: "internal/dl"}, {path: "internal/testkit"}, {path: "internal/mpslog"},
 		{path: "nic", imports: []string{"internal/env"}},
 		{path: "shmem", imports: []string{"nic", "internal/seam", "symheap"}, testImports: []string{"tools/launch"}},
 		{path: "shmem/internal/coll", imports: []string{"nic"}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/roxamen/roxamen/device"
+	"github.com/roxamen/roxamen/device/cuda"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/nic"
@@ -58,9 +59,55 @@ var rtKinds = map[gpurt.Kind]error{
 func (w *World) rtError(call string, fallback error, err error) *Error {
 	var e *gpurt.Error
 	if errors.As(err, &e) {
-		return &Error{Call: call, PE: w.pe, Kind: rtKinds[e.Kind], Detail: e.Detail, Err: e.Err}
+		return w.mpsFault(&Error{Call: call, PE: w.pe, Kind: rtKinds[e.Kind], Detail: e.Detail, Err: e.Err})
 	}
-	return &Error{Call: call, PE: w.pe, Kind: fallback, Err: err}
+	return w.mpsFault(&Error{Call: call, PE: w.pe, Kind: fallback, Err: err})
+}
+
+// stickyFaults are the CUDA statuses of a fault that leaves the context unusable (cuda.h: an
+// illegal address, a launch timeout, an assert, a stack error, an illegal instruction, a
+// misaligned address, an invalid address space or PC, a failed launch) and of an MPS client the
+// server tore down. Under MPS every client of the server gets them from one client's fault.
+var stickyFaults = map[cuda.Result]bool{700: true, 702: true, 710: true, 714: true, 715: true, 716: true,
+	717: true, 718: true, 719: true, 810: true}
+
+// mpsLogTries and mpsLogWait bound the wait for the MPS server to log a fault that its clients
+// already see (it logs it a moment after it fails their contexts).
+const (
+	mpsLogTries = 5
+	mpsLogWait  = 50 * time.Millisecond
+)
+
+// mpsFault names the PE whose kernel faulted in e, a device call's failure, where e's cause is a
+// sticky fault and this PE is a client of a CUDA MPS server: the server fails every client's
+// context with one client's fault, so this PE's own status says nothing of whose it was, but the
+// server's log names the process (mpslog). e is returned, changed where the log names a PE.
+func (w *World) mpsFault(e *Error) *Error {
+	var r cuda.Result
+	if w.mps == nil || e.Err == nil || !errors.As(e.Err, &r) || !stickyFaults[r] {
+		return e
+	}
+	pids := make(map[int]int, len(w.pids))
+	for pe, pid := range w.pids {
+		pids[pid] = pe
+	}
+	for try := 0; ; try++ {
+		if pe, line, ok := w.mps.FaultingClient(pids); ok {
+			what := fmt.Sprintf("PE %d's kernel faulted (the CUDA MPS server's log: %s); this PE's context was torn down with it", pe, line)
+			if pe == w.pe {
+				what = fmt.Sprintf("this PE's kernel faulted (the CUDA MPS server's log: %s); every PE's context was torn down with it", line)
+			}
+			if e.Detail != "" {
+				what += ": " + e.Detail
+			}
+			e.Detail = what
+			return e
+		}
+		if try == mpsLogTries {
+			return e
+		}
+		time.Sleep(mpsLogWait)
+	}
 }
 
 func (w *World) gpuRT() *gpurt.Runtime {
@@ -220,7 +267,7 @@ func (w *World) zero(call string, off uint64, size int) error {
 		return nil
 	}
 	if err := w.dev.Memset(w.heapBase.Add(int(off)), 0, size); err != nil {
-		return &Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("zeroing %d bytes at heap offset %d", size, off), Err: err}
+		return w.mpsFault(&Error{Call: call, PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("zeroing %d bytes at heap offset %d", size, off), Err: err})
 	}
 	return nil
 }
@@ -237,10 +284,10 @@ func (w *World) move(dst, src uint64, n int, old []byte) error {
 	}
 	buf := make([]byte, n)
 	if err := w.dev.CopyDtoH(buf, w.heapBase.Add(int(src))); err != nil {
-		return &Error{Call: "Realloc", PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("reading %d bytes at heap offset %d", n, src), Err: err}
+		return w.mpsFault(&Error{Call: "Realloc", PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("reading %d bytes at heap offset %d", n, src), Err: err})
 	}
 	if err := w.dev.CopyHtoD(w.heapBase.Add(int(dst)), buf); err != nil {
-		return &Error{Call: "Realloc", PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("writing %d bytes at heap offset %d", n, dst), Err: err}
+		return w.mpsFault(&Error{Call: "Realloc", PE: w.pe, Kind: ErrPEFailed, Detail: fmt.Sprintf("writing %d bytes at heap offset %d", n, dst), Err: err})
 	}
 	return nil
 }

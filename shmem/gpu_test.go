@@ -106,10 +106,32 @@ func TestGPU(t *testing.T) {
 		if mps.Start && ee.PE != 1 {
 			t.Errorf("under MPS the launcher names PE %d as the root cause, want PE 1 (whose kernel faulted): %v", ee.PE, err)
 		}
+		if mps.Start {
+			// Each PE's own error names PE 1 too, from the MPS server's log (gpuFault prints it).
+			for pe, want := range []string{"PE 1's kernel faulted (the CUDA MPS server's log: ", "this PE's kernel faulted (the CUDA MPS server's log: "} {
+				if !outLineHas(out, fmt.Sprintf("[pe %d]", pe), fmt.Sprintf("PE %d: the kernel ended: ", pe), want) {
+					t.Errorf("PE %d's own error does not say %q in:\n%s", pe, want, out)
+				}
+			}
+		}
 		if took > time.Minute {
 			t.Errorf("the job took %v to fail", took)
 		}
 	})
+}
+
+// outLineHas reports whether a line of out holds every one of parts.
+func outLineHas(out string, parts ...string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // TestGPUWorker is one PE of TestGPU's jobs.

@@ -137,7 +137,7 @@ func (m *Module) launch(call string, st device.Stream, name string, grid, block 
 		return err
 	}
 	if err := st.Launch(f, grid, block, sharedBytes, args...); err != nil {
-		return &Error{Call: call, PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("kernel %q grid %v block %v shared %d", name, grid, block, sharedBytes), Err: err}
+		return m.w.mpsFault(&Error{Call: call, PE: m.w.pe, Kind: ErrBadArgument, Detail: fmt.Sprintf("kernel %q grid %v block %v shared %d", name, grid, block, sharedBytes), Err: err})
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/roxamen/roxamen/device/host"
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/internal/mpslog"
 	"github.com/roxamen/roxamen/nic"
 	"github.com/roxamen/roxamen/shmem/internal/coll"
 	"github.com/roxamen/roxamen/shmem/internal/gpurt"
@@ -121,8 +122,10 @@ type World struct {
 	scoll     *gpurt.Colls // stream-ordered collectives' engine (package gpurt), made on first use
 	scollOnce sync.Once
 
-	initReport InitReport // what Init cost (InitReport)
-	nodeNames  []string   // each PE's node, from Init's exchange
+	initReport InitReport   // what Init cost (InitReport)
+	nodeNames  []string     // each PE's node, from Init's exchange
+	pids       []int        // each PE's process ID, from Init's exchange: the MPS server's log names processes
+	mps        *mpslog.Logs // the log of the CUDA MPS server this PE's GPU context is a client of, from Init on; nil without one
 	// oversubscribed: this node has more PEs than this PE has CPUs; waits yield at once (spinner)
 	oversubscribed bool
 	railPick       *railPick // the default rails, once chosen (rails.go)
@@ -368,7 +371,12 @@ func (j *initJob) mapHeaps(ctx context.Context) error {
 			return j.fail(kindOf(err, ErrPEFailed), err, "publishing the heap's export handle%s", w.timeoutHint(err))
 		}
 	}
-	all, err := w.boot.Allgather(ctx, encodePeer(rank.Node, heapSize, shared))
+	// Under CUDA MPS a fatal fault of one PE's kernel fails every client's context: the server's
+	// log, from here on, and every PE's process ID let each PE's error name whose kernel it was.
+	if mpslog.Running(os.Getenv) {
+		w.mps = mpslog.Since(mpslog.LogDir(os.Getenv))
+	}
+	all, err := w.boot.Allgather(ctx, encodePeer(rank.Node, heapSize, os.Getpid(), shared))
 	if err != nil {
 		return j.fail(kindOf(err, ErrPEFailed), err, "exchanging heaps%s", w.timeoutHint(err))
 	}
@@ -377,10 +385,11 @@ func (j *initJob) mapHeaps(ctx context.Context) error {
 	w.paths = make([]path, w.npes)
 	nodes := map[string]bool{}
 	w.nodeNames = make([]string, w.npes)
+	w.pids = make([]int, w.npes)
 	handles := make([][]byte, w.npes)
 	herrs := make([]error, w.npes)
 	for pe, b := range all {
-		node, size, h, err := decodePeer(b)
+		node, size, pid, h, err := decodePeer(b)
 		if err != nil {
 			return j.fail(ErrMismatch, err, "PE %d sent a malformed heap description", pe)
 		}
@@ -388,6 +397,7 @@ func (j *initJob) mapHeaps(ctx context.Context) error {
 			return j.fail(ErrMismatch, nil, "PE %d has a %d-byte heap, PE %d a %d-byte one (ROX_HEAP_SIZE must agree)", pe, size, w.pe, heapSize)
 		}
 		w.nodeNames[pe] = node
+		w.pids[pe] = pid
 		nodes[node] = true
 		if oneNode {
 			handles[pe] = h
@@ -554,24 +564,30 @@ func (w *World) timeoutHint(err error) string {
 	return fmt.Sprintf(" within %v (%s)", w.timeout, w.knob)
 }
 
-func encodePeer(node string, heapSize int64, handle []byte) []byte {
+func encodePeer(node string, heapSize int64, pid int, handle []byte) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(node)))
 	b = append(b, node...)
 	b = binary.AppendUvarint(b, uint64(heapSize))
+	b = binary.AppendUvarint(b, uint64(pid))
 	return append(b, handle...)
 }
 
-func decodePeer(b []byte) (node string, size int64, handle []byte, err error) {
+func decodePeer(b []byte) (node string, size int64, pid int, handle []byte, err error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || uint64(len(b)-k) < n {
-		return "", 0, nil, errors.New("short node name")
+		return "", 0, 0, nil, errors.New("short node name")
 	}
 	node, b = string(b[k:k+int(n)]), b[k+int(n):]
 	s, k := binary.Uvarint(b)
 	if k <= 0 {
-		return "", 0, nil, errors.New("short heap size")
+		return "", 0, 0, nil, errors.New("short heap size")
 	}
-	return node, int64(s), b[k:], nil
+	b = b[k:]
+	p, k := binary.Uvarint(b)
+	if k <= 0 {
+		return "", 0, 0, nil, errors.New("short process ID")
+	}
+	return node, int64(s), int(p), b[k:], nil
 }
 
 // watch turns a failure the rendezvous reports (a dead PE, a global exit) into the error every

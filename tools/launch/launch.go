@@ -23,6 +23,7 @@ import (
 
 	"github.com/roxamen/roxamen/internal/bootstrap"
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/internal/mpslog"
 )
 
 // Host is a group of PEs started on one node.
@@ -227,7 +228,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// The log of the MPS server the PEs use (the job's own, or one already running here) names
 	// the client whose GPU fault ends every client's context: the verdict reads it.
-	var mps *mpsLogs
+	var mps *mpslog.Logs
 	if cfg.MPS.Start && len(hosts) == 1 && hosts[0].Name == "" {
 		mpsEnv, logDir, stop, err := startMPS(cfg.MPS)
 		if err != nil {
@@ -242,13 +243,9 @@ func Run(ctx context.Context, cfg Config) error {
 			fmt.Fprintf(cfg.Stderr, "roxrun: CUDA MPS: %s\n", cfg.MPS.Why)
 		}
 		cfg.Env = append(append([]string{}, cfg.Env...), mpsEnv...)
-		mps = newMPSLogs(logDir)
+		mps = mpslog.Since(logDir)
 	} else if len(hosts) == 1 && hosts[0].Name == "" && MPSRunning(os.Getenv) {
-		dir := os.Getenv("CUDA_MPS_LOG_DIRECTORY")
-		if dir == "" {
-			dir = "/var/log/nvidia-mps" // the daemon's default
-		}
-		mps = newMPSLogs(dir)
+		mps = mpslog.Since(mpslog.LogDir(os.Getenv))
 	}
 	srv, err := bootstrap.NewServerConfig(bind, total, token, bootstrap.Config{Layout: layout})
 	if err != nil {
@@ -474,7 +471,7 @@ func Run(ctx context.Context, cfg Config) error {
 	killAll(syscall.SIGKILL)
 	j.report()
 	if mps != nil && j.failed && env.Debugging(env.LevelInfo) {
-		for _, l := range mps.lines() {
+		for _, l := range mps.Lines() {
 			fmt.Fprintf(errw, "roxrun: CUDA MPS %s\n", l)
 		}
 	}
@@ -585,13 +582,13 @@ type verdict struct {
 	rootStop    syscall.Signal // root was stopped by this signal while the others waited for it
 	hasRoot     bool
 	printed     bool
-	collateral  []int      // PEs that exited non-zero on their own after root left
-	queued      []int      // collateral PEs not yet printed
-	failed      bool       // some PE exited non-zero
-	stopped     *ExitError // the job was stopped (signal to roxrun, timeout)
-	terminated  bool       // roxrun has terminated the PEs: what follows is its doing
-	mps         *mpsLogs   // the logs of the MPS server the PEs share a GPU under, if any
-	mpsLine     string     // the line of them that named root as the client whose GPU fault it was
+	collateral  []int        // PEs that exited non-zero on their own after root left
+	queued      []int        // collateral PEs not yet printed
+	failed      bool         // some PE exited non-zero
+	stopped     *ExitError   // the job was stopped (signal to roxrun, timeout)
+	terminated  bool         // roxrun has terminated the PEs: what follows is its doing
+	mps         *mpslog.Logs // the logs of the MPS server the PEs share a GPU under, if any
+	mpsLine     string       // the line of them that named root as the client whose GPU fault it was
 }
 
 // mpsCause takes as root cause the PE whose process the MPS server's log names as the client of
@@ -609,7 +606,7 @@ func (j *verdict) mpsCause() bool {
 		}
 	}
 	for try := 0; ; try++ {
-		if rank, line, ok := j.mps.faultingClient(pids); ok {
+		if rank, line, ok := j.mps.FaultingClient(pids); ok {
 			j.hasRoot, j.root, j.mpsLine = true, rank, line
 			return true
 		}

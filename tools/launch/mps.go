@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/mpslog"
 )
 
 // MPS is whether a job starts CUDA's Multi-Process Service for its PEs, and why. Several PEs on
@@ -58,14 +60,7 @@ func PlanMPS(mode string, pes, gpus int, running, control bool) (MPS, error) {
 
 // MPSRunning reports whether an MPS daemon serves processes with this environment: the pipe
 // directory it names (or CUDA's default) has the daemon's control pipe.
-func MPSRunning(getenv func(string) string) bool {
-	dir := getenv("CUDA_MPS_PIPE_DIRECTORY")
-	if dir == "" {
-		dir = "/tmp/nvidia-mps"
-	}
-	_, err := os.Stat(filepath.Join(dir, "control"))
-	return err == nil
-}
+func MPSRunning(getenv func(string) string) bool { return mpslog.Running(getenv) }
 
 // MPSControlFound reports whether the daemon's control program is on PATH.
 func MPSControlFound() bool { _, err := exec.LookPath(mpsControl); return err == nil }
@@ -121,91 +116,4 @@ func startMPS(m MPS) (env []string, logDir string, stop func() error, err error)
 	env = []string{"CUDA_MPS_PIPE_DIRECTORY=" + pipe, "CUDA_MPS_LOG_DIRECTORY=" + logs,
 		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(m.Percent)}
 	return env, logs, stop, nil
-}
-
-// mpsLogs is the log directory of the MPS server the job's PEs use, and how much of each log was
-// there when the job began (what follows is the job's).
-type mpsLogs struct {
-	dir   string
-	start map[string]int64
-}
-
-// mpsLogFiles are the logs an MPS control daemon writes in its log directory: the server's, which
-// records what happens to its clients, and the control daemon's.
-var mpsLogFiles = []string{"server.log", "control.log"}
-
-func newMPSLogs(dir string) *mpsLogs {
-	if dir == "" {
-		return nil
-	}
-	l := &mpsLogs{dir: dir, start: map[string]int64{}}
-	for _, f := range mpsLogFiles {
-		if st, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			l.start[f] = st.Size()
-		}
-	}
-	return l
-}
-
-// lines returns the lines the logs gained during the job.
-func (l *mpsLogs) lines() []string {
-	var out []string
-	for _, f := range mpsLogFiles {
-		b, err := os.ReadFile(filepath.Join(l.dir, f))
-		if err != nil {
-			continue
-		}
-		if off := l.start[f]; off <= int64(len(b)) {
-			b = b[off:]
-		}
-		for _, s := range strings.Split(string(b), "\n") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, f+": "+s)
-			}
-		}
-	}
-	return out
-}
-
-// faultWords mark a log line about a fatal GPU fault (MPS does not isolate one: every client of
-// the server sees its context fail with the same error, so the PEs' own reports cannot say whose
-// kernel faulted, but the server's log names the client process).
-var faultWords = []string{"fatal", "exception", "fault", "illegal", "xid"}
-
-// faultingClient returns the rank of the PE whose process the MPS logs name, alone on a line about
-// a fatal fault, and that line; ok is false when no PE, or more than one, is so named.
-func (l *mpsLogs) faultingClient(pids map[int]int) (rank int, line string, ok bool) {
-	rank = -1
-	for _, s := range l.lines() {
-		low := strings.ToLower(s)
-		fault := false
-		for _, w := range faultWords {
-			fault = fault || strings.Contains(low, w)
-		}
-		if !fault {
-			continue
-		}
-		named := -1
-		for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r < '0' || r > '9' }) {
-			pid, err := strconv.Atoi(f)
-			if err != nil {
-				continue
-			}
-			if r, isPE := pids[pid]; isPE {
-				if named >= 0 && named != r {
-					named = -2 // a line naming several PEs says nothing of which faulted
-					break
-				}
-				named = r
-			}
-		}
-		switch {
-		case named < 0:
-		case rank >= 0 && rank != named:
-			return -1, "", false
-		case rank < 0:
-			rank, line = named, s
-		}
-	}
-	return rank, line, rank >= 0
 }
