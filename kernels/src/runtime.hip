@@ -192,6 +192,26 @@ KERNEL void roxk_fadd_latency(uint64_t *target, uint64_t iters, int32_t peer, ui
 	out[1] = v;
 }
 
+// fetch_add with four adds in flight: the results are only summed, as a loop of adds whose
+// results nothing waits for (NVSHMEM's anchor loop) lets the compiler issue them. out[1] = sum.
+KERNEL void roxk_fadd_pipelined(uint64_t *target, uint64_t iters, int32_t peer, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	uint64_t v = 0, i = 0, t0 = roxa_clock_ns();
+	for (; i + 4 <= iters; i += 4) {
+		uint64_t a = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t b = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t c = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t d = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		v += a + b + c + d;
+	}
+	for (; i < iters; i++)
+		v += roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+	out[0] = roxa_clock_ns() - t0;
+	out[1] = v;
+}
+
 // Put bandwidth: every block puts its chunk of size bytes iters times with putmem_nbi_block, then
 // quiets. Timed from the host with events; out[0] (block 0's view) is informational.
 KERNEL void roxk_put_bw(uint8_t *dst, const uint8_t *src, uint64_t size, uint64_t iters, int32_t peer, uint64_t *out)

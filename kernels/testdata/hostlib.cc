@@ -95,6 +95,34 @@ static void test_put_get_ls(void)
 	CHECK(__builtin_memcmp(heap1 + 2200, src, 20) == 0, "int put of 5 elements");
 }
 
+/* Whole 16-byte units at 16-byte alignment take the inline load/store path: the same bytes, the
+ * same checks, and the ring still at the copy-engine threshold. */
+static void test_put_ls16(void)
+{
+	reset(0);
+	roxshmem_putmem(heap0 + 64, src + 16, 4096, 1);
+	roxshmemx_putmem_nbi_block(heap0 + 8192, src + 48, 272, 1);
+	roxshmemx_putmem_warp(heap0 + 9216, src, 16, 0);
+	CHECK(__builtin_memcmp(heap1 + 64, src + 16, 4096) == 0 && heap1[63] == 0 && heap1[64 + 4096] == 0, "aligned putmem to peer 1");
+	CHECK(__builtin_memcmp(heap1 + 8192, src + 48, 272) == 0 && heap1[8192 + 272] == 0, "aligned block put");
+	CHECK(__builtin_memcmp(heap0 + 9216, src, 16) == 0 && heap0[9216 + 16] == 0 && heap1[9216] == 0, "aligned warp put to self");
+	CHECK(abortb.first == 0, "a good aligned put recorded %llx", (unsigned long long)abortb.first);
+	roxshmem_putmem(heap0 + HEAP - 16, src, 32, 1);
+	CHECK((abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_BAD_ADDR && heap1[HEAP - 16] == 0, "aligned put past the heap end");
+	reset(0);
+	roxshmem_putmem(heap0 + 64, src, 16, 2);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_PE, 2, 2), "aligned put to a bad PE: %llx", (unsigned long long)abortb.first);
+	reset(1);
+	roxshmem_state.peer_base[1] = (uint64_t)(uintptr_t)heap1;
+	roxshmem_state.ce_threshold = 256;
+	roxshmem_putmem_nbi(heap0 + 1024, src, 240, 1);
+	roxshmem_ring_header_t *h = (roxshmem_ring_header_t *)ringmem;
+	CHECK(h->head == 0 && __builtin_memcmp(heap1 + 1024, src, 240) == 0, "aligned, below the threshold: load/store");
+	roxshmemx_putmem_nbi_block(heap0 + 2048, src, 256, 1);
+	CHECK(h->head == 1 && desc(0)->op == ROXSHMEM_OP_PUT && desc(0)->size == 256 && heap1[2048] == 0,
+	      "aligned block put at the threshold (one block): copy engine");
+}
+
 static void test_amo_ls(void)
 {
 	reset(0);
@@ -664,6 +692,7 @@ int main(void)
 	test_ctx_ops();
 	test_copy();
 	test_put_get_ls();
+	test_put_ls16();
 	test_amo_ls();
 	test_bad_input();
 	test_ring();
