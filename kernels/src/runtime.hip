@@ -12,6 +12,12 @@
 #else
 #define SMALL_BLOCK
 #endif
+// kernels launched with up to 1024 threads per block: the JIT must fit 64 registers a thread
+#if defined(__AMDGCN__)
+#define FULL_BLOCK
+#else
+#define FULL_BLOCK __attribute__((launch_bounds(1024)))
+#endif
 
 // ---- host-initiated operations --------------------------------------------------------------
 
@@ -214,7 +220,7 @@ KERNEL void roxk_fadd_pipelined(uint64_t *target, uint64_t iters, int32_t peer, 
 
 // Put bandwidth: every block puts its chunk of size bytes iters times with putmem_nbi_block, then
 // quiets. Timed from the host with events; out[0] (block 0's view) is informational.
-KERNEL void roxk_put_bw(uint8_t *dst, const uint8_t *src, uint64_t size, uint64_t iters, int32_t peer, uint64_t *out)
+KERNEL FULL_BLOCK void roxk_put_bw(uint8_t *dst, const uint8_t *src, uint64_t size, uint64_t iters, int32_t peer, uint64_t *out)
 {
 	uint64_t nb = roxa_nblocks(), b = roxa_block();
 	uint64_t chunk = ((size + nb - 1) / nb + 15) & ~15ull;

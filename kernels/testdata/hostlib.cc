@@ -95,8 +95,8 @@ static void test_put_get_ls(void)
 	CHECK(__builtin_memcmp(heap1 + 2200, src, 20) == 0, "int put of 5 elements");
 }
 
-/* Whole 16-byte units at 16-byte alignment take the inline load/store path: the same bytes, the
- * same checks, and the ring still at the copy-engine threshold. */
+/* Aligned puts of whole 16-byte units by a thread, a warp and a block: the bytes, the checks, and
+ * a block's put at the copy-engine threshold (one block in the grid) through the ring. */
 static void test_put_ls16(void)
 {
 	reset(0);

@@ -150,50 +150,6 @@ ROXI_FN int roxi_put_path(int pe, uint64_t n, int force_ce, int g)
 	return path;
 }
 
-/* A put of whole, 16-byte-aligned 16-byte units over load/store, inline in the caller: a small
- * block-scope put costs the instructions every warp of the block issues per call (32 warps for
- * 1024 threads), and the general path's (a call, the alignment head and tails) doubled them.
- * Returns 0, having done nothing, where the general path must take the call: a bad PE or
- * address (it records them), another route (ring, SDMA), misalignment. Every thread of the group
- * decides alike (same arguments). */
-ROXA_FN int roxi_putmem_ls16(void *dest, const void *src, uint64_t n, int pe, int g)
-{
-	uint64_t a = (uint64_t)(uintptr_t)dest, base = roxshmem_state.heap_base, off = a - base;
-	if ((unsigned)pe >= (unsigned)roxshmem_state.n_pes || a < base || off > roxshmem_state.heap_size ||
-	    n > roxshmem_state.heap_size - off || ((a | (uint64_t)(uintptr_t)src | n) & 15) != 0)
-		return 0;
-	uint64_t to = pe == roxshmem_state.my_pe ? base : roxshmem_state.peer_base[pe];
-	if (to == 0)
-		return 0;
-#ifdef ROXI_HAVE_SDMA
-	if (pe != roxshmem_state.my_pe && roxi_sdma_queue(pe) != 0)
-		return 0;
-#endif
-	if (roxi_ring_enabled() && roxshmem_state.ce_threshold != 0 &&
-	    (g == ROXI_BLOCK ? n / roxa_nblocks() : n) >= roxshmem_state.ce_threshold)
-		return 0;
-	uint8_t *d = (uint8_t *)(uintptr_t)(to + off);
-	const uint8_t *s = (const uint8_t *)src;
-	int mode = roxi_store_mode();
-	uint64_t n16 = n >> 4, stride = roxi_gsize(g), i = roxi_gidx(g);
-	/* four loads in flight per thread before their stores, as roxa_copy */
-	for (; i + 3 * stride < n16; i += 4 * stride) {
-		roxa_u128 v0 = roxa_ld16(s + 16 * i, ROXA_MEM_PLAIN);
-		roxa_u128 v1 = roxa_ld16(s + 16 * (i + stride), ROXA_MEM_PLAIN);
-		roxa_u128 v2 = roxa_ld16(s + 16 * (i + 2 * stride), ROXA_MEM_PLAIN);
-		roxa_u128 v3 = roxa_ld16(s + 16 * (i + 3 * stride), ROXA_MEM_PLAIN);
-		roxa_st16(d + 16 * i, &v0, mode);
-		roxa_st16(d + 16 * (i + stride), &v1, mode);
-		roxa_st16(d + 16 * (i + 2 * stride), &v2, mode);
-		roxa_st16(d + 16 * (i + 3 * stride), &v3, mode);
-	}
-	for (; i < n16; i += stride) {
-		roxa_u128 v = roxa_ld16(s + 16 * i, ROXA_MEM_PLAIN);
-		roxa_st16(d + 16 * i, &v, mode);
-	}
-	return 1;
-}
-
 /* The internals below take the ring of the call's context, c (0: the default context). Puts
  * that the default context would send to an AMD SDMA queue take a context's ring instead (the
  * proxy's copy-engine route): the SDMA queues are shared by all contexts, so a context's quiet
@@ -220,16 +176,6 @@ ROXI_COLD void roxi_putmem(roxshmem_ctx_desc_t *c, void *dest, const void *src, 
 		}
 	}
 	if (!nbi)
-		roxi_gsync(g);
-}
-
-/* The API's puts (not the _ce forms): the inline load/store path where it applies, else the
- * general one. */
-ROXA_FN void roxi_putmem_fast(roxshmem_ctx_desc_t *c, void *dest, const void *src, uint64_t n, int pe, int g, int nbi)
-{
-	if (!roxi_putmem_ls16(dest, src, n, pe, g))
-		roxi_putmem(c, dest, src, n, pe, g, nbi, 0);
-	else if (!nbi)
 		roxi_gsync(g);
 }
 
@@ -658,14 +604,14 @@ ROXA_API uint64_t roxshmemx_aborted(void)
  * with the same arguments. _ce: always the copy engine, zero SMs move the data (through the ring;
  * on AMD the default context's go to the device-written SDMA queues). */
 #define ROXI_RMA_MEM(P, PX, CP, Q, _)                                                                                   \
-	ROXA_API void P##putmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_THREAD, 0); } \
-	ROXA_API void P##putmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_THREAD, 1); } \
+	ROXA_API void P##putmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 0, 0); } \
+	ROXA_API void P##putmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 1, 0); } \
 	ROXA_API void P##getmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_THREAD, 0); } \
 	ROXA_API void P##getmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_THREAD, 1); } \
-	ROXA_API void PX##putmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_WARP, 0); } \
-	ROXA_API void PX##putmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_WARP, 1); } \
-	ROXA_API void PX##putmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_BLOCK, 0); } \
-	ROXA_API void PX##putmem_nbi_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_BLOCK, 1); } \
+	ROXA_API void PX##putmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_WARP, 0, 0); } \
+	ROXA_API void PX##putmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_WARP, 1, 0); } \
+	ROXA_API void PX##putmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 0, 0); } \
+	ROXA_API void PX##putmem_nbi_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 1, 0); } \
 	ROXA_API void PX##getmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_WARP, 0); } \
 	ROXA_API void PX##getmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_WARP, 1); } \
 	ROXA_API void PX##getmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_BLOCK, 0); } \
