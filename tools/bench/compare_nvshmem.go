@@ -189,7 +189,8 @@ func buildNVSHMEM(tools nvshmemTools, dir string) (string, error) {
 		return "", err
 	}
 	flags := []string{"-O2", "-rdc=true", "-arch=" + gpuArch(), "-I" + tools.include}
-	libs := []string{tools.hostLib, tools.devLib, "-lcuda", "-lcudart", "-Xlinker", "-rpath=" + filepath.Dir(tools.hostLib)}
+	// nvcc refuses an input named .so.3 ("Don't know what to do with"): the linker gets it.
+	libs := []string{"-Xlinker", tools.hostLib, tools.devLib, "-lcuda", "-lcudart", "-Xlinker", "-rpath=" + filepath.Dir(tools.hostLib)}
 	h := sha256.New()
 	for _, s := range append(append([]string{compare.NVSHMEM, tools.nvcc}, flags...), libs...) {
 		fmt.Fprintf(h, "%d:%s", len(s), s)

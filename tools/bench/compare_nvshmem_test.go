@@ -25,10 +25,15 @@ func fakeNVSHMEM(t *testing.T) string {
 	return home
 }
 
-// fakeNVCC puts on PATH an nvcc that "builds" the program as a shell script running body.
+// fakeNVCC puts on PATH an nvcc that "builds" the program as a shell script running body. Like
+// nvcc (13.0), it refuses an input file whose kind it does not know by its name (nvcc takes .cu,
+// .o, .a and .so; a versioned library, libnvshmem_host.so.3, only through -Xlinker).
 func fakeNVCC(t *testing.T, body string) {
 	bin := t.TempDir()
-	nvcc := "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n" +
+	nvcc := "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do\n" +
+		"  case \"$1\" in\n" +
+		"  -o) out=$2; shift ;;\n  -Xlinker) shift ;;\n  -*) ;;\n  *.cu|*.o|*.a|*.so) ;;\n" +
+		"  *) echo \"nvcc fatal   : Don't know what to do with '$1'\" >&2; exit 1 ;;\n  esac\n  shift\ndone\n" +
 		"printf '#!/bin/sh\\n%s\\n' '" + body + "' > \"$out\" && chmod +x \"$out\"\n"
 	if err := os.WriteFile(filepath.Join(bin, "nvcc"), []byte(nvcc), 0o755); err != nil {
 		t.Fatal(err)
