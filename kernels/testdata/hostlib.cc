@@ -3,6 +3,10 @@
 // Built as plain C++ with the HIP attributes defined away, so the arch layer's host fallbacks (the
 // compiler's __atomic builtins) stand in for the GPU instructions. Prints one line per failed
 // check and "done N" at the end.
+/* the grid a block-scope put sees (the host pass runs one block; the copy-engine route of a
+ * block's put depends on the grid's blocks) */
+static unsigned g_grid_blocks = 1;
+#define ROXI_GRID_BLOCKS() g_grid_blocks
 #include "roxamen/roxshmem.h"
 
 #include "check.h"
@@ -121,6 +125,19 @@ static void test_put_ls16(void)
 	roxshmemx_putmem_nbi_block(heap0 + 2048, src, 256, 1);
 	CHECK(h->head == 1 && desc(0)->op == ROXSHMEM_OP_PUT && desc(0)->size == 256 && heap1[2048] == 0,
 	      "aligned block put at the threshold (one block): copy engine");
+	/* in a grid of 8 blocks, a block's put goes to the copy engine only at 8 times the threshold:
+	 * the proxy would serve the blocks' copies one after another */
+	g_grid_blocks = 8;
+	roxshmemx_putmem_nbi_block(heap0 + 4096, src, 1024, 1);
+	CHECK(h->head == 1 && __builtin_memcmp(heap1 + 4096, src, 1024) == 0, "a block of 8 putting 4x the threshold: load/store");
+	roxshmemx_putmem_nbi_block(heap0 + 8192, src, 2048, 1);
+	CHECK(h->head == 2 && heap1[8192] == 0, "a block of 8 putting 8x the threshold: copy engine");
+	roxshmemx_putmem_signal_nbi_block(heap0 + 12288, src, 1024, (uint64_t *)(heap0 + 16384), 1, ROXSHMEM_SIGNAL_SET, 1);
+	CHECK(h->head == 2 && *(uint64_t *)(heap1 + 16384) == 1 && __builtin_memcmp(heap1 + 12288, src, 1024) == 0,
+	      "a block of 8's put-with-signal at 4x the threshold: load/store");
+	roxshmem_putmem_nbi(heap0 + 20480, src, 1024, 1);
+	CHECK(h->head == 3, "a thread's put at 4x the threshold: copy engine, whatever the grid");
+	g_grid_blocks = 1;
 }
 
 static void test_amo_ls(void)

@@ -142,10 +142,13 @@ ROXI_COLD void roxi_sdma_putmem(void *dst, const void *src, uint64_t n, uint64_t
  * another (about 12 us each on an H200 under MPS), so the blocks of a grid that all hand it their
  * chunks share one copy engine, while on the SMs each block moves its own (about 47 GB/s): 8
  * blocks putting 2 MiB each got 166 GB/s through the ring (docs/gpu-p2p-h200.md has the figures). */
+#ifndef ROXI_GRID_BLOCKS /* the CPU harness, whose grid is one block, sets a grid of its own */
+#define ROXI_GRID_BLOCKS() roxa_nblocks()
+#endif
 ROXI_FN int roxi_put_path(int pe, uint64_t n, int force_ce, int g)
 {
 	int path = roxi_path(pe, n, force_ce);
-	if (path == ROXI_PATH_CE && !force_ce && g == ROXI_BLOCK && n / roxa_nblocks() < roxshmem_state.ce_threshold)
+	if (path == ROXI_PATH_CE && !force_ce && g == ROXI_BLOCK && n / ROXI_GRID_BLOCKS() < roxshmem_state.ce_threshold)
 		return pe == roxshmem_state.my_pe ? ROXI_PATH_SELF : ROXI_PATH_LS;
 	return path;
 }
