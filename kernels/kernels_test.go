@@ -16,7 +16,7 @@ var runtimeKernels = []string{
 	"roxk_amo", "roxk_barrier_all_block", "roxk_barrier_all", "roxk_sync_all_block", "roxk_quiet",
 	"roxk_signal_wait_until", "roxk_putmem_signal", "roxk_putmem_blocks", "roxk_copy", "roxk_fill_u8",
 	"roxk_fill_u64", "roxk_pattern", "roxk_check_pattern", "roxk_p_pingpong", "roxk_putsig_pingpong",
-	"roxk_fadd_latency", "roxk_put_bw", "roxk_put_bw_ce", "roxk_putmem_ce_block", "roxk_litmus", "roxk_litmus_multi",
+	"roxk_fadd_latency", "roxk_fadd_pipelined", "roxk_put_bw", "roxk_put_bw_ce", "roxk_putmem_ce_block", "roxk_litmus", "roxk_litmus_multi",
 }
 
 func TestObject(t *testing.T) {

@@ -12,6 +12,12 @@
 #else
 #define SMALL_BLOCK
 #endif
+// kernels launched with up to 1024 threads per block: the JIT must fit 64 registers a thread
+#if defined(__AMDGCN__)
+#define FULL_BLOCK
+#else
+#define FULL_BLOCK __attribute__((launch_bounds(1024)))
+#endif
 
 // ---- host-initiated operations --------------------------------------------------------------
 
@@ -192,9 +198,29 @@ KERNEL void roxk_fadd_latency(uint64_t *target, uint64_t iters, int32_t peer, ui
 	out[1] = v;
 }
 
+// fetch_add with four adds in flight: the results are only summed, as a loop of adds whose
+// results nothing waits for (NVSHMEM's anchor loop) lets the compiler issue them. out[1] = sum.
+KERNEL void roxk_fadd_pipelined(uint64_t *target, uint64_t iters, int32_t peer, uint64_t *out)
+{
+	if (roxa_tid() != 0 || roxa_block() != 0)
+		return;
+	uint64_t v = 0, i = 0, t0 = roxa_clock_ns();
+	for (; i + 4 <= iters; i += 4) {
+		uint64_t a = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t b = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t c = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t d = roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+		v += a + b + c + d;
+	}
+	for (; i < iters; i++)
+		v += roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+	out[0] = roxa_clock_ns() - t0;
+	out[1] = v;
+}
+
 // Put bandwidth: every block puts its chunk of size bytes iters times with putmem_nbi_block, then
 // quiets. Timed from the host with events; out[0] (block 0's view) is informational.
-KERNEL void roxk_put_bw(uint8_t *dst, const uint8_t *src, uint64_t size, uint64_t iters, int32_t peer, uint64_t *out)
+KERNEL FULL_BLOCK void roxk_put_bw(uint8_t *dst, const uint8_t *src, uint64_t size, uint64_t iters, int32_t peer, uint64_t *out)
 {
 	uint64_t nb = roxa_nblocks(), b = roxa_block();
 	uint64_t chunk = ((size + nb - 1) / nb + 15) & ~15ull;

@@ -3,6 +3,10 @@
 // Built as plain C++ with the HIP attributes defined away, so the arch layer's host fallbacks (the
 // compiler's __atomic builtins) stand in for the GPU instructions. Prints one line per failed
 // check and "done N" at the end.
+/* the grid a block-scope put sees (the host pass runs one block; the copy-engine route of a
+ * block's put depends on the grid's blocks) */
+static unsigned g_grid_blocks = 1;
+#define ROXI_GRID_BLOCKS() g_grid_blocks
 #include "roxamen/roxshmem.h"
 
 #include "check.h"
@@ -93,6 +97,47 @@ static void test_put_get_ls(void)
 	CHECK(roxshmem_short_g(s, 1) == -7 && heap1[2122] == 0, "short p/g");
 	roxshmem_int_put((int *)(heap0 + 2200), (const int *)src, 5, 1);
 	CHECK(__builtin_memcmp(heap1 + 2200, src, 20) == 0, "int put of 5 elements");
+}
+
+/* Aligned puts of whole 16-byte units by a thread, a warp and a block: the bytes, the checks, and
+ * a block's put at the copy-engine threshold (one block in the grid) through the ring. */
+static void test_put_ls16(void)
+{
+	reset(0);
+	roxshmem_putmem(heap0 + 64, src + 16, 4096, 1);
+	roxshmemx_putmem_nbi_block(heap0 + 8192, src + 48, 272, 1);
+	roxshmemx_putmem_warp(heap0 + 9216, src, 16, 0);
+	CHECK(__builtin_memcmp(heap1 + 64, src + 16, 4096) == 0 && heap1[63] == 0 && heap1[64 + 4096] == 0, "aligned putmem to peer 1");
+	CHECK(__builtin_memcmp(heap1 + 8192, src + 48, 272) == 0 && heap1[8192 + 272] == 0, "aligned block put");
+	CHECK(__builtin_memcmp(heap0 + 9216, src, 16) == 0 && heap0[9216 + 16] == 0 && heap1[9216] == 0, "aligned warp put to self");
+	CHECK(abortb.first == 0, "a good aligned put recorded %llx", (unsigned long long)abortb.first);
+	roxshmem_putmem(heap0 + HEAP - 16, src, 32, 1);
+	CHECK((abortb.first >> 48 & 0xff) == ROXSHMEM_CALL_BAD_ADDR && heap1[HEAP - 16] == 0, "aligned put past the heap end");
+	reset(0);
+	roxshmem_putmem(heap0 + 64, src, 16, 2);
+	CHECK(abortb.first == ROXSHMEM_ABORT_RECORD(ROXSHMEM_CALL_BAD_PE, 2, 2), "aligned put to a bad PE: %llx", (unsigned long long)abortb.first);
+	reset(1);
+	roxshmem_state.peer_base[1] = (uint64_t)(uintptr_t)heap1;
+	roxshmem_state.ce_threshold = 256;
+	roxshmem_putmem_nbi(heap0 + 1024, src, 240, 1);
+	roxshmem_ring_header_t *h = (roxshmem_ring_header_t *)ringmem;
+	CHECK(h->head == 0 && __builtin_memcmp(heap1 + 1024, src, 240) == 0, "aligned, below the threshold: load/store");
+	roxshmemx_putmem_nbi_block(heap0 + 2048, src, 256, 1);
+	CHECK(h->head == 1 && desc(0)->op == ROXSHMEM_OP_PUT && desc(0)->size == 256 && heap1[2048] == 0,
+	      "aligned block put at the threshold (one block): copy engine");
+	/* in a grid of 8 blocks, a block's put goes to the copy engine only at 8 times the threshold:
+	 * the proxy would serve the blocks' copies one after another */
+	g_grid_blocks = 8;
+	roxshmemx_putmem_nbi_block(heap0 + 4096, src, 1024, 1);
+	CHECK(h->head == 1 && __builtin_memcmp(heap1 + 4096, src, 1024) == 0, "a block of 8 putting 4x the threshold: load/store");
+	roxshmemx_putmem_nbi_block(heap0 + 8192, src, 2048, 1);
+	CHECK(h->head == 2 && heap1[8192] == 0, "a block of 8 putting 8x the threshold: copy engine");
+	roxshmemx_putmem_signal_nbi_block(heap0 + 12288, src, 1024, (uint64_t *)(heap0 + 16384), 1, ROXSHMEM_SIGNAL_SET, 1);
+	CHECK(h->head == 2 && *(uint64_t *)(heap1 + 16384) == 1 && __builtin_memcmp(heap1 + 12288, src, 1024) == 0,
+	      "a block of 8's put-with-signal at 4x the threshold: load/store");
+	roxshmem_putmem_nbi(heap0 + 20480, src, 1024, 1);
+	CHECK(h->head == 3, "a thread's put at 4x the threshold: copy engine, whatever the grid");
+	g_grid_blocks = 1;
 }
 
 static void test_amo_ls(void)
@@ -664,6 +709,7 @@ int main(void)
 	test_ctx_ops();
 	test_copy();
 	test_put_get_ls();
+	test_put_ls16();
 	test_amo_ls();
 	test_bad_input();
 	test_ring();

@@ -116,6 +116,7 @@ type benchFlags struct {
 	plot       string
 	anchors    multiFlag
 	cpuprofile string
+	hbmBase    int  // a GPU job's PEs: the device memory in use before the job (MiB; -1 unknown)
 	coll       bool // the old spellings of `bench coll` and `bench rails`
 	rails      bool
 }
@@ -144,12 +145,13 @@ terminal, stderr shows which row runs.`)}
 	fs.IntVar(&f.iters, "iters", 0, "calls per row and round (default: the suite's per-size counts: 20000 round trips for p2p latency, 1000 collectives up to 8 KiB, fewer above)")
 	fs.IntVar(&f.rounds, "rounds", 5, "rounds of every row: its figure is their median, with min and max (with --compare, a round is one job of each side)")
 	fs.StringVar(&f.tests, "tests", "", "run only these tests, comma-separated (default: all of the suite's; an unknown name is refused with the list)")
-	fs.StringVar(&f.compare, "compare", "", "also run comparison programs: p2p: oshmem, mpi, mpi-ep (comma-separated); coll: mpi; host backend only")
+	fs.StringVar(&f.compare, "compare", "", "also run comparison programs: p2p: oshmem, mpi, mpi-ep (comma-separated; host backend), nvshmem (GPU backend: built with nvcc against the machine's NVSHMEM); coll: mpi")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "stop the benchmark job (and each comparison program) after this long")
 	fs.StringVar(&f.nvshmem, "nvshmem", "", "p2p on a GPU backend: a file holding NVSHMEM's figures in nvbench's text format, for ratios")
 	fs.StringVar(&f.plot, "plot", "", "coll, rails: draw latency and bandwidth against size into this file (.svg or .png)")
 	fs.Var(&f.anchors, "anchor", "coll: a file of JSON rows to compare with, named by its base name (repeatable)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "coll: write each PE's CPU profile to this path with .PE appended")
+	fs.IntVar(&f.hbmBase, "hbm-base", -1, "(set by roxrun bench for a GPU job's PEs) the device memory in use before the job, MiB")
 	fs.BoolVar(&f.coll, "coll", false, "the coll suite (the old spelling of 'bench coll')")
 	fs.BoolVar(&f.rails, "rails", false, "the rails suite (the old spelling of 'bench rails FILE...')")
 	return f
@@ -320,7 +322,7 @@ func benchPEMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.cmd.Fail(stderr, "%v", err)
 	}
-	return benchPE(f.iters, f.rounds, selected, stdout, stderr)
+	return benchPE(f.iters, f.rounds, f.hbmBase, selected, stdout, stderr)
 }
 
 // p2pBench runs the point-to-point suite (on a GPU backend, the GPU suite).
@@ -337,14 +339,18 @@ func p2pBench(f *benchFlags, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Fail(stderr, "%v", err)
 	}
+	nv := slices.Contains(compares, "nvshmem")
 	if gpuBackend() {
-		if len(compares) > 0 {
-			return c.Fail(stderr, "--compare %s: the comparison programs run on the CPU; this backend is a GPU (ROX_DEVICE=host runs the host suite)", f.compare)
+		if len(compares) > 1 || len(compares) == 1 && !nv {
+			return c.Fail(stderr, "--compare %s: on a GPU backend the comparison is nvshmem; the others run on the CPU (ROX_DEVICE=host runs the host suite)", f.compare)
 		}
-		return benchGPUMain(f.n, f.iters, f.rounds, f.tests, f.asJSON, f.timeout, f.nvshmem, stdout, stderr)
+		return benchGPUMain(f.n, f.iters, f.rounds, f.tests, f.asJSON, f.timeout, f.nvshmem, nv, stdout, stderr)
 	}
 	if c.Set("nvshmem") {
 		return c.Fail(stderr, "%s: NVSHMEM's figures compare with the GPU suite; this backend is the host", c.Given("nvshmem"))
+	}
+	if nv {
+		return c.Fail(stderr, "--compare %s: NVSHMEM's program runs beside the GPU suite; this backend is the host (ROX_DEVICE=cuda)", f.compare)
 	}
 	start := time.Now()
 	rows, err := runHostBench(f, selected, stderr)
@@ -598,7 +604,7 @@ func spread(v []float64) (median, lo, hi float64) {
 }
 
 // benchPE is one PE of the benchmark job. PE 0 prints the rows as JSON lines.
-func benchPE(iters, rounds int, selected map[string]bool, stdout, stderr io.Writer) int {
+func benchPE(iters, rounds, hbmBase int, selected map[string]bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	w, err := shmem.Init(ctx)
 	if err != nil {
@@ -606,7 +612,7 @@ func benchPE(iters, rounds int, selected map[string]bool, stdout, stderr io.Writ
 		return 1
 	}
 	if w.Device().Driver != "host" {
-		err = runGPUBenchmarks(ctx, w, iters, rounds, selected, json.NewEncoder(stdout))
+		err = runGPUBenchmarks(ctx, w, iters, rounds, hbmBase, selected, json.NewEncoder(stdout))
 	} else {
 		err = runBenchmarks(ctx, w, iters, rounds, selected, json.NewEncoder(stdout))
 	}

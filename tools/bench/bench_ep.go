@@ -6,9 +6,14 @@ package bench
 // (tools/compare/c/mpi_ep_bench.c) over the same routings.
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"runtime"
 	"time"
 
+	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/tp"
@@ -283,4 +288,178 @@ func benchGEMM(b *benchEnv) error {
 		}
 	}
 	return g.Free()
+}
+
+// gpuEPShapes are the GPU suite's ep rows: DeepSeek-V3's shape (hidden 7168, top-8, 256 experts,
+// bf16) in both modes, low latency at 128 tokens per PE (decode) and normal at 4096 (prefill).
+var gpuEPShapes = []epShape{
+	{"ep_dispatch_ll", "ep_combine_ll", ep.LowLatency, 128, 7168, 0},
+	{"ep_dispatch", "ep_combine", ep.Normal, 4096, 7168, 0},
+}
+
+const gpuEPExperts = 256
+
+// gpuEPInput is PE me's input for the GPU rows: tokens of bf16 values near 1 in magnitude, and
+// each token's top-8 experts drawn uniformly without repeats from the 256 (gpuEPRouting).
+func gpuEPInput(s epShape, me int) (x []byte, idx []int64, w []float32) {
+	rng := epRNG(0x7e0000 + uint64(me)*0x10001)
+	x = make([]byte, s.tokens*s.hidden*2)
+	for i := 0; i+1 < len(x); i += 2 {
+		v := rng.next()
+		x[i], x[i+1] = byte(v), 0x3f|byte(v>>8)&0x80 // a sign, exponent 126, a random mantissa
+	}
+	idx, w = gpuEPRouting(s, me)
+	return x, idx, w
+}
+
+// gpuEPRouting is PE me's routing alone (seeded per PE), so that every PE can count what the
+// others send it.
+func gpuEPRouting(s epShape, me int) ([]int64, []float32) {
+	rng := epRNG(0x9e0000 + uint64(me)*0x10001)
+	idx := make([]int64, s.tokens*epTopK)
+	w := make([]float32, s.tokens*epTopK)
+	for t := 0; t < s.tokens; t++ {
+		for k := 0; k < epTopK; k++ {
+			for {
+				e := int64(rng.next() % gpuEPExperts)
+				dup := false
+				for j := 0; j < k; j++ {
+					dup = dup || idx[t*epTopK+j] == e
+				}
+				if !dup {
+					idx[t*epTopK+k] = e
+					break
+				}
+			}
+			w[t*epTopK+k] = 1.0 / epTopK
+		}
+	}
+	return idx, w
+}
+
+// runGPUEP measures the ep rows on module mod's stream (device events around each call). putBW
+// gives the 32-block put bandwidth measured for a size (0 if none), handoff the one-way flag
+// latency measured (0 if none). hbm is called after each buffer is made.
+func runGPUEP(ctx context.Context, w *shmem.World, mod *shmem.Module, rounds int, want func(string) bool, asked bool, putBW func(size int) float64, handoff float64,
+	hbm func(string) error, enc *json.Encoder) error {
+	me, npes := w.MyPE(), w.NPEs()
+	heap := int64(1 << 30) // a GPU World's default
+	if env.HeapSize.IsSet() {
+		heap, _ = env.HeapSize.Size()
+	}
+	for _, s := range gpuEPShapes {
+		if !want(s.dispatch) && !want(s.combine) {
+			continue
+		}
+		cfg := ep.Config{Hidden: s.hidden, TopK: epTopK, Experts: gpuEPExperts, MaxTokens: s.tokens, DType: ep.DTypeBF16, Mode: s.mode}
+		// the buffer, the inputs, and room for the suite's own words
+		if need := ep.DeviceHeapBytes(cfg, npes) + int64(s.tokens*(s.hidden*2+epTopK*12)) + 64<<20; need > heap {
+			if asked {
+				return fmt.Errorf("%s: %d tokens of %d at %d PEs need a symmetric heap of %d MiB; ROX_HEAP_SIZE is %d MiB", s.dispatch, s.tokens, s.hidden, npes, need>>20, heap>>20)
+			}
+			if me == 0 {
+				fmt.Fprintf(os.Stderr, "bench: %s and %s skipped: they need ROX_HEAP_SIZE of at least %d MiB (it is %d MiB)\n", s.dispatch, s.combine, need>>20, heap>>20)
+			}
+			continue
+		}
+		buf, err := ep.New(w, cfg)
+		if err != nil {
+			return err
+		}
+		if err := hbm("hbm_after_" + s.dispatch); err != nil {
+			return err
+		}
+		x, idx, wt := gpuEPInput(s, me)
+		xs, err := shmem.Alloc[byte](w, len(x))
+		if err != nil {
+			return err
+		}
+		is, err := shmem.Alloc[int64](w, len(idx))
+		if err != nil {
+			return err
+		}
+		ws, err := shmem.Alloc[float32](w, len(wt))
+		if err != nil {
+			return err
+		}
+		if err := xs.Put(0, x, me); err != nil {
+			return err
+		}
+		if err := is.Put(0, idx, me); err != nil {
+			return err
+		}
+		if err := ws.Put(0, wt, me); err != nil {
+			return err
+		}
+		sent := 0
+		for d := 0; d < npes; d++ {
+			sent += sentTo(idx, d, gpuEPExperts/npes)
+		}
+		// The combine returns one row per token and PE that the dispatch brought here.
+		back := 0
+		for p := 0; p < npes; p++ {
+			pidx, _ := gpuEPRouting(s, p)
+			back += sentTo(pidx, me, gpuEPExperts/npes)
+		}
+		var dper, cper []float64
+		for r := -1; r < rounds; r++ {
+			if err := w.BarrierAll(ctx); err != nil {
+				return err
+			}
+			var recv *ep.DeviceRecv
+			var h *ep.Handle
+			dd, err := mod.Elapsed(ctx, func() error {
+				var err error
+				recv, h, err = buf.DispatchOnStream(mod.Stream(), ep.DeviceTokens{Ptr: xs.Device(), Rows: s.tokens}, is.Device(), ws.Device())
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if err := w.BarrierAll(ctx); err != nil {
+				return err
+			}
+			dc, err := mod.Elapsed(ctx, func() error {
+				_, err := buf.CombineOnStream(mod.Stream(), recv.X, h)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if r >= 0 {
+				dper, cper = append(dper, us(dd)), append(cper, us(dc))
+			}
+		}
+		pay := s.hidden * 2
+		for _, c := range []struct {
+			test  string
+			per   []float64
+			bytes int
+		}{{s.dispatch, dper, sent * pay}, {s.combine, cper, back * pay}} {
+			if !want(c.test) || me != 0 {
+				continue
+			}
+			r := gpuRow{benchRow: benchRow{Test: c.test, Backend: w.Device().Driver, PEs: npes, SizeBytes: s.tokens * pay, Blocks: 32, Rounds: len(c.per)},
+				Ordering: string(w.Ordering()), Bytes: c.bytes, HandoffUS: handoff}
+			r.LatencyUS, r.MinUS, r.MaxUS = spread(c.per)
+			if r.PutGBps = putBW(c.bytes); r.PutGBps > 0 {
+				r.BoundUS = float64(c.bytes)/r.PutGBps/1e3 + handoff
+				r.OfBound = r.BoundUS / r.LatencyUS
+			}
+			fmt.Fprintf(os.Stderr, "bench %s: %s %.1f us (min %.1f, max %.1f), %d bytes, bound %.1f us (%.0f%%)\n",
+				r.Ordering, c.test, r.LatencyUS, r.MinUS, r.MaxUS, c.bytes, r.BoundUS, 100*r.OfBound)
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		for _, m := range []shmem.Mem{xs.Mem(), is.Mem(), ws.Mem()} {
+			if err := w.Free(m); err != nil {
+				return err
+			}
+		}
+		if err := buf.Free(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -44,8 +44,8 @@ func parseCompare(list string) ([]string, error) {
 		if n == "" {
 			continue
 		}
-		if _, ok := comparisons[n]; !ok {
-			return nil, fmt.Errorf("--compare %q: no comparison program %q (want oshmem, mpi or oshmem,mpi)", list, n)
+		if _, ok := comparisons[n]; !ok && n != "nvshmem" {
+			return nil, fmt.Errorf("--compare %q: no comparison program %q (want oshmem, mpi, mpi-ep or nvshmem)", list, n)
 		}
 		if !containsString(names, n) {
 			names = append(names, n)

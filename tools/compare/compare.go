@@ -17,3 +17,10 @@ var OSHMEM string
 //
 //go:embed c/mpi_bench.c
 var MPI string
+
+// NVSHMEM is cu/nvshmem_bench.cu: the GPU suite's point-to-point rows with NVSHMEM, built with
+// nvcc against the NVSHMEM the machine has; arguments ITERS ROUNDS TESTS UIDFILE HBM_BASE_MIB, one
+// process per PE with ROX_PE and ROX_NPES set (a roxrun job).
+//
+//go:embed cu/nvshmem_bench.cu
+var NVSHMEM string

@@ -137,6 +137,22 @@ ROXI_COLD void roxi_sdma_putmem(void *dst, const void *src, uint64_t n, uint64_t
 }
 #endif
 
+/* The route of a put of n bytes by group g. A block's put to a mapped peer takes the copy engine
+ * only at ce_threshold times the grid's blocks: the proxy serves the ring's copies one after
+ * another (about 12 us each on an H200 under MPS), so the blocks of a grid that all hand it their
+ * chunks share one copy engine, while on the SMs each block moves its own (about 47 GB/s): 8
+ * blocks putting 2 MiB each got 166 GB/s through the ring (docs/gpu-p2p-h200.md has the figures). */
+#ifndef ROXI_GRID_BLOCKS /* the CPU harness, whose grid is one block, sets a grid of its own */
+#define ROXI_GRID_BLOCKS() roxa_nblocks()
+#endif
+ROXI_FN int roxi_put_path(int pe, uint64_t n, int force_ce, int g)
+{
+	int path = roxi_path(pe, n, force_ce);
+	if (path == ROXI_PATH_CE && !force_ce && g == ROXI_BLOCK && n / ROXI_GRID_BLOCKS() < roxshmem_state.ce_threshold)
+		return pe == roxshmem_state.my_pe ? ROXI_PATH_SELF : ROXI_PATH_LS;
+	return path;
+}
+
 /* The internals below take the ring of the call's context, c (0: the default context). Puts
  * that the default context would send to an AMD SDMA queue take a context's ring instead (the
  * proxy's copy-engine route): the SDMA queues are shared by all contexts, so a context's quiet
@@ -146,7 +162,7 @@ ROXI_COLD void roxi_putmem(roxshmem_ctx_desc_t *c, void *dest, const void *src, 
 	uint64_t off;
 	if (!roxi_check(dest, n, pe, &off))
 		return;
-	int path = roxi_path(pe, n, force_ce);
+	int path = roxi_put_path(pe, n, force_ce, g);
 	if (path == ROXI_PATH_SELF || path == ROXI_PATH_LS) {
 		/* to self too: in CacheBypass every API delivery bypasses the caches */
 		roxa_copy(roxi_remote(off, pe), src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
@@ -313,7 +329,7 @@ ROXI_COLD void roxi_putmem_signal_path(roxshmem_ctx_desc_t *c, void *dest, const
 	uint64_t off, soff;
 	if (!roxi_check(dest, n, pe, &off) || !roxi_check(sig, 8, pe, &soff))
 		return;
-	int path = roxi_path(pe, n, force_ce);
+	int path = roxi_put_path(pe, n, force_ce, g);
 	/* a signal add the CPU must apply (ROXSHMEM_FLAG_HOST_AMO): the whole put-with-signal goes
 	 * through the ring, whose copy-engine route lands the data and then adds on the CPU */
 	if (sig_op == ROXSHMEM_SIGNAL_ADD && path == ROXI_PATH_SELF && roxi_amo_by_host(pe) && roxi_ring_enabled())
