@@ -13,6 +13,7 @@ import (
 	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/env"
 	"github.com/roxamen/roxamen/kernels"
+	"github.com/roxamen/roxamen/tools/launch"
 	"github.com/roxamen/roxamen/tools/testjob"
 )
 
@@ -32,7 +33,8 @@ func TestGPUStreamColl(t *testing.T) {
 		t.Run(ord, func(t *testing.T) {
 			start := time.Now()
 			s := testjob.Workers{NPEs: 2, Worker: "TestGPUStreamCollWorker", Marker: "ROX_GPU_STREAM_WORKER",
-				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord, "ROX_COLL_CE_THRESHOLD=4M"}, Timeout: 3 * time.Minute}.Run(t)
+				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord, "ROX_COLL_CE_THRESHOLD=4M"}, Timeout: 3 * time.Minute,
+				MPS: launch.JobMPS(2)}.Run(t) // where the PEs share a GPU, at once under MPS as roxrun runs them
 			t.Logf("job took %v", time.Since(start))
 			t.Log(s)
 		})

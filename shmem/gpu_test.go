@@ -38,8 +38,19 @@ func needGPUs(t *testing.T, n int) {
 
 func gpuJob(t *testing.T, limit time.Duration, env ...string) (string, error) {
 	t.Helper()
+	mps, _ := launch.NodeMPS(2) // a daemon of the job's own where the PEs share a GPU, as roxrun's
 	return testjob.Workers{NPEs: 2, Worker: "TestGPUWorker", Marker: "ROX_GPU_WORKER",
-		Env: append([]string{"ROX_TIMEOUT=20s"}, env...), Timeout: limit}.Start()
+		Env: append([]string{"ROX_TIMEOUT=20s"}, env...), Timeout: limit, MPS: mps}.Start()
+}
+
+// concurrent reports whether a 2-PE job's PEs run at once: a GPU each, or one shared under MPS
+// (a daemon the job starts, or one already serving this process).
+func concurrent() bool {
+	if n, _ := cuda.New().Count(); n >= 2 {
+		return true
+	}
+	mps, _ := launch.NodeMPS(2)
+	return mps.Start || launch.MPSRunning(os.Getenv)
 }
 
 func TestGPU(t *testing.T) {
@@ -49,11 +60,11 @@ func TestGPU(t *testing.T) {
 	needGPUs(t, 1)
 	transports := []string{"auto", "tcp"}
 	faultEnv := []string{"ROX_GPU_FAULT=1"}
-	if n, _ := cuda.New().Count(); n == 1 {
-		// Both PEs share the one GPU, their contexts time-sliced: a handoff between them costs
-		// about 2 ms, and the load/store path's job hands off thousands of times (minutes). Over
-		// the NIC path the job is the same API on few handoffs.
-		t.Log("one GPU: both PEs share it; the jobs run over ROX_TRANSPORT=tcp only")
+	if !concurrent() {
+		// Both PEs share the one GPU, their contexts time-sliced (no MPS): a handoff between them
+		// costs about 2 ms, and the load/store path's job hands off thousands of times (minutes).
+		// Over the NIC path the job is the same API on few handoffs. Under MPS both run at once.
+		t.Log("one GPU, no MPS: both PEs share it time-sliced; the jobs run over ROX_TRANSPORT=tcp only")
 		transports = []string{"tcp"}
 		faultEnv = append(faultEnv, "ROX_TRANSPORT=tcp")
 	}

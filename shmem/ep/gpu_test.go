@@ -17,6 +17,7 @@ import (
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/ep/eptest"
+	"github.com/roxamen/roxamen/tools/launch"
 	"github.com/roxamen/roxamen/tools/testjob"
 )
 
@@ -41,7 +42,8 @@ func TestGPU(t *testing.T) {
 		t.Run(ord, func(t *testing.T) {
 			start := time.Now()
 			s := testjob.Workers{NPEs: 2, Worker: "TestGPUWorker", Marker: "ROX_EP_GPU_WORKER",
-				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord}, Timeout: 4 * time.Minute}.Run(t)
+				Env: []string{"ROX_TIMEOUT=30s", "ROX_ORDERING=" + ord}, Timeout: 4 * time.Minute,
+				MPS: launch.JobMPS(2)}.Run(t) // where the PEs share a GPU, at once under MPS as roxrun runs them
 			t.Logf("job took %v", time.Since(start))
 			t.Log(s)
 		})
