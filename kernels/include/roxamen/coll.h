@@ -337,15 +337,82 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 	return ws[ROXSHMEM_TEAM_WS_STATUS / 8];
 }
 
+/* The grid's copy loop (a data mover's bytes): the access modes are template arguments, so the
+ * loop has no branch per access (roxa_copy tests its modes at every 16-byte access), and each
+ * thread has ROXI_MOVE_U independent 16-byte loads in flight before its stores: eight, twice
+ * roxa_copy's four, since a grid's copy is bound by the bytes it has in flight (a grid of 32
+ * blocks of 512 threads keeps 2 MiB in flight with eight). Packets idx, idx+step, ... of n16. */
+#define ROXI_MOVE_U 8
+#if defined(ROXA_NVPTX)
+/* 16 bytes as one vector register quad: plain accesses through the global address space become
+ * ld.global.v4.u32 / st.global.v4.u32 (a struct copy of roxa_u128 lost its alignment in the
+ * unrolled loop and split into 8-byte stores); bypass ones carry .cg as roxa_ld16/st16's do */
+typedef uint32_t roxi_v4 __attribute__((ext_vector_type(4)));
+typedef __attribute__((address_space(1))) roxi_v4 roxi_gv4;
+template <int MODE> ROXA_FN roxi_v4 roxi_ld16v(const uint8_t *p)
+{
+	roxi_v4 v;
+	if (MODE == ROXA_MEM_BYPASS)
+		asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+	else
+		v = *(const roxi_gv4 *)p;
+	return v;
+}
+template <int MODE> ROXA_FN void roxi_st16v(uint8_t *p, roxi_v4 v)
+{
+	if (MODE == ROXA_MEM_BYPASS)
+		asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+	else
+		*(roxi_gv4 *)p = v;
+}
+#else
+typedef roxa_u128 roxi_v4;
+template <int MODE> ROXA_FN roxi_v4 roxi_ld16v(const uint8_t *p) { return roxa_ld16(p, MODE); }
+template <int MODE> ROXA_FN void roxi_st16v(uint8_t *p, roxi_v4 v) { roxa_st16(p, &v, MODE); }
+#endif
+template <int LD, int ST> ROXI_COLD void roxi_move16(uint8_t *d, const uint8_t *s, uint64_t n16, uint32_t idx, uint32_t step)
+{
+	uint64_t i = idx;
+	for (; i + (ROXI_MOVE_U - 1) * (uint64_t)step < n16; i += ROXI_MOVE_U * (uint64_t)step) {
+		roxi_v4 v[ROXI_MOVE_U];
+		for (int u = 0; u < ROXI_MOVE_U; u++)
+			v[u] = roxi_ld16v<LD>(s + 16 * (i + (uint64_t)u * step));
+		for (int u = 0; u < ROXI_MOVE_U; u++)
+			roxi_st16v<ST>(d + 16 * (i + (uint64_t)u * step), v[u]);
+	}
+	for (; i < n16; i += step)
+		roxi_st16v<ST>(d + 16 * i, roxi_ld16v<LD>(s + 16 * i));
+}
+/* n bytes from src to dst by the group (this thread: idx of step): when both are equally aligned
+ * modulo 16, a byte head, the 16-byte loop and a byte tail; otherwise roxa_copy's narrower forms */
+ROXA_FN void roxi_move(void *dst, const void *src, uint64_t n, uint32_t idx, uint32_t step, int ld_mode, int st_mode)
+{
+	uint8_t *d = (uint8_t *)dst;
+	const uint8_t *s = (const uint8_t *)src;
+	if ((((uintptr_t)d ^ (uintptr_t)s) & 15) != 0 || n < 16) {
+		roxa_copy(d, s, n, idx, step, ld_mode, st_mode);
+		return;
+	}
+	uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
+	roxa_copy_bytes(d, s, 0, head, idx, step, ld_mode, st_mode);
+	uint64_t n16 = (n - head) >> 4;
+	if (ld_mode == ROXA_MEM_BYPASS)
+		roxi_move16<ROXA_MEM_BYPASS, ROXA_MEM_PLAIN>(d + head, s + head, n16, idx, step);
+	else if (st_mode == ROXA_MEM_BYPASS)
+		roxi_move16<ROXA_MEM_PLAIN, ROXA_MEM_BYPASS>(d + head, s + head, n16, idx, step);
+	else
+		roxi_move16<ROXA_MEM_PLAIN, ROXA_MEM_PLAIN>(d + head, s + head, n16, idx, step);
+	roxa_copy_bytes(d, s, head + 16 * n16, n, idx, step, ld_mode, st_mode);
+}
 /* the staging copy of this member's bytes into its scratch (members read it) */
 ROXA_FN void roxi_stage(void *dst, const void *src, uint64_t n, int g)
 {
-	roxa_copy(dst, src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+	roxi_move(dst, src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
 }
 /* a copy from member i's heap (system-coherent loads from peers) */
 ROXA_FN void roxi_fetch(const struct roxi_team *tm, int i, void *dst, uint64_t off, uint64_t n, int g)
 {
-	roxa_copy(dst, roxi_member(tm, i, off), n, roxi_gidx(g), roxi_gsize(g), roxi_member_mode(tm, i), ROXA_MEM_PLAIN);
+	roxi_move(dst, roxi_member(tm, i, off), n, roxi_gidx(g), roxi_gsize(g), roxi_member_mode(tm, i), ROXA_MEM_PLAIN);
 }
 
 /* ---- the LL exchange (small messages: one trip, the flag in the data) ---- */
@@ -598,7 +665,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 		if (tm.me != root)
 			roxi_fetch(&tm, root, dest, roxi_heap_off(source, n), n, g);
 		else if (dest != source)
-			roxa_copy(dest, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+			roxi_move(dest, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	uint64_t done = 0;
@@ -612,7 +679,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 		if (tm.me != root)
 			roxi_fetch(&tm, root, (uint8_t *)dest + done, sc, c, g);
 		else if (dest != source)
-			roxa_copy((uint8_t *)dest + done, (const uint8_t *)source + done, c, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
+			roxi_move((uint8_t *)dest + done, (const uint8_t *)source + done, c, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
 				  ROXA_MEM_PLAIN);
 		done += c;
 	} while (done < n);
@@ -651,7 +718,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 			roxi_fetch(&tm, i, d + (uint64_t)i * n, off + (inplace ? (uint64_t)i * n : 0), n, g);
 		}
 		if (!inplace)
-			roxa_copy(d + (uint64_t)tm.me * n, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+			roxi_move(d + (uint64_t)tm.me * n, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	if (sig != ROXI_SIG_BAD)
@@ -741,7 +808,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 			if (i != tm.me)
 				roxi_fetch(&tm, i, d + (uint64_t)i * n, off, n, g);
 			else
-				roxa_copy(d + (uint64_t)i * n, s + (uint64_t)i * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+				roxi_move(d + (uint64_t)i * n, s + (uint64_t)i * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		}
 		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
