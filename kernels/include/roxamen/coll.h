@@ -409,6 +409,73 @@ ROXA_FN void roxi_stage(void *dst, const void *src, uint64_t n, int g)
 {
 	roxi_move(dst, src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
 }
+/* The push of one member's block to every member (a grid's all-gather): each 16-byte packet is
+ * loaded once and stored to this member's own dest (own; 0: in place, nothing to store) and to
+ * the same heap offset off in every other member, with stores of mode ST, so the own copy and the
+ * sends share the loads (one read of the block instead of one per destination) and no thread
+ * waits on a peer's memory. Packets idx, idx+step, ... of n16; eight loads in flight a thread. */
+template <int ST>
+ROXI_COLD void roxi_push16(const struct roxi_team *team, uint8_t *own, uint64_t off, const uint8_t *s, uint64_t n16, uint32_t idx,
+			   uint32_t step)
+{
+	/* a private copy: the stores cannot alias it, so its fields stay in registers */
+	const struct roxi_team t = *team, *tm = &t;
+	uint64_t i = idx;
+	for (; i + (ROXI_MOVE_U - 1) * (uint64_t)step < n16; i += ROXI_MOVE_U * (uint64_t)step) {
+		roxi_v4 v[ROXI_MOVE_U];
+		for (int u = 0; u < ROXI_MOVE_U; u++)
+			v[u] = roxi_ld16v<ROXA_MEM_PLAIN>(s + 16 * (i + (uint64_t)u * step));
+		if (own)
+			for (int u = 0; u < ROXI_MOVE_U; u++)
+				roxi_st16v<ROXA_MEM_PLAIN>(own + 16 * (i + (uint64_t)u * step), v[u]);
+		for (int k = 1, j = tm->me; k < tm->size; k++) {
+			j = j + 1 == tm->size ? 0 : j + 1; /* (me + k) % size */
+			uint8_t *d = (uint8_t *)roxi_member(tm, j, off);
+			for (int u = 0; u < ROXI_MOVE_U; u++)
+				roxi_st16v<ST>(d + 16 * (i + (uint64_t)u * step), v[u]);
+		}
+	}
+	for (; i < n16; i += step) {
+		roxi_v4 v = roxi_ld16v<ROXA_MEM_PLAIN>(s + 16 * i);
+		if (own)
+			roxi_st16v<ROXA_MEM_PLAIN>(own + 16 * i, v);
+		for (int k = 1, j = tm->me; k < tm->size; k++) {
+			j = j + 1 == tm->size ? 0 : j + 1;
+			roxi_st16v<ST>((uint8_t *)roxi_member(tm, j, off) + 16 * i, v);
+		}
+	}
+}
+/* n bytes of src pushed by the group to own (unless 0) and to heap offset off of every other
+ * member: the vector loop when every destination is aligned like src modulo 16, else a copy per
+ * destination */
+ROXA_FN void roxi_push(const struct roxi_team *tm, uint8_t *own, uint64_t off, const uint8_t *src, uint64_t n, int g)
+{
+	uint32_t idx = roxi_gidx(g), step = roxi_gsize(g);
+	int st = roxi_store_mode(), aligned = n >= 16 && (own == 0 || (((uintptr_t)own ^ (uintptr_t)src) & 15) == 0);
+	for (int k = 1; k < tm->size && aligned; k++)
+		aligned = ((((uintptr_t)roxi_member(tm, (tm->me + k) % tm->size, off)) ^ (uintptr_t)src) & 15) == 0;
+	if (!aligned) {
+		if (own)
+			roxi_move(own, src, n, idx, step, ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+		for (int k = 1; k < tm->size; k++)
+			roxi_move(roxi_member(tm, (tm->me + k) % tm->size, off), src, n, idx, step, ROXA_MEM_PLAIN, st);
+		return;
+	}
+	uint64_t head = (16 - ((uintptr_t)src & 15)) & 15, n16 = (n - head) >> 4, tail = head + 16 * n16;
+	for (int k = 0; k < tm->size; k++) {
+		/* the bytes before and after the 16-byte packets, to each destination */
+		uint8_t *d = k == 0 ? own : (uint8_t *)roxi_member(tm, (tm->me + k) % tm->size, off);
+		if (d) {
+			roxa_copy_bytes(d, src, 0, head, idx, step, ROXA_MEM_PLAIN, k == 0 ? ROXA_MEM_PLAIN : st);
+			roxa_copy_bytes(d, src, tail, n, idx, step, ROXA_MEM_PLAIN, k == 0 ? ROXA_MEM_PLAIN : st);
+		}
+	}
+	uint8_t *o = own ? own + head : 0;
+	if (st == ROXA_MEM_BYPASS)
+		roxi_push16<ROXA_MEM_BYPASS>(tm, o, off + head, src + head, n16, idx, step);
+	else
+		roxi_push16<ROXA_MEM_PLAIN>(tm, o, off + head, src + head, n16, idx, step);
+}
 /* a copy from member i's heap (system-coherent loads from peers) */
 ROXA_FN void roxi_fetch(const struct roxi_team *tm, int i, void *dst, uint64_t off, uint64_t n, int g)
 {
@@ -707,6 +774,20 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	int inplace = source == d + (uint64_t)tm.me * n;
 	if (inplace && sig != ROXI_SIG_BAD)
 		sig |= 1; /* the root field: in place, member i's source is block i of its dest */
+	/* A symmetric dest: each member pushes its block into every member's dest (root field bit 1:
+	 * members that disagree, one pulling, fail the round). */
+	uint64_t dst_off = roxi_heap_off(d, n * (uint64_t)tm.size);
+	if (dst_off != ~0ull && roxi_direct(&tm, g, &sig, n, d, n * (uint64_t)tm.size, 0)) {
+		if (sig != ROXI_SIG_BAD)
+			sig |= 2;
+		/* the entry round: every member has entered (its dest is free; the signatures agree) */
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		roxi_push(&tm, inplace ? 0 : d + (uint64_t)tm.me * n, dst_off + (uint64_t)tm.me * n,
+			  inplace ? d + (uint64_t)tm.me * n : (const uint8_t *)source, n, g);
+		/* the exit round: every member's pushes into this dest are released before its announcement */
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
 	if (roxi_direct(&tm, g, &sig, n, inplace ? (const void *)d : source, inplace ? n * (uint64_t)tm.size : n, 0)) {
 		/* each member's source read where it lies (so every member must agree on in place: the
 		 * signature says it) */
