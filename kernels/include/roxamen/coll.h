@@ -1066,6 +1066,33 @@ ROXI_BITS_OPS(int)
 ROXI_BITS_OPS(long)
 ROXI_BITS_OPS(long long)
 
+/* U packets p, p+step, ... of member i's bytes at heap offset in_off (the own input plain, a
+ * peer's system-coherent: one test per member, not per load) */
+template <uint64_t U>
+ROXA_FN void roxi_ld_packets(const struct roxi_team *tm, int i, uint64_t in_off, uint64_t p, uint32_t step, roxi_v4 *v)
+{
+	const uint8_t *in = (const uint8_t *)roxi_member(tm, i, in_off) + 16 * p;
+	if (i == tm->me)
+		for (uint64_t u = 0; u < U; u++)
+			v[u] = roxi_ld16v<ROXA_MEM_PLAIN>(in + 16 * u * step);
+	else
+		for (uint64_t u = 0; u < U; u++)
+			v[u] = roxi_ld16v<ROXA_MEM_BYPASS>(in + 16 * u * step);
+}
+/* acc[u] = v[u] (first) or op(acc[u], v[u]), element by element */
+template <typename T, int OP, uint64_t U>
+ROXA_FN void roxi_fold_packets(typename roxi_acc_of<T>::type (*acc)[16 / sizeof(T)], const roxi_v4 *v, int first)
+{
+	typedef roxi_acc_of<T> AC;
+	typedef typename AC::type A;
+	for (uint64_t u = 0; u < U; u++) {
+		T x[16 / sizeof(T)];
+		roxa_bytecopy(x, &v[u], 16);
+		for (uint64_t k = 0; k < 16 / sizeof(T); k++)
+			acc[u][k] = first ? AC::in(x[k]) : roxi_combiner<OP, A>::f(acc[u][k], AC::in(x[k]));
+	}
+}
+
 /* dst[i] = the team-order reduction of member j's element i at heap offset in_off (i in [0, cnt)),
  * this thread taking 16-byte packets (or, unaligned, elements) idx, idx+step, ... */
 template <typename T, int OP>
@@ -1076,32 +1103,36 @@ ROXI_COLD void roxi_reduce_range(T *dst, uint64_t in_off, uint64_t cnt, const st
 	typedef typename AC::type A;
 	const uint64_t K = 16 / sizeof(T);
 	uint64_t npk = ((in_off | (uint64_t)(uintptr_t)dst) & 15) == 0 ? cnt / K : 0;
-	/* four packets at a time: every member's four loads are in flight together */
+	/* four packets at a time, two members at a time: eight 16-byte loads in flight a thread,
+	 * folded in team order once they are in */
 	const uint64_t U = 4;
 	uint64_t p = idx;
 	for (; p + (U - 1) * step < npk; p += U * step) {
 		A acc[U][16 / sizeof(T)];
-		for (int i = 0; i < tm->size; i++) {
-			const uint8_t *in = (const uint8_t *)roxi_member(tm, i, in_off);
-			int mode = roxi_member_mode(tm, i);
-			roxa_u128 v[U];
-			for (uint64_t u = 0; u < U; u++)
-				v[u] = roxa_ld16(in + 16 * (p + u * step), mode);
-			for (uint64_t u = 0; u < U; u++) {
-				T x[16 / sizeof(T)];
-				roxa_bytecopy(x, &v[u], 16);
-				for (uint64_t k = 0; k < K; k++)
-					acc[u][k] = i == 0 ? AC::in(x[k]) : roxi_combiner<OP, A>::f(acc[u][k], AC::in(x[k]));
-			}
+		for (int i = 0; i < tm->size; i += 2) {
+			int two = i + 1 < tm->size;
+			roxi_v4 va[U], vb[U];
+			roxi_ld_packets<U>(tm, i, in_off, p, step, va);
+			if (two)
+				roxi_ld_packets<U>(tm, i + 1, in_off, p, step, vb);
+			roxi_fold_packets<T, OP, U>(acc, va, i == 0);
+			if (two)
+				roxi_fold_packets<T, OP, U>(acc, vb, 0);
 		}
+		roxi_v4 o[U];
 		for (uint64_t u = 0; u < U; u++) {
 			T out[16 / sizeof(T)];
 			for (uint64_t k = 0; k < K; k++)
 				out[k] = AC::out(acc[u][k]);
-			roxa_u128 o;
-			roxa_bytecopy(&o, out, 16);
-			roxa_st16(dst + K * (p + u * step), &o, st_mode);
+			roxa_bytecopy(&o[u], out, 16);
 		}
+		uint8_t *d = (uint8_t *)(dst + K * p);
+		if (st_mode == ROXA_MEM_BYPASS)
+			for (uint64_t u = 0; u < U; u++)
+				roxi_st16v<ROXA_MEM_BYPASS>(d + 16 * u * step, o[u]);
+		else
+			for (uint64_t u = 0; u < U; u++)
+				roxi_st16v<ROXA_MEM_PLAIN>(d + 16 * u * step, o[u]);
 	}
 	for (; p < npk; p += step) {
 		A acc[16 / sizeof(T)];
