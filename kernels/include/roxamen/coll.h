@@ -245,6 +245,10 @@ ROXA_FN int roxi_ll_header_at(const struct roxi_team *tm, uint64_t r, int i)
 #define ROXI_CHECK_SIG_COUNT 2 /* and counts */
 #define ROXI_CHECK_SIG_COUNT_MASK 3
 #define ROXI_LAST 4 /* with either: the call's last round (a grid's blocks but the leader's need not learn the verdict) */
+/* with either: the call's first round, nothing staged before it: a grid's blocks need not meet
+ * before it (a grid's call is one launch, its earlier calls ended with theirs; the leader alone
+ * reads and advances the round), only after it, for the verdict: one grid barrier less a call */
+#define ROXI_ENTRY 8
 
 /* One round, run by the whole group once its threads have staged: the leader publishes the
  * signature (word ARRIVE: a new round; READY: the second phase of the current one, no signature),
@@ -258,7 +262,10 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 {
 	uint64_t *ws = roxi_ws(tm, 0);
 	roxi_thread_drain();
-	roxi_tsync(tm, g);
+	if ((check & ROXI_ENTRY) && g == ROXI_GRID)
+		roxi_gsync(g);
+	else
+		roxi_tsync(tm, g);
 	if (roxi_gidx(g) == 0) {
 		uint64_t r = ws[ROXSHMEM_TEAM_WS_ROUND / 8];
 		if (word == ROXSHMEM_TEAM_WS_ARRIVE) {
@@ -727,7 +734,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 		return roxi_ll_move(&tm, ROXI_LL_BCAST, (uint8_t *)dest, (const uint8_t *)source, n, root, sig, g);
 	if (roxi_direct(&tm, g, &sig, n, source, n, 0)) {
 		/* every member reads the root's source in place; the second round frees it */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		if (tm.me != root)
 			roxi_fetch(&tm, root, dest, roxi_heap_off(source, n), n, g);
@@ -781,7 +788,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 		if (sig != ROXI_SIG_BAD)
 			sig |= 2;
 		/* the entry round: every member has entered (its dest is free; the signatures agree) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		roxi_push(&tm, inplace ? 0 : d + (uint64_t)tm.me * n, dst_off + (uint64_t)tm.me * n,
 			  inplace ? d + (uint64_t)tm.me * n : (const uint8_t *)source, n, g);
@@ -791,7 +798,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	if (roxi_direct(&tm, g, &sig, n, inplace ? (const void *)d : source, inplace ? n * (uint64_t)tm.size : n, 0)) {
 		/* each member's source read where it lies (so every member must agree on in place: the
 		 * signature says it) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		uint64_t off = inplace ? roxi_heap_off(d, n * (uint64_t)tm.size) : roxi_heap_off(source, n);
 		for (int k = 1; k < tm.size; k++) {
@@ -881,7 +888,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	if (roxi_direct(&tm, g, &sig, all, source, all, dest == source)) {
 		/* block me of each member's source read in place (not in place: a member's block i of
 		 * dest would be read by member i while this member fills it) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		uint64_t off = roxi_heap_off(source, all) + (uint64_t)tm.me * n;
 		for (int k = 0; k < tm.size; k++) {
@@ -1256,7 +1263,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 				roxi_record(ROXSHMEM_CALL_BAD_ADDR, roxshmem_state.my_pe, (uint32_t)(uintptr_t)dest);
 			sig = ROXI_SIG_BAD;
 		}
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		const uint64_t K = 16 / sz;
 		uint64_t s = ((n + (uint64_t)tm.size - 1) / (uint64_t)tm.size + K - 1) / K * K;
@@ -1333,7 +1340,7 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 	if (roxi_ll_ok(&tm, n * sz))
 		return roxi_ll_reduce<T, OP>(&tm, dest, source, n,
 					     sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, ROXI_ALGO_LL), g, 1);
-	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 		return -1;
 	roxi_reduce_range<T, OP>(dest, src_off + (uint64_t)tm.me * n * sz, n, &tm, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN);
 	return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
