@@ -638,6 +638,11 @@ func collData(t *testing.T, nd *collNode) {
 					}
 					nb := n * es
 					inplace := combo%3 == 0 && coll != cBcast && coll != cCollect
+					if level == 5 {
+						// the grid form's combinations all fall on combo%3 == 0: alternate by team
+						// instead, so that its push and pull paths run both ways
+						inplace = slot%2 == 0 && coll != cBcast && coll != cCollect
+					}
 					counts := map[int]int{}
 					total := 0
 					for i, p := range m {
