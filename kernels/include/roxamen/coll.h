@@ -885,6 +885,27 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	uint8_t *d = (uint8_t *)dest;
 	if (roxi_ll_ok(&tm, n))
 		return roxi_ll_move(&tm, ROXI_LL_ALLTOALL, d, s, n, 0, sig, g);
+	/* A symmetric dest: each member pushes block j of its source into member j's dest (root field
+	 * bit 1: members that disagree, one pulling, fail the round); not in place, where member j's
+	 * block me would be overwritten before member j has sent it. */
+	uint64_t dst_off = roxi_heap_off(dest, all);
+	if (dst_off != ~0ull && roxi_direct(&tm, g, &sig, all, dest, all, dest == source)) {
+		if (sig != ROXI_SIG_BAD)
+			sig |= 2;
+		/* the entry round: every member has entered (its dest is free; the signatures agree) */
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		for (int k = 0; k < tm.size; k++) {
+			int j = (tm.me + k) % tm.size; /* each member starts with its next one */
+			if (j == tm.me)
+				roxi_move(d + (uint64_t)j * n, s + (uint64_t)j * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+			else
+				roxi_move(roxi_member(&tm, j, dst_off + (uint64_t)tm.me * n), s + (uint64_t)j * n, n, roxi_gidx(g), roxi_gsize(g),
+					  ROXA_MEM_PLAIN, roxi_store_mode());
+		}
+		/* the exit round: every member's pushes into this dest are released before its announcement */
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
 	if (roxi_direct(&tm, g, &sig, all, source, all, dest == source)) {
 		/* block me of each member's source read in place (not in place: a member's block i of
 		 * dest would be read by member i while this member fills it) */
