@@ -638,6 +638,11 @@ func collData(t *testing.T, nd *collNode) {
 					}
 					nb := n * es
 					inplace := combo%3 == 0 && coll != cBcast && coll != cCollect
+					if level == 5 {
+						// the grid form's combinations all fall on combo%3 == 0: alternate by team
+						// instead, so that its push and pull paths run both ways
+						inplace = slot%2 == 0 && coll != cBcast && coll != cCollect
+					}
 					counts := map[int]int{}
 					total := 0
 					for i, p := range m {
@@ -911,6 +916,33 @@ func collErrors(t *testing.T, nd *collNode) {
 		nd.checkGuard(t, "LL/round mismatch", p, chDst, 0)
 	}
 	nd.clearAborts()
+	// the grid's all-gather and all-to-all past the one-shot size push into symmetric dests and
+	// pull into others: PE 6's dest lies outside its heap (it pulls), the others push; the entry
+	// round fails on every member and nobody has stored into any dest
+	const gn = 4096 + 3
+	outside := HostMem(t, gn*chPEs)
+	for _, coll := range []int32{cFcollect, cAlltoall} {
+		nd.poison(chDst, gn*chPEs)
+		res = nd.run(t, world, func(p int) collCall {
+			c := collCall{coll: coll, level: 5, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: gn}
+			if p == 6 {
+				c.dest = uintptr(HostAddr(outside))
+			}
+			return c
+		})
+		for _, p := range world {
+			if r := record(p); res[p] != -1 || r.Call != CallCollMismatch {
+				t.Errorf("coll %d grid push/pull mismatch: PE %d returned %d, recorded %s", coll, p, res[p], r.CallName())
+			}
+			for i := 0; i < gn*chPEs; i++ {
+				if nd.heaps[p][chDst+i] != chPoison {
+					t.Errorf("coll %d grid push/pull mismatch: PE %d's dest byte %d was written", coll, p, i)
+					break
+				}
+			}
+		}
+		nd.clearAborts()
+	}
 	// reduce-scatter's blocks take the LL exchange too: PE 6's block past the limit (the rounds)
 	// beside the others' LL pushes, and an LL reduce-scatter beside an LL all-reduce of as many bytes
 	for _, tc := range []struct {

@@ -82,8 +82,10 @@ func collRules(arch string, mode int) []rule {
 			every:   [2]string{`^(atom|red)\.`, `^(atom|red)\.(relaxed|acquire|release|acq_rel)\.sys\.`},
 			mustNot: []string{`^membar`, `\.gpu\.`, `\.cta\.`}})
 		// the members' data: 16-byte system-coherent (.cg) loads, or relaxed system-scope ones
-		add([]string{"probe_coll_reduce_block", "probe_coll_broadcast_block"},
-			rule{must: []string{`^ld\.global\.cg\.v2\.u64 `}})
+		// 16-byte packets: coll.h's mover loop and a reduction's folds, vector loads (and the
+		// copy's stores) of the global space
+		add([]string{"probe_coll_reduce_block"}, rule{must: []string{`^ld\.global\.cg\.v4\.u32 `}})
+		add([]string{"probe_coll_broadcast_block"}, rule{must: []string{`^ld\.global\.cg\.v4\.u32 `, `^st\.global\.v4\.u32 `}})
 		add([]string{"probe_coll_reduce_half"}, rule{must: []string{`^ld\.relaxed\.sys\.u16 `}})
 		add([]string{"probe_coll_reduce_block", "probe_team_sync_block"}, rule{must: []string{`^bar\.sync 0;$`}})
 	}

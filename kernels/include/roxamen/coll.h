@@ -245,6 +245,10 @@ ROXA_FN int roxi_ll_header_at(const struct roxi_team *tm, uint64_t r, int i)
 #define ROXI_CHECK_SIG_COUNT 2 /* and counts */
 #define ROXI_CHECK_SIG_COUNT_MASK 3
 #define ROXI_LAST 4 /* with either: the call's last round (a grid's blocks but the leader's need not learn the verdict) */
+/* with either: the call's first round, nothing staged before it: a grid's blocks need not meet
+ * before it (a grid's call is one launch, its earlier calls ended with theirs; the leader alone
+ * reads and advances the round), only after it, for the verdict: one grid barrier less a call */
+#define ROXI_ENTRY 8
 
 /* One round, run by the whole group once its threads have staged: the leader publishes the
  * signature (word ARRIVE: a new round; READY: the second phase of the current one, no signature),
@@ -258,7 +262,10 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 {
 	uint64_t *ws = roxi_ws(tm, 0);
 	roxi_thread_drain();
-	roxi_tsync(tm, g);
+	if ((check & ROXI_ENTRY) && g == ROXI_GRID)
+		roxi_gsync(g);
+	else
+		roxi_tsync(tm, g);
 	if (roxi_gidx(g) == 0) {
 		uint64_t r = ws[ROXSHMEM_TEAM_WS_ROUND / 8];
 		if (word == ROXSHMEM_TEAM_WS_ARRIVE) {
@@ -337,15 +344,149 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 	return ws[ROXSHMEM_TEAM_WS_STATUS / 8];
 }
 
+/* The grid's copy loop (a data mover's bytes): the access modes are template arguments, so the
+ * loop has no branch per access (roxa_copy tests its modes at every 16-byte access), and each
+ * thread has ROXI_MOVE_U independent 16-byte loads in flight before its stores: eight, twice
+ * roxa_copy's four, since a grid's copy is bound by the bytes it has in flight (a grid of 32
+ * blocks of 512 threads keeps 2 MiB in flight with eight). Packets idx, idx+step, ... of n16. */
+#define ROXI_MOVE_U 8
+#if defined(ROXA_NVPTX)
+/* 16 bytes as one vector register quad: plain accesses through the global address space become
+ * ld.global.v4.u32 / st.global.v4.u32 (a struct copy of roxa_u128 lost its alignment in the
+ * unrolled loop and split into 8-byte stores); bypass ones carry .cg as roxa_ld16/st16's do */
+typedef uint32_t roxi_v4 __attribute__((ext_vector_type(4)));
+typedef __attribute__((address_space(1))) roxi_v4 roxi_gv4;
+template <int MODE> ROXA_FN roxi_v4 roxi_ld16v(const uint8_t *p)
+{
+	roxi_v4 v;
+	if (MODE == ROXA_MEM_BYPASS)
+		asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+	else
+		v = *(const roxi_gv4 *)p;
+	return v;
+}
+template <int MODE> ROXA_FN void roxi_st16v(uint8_t *p, roxi_v4 v)
+{
+	if (MODE == ROXA_MEM_BYPASS)
+		asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+	else
+		*(roxi_gv4 *)p = v;
+}
+#else
+typedef roxa_u128 roxi_v4;
+template <int MODE> ROXA_FN roxi_v4 roxi_ld16v(const uint8_t *p) { return roxa_ld16(p, MODE); }
+template <int MODE> ROXA_FN void roxi_st16v(uint8_t *p, roxi_v4 v) { roxa_st16(p, &v, MODE); }
+#endif
+template <int LD, int ST> ROXI_COLD void roxi_move16(uint8_t *d, const uint8_t *s, uint64_t n16, uint32_t idx, uint32_t step)
+{
+	uint64_t i = idx;
+	for (; i + (ROXI_MOVE_U - 1) * (uint64_t)step < n16; i += ROXI_MOVE_U * (uint64_t)step) {
+		roxi_v4 v[ROXI_MOVE_U];
+		for (int u = 0; u < ROXI_MOVE_U; u++)
+			v[u] = roxi_ld16v<LD>(s + 16 * (i + (uint64_t)u * step));
+		for (int u = 0; u < ROXI_MOVE_U; u++)
+			roxi_st16v<ST>(d + 16 * (i + (uint64_t)u * step), v[u]);
+	}
+	for (; i < n16; i += step)
+		roxi_st16v<ST>(d + 16 * i, roxi_ld16v<LD>(s + 16 * i));
+}
+/* n bytes from src to dst by the group (this thread: idx of step): when both are equally aligned
+ * modulo 16, a byte head, the 16-byte loop and a byte tail; otherwise roxa_copy's narrower forms */
+ROXA_FN void roxi_move(void *dst, const void *src, uint64_t n, uint32_t idx, uint32_t step, int ld_mode, int st_mode)
+{
+	uint8_t *d = (uint8_t *)dst;
+	const uint8_t *s = (const uint8_t *)src;
+	if ((((uintptr_t)d ^ (uintptr_t)s) & 15) != 0 || n < 16) {
+		roxa_copy(d, s, n, idx, step, ld_mode, st_mode);
+		return;
+	}
+	uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
+	roxa_copy_bytes(d, s, 0, head, idx, step, ld_mode, st_mode);
+	uint64_t n16 = (n - head) >> 4;
+	if (ld_mode == ROXA_MEM_BYPASS)
+		roxi_move16<ROXA_MEM_BYPASS, ROXA_MEM_PLAIN>(d + head, s + head, n16, idx, step);
+	else if (st_mode == ROXA_MEM_BYPASS)
+		roxi_move16<ROXA_MEM_PLAIN, ROXA_MEM_BYPASS>(d + head, s + head, n16, idx, step);
+	else
+		roxi_move16<ROXA_MEM_PLAIN, ROXA_MEM_PLAIN>(d + head, s + head, n16, idx, step);
+	roxa_copy_bytes(d, s, head + 16 * n16, n, idx, step, ld_mode, st_mode);
+}
 /* the staging copy of this member's bytes into its scratch (members read it) */
 ROXA_FN void roxi_stage(void *dst, const void *src, uint64_t n, int g)
 {
-	roxa_copy(dst, src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+	roxi_move(dst, src, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, roxi_store_mode());
+}
+/* The push of one member's block to every member (a grid's all-gather): each 16-byte packet is
+ * loaded once and stored to this member's own dest (own; 0: in place, nothing to store) and to
+ * the same heap offset off in every other member, with stores of mode ST, so the own copy and the
+ * sends share the loads (one read of the block instead of one per destination) and no thread
+ * waits on a peer's memory. Packets idx, idx+step, ... of n16; eight loads in flight a thread. */
+template <int ST>
+ROXI_COLD void roxi_push16(const struct roxi_team *team, uint8_t *own, uint64_t off, const uint8_t *s, uint64_t n16, uint32_t idx,
+			   uint32_t step)
+{
+	/* a private copy: the stores cannot alias it, so its fields stay in registers */
+	const struct roxi_team t = *team, *tm = &t;
+	uint64_t i = idx;
+	for (; i + (ROXI_MOVE_U - 1) * (uint64_t)step < n16; i += ROXI_MOVE_U * (uint64_t)step) {
+		roxi_v4 v[ROXI_MOVE_U];
+		for (int u = 0; u < ROXI_MOVE_U; u++)
+			v[u] = roxi_ld16v<ROXA_MEM_PLAIN>(s + 16 * (i + (uint64_t)u * step));
+		if (own)
+			for (int u = 0; u < ROXI_MOVE_U; u++)
+				roxi_st16v<ROXA_MEM_PLAIN>(own + 16 * (i + (uint64_t)u * step), v[u]);
+		for (int k = 1, j = tm->me; k < tm->size; k++) {
+			j = j + 1 == tm->size ? 0 : j + 1; /* (me + k) % size */
+			uint8_t *d = (uint8_t *)roxi_member(tm, j, off);
+			for (int u = 0; u < ROXI_MOVE_U; u++)
+				roxi_st16v<ST>(d + 16 * (i + (uint64_t)u * step), v[u]);
+		}
+	}
+	for (; i < n16; i += step) {
+		roxi_v4 v = roxi_ld16v<ROXA_MEM_PLAIN>(s + 16 * i);
+		if (own)
+			roxi_st16v<ROXA_MEM_PLAIN>(own + 16 * i, v);
+		for (int k = 1, j = tm->me; k < tm->size; k++) {
+			j = j + 1 == tm->size ? 0 : j + 1;
+			roxi_st16v<ST>((uint8_t *)roxi_member(tm, j, off) + 16 * i, v);
+		}
+	}
+}
+/* n bytes of src pushed by the group to own (unless 0) and to heap offset off of every other
+ * member: the vector loop when every destination is aligned like src modulo 16, else a copy per
+ * destination */
+ROXA_FN void roxi_push(const struct roxi_team *tm, uint8_t *own, uint64_t off, const uint8_t *src, uint64_t n, int g)
+{
+	uint32_t idx = roxi_gidx(g), step = roxi_gsize(g);
+	int st = roxi_store_mode(), aligned = n >= 16 && (own == 0 || (((uintptr_t)own ^ (uintptr_t)src) & 15) == 0);
+	for (int k = 1; k < tm->size && aligned; k++)
+		aligned = ((((uintptr_t)roxi_member(tm, (tm->me + k) % tm->size, off)) ^ (uintptr_t)src) & 15) == 0;
+	if (!aligned) {
+		if (own)
+			roxi_move(own, src, n, idx, step, ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+		for (int k = 1; k < tm->size; k++)
+			roxi_move(roxi_member(tm, (tm->me + k) % tm->size, off), src, n, idx, step, ROXA_MEM_PLAIN, st);
+		return;
+	}
+	uint64_t head = (16 - ((uintptr_t)src & 15)) & 15, n16 = (n - head) >> 4, tail = head + 16 * n16;
+	for (int k = 0; k < tm->size; k++) {
+		/* the bytes before and after the 16-byte packets, to each destination */
+		uint8_t *d = k == 0 ? own : (uint8_t *)roxi_member(tm, (tm->me + k) % tm->size, off);
+		if (d) {
+			roxa_copy_bytes(d, src, 0, head, idx, step, ROXA_MEM_PLAIN, k == 0 ? ROXA_MEM_PLAIN : st);
+			roxa_copy_bytes(d, src, tail, n, idx, step, ROXA_MEM_PLAIN, k == 0 ? ROXA_MEM_PLAIN : st);
+		}
+	}
+	uint8_t *o = own ? own + head : 0;
+	if (st == ROXA_MEM_BYPASS)
+		roxi_push16<ROXA_MEM_BYPASS>(tm, o, off + head, src + head, n16, idx, step);
+	else
+		roxi_push16<ROXA_MEM_PLAIN>(tm, o, off + head, src + head, n16, idx, step);
 }
 /* a copy from member i's heap (system-coherent loads from peers) */
 ROXA_FN void roxi_fetch(const struct roxi_team *tm, int i, void *dst, uint64_t off, uint64_t n, int g)
 {
-	roxa_copy(dst, roxi_member(tm, i, off), n, roxi_gidx(g), roxi_gsize(g), roxi_member_mode(tm, i), ROXA_MEM_PLAIN);
+	roxi_move(dst, roxi_member(tm, i, off), n, roxi_gidx(g), roxi_gsize(g), roxi_member_mode(tm, i), ROXA_MEM_PLAIN);
 }
 
 /* ---- the LL exchange (small messages: one trip, the flag in the data) ---- */
@@ -593,12 +734,12 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 		return roxi_ll_move(&tm, ROXI_LL_BCAST, (uint8_t *)dest, (const uint8_t *)source, n, root, sig, g);
 	if (roxi_direct(&tm, g, &sig, n, source, n, 0)) {
 		/* every member reads the root's source in place; the second round frees it */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		if (tm.me != root)
 			roxi_fetch(&tm, root, dest, roxi_heap_off(source, n), n, g);
 		else if (dest != source)
-			roxa_copy(dest, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+			roxi_move(dest, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	uint64_t done = 0;
@@ -612,7 +753,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 		if (tm.me != root)
 			roxi_fetch(&tm, root, (uint8_t *)dest + done, sc, c, g);
 		else if (dest != source)
-			roxa_copy((uint8_t *)dest + done, (const uint8_t *)source + done, c, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
+			roxi_move((uint8_t *)dest + done, (const uint8_t *)source + done, c, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN,
 				  ROXA_MEM_PLAIN);
 		done += c;
 	} while (done < n);
@@ -640,10 +781,24 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	int inplace = source == d + (uint64_t)tm.me * n;
 	if (inplace && sig != ROXI_SIG_BAD)
 		sig |= 1; /* the root field: in place, member i's source is block i of its dest */
+	/* A symmetric dest: each member pushes its block into every member's dest (root field bit 1:
+	 * members that disagree, one pulling, fail the round). */
+	uint64_t dst_off = roxi_heap_off(d, n * (uint64_t)tm.size);
+	if (dst_off != ~0ull && roxi_direct(&tm, g, &sig, n, d, n * (uint64_t)tm.size, 0)) {
+		if (sig != ROXI_SIG_BAD)
+			sig |= 2;
+		/* the entry round: every member has entered (its dest is free; the signatures agree) */
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		roxi_push(&tm, inplace ? 0 : d + (uint64_t)tm.me * n, dst_off + (uint64_t)tm.me * n,
+			  inplace ? d + (uint64_t)tm.me * n : (const uint8_t *)source, n, g);
+		/* the exit round: every member's pushes into this dest are released before its announcement */
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
 	if (roxi_direct(&tm, g, &sig, n, inplace ? (const void *)d : source, inplace ? n * (uint64_t)tm.size : n, 0)) {
 		/* each member's source read where it lies (so every member must agree on in place: the
 		 * signature says it) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		uint64_t off = inplace ? roxi_heap_off(d, n * (uint64_t)tm.size) : roxi_heap_off(source, n);
 		for (int k = 1; k < tm.size; k++) {
@@ -651,7 +806,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 			roxi_fetch(&tm, i, d + (uint64_t)i * n, off + (inplace ? (uint64_t)i * n : 0), n, g);
 		}
 		if (!inplace)
-			roxa_copy(d + (uint64_t)tm.me * n, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+			roxi_move(d + (uint64_t)tm.me * n, source, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
 	if (sig != ROXI_SIG_BAD)
@@ -730,10 +885,31 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	uint8_t *d = (uint8_t *)dest;
 	if (roxi_ll_ok(&tm, n))
 		return roxi_ll_move(&tm, ROXI_LL_ALLTOALL, d, s, n, 0, sig, g);
+	/* A symmetric dest: each member pushes block j of its source into member j's dest (root field
+	 * bit 1: members that disagree, one pulling, fail the round); not in place, where member j's
+	 * block me would be overwritten before member j has sent it. */
+	uint64_t dst_off = roxi_heap_off(dest, all);
+	if (dst_off != ~0ull && roxi_direct(&tm, g, &sig, all, dest, all, dest == source)) {
+		if (sig != ROXI_SIG_BAD)
+			sig |= 2;
+		/* the entry round: every member has entered (its dest is free; the signatures agree) */
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+			return -1;
+		for (int k = 0; k < tm.size; k++) {
+			int j = (tm.me + k) % tm.size; /* each member starts with its next one */
+			if (j == tm.me)
+				roxi_move(d + (uint64_t)j * n, s + (uint64_t)j * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+			else
+				roxi_move(roxi_member(&tm, j, dst_off + (uint64_t)tm.me * n), s + (uint64_t)j * n, n, roxi_gidx(g), roxi_gsize(g),
+					  ROXA_MEM_PLAIN, roxi_store_mode());
+		}
+		/* the exit round: every member's pushes into this dest are released before its announcement */
+		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
+	}
 	if (roxi_direct(&tm, g, &sig, all, source, all, dest == source)) {
 		/* block me of each member's source read in place (not in place: a member's block i of
 		 * dest would be read by member i while this member fills it) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		uint64_t off = roxi_heap_off(source, all) + (uint64_t)tm.me * n;
 		for (int k = 0; k < tm.size; k++) {
@@ -741,7 +917,7 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 			if (i != tm.me)
 				roxi_fetch(&tm, i, d + (uint64_t)i * n, off, n, g);
 			else
-				roxa_copy(d + (uint64_t)i * n, s + (uint64_t)i * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+				roxi_move(d + (uint64_t)i * n, s + (uint64_t)i * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		}
 		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
 	}
@@ -918,6 +1094,33 @@ ROXI_BITS_OPS(int)
 ROXI_BITS_OPS(long)
 ROXI_BITS_OPS(long long)
 
+/* U packets p, p+step, ... of member i's bytes at heap offset in_off (the own input plain, a
+ * peer's system-coherent: one test per member, not per load) */
+template <uint64_t U>
+ROXA_FN void roxi_ld_packets(const struct roxi_team *tm, int i, uint64_t in_off, uint64_t p, uint32_t step, roxi_v4 *v)
+{
+	const uint8_t *in = (const uint8_t *)roxi_member(tm, i, in_off) + 16 * p;
+	if (i == tm->me)
+		for (uint64_t u = 0; u < U; u++)
+			v[u] = roxi_ld16v<ROXA_MEM_PLAIN>(in + 16 * u * step);
+	else
+		for (uint64_t u = 0; u < U; u++)
+			v[u] = roxi_ld16v<ROXA_MEM_BYPASS>(in + 16 * u * step);
+}
+/* acc[u] = v[u] (first) or op(acc[u], v[u]), element by element */
+template <typename T, int OP, uint64_t U>
+ROXA_FN void roxi_fold_packets(typename roxi_acc_of<T>::type (*acc)[16 / sizeof(T)], const roxi_v4 *v, int first)
+{
+	typedef roxi_acc_of<T> AC;
+	typedef typename AC::type A;
+	for (uint64_t u = 0; u < U; u++) {
+		T x[16 / sizeof(T)];
+		roxa_bytecopy(x, &v[u], 16);
+		for (uint64_t k = 0; k < 16 / sizeof(T); k++)
+			acc[u][k] = first ? AC::in(x[k]) : roxi_combiner<OP, A>::f(acc[u][k], AC::in(x[k]));
+	}
+}
+
 /* dst[i] = the team-order reduction of member j's element i at heap offset in_off (i in [0, cnt)),
  * this thread taking 16-byte packets (or, unaligned, elements) idx, idx+step, ... */
 template <typename T, int OP>
@@ -928,32 +1131,36 @@ ROXI_COLD void roxi_reduce_range(T *dst, uint64_t in_off, uint64_t cnt, const st
 	typedef typename AC::type A;
 	const uint64_t K = 16 / sizeof(T);
 	uint64_t npk = ((in_off | (uint64_t)(uintptr_t)dst) & 15) == 0 ? cnt / K : 0;
-	/* four packets at a time: every member's four loads are in flight together */
+	/* four packets at a time, two members at a time: eight 16-byte loads in flight a thread,
+	 * folded in team order once they are in */
 	const uint64_t U = 4;
 	uint64_t p = idx;
 	for (; p + (U - 1) * step < npk; p += U * step) {
 		A acc[U][16 / sizeof(T)];
-		for (int i = 0; i < tm->size; i++) {
-			const uint8_t *in = (const uint8_t *)roxi_member(tm, i, in_off);
-			int mode = roxi_member_mode(tm, i);
-			roxa_u128 v[U];
-			for (uint64_t u = 0; u < U; u++)
-				v[u] = roxa_ld16(in + 16 * (p + u * step), mode);
-			for (uint64_t u = 0; u < U; u++) {
-				T x[16 / sizeof(T)];
-				roxa_bytecopy(x, &v[u], 16);
-				for (uint64_t k = 0; k < K; k++)
-					acc[u][k] = i == 0 ? AC::in(x[k]) : roxi_combiner<OP, A>::f(acc[u][k], AC::in(x[k]));
-			}
+		for (int i = 0; i < tm->size; i += 2) {
+			int two = i + 1 < tm->size;
+			roxi_v4 va[U], vb[U];
+			roxi_ld_packets<U>(tm, i, in_off, p, step, va);
+			if (two)
+				roxi_ld_packets<U>(tm, i + 1, in_off, p, step, vb);
+			roxi_fold_packets<T, OP, U>(acc, va, i == 0);
+			if (two)
+				roxi_fold_packets<T, OP, U>(acc, vb, 0);
 		}
+		roxi_v4 o[U];
 		for (uint64_t u = 0; u < U; u++) {
 			T out[16 / sizeof(T)];
 			for (uint64_t k = 0; k < K; k++)
 				out[k] = AC::out(acc[u][k]);
-			roxa_u128 o;
-			roxa_bytecopy(&o, out, 16);
-			roxa_st16(dst + K * (p + u * step), &o, st_mode);
+			roxa_bytecopy(&o[u], out, 16);
 		}
+		uint8_t *d = (uint8_t *)(dst + K * p);
+		if (st_mode == ROXA_MEM_BYPASS)
+			for (uint64_t u = 0; u < U; u++)
+				roxi_st16v<ROXA_MEM_BYPASS>(d + 16 * u * step, o[u]);
+		else
+			for (uint64_t u = 0; u < U; u++)
+				roxi_st16v<ROXA_MEM_PLAIN>(d + 16 * u * step, o[u]);
 	}
 	for (; p < npk; p += step) {
 		A acc[16 / sizeof(T)];
@@ -1077,7 +1284,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 				roxi_record(ROXSHMEM_CALL_BAD_ADDR, roxshmem_state.my_pe, (uint32_t)(uintptr_t)dest);
 			sig = ROXI_SIG_BAD;
 		}
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		const uint64_t K = 16 / sz;
 		uint64_t s = ((n + (uint64_t)tm.size - 1) / (uint64_t)tm.size + K - 1) / K * K;
@@ -1154,7 +1361,7 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 	if (roxi_ll_ok(&tm, n * sz))
 		return roxi_ll_reduce<T, OP>(&tm, dest, source, n,
 					     sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, ROXI_ALGO_LL), g, 1);
-	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
+	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
 		return -1;
 	roxi_reduce_range<T, OP>(dest, src_off + (uint64_t)tm.me * n * sz, n, &tm, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN);
 	return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
