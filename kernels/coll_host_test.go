@@ -916,33 +916,31 @@ func collErrors(t *testing.T, nd *collNode) {
 		nd.checkGuard(t, "LL/round mismatch", p, chDst, 0)
 	}
 	nd.clearAborts()
-	// the grid's all-gather and all-to-all past the one-shot size push into symmetric dests and
-	// pull into others: PE 6's dest lies outside its heap (it pulls), the others push; the entry
-	// round fails on every member and nobody has stored into any dest
+	// the grid's all-gather past the one-shot size pushes into symmetric dests and pulls into
+	// others: PE 6's dest lies outside its heap (it pulls), the others push; the entry round fails
+	// on every member and nobody has stored into any dest
 	const gn = 4096 + 3
+	nd.poison(chDst, gn*chPEs)
 	outside := HostMem(t, gn*chPEs)
-	for _, coll := range []int32{cFcollect, cAlltoall} {
-		nd.poison(chDst, gn*chPEs)
-		res = nd.run(t, world, func(p int) collCall {
-			c := collCall{coll: coll, level: 5, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: gn}
-			if p == 6 {
-				c.dest = uintptr(HostAddr(outside))
-			}
-			return c
-		})
-		for _, p := range world {
-			if r := record(p); res[p] != -1 || r.Call != CallCollMismatch {
-				t.Errorf("coll %d grid push/pull mismatch: PE %d returned %d, recorded %s", coll, p, res[p], r.CallName())
-			}
-			for i := 0; i < gn*chPEs; i++ {
-				if nd.heaps[p][chDst+i] != chPoison {
-					t.Errorf("coll %d grid push/pull mismatch: PE %d's dest byte %d was written", coll, p, i)
-					break
-				}
+	res = nd.run(t, world, func(p int) collCall {
+		c := collCall{coll: cFcollect, level: 5, team: TeamWorld, dest: nd.at(p, chDst), src: nd.at(p, chSrc), n: gn}
+		if p == 6 {
+			c.dest = uintptr(HostAddr(outside))
+		}
+		return c
+	})
+	for _, p := range world {
+		if r := record(p); res[p] != -1 || r.Call != CallCollMismatch {
+			t.Errorf("grid push/pull mismatch: PE %d returned %d, recorded %s", p, res[p], r.CallName())
+		}
+		for i := 0; i < gn*chPEs; i++ {
+			if nd.heaps[p][chDst+i] != chPoison {
+				t.Errorf("grid push/pull mismatch: PE %d's dest byte %d was written", p, i)
+				break
 			}
 		}
-		nd.clearAborts()
 	}
+	nd.clearAborts()
 	// reduce-scatter's blocks take the LL exchange too: PE 6's block past the limit (the rounds)
 	// beside the others' LL pushes, and an LL reduce-scatter beside an LL all-reduce of as many bytes
 	for _, tc := range []struct {

@@ -195,6 +195,13 @@ func TestHeaderCompiles(t *testing.T) {
 			t.Errorf("host pass %v: %v\n%s", host[:2], err, out)
 		}
 	}
+	// the device pass as nvcc gets it (no clang vector extensions: ROXI_PORTABLE_V4), which a
+	// program's own kernels built by nvcc against these headers go through
+	nvccLike := []string{"-x", "cuda", "--cuda-gpu-arch=sm_90", "--cuda-device-only", "-nocudainc", "-nocudalib",
+		"-DROXI_PORTABLE_V4", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-I" + inc, "testdata/api.hip"}
+	if out, err := exec.Command(clang, nvccLike...).CombinedOutput(); err != nil {
+		t.Errorf("device pass without clang's vector extensions: %v\n%s", err, out)
+	}
 	for _, h := range []string{"state.h", "ring.h", "ops.h", "litmus.h", "types.h"} {
 		src := filepath.Join(t.TempDir(), "c.c")
 		os.WriteFile(src, []byte("#include \"roxamen/"+h+"\"\n#include \"roxamen/"+h+"\"\nint main(void) { return 0; }\n"), 0o644)

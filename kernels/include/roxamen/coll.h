@@ -245,10 +245,6 @@ ROXA_FN int roxi_ll_header_at(const struct roxi_team *tm, uint64_t r, int i)
 #define ROXI_CHECK_SIG_COUNT 2 /* and counts */
 #define ROXI_CHECK_SIG_COUNT_MASK 3
 #define ROXI_LAST 4 /* with either: the call's last round (a grid's blocks but the leader's need not learn the verdict) */
-/* with either: the call's first round, nothing staged before it: a grid's blocks need not meet
- * before it (a grid's call is one launch, its earlier calls ended with theirs; the leader alone
- * reads and advances the round), only after it, for the verdict: one grid barrier less a call */
-#define ROXI_ENTRY 8
 
 /* One round, run by the whole group once its threads have staged: the leader publishes the
  * signature (word ARRIVE: a new round; READY: the second phase of the current one, no signature),
@@ -262,10 +258,7 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 {
 	uint64_t *ws = roxi_ws(tm, 0);
 	roxi_thread_drain();
-	if ((check & ROXI_ENTRY) && g == ROXI_GRID)
-		roxi_gsync(g);
-	else
-		roxi_tsync(tm, g);
+	roxi_tsync(tm, g);
 	if (roxi_gidx(g) == 0) {
 		uint64_t r = ws[ROXSHMEM_TEAM_WS_ROUND / 8];
 		if (word == ROXSHMEM_TEAM_WS_ARRIVE) {
@@ -349,8 +342,14 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
  * thread has ROXI_MOVE_U independent 16-byte loads in flight before its stores: eight, twice
  * roxa_copy's four, since a grid's copy is bound by the bytes it has in flight (a grid of 32
  * blocks of 512 threads keeps 2 MiB in flight with eight). Packets idx, idx+step, ... of n16. */
+#if defined(ROXA_AMDGCN)
+/* four on amdgcn: eight, inlined into a kernel without launch bounds (a program's own), took
+ * more than the 128 VGPRs a 1024-thread block's waves may have (gfx942: -Wpass-failed) */
+#define ROXI_MOVE_U 4
+#else
 #define ROXI_MOVE_U 8
-#if defined(ROXA_NVPTX)
+#endif
+#if defined(ROXA_NVPTX) && defined(__clang__) && !defined(ROXI_PORTABLE_V4)
 /* 16 bytes as one vector register quad: plain accesses through the global address space become
  * ld.global.v4.u32 / st.global.v4.u32 (a struct copy of roxa_u128 lost its alignment in the
  * unrolled loop and split into 8-byte stores); bypass ones carry .cg as roxa_ld16/st16's do */
@@ -371,6 +370,29 @@ template <int MODE> ROXA_FN void roxi_st16v(uint8_t *p, roxi_v4 v)
 		asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 	else
 		*(roxi_gv4 *)p = v;
+}
+#elif defined(ROXA_NVPTX)
+/* nvcc (a program's own kernels built against this header) has neither ext_vector_type nor
+ * address spaces: the same instructions through asm on a plain 16-byte struct (ROXI_PORTABLE_V4
+ * builds this branch with clang, which is how the tests check it) */
+struct alignas(16) roxi_v4 {
+	uint32_t x, y, z, w;
+};
+template <int MODE> ROXA_FN roxi_v4 roxi_ld16v(const uint8_t *p)
+{
+	roxi_v4 v;
+	if (MODE == ROXA_MEM_BYPASS)
+		asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+	else
+		asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+	return v;
+}
+template <int MODE> ROXA_FN void roxi_st16v(uint8_t *p, roxi_v4 v)
+{
+	if (MODE == ROXA_MEM_BYPASS)
+		asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+	else
+		asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 #else
 typedef roxa_u128 roxi_v4;
@@ -734,7 +756,7 @@ ROXI_COLD int roxi_broadcast(roxshmem_team_t team, void *dest, const void *sourc
 		return roxi_ll_move(&tm, ROXI_LL_BCAST, (uint8_t *)dest, (const uint8_t *)source, n, root, sig, g);
 	if (roxi_direct(&tm, g, &sig, n, source, n, 0)) {
 		/* every member reads the root's source in place; the second round frees it */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		if (tm.me != root)
 			roxi_fetch(&tm, root, dest, roxi_heap_off(source, n), n, g);
@@ -788,7 +810,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 		if (sig != ROXI_SIG_BAD)
 			sig |= 2;
 		/* the entry round: every member has entered (its dest is free; the signatures agree) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		roxi_push(&tm, inplace ? 0 : d + (uint64_t)tm.me * n, dst_off + (uint64_t)tm.me * n,
 			  inplace ? d + (uint64_t)tm.me * n : (const uint8_t *)source, n, g);
@@ -798,7 +820,7 @@ ROXI_COLD int roxi_fcollect(roxshmem_team_t team, void *dest, const void *source
 	if (roxi_direct(&tm, g, &sig, n, inplace ? (const void *)d : source, inplace ? n * (uint64_t)tm.size : n, 0)) {
 		/* each member's source read where it lies (so every member must agree on in place: the
 		 * signature says it) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		uint64_t off = inplace ? roxi_heap_off(d, n * (uint64_t)tm.size) : roxi_heap_off(source, n);
 		for (int k = 1; k < tm.size; k++) {
@@ -885,31 +907,10 @@ ROXI_COLD int roxi_alltoall(roxshmem_team_t team, void *dest, const void *source
 	uint8_t *d = (uint8_t *)dest;
 	if (roxi_ll_ok(&tm, n))
 		return roxi_ll_move(&tm, ROXI_LL_ALLTOALL, d, s, n, 0, sig, g);
-	/* A symmetric dest: each member pushes block j of its source into member j's dest (root field
-	 * bit 1: members that disagree, one pulling, fail the round); not in place, where member j's
-	 * block me would be overwritten before member j has sent it. */
-	uint64_t dst_off = roxi_heap_off(dest, all);
-	if (dst_off != ~0ull && roxi_direct(&tm, g, &sig, all, dest, all, dest == source)) {
-		if (sig != ROXI_SIG_BAD)
-			sig |= 2;
-		/* the entry round: every member has entered (its dest is free; the signatures agree) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
-			return -1;
-		for (int k = 0; k < tm.size; k++) {
-			int j = (tm.me + k) % tm.size; /* each member starts with its next one */
-			if (j == tm.me)
-				roxi_move(d + (uint64_t)j * n, s + (uint64_t)j * n, n, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
-			else
-				roxi_move(roxi_member(&tm, j, dst_off + (uint64_t)tm.me * n), s + (uint64_t)j * n, n, roxi_gidx(g), roxi_gsize(g),
-					  ROXA_MEM_PLAIN, roxi_store_mode());
-		}
-		/* the exit round: every member's pushes into this dest are released before its announcement */
-		return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
-	}
 	if (roxi_direct(&tm, g, &sig, all, source, all, dest == source)) {
 		/* block me of each member's source read in place (not in place: a member's block i of
 		 * dest would be read by member i while this member fills it) */
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		uint64_t off = roxi_heap_off(source, all) + (uint64_t)tm.me * n;
 		for (int k = 0; k < tm.size; k++) {
@@ -1284,7 +1285,7 @@ ROXI_COLD int roxi_reduce(roxshmem_team_t team, T *dest, const T *source, uint64
 				roxi_record(ROXSHMEM_CALL_BAD_ADDR, roxshmem_state.my_pe, (uint32_t)(uintptr_t)dest);
 			sig = ROXI_SIG_BAD;
 		}
-		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+		if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, bytes, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 			return -1;
 		const uint64_t K = 16 / sz;
 		uint64_t s = ((n + (uint64_t)tm.size - 1) / (uint64_t)tm.size + K - 1) / K * K;
@@ -1361,7 +1362,7 @@ ROXI_COLD int roxi_reduce_scatter(roxshmem_team_t team, T *dest, const T *source
 	if (roxi_ll_ok(&tm, n * sz))
 		return roxi_ll_reduce<T, OP>(&tm, dest, source, n,
 					     sig == ROXI_SIG_BAD ? sig : roxi_sig(ROXI_COLL_REDUCE_SCATTER, type, OP, ROXI_ALGO_LL), g, 1);
-	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT | ROXI_ENTRY, 0, ROXSHMEM_CALL_COLL))
+	if (!roxi_round(&tm, g, ROXSHMEM_TEAM_WS_ARRIVE, sig, n * sz, ROXI_CHECK_SIG_COUNT, 0, ROXSHMEM_CALL_COLL))
 		return -1;
 	roxi_reduce_range<T, OP>(dest, src_off + (uint64_t)tm.me * n * sz, n, &tm, roxi_gidx(g), roxi_gsize(g), ROXA_MEM_PLAIN);
 	return roxi_round(&tm, g, ROXSHMEM_TEAM_WS_READY, 0, 0, ROXI_LAST, 0, ROXSHMEM_CALL_COLL) ? 0 : -1;
