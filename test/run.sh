@@ -127,7 +127,7 @@ for target in \
   symheap:FuzzHeap; do
   pkg=${target%%:*} name=${target##*:}
   log=$(mktemp)
-  if ! go test -run '^$' -fuzz "^$name\$" -fuzztime $fuzz_for -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1; then
+  if ! go test -run '^$' -fuzz "^$name\$" -fuzztime $fuzz_for -parallel 1 -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1; then
     if grep -q 'Failing input written to' "$log"; then
       cat "$log" >&2; echo "test/run.sh: $name in ./$pkg found a failing input (above)" >&2; exit 1
     fi
@@ -135,7 +135,7 @@ for target in \
     # reads as a hang). Say so and fuzz once more; a second failure fails the run.
     echo "test/run.sh: $name in ./$pkg: the fuzzing engine failed without a failing input; once more:" >&2
     tail -5 "$log" >&2
-    go test -run '^$' -fuzz "^$name\$" -fuzztime $fuzz_for -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1 ||
+    go test -run '^$' -fuzz "^$name\$" -fuzztime $fuzz_for -parallel 1 -fuzzminimizetime 2s "./$pkg" >"$log" 2>&1 ||
       { cat "$log" >&2; echo "test/run.sh: $name in ./$pkg failed" >&2; exit 1; }
   fi
   rm -f "$log"
