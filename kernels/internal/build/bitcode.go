@@ -89,19 +89,8 @@ func Bitcode(dir string, t Target) ([]byte, error) {
 	if !t.AMD {
 		out = filepath.Join(tmp, "roxshmem.ll")
 	}
-	args := BitcodeArgs(t, out)
-	for i, a := range args {
-		if a == "-ffile-prefix-map=.=." {
-			args[i] = "-ffile-prefix-map=" + abs + "=."
-		}
-	}
-	cmd := exec.Command(clang, args...)
-	cmd.Dir = abs
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=0", "LC_ALL=C")
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("clang-19 %s for %s: %v\n%s", BitcodeSource, t.Arch, err, stderr.String())
+	if err := runClang(clang, abs, BitcodeArgs(t, out), BitcodeSource, t); err != nil {
+		return nil, err
 	}
 	if t.AMD {
 		return os.ReadFile(out)
@@ -119,9 +108,9 @@ func Bitcode(dir string, t Target) ([]byte, error) {
 		return nil, err
 	}
 	bc := filepath.Join(tmp, "roxshmem.bc")
-	cmd = exec.Command(as, "-o", bc, "-")
+	cmd := exec.Command(as, "-o", bc, "-")
 	cmd.Stdin = strings.NewReader(text)
-	stderr.Reset()
+	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("llvm-as-19 of the %s bitcode: %v\n%s", t.Arch, err, stderr.String())

@@ -99,20 +99,8 @@ func Compile(dir string, t Target, src, out string, defines ...string) error {
 	if err != nil {
 		return err
 	}
-	args := Args(t, src, out, defines)
-	// the prefix map must name the real directory to rewrite it
-	for i, a := range args {
-		if a == "-ffile-prefix-map=.=." {
-			args[i] = "-ffile-prefix-map=" + abs + "=."
-		}
-	}
-	cmd := exec.Command(clang, args...)
-	cmd.Dir = abs
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=0", "LC_ALL=C")
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("clang-19 %s for %s: %v\n%s", src, t.Arch, err, stderr.String())
+	if err := runClang(clang, abs, Args(t, src, out, defines), src, t); err != nil {
+		return err
 	}
 	return nil
 }
@@ -268,6 +256,25 @@ func CountObjects(kernelsDir, outDir string) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// runClang runs clang with args in the kernels directory abs, reproducibly (no dates, the C
+// locale), the prefix map naming the real directory so that the object names none.
+func runClang(clang, abs string, args []string, src string, t Target) error {
+	for i, a := range args {
+		if a == "-ffile-prefix-map=.=." {
+			args[i] = "-ffile-prefix-map=" + abs + "=."
+		}
+	}
+	cmd := exec.Command(clang, args...)
+	cmd.Dir = abs
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=0", "LC_ALL=C")
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("clang-19 %s for %s: %v\n%s", src, t.Arch, err, stderr.String())
 	}
 	return nil
 }
