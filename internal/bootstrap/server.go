@@ -264,6 +264,11 @@ func (s *Server) serve(conn net.Conn) {
 		s.stats.recv(phaseOf(f.typ), f.size())
 		out, stop := s.handle(p, f)
 		s.flush(out)
+		if f.typ == msgBye {
+			s.mu.Lock()
+			s.leave(p.pe)
+			s.mu.Unlock()
+		}
 		if stop {
 			break
 		}
@@ -405,8 +410,9 @@ func (s *Server) handle(p *peer, f frame) (out []outgoing, stop bool) {
 			fmt.Sprintf("aborted with status %d: %s", status, reason))
 		out = append(out, outgoing{p, okFrame(f.id, nil)})
 	case msgBye:
+		// The PE leaves once its acknowledgement is written (serve): the hosting PE closes the
+		// server as soon as the last PE has left, which must not cut that PE's reply off.
 		p.bye = true
-		s.leave(p.pe)
 		return append(out, outgoing{p, okFrame(f.id, nil)}), false
 	default:
 		return append(out, outgoing{p, errFrame(f.id, fmt.Sprintf("unknown request type %d", f.typ))}), false
