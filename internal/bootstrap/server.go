@@ -75,6 +75,10 @@ type Server struct {
 	aborts  map[int]bool // tree mode: the PEs whose abort the launcher was told of
 	stats   counters
 	layout  []int // Config.Layout: the root of a tree across nodes
+
+	// holdLeft is set while a goodbye is handled: if it is the last PE's, left is closed only
+	// after the acknowledgement is written (leftHeld until then)
+	holdLeft, leftHeld bool
 	// exitWait, when positive, is how long a dropped connection waits for the launcher to report
 	// the PE's exit (Exited), so that the others learn how it ended and not just that it is gone.
 	exitWait time.Duration
@@ -266,7 +270,10 @@ func (s *Server) serve(conn net.Conn) {
 		s.flush(out)
 		if f.typ == msgBye {
 			s.mu.Lock()
-			s.leave(p.pe)
+			if s.leftHeld {
+				s.leftHeld = false
+				close(s.left)
+			}
 			s.mu.Unlock()
 		}
 		if stop {
@@ -410,9 +417,12 @@ func (s *Server) handle(p *peer, f frame) (out []outgoing, stop bool) {
 			fmt.Sprintf("aborted with status %d: %s", status, reason))
 		out = append(out, outgoing{p, okFrame(f.id, nil)})
 	case msgBye:
-		// The PE leaves once its acknowledgement is written (serve): the hosting PE closes the
-		// server as soon as the last PE has left, which must not cut that PE's reply off.
+		// The last PE to leave lets the hosting PE close the server only once its
+		// acknowledgement is written (serve): closing first cut that reply off.
 		p.bye = true
+		s.holdLeft = true
+		s.leave(p.pe)
+		s.holdLeft = false
 		return append(out, outgoing{p, okFrame(f.id, nil)}), false
 	default:
 		return append(out, outgoing{p, errFrame(f.id, fmt.Sprintf("unknown request type %d", f.typ))}), false
@@ -496,7 +506,11 @@ func (s *Server) leave(pe int) {
 	}
 	s.gone[pe] = true
 	if s.nleft++; s.nleft == s.npes {
-		close(s.left)
+		if s.holdLeft {
+			s.leftHeld = true // closed by serve once the goodbye's acknowledgement is written
+		} else {
+			close(s.left)
+		}
 	}
 }
 
