@@ -461,6 +461,27 @@ func TestHostCloseWaitsForOthers(t *testing.T) {
 	}
 }
 
+// TestHostCloseWaitsForLastAck: the last PE's goodbye is acknowledged before the hosting PE's
+// Close takes the server down, however late the acknowledgement is written.
+func TestHostCloseWaitsForLastAck(t *testing.T) {
+	byeAckDelay = 100 * time.Millisecond
+	defer func() { byeAckDelay = 0 }()
+	addr := freePort(t)
+	host, err := Dial(context.Background(), Rank{PE: 0, NPEs: 2, Addr: addr, Token: testToken, Host: true}, testTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := dialPE(t, addr, 1, 2, testTimeout)
+	closed := make(chan error)
+	go func() { closed <- host.Close() }()
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSingleProcess(t *testing.T) {
 	r, err := Detect(func(string) string { return "" })
 	if err != nil {

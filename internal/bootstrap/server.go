@@ -76,9 +76,11 @@ type Server struct {
 	stats   counters
 	layout  []int // Config.Layout: the root of a tree across nodes
 
-	// holdLeft is set while a goodbye is handled: if it is the last PE's, left is closed only
-	// after the acknowledgement is written (leftHeld until then)
-	holdLeft, leftHeld bool
+	// acking counts the goodbyes whose acknowledgement is not written yet: left is closed only
+	// once none is (leftHeld until then), so that the hosting PE does not close the server under
+	// a reply
+	acking   int
+	leftHeld bool
 	// exitWait, when positive, is how long a dropped connection waits for the launcher to report
 	// the PE's exit (Exited), so that the others learn how it ended and not just that it is gone.
 	exitWait time.Duration
@@ -244,6 +246,10 @@ func (s *Server) accept() {
 }
 
 // serve authenticates one connection and then reads its requests until it closes.
+// byeAckDelay holds back the acknowledgement of a goodbye from a PE other than the host (tests:
+// the hosting PE must not close the server under a reply still being written).
+var byeAckDelay time.Duration
+
 func (s *Server) serve(conn net.Conn) {
 	defer s.wg.Done()
 	defer conn.Close()
@@ -267,10 +273,13 @@ func (s *Server) serve(conn net.Conn) {
 		}
 		s.stats.recv(phaseOf(f.typ), f.size())
 		out, stop := s.handle(p, f)
+		if f.typ == msgBye && byeAckDelay > 0 && p.pe != s.hostPE {
+			time.Sleep(byeAckDelay)
+		}
 		s.flush(out)
 		if f.typ == msgBye {
 			s.mu.Lock()
-			if s.leftHeld {
+			if s.acking--; s.acking == 0 && s.leftHeld {
 				s.leftHeld = false
 				close(s.left)
 			}
@@ -417,12 +426,11 @@ func (s *Server) handle(p *peer, f frame) (out []outgoing, stop bool) {
 			fmt.Sprintf("aborted with status %d: %s", status, reason))
 		out = append(out, outgoing{p, okFrame(f.id, nil)})
 	case msgBye:
-		// The last PE to leave lets the hosting PE close the server only once its
-		// acknowledgement is written (serve): closing first cut that reply off.
+		// The PEs leave at once, but the hosting PE may close the server only once every
+		// goodbye's acknowledgement is written (serve, acking): closing first cut a reply off.
 		p.bye = true
-		s.holdLeft = true
+		s.acking++
 		s.leave(p.pe)
-		s.holdLeft = false
 		return append(out, outgoing{p, okFrame(f.id, nil)}), false
 	default:
 		return append(out, outgoing{p, errFrame(f.id, fmt.Sprintf("unknown request type %d", f.typ))}), false
@@ -506,8 +514,8 @@ func (s *Server) leave(pe int) {
 	}
 	s.gone[pe] = true
 	if s.nleft++; s.nleft == s.npes {
-		if s.holdLeft {
-			s.leftHeld = true // closed by serve once the goodbye's acknowledgement is written
+		if s.acking > 0 {
+			s.leftHeld = true // closed by serve once the goodbyes' acknowledgements are written
 		} else {
 			close(s.left)
 		}
