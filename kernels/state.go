@@ -70,11 +70,11 @@ const (
 	TeamWSStatus    = 8
 	TeamWSAux       = 16
 	TeamWSGrid      = 48
+	TeamWSSig       = 64
+	TeamWSCount     = 80
 	TeamWSArrive    = 128
 	TeamWSReady     = 128 + 8*MaxPEs
-	TeamWSSig       = 2048 // [2][MaxPEs]: written by member i before it announces
-	TeamWSCount     = 2048 + 16*MaxPEs
-	TeamWSData      = 4096
+	TeamWSData      = 2048
 	TeamWSMin       = TeamWSData + 2*4096 // the least workspace a team may have
 	BadArgRoot      = 1                   // CallBadArg details
 	BadArgOverlap   = 2

@@ -116,11 +116,6 @@ ROXI_FN int roxi_team_lookup(roxshmem_team_t team, struct roxi_team *tm, int mem
 
 ROXA_FN int roxi_team_pe(const struct roxi_team *tm, int i) { return tm->start + i * tm->stride; }
 ROXA_FN uint64_t *roxi_ws(const struct roxi_team *tm, uint64_t at) { return (uint64_t *)roxi_local(tm->ws + at); }
-/* what member i wrote into this PE's workspace array at (SIG, COUNT) for round r */
-ROXA_FN const uint64_t *roxi_ws_in(const struct roxi_team *tm, uint64_t at, uint64_t r, int i)
-{
-	return roxi_ws(tm, at + 8 * ((r & 1) * ROXSHMEM_MAX_PES + (uint64_t)i));
-}
 ROXA_FN uint64_t roxi_scratch_off(const struct roxi_team *tm, uint64_t round)
 {
 	return tm->ws + ROXSHMEM_TEAM_WS_DATA + (round & 1) * tm->half;
@@ -269,15 +264,10 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 		if (word == ROXSHMEM_TEAM_WS_ARRIVE) {
 			r++;
 			ws[ROXSHMEM_TEAM_WS_ROUND / 8] = r;
-			/* the signature and count go into every member's workspace with the data's release, so
-			 * a member checks them with local loads after its acquire: a load from each member's
-			 * heap, one after another, cost a round ~1 us a member on one H200 */
-			uint64_t at = (uint64_t)((r & 1) * ROXSHMEM_MAX_PES + tm->me) * 8;
-			for (int k = 1; k < tm->size; k++) {
-				int i = (tm->me + k) % tm->size;
-				roxa_st_relaxed_u64((uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_SIG + at), sig);
-				roxa_st_relaxed_u64((uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_COUNT + at), count);
-			}
+			/* members load these at system scope: stores of the same scope (in CacheBypass a plain
+			 * store could sit where their loads do not look) */
+			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_SIG / 8 + (r & 1), sig);
+			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_COUNT / 8 + (r & 1), count);
 		}
 		/* the staged data, the signature and count are visible before the announcement */
 		if (roxi_bypass()) {
@@ -326,8 +316,8 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 				ok = 0;
 			for (int k = 1; k < tm->size && ok; k++) {
 				int i = (tm->me + k) % tm->size;
-				uint64_t s = roxa_ld_relaxed_u64(roxi_ws_in(tm, ROXSHMEM_TEAM_WS_SIG, r, i));
-				uint64_t c = roxa_ld_relaxed_u64(roxi_ws_in(tm, ROXSHMEM_TEAM_WS_COUNT, r, i));
+				uint64_t s = roxa_ld_relaxed_u64((const uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_SIG + 8 * (r & 1)));
+				uint64_t c = roxa_ld_relaxed_u64((const uint64_t *)roxi_member(tm, i, tm->ws + ROXSHMEM_TEAM_WS_COUNT + 8 * (r & 1)));
 				if (s != sig || ((check & ROXI_CHECK_SIG_COUNT_MASK) > 1 && c != count)) {
 					roxi_record(ROXSHMEM_CALL_COLL_MISMATCH, roxi_team_pe(tm, i), (uint32_t)(s != sig ? s : c));
 					ok = 0;
@@ -884,7 +874,7 @@ ROXI_COLD int roxi_collect(roxshmem_team_t team, void *dest, const void *source,
 		uint64_t at = 0;
 		for (int i = 0; i < tm.size; i++) {
 			uint64_t ni = i == tm.me ? n
-						 : roxa_ld_relaxed_u64(roxi_ws_in(&tm, ROXSHMEM_TEAM_WS_COUNT, r, i));
+						 : roxa_ld_relaxed_u64((const uint64_t *)roxi_member(&tm, i, tm.ws + ROXSHMEM_TEAM_WS_COUNT + 8 * (r & 1)));
 			if (ni > most)
 				most = ni;
 			if (done < ni)

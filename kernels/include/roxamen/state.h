@@ -90,21 +90,19 @@ ROXA_STATIC_ASSERT(sizeof(roxshmem_state_t) == 128 + 8 * ROXSHMEM_MAX_PES, state
 
 /* A team's collective workspace, at heap offset ws_off in every member's heap (ws_bytes, zeroed at
  * creation, at least ROXSHMEM_TEAM_WS_MIN). Every collective step is a round: a member stages its
- * contribution in its own scratch half (round & 1), writes its call signature into every member's
- * workspace, and announces the round to every member (ARRIVE, release); then it waits for every member's announcement
+ * contribution in its own scratch half (round & 1), writes its call signature, and announces the
+ * round to every member (ARRIVE, release); then it waits for every member's announcement
  * (acquire) and reads what it needs from the members' heaps. Two halves: a member stages round
  * r+2 only after it saw every member announce r+1, i.e. after they finished reading round r. */
 #define ROXSHMEM_TEAM_WS_ROUND 0    /* uint64: rounds this PE has entered on the team (own use) */
 #define ROXSHMEM_TEAM_WS_STATUS 8   /* uint64: the group leader's verdict for the current round (own use) */
 #define ROXSHMEM_TEAM_WS_AUX 16     /* uint64[4]: values the leader shares with its group (own use) */
 #define ROXSHMEM_TEAM_WS_GRID 48    /* uint64[2]: the blocks of a grid collective meet here: arrivals, generation (own use) */
+#define ROXSHMEM_TEAM_WS_SIG 64     /* uint64[2]: this PE's call signature, per half (members read it) */
+#define ROXSHMEM_TEAM_WS_COUNT 80   /* uint64[2]: this PE's contribution in bytes (collectmem), per half */
 #define ROXSHMEM_TEAM_WS_ARRIVE 128 /* uint64[MAX_PES]: round member i last announced (by team index) */
 #define ROXSHMEM_TEAM_WS_READY (128 + 8 * ROXSHMEM_MAX_PES) /* uint64[MAX_PES]: second phase (two-shot) */
-/* uint64[2][MAX_PES]: the call signature member i announced for a round, per half (member i writes
- * it here before its announcement, so the check reads no member's memory) */
-#define ROXSHMEM_TEAM_WS_SIG 2048
-#define ROXSHMEM_TEAM_WS_COUNT (2048 + 16 * ROXSHMEM_MAX_PES) /* uint64[2][MAX_PES]: member i's contribution in bytes, likewise */
-#define ROXSHMEM_TEAM_WS_DATA 4096 /* scratch: two halves of (ws_bytes - 4096) / 2, 16-byte aligned */
+#define ROXSHMEM_TEAM_WS_DATA 2048  /* scratch: two halves of (ws_bytes - 2048) / 2, 16-byte aligned */
 #define ROXSHMEM_TEAM_WS_MIN (ROXSHMEM_TEAM_WS_DATA + 2 * 4096)
 
 typedef struct roxshmem_team_desc {
