@@ -269,14 +269,14 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_SIG / 8 + (r & 1), sig);
 			roxa_st_relaxed_u64(ws + ROXSHMEM_TEAM_WS_COUNT / 8 + (r & 1), count);
 		}
-		/* the staged data, the signature and count are visible before the announcement */
-		if (roxi_bypass()) {
+		/* the staged data, the signature and count are visible before the announcement:
+		 * CacheBypass drains (the staged stores carried the bypass bits); a barrier releases in
+		 * both modes, which orders them too (a drain before that release was a second
+		 * system-scope fence on nvptx: the bypass barrier 0.5 us slower than strict's) */
+		if (roxi_bypass() && !quiet_first)
 			roxa_drain();
-			if (quiet_first)
-				roxa_fence_release();
-		} else {
+		else
 			roxa_fence_release();
-		}
 		if (quiet_first) {
 #ifdef ROXI_HAVE_SDMA
 			roxi_sdma_quiet(call);
