@@ -293,7 +293,7 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 			int i = (tm->me + k) % tm->size;
 			const uint64_t *w = ws + word / 8 + i;
 			uint32_t spins = 0;
-			while (roxa_ld_relaxed_u64(w) < r) {
+			while (roxi_wait_ld(w, 8) < r) {
 				if ((++spins & 63) == 0) {
 					if (roxi_must_abort(call, roxi_team_pe(tm, i), 1)) {
 						ok = 0;
@@ -310,7 +310,10 @@ ROXI_COLD uint64_t roxi_round(const struct roxi_team *tm, int g, uint64_t word, 
 				}
 			}
 		}
-		roxi_wait_acquire();
+		/* on nvptx each member's last poll was the acquire, as wait_until's (no fence.acq_rel.sys,
+		 * which would first wait for this thread's announcements to be acknowledged) */
+		if (!roxi_acq_poll(8))
+			roxi_wait_acquire();
 		if (ok && (check & ROXI_CHECK_SIG_COUNT_MASK)) {
 			if (sig == ROXI_SIG_BAD)
 				ok = 0;
