@@ -477,10 +477,10 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds, hbmBas
 	}
 
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
-	itersFor := func(size int) uint64 { return uint64(max(8, min(2000, (2<<30)/size))) }
 	// bwCell measures one bandwidth cell on PE 0, the others keeping only the barrier: enqueue
-	// runs once to warm up, then n repetitions are timed with device events around them, rounds
-	// times: the row is the median round's GB/s, with the slowest and the fastest.
+	// runs once to warm up, then n repetitions (bwIters: from the warm-up's time) are timed with
+	// device events around them, rounds times: the row is the median round's GB/s, with the
+	// slowest and the fastest.
 	bwCell := func(test string, size, blocks int, enqueue func(n uint64) error) error {
 		if !want(test) {
 			return nil
@@ -491,10 +491,11 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds, hbmBas
 		if me != 0 {
 			return nil
 		}
-		n := itersFor(size)
-		if _, err := mod.Elapsed(ctx, func() error { return enqueue(1) }); err != nil {
+		warm, err := mod.Elapsed(ctx, func() error { return enqueue(1) })
+		if err != nil {
 			return err
 		}
+		n := bwIters(size, warm)
 		var gbps []float64
 		for range rounds {
 			d, err := mod.Elapsed(ctx, func() error { return enqueue(n) })
@@ -601,6 +602,22 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds, hbmBas
 	}
 	return mod.Unload()
 }
+
+// bwIters is the repetitions of one timed round of a bandwidth cell: 2 GiB's worth, 8 to 2000,
+// and no more than a round of about bwRound at the pace of the warm-up (one repetition, launch
+// included). A slow cell (one block of SMs moving 256 MiB at ~40 GB/s) would otherwise take 50 s
+// a round, which is what kept NVSHMEM's program, run with the same rule, from finishing in time.
+// The NVSHMEM program (tools/compare/cu) chooses its repetitions the same way.
+func bwIters(size int, warm time.Duration) uint64 {
+	n := max(8, min(2000, (2<<30)/size))
+	if warm > 0 {
+		n = min(n, max(8, int(bwRound/warm)))
+	}
+	return uint64(n)
+}
+
+// bwRound is the time a bandwidth round aims at: far above the events' resolution and a launch.
+const bwRound = 25 * time.Millisecond
 
 func atof(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
 func atoi(s string) int     { i, _ := strconv.Atoi(s); return i }
