@@ -71,6 +71,13 @@ func benchGPUMain(n, iters, rounds int, tests string, asJSON bool, timeout time.
 			return 1
 		}
 	}
+	var nvBuild <-chan nvshmemBuild
+	if compareNV {
+		// built while Roxamen's jobs run; stopped if they fail
+		bctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		nvBuild = startNVSHMEMBuild(bctx, timeout, stderr)
+	}
 	var rows []gpuRow
 	for _, ord := range []string{"strict", "bypass"} {
 		var out bytes.Buffer
@@ -101,7 +108,9 @@ func benchGPUMain(n, iters, rounds int, tests string, asJSON bool, timeout time.
 		anchor = parseNVSHMEM(string(b))
 	}
 	if compareNV {
-		nv, err := runNVSHMEM(n, iters, rounds, nvTests(tests), timeout, stderr)
+		b := <-nvBuild
+		nv, err := runNVSHMEMBuilt(b, n, iters, rounds, nvTests(tests), timeout, stderr)
+		b.done()
 		if err != nil {
 			fmt.Fprintln(stderr, "roxrun bench --compare nvshmem:", err)
 			status = 1 // Roxamen's rows still print, without ratios
