@@ -68,7 +68,8 @@ KERNEL void roxk_putmem_signal(void *dst, const void *src, uint64_t n, uint64_t 
 }
 
 // Stream-ordered put from one block per chunk: block b moves bytes [b*chunk, (b+1)*chunk).
-KERNEL void roxk_putmem_blocks(void *dst, const void *src, uint64_t n, int32_t pe)
+// PutOnStream launches it with 1024 threads a block to a mapped peer.
+KERNEL FULL_BLOCK void roxk_putmem_blocks(void *dst, const void *src, uint64_t n, int32_t pe)
 {
 	uint64_t nb = roxa_nblocks(), b = roxa_block();
 	uint64_t chunk = (n + nb - 1) / nb;
