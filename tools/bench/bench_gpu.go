@@ -45,7 +45,7 @@ type gpuRow struct {
 // gpuBenchTests are the p2p suite's tests on a GPU backend, in the order they run.
 // fetch_add_pipelined keeps several adds in flight (what a loop of adds whose results are only
 // summed at the end gets); hbm is the device memory a PE holds at each stage.
-var gpuBenchTests = []string{"hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "put_bw", "put_bw_ce", "putmem_on_stream_bw", "barrier_all_latency",
+var gpuBenchTests = []string{"hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "fetch_add_words", "put_bw", "put_bw_ce", "putmem_on_stream_bw", "barrier_all_latency",
 	"ep_dispatch_ll", "ep_combine_ll", "ep_dispatch", "ep_combine"}
 
 func gpuBackend() bool {
@@ -139,7 +139,7 @@ func nvTests(tests string) string {
 	var keep []string
 	for _, t := range strings.Split(tests, ",") {
 		switch t = strings.TrimSpace(t); t {
-		case "hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "put_bw", "putmem_on_stream_bw":
+		case "hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "fetch_add_words", "put_bw", "putmem_on_stream_bw":
 			keep = append(keep, t)
 		}
 	}
@@ -485,6 +485,52 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds, hbmBas
 		}
 	}
 
+	// fetch_add_words: the dependent loop on fetchAddWords words of the last PE's heap, each in
+	// another page and cache line (fetchAddStride apart), one timed run each after a warm-up:
+	// the row is the median word's time with the fastest and the slowest word. A single word's
+	// figure depends on where it lies (its L2 slice), which differs between two programs' heaps.
+	if want("fetch_add_words") {
+		ws, err := shmem.Alloc[uint64](w, fetchAddWords*fetchAddStride/8)
+		if err != nil {
+			return err
+		}
+		var per []float64
+		for i := range fetchAddWords {
+			word, _ := ws.Slice(i*(fetchAddStride/8)+16*i, 1)
+			for r := 0; r < 2; r++ { // a warm-up, then the timed run
+				n := uint64(iters)
+				if r == 0 {
+					n = 1000
+				}
+				if err := reset(word); err != nil {
+					return err
+				}
+				if me != 0 {
+					continue
+				}
+				if err := mod.Launch("roxk_fadd_latency", device.D1(1), device.D1(1), 0, word.Device(), n, int32(peer), out.Device()); err != nil {
+					return err
+				}
+				if err := mod.Sync(ctx); err != nil {
+					return err
+				}
+				ns, _ := outv(0)
+				if sum, _ := outv(1); sum != n*(n-1)/2 {
+					return fmt.Errorf("fetch_add_words: word %d: the fetched values sum to %d, want %d: an add was lost", i, sum, n*(n-1)/2)
+				}
+				if r == 1 {
+					per = append(per, float64(ns)/1e3/float64(n))
+				}
+			}
+		}
+		if err := emitRounds("fetch_add_words", per); err != nil {
+			return err
+		}
+		if err := w.Free(ws.Mem()); err != nil {
+			return err
+		}
+	}
+
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
 	// bwCell measures one bandwidth cell on PE 0, the others keeping only the barrier: enqueue
 	// runs once to warm up, then n repetitions (bwIters: from the warm-up's time) are timed with
@@ -624,6 +670,13 @@ func bwIters(size int, warm time.Duration) uint64 {
 	}
 	return uint64(n)
 }
+
+// fetch_add_words' words: 16, each 2 MiB and 4 KiB on from the last (plus 128 bytes more per
+// word), so that they fall in different pages and L2 slices. The NVSHMEM program uses the same.
+const (
+	fetchAddWords  = 16
+	fetchAddStride = 2<<20 + 4<<10
+)
 
 // bwRound is the time a bandwidth round aims at: far above the events' resolution and a launch.
 const bwRound = 25 * time.Millisecond

@@ -363,6 +363,40 @@ int main(int argc, char **argv)
 		latency_row(test, 8, per);
 	}
 
+	// fetch_add_words: the dependent loop on 16 words of the last PE's heap, 2 MiB + 4 KiB (+ 128
+	// bytes more per word) apart, one timed run each after a warm-up (roxrun's fetch_add_words):
+	// the median word with the fastest and the slowest.
+	if (wanted(tests, "fetch_add_words")) {
+		const uint64_t nwords = 16, stride = (2ull << 20) + (4 << 10);
+		uint64_t *ws = (uint64_t *)nvshmem_malloc(nwords * stride);
+		if (!ws) {
+			fprintf(stderr, "nvshmem_bench PE %d: nvshmem_malloc of %llu bytes failed\n", g_me, (unsigned long long)(nwords * stride));
+			return 3;
+		}
+		std::vector<double> per;
+		for (uint64_t i = 0; i < nwords; i++) {
+			uint64_t *word = ws + i * (stride / 8) + 16 * i;
+			for (int r = 0; r < 2; r++) {
+				uint64_t n = r == 0 ? 1000 : iters;
+				reset(word);
+				if (g_me != 0)
+					continue;
+				k_fadd_latency<<<1, 1, 0, st>>>(word, n, peer, out);
+				CHECK(cudaStreamSynchronize(st));
+				if (read_out(1) != n * (n - 1) / 2) {
+					fprintf(stderr, "nvshmem_bench: fetch_add_words: word %llu: the fetched values sum to %llu, want %llu\n",
+						(unsigned long long)i, (unsigned long long)read_out(1), (unsigned long long)(n * (n - 1) / 2));
+					return 4;
+				}
+				if (r == 1)
+					per.push_back(read_out(0) / 1e3 / n);
+			}
+		}
+		latency_row("fetch_add_words", 8, per);
+		nvshmem_barrier_all();
+		nvshmem_free(ws);
+	}
+
 	const uint64_t sizes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
 	// The repetitions of a round: 2 GiB's worth, 8 to 2000, and no more than a round of ~25 ms
 	// at the warm-up's pace (Roxamen's bwIters, tools/bench/bench_gpu.go).
