@@ -240,30 +240,38 @@ func TestGPU(t *testing.T) {
 var gpuSizes = []int{1, 7, 64, 4096 + 3, 1<<20 + 5, 16<<20 + 9}
 
 // gpuPut: PE0 puts fresh random bytes at odd offsets into PE1's heap, by every way (maxWay
-// excluded: 4 is the copy engine); the bytes around stay poisoned.
+// excluded: 4 is the copy engine); the bytes around stay poisoned. Then whole 16-byte units at
+// 16-byte alignment, which take the inline load/store path (roxi_putmem_ls16).
 func gpuPut(t *testing.T, pes [2]*gpuPE, ways int) {
 	src := pes[0].scratch(t, 17<<20)
+	put := func(n, way int, off uint64, srcOff int) {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(rand.Uint32())
+		}
+		ok(t, pes[0].dev.CopyHtoD(src.Add(srcOff), data))
+		ok(t, pes[1].dev.Memset(pes[1].heap, 0xa5, n+64))
+		pes[0].launch(t, "chk_put", 4, 256, pes[0].heap.Add(int(dataOff+off)), src.Add(srcOff), uint64(n), int32(1), int32(way))
+		wait(t, pes[0])
+		got := pes[1].read(t, dataOff, n+64)
+		if !bytes.Equal(got[off:off+uint64(n)], data) {
+			t.Errorf("way %d size %d offset %d: destination differs (first bytes %x, want %x)", way, n, off, head(got[off:]), head(data))
+		}
+		for i := range got {
+			if (uint64(i) < off || uint64(i) >= off+uint64(n)) && got[i] != 0xa5 {
+				t.Errorf("way %d size %d offset %d: byte %d outside the destination changed to %#x", way, n, off, i, got[i])
+				break
+			}
+		}
+	}
 	for _, n := range gpuSizes {
 		for way := 0; way < ways; way++ {
-			off := uint64(1 + 2*way + n%5)
-			data := make([]byte, n)
-			for i := range data {
-				data[i] = byte(rand.Uint32())
-			}
-			ok(t, pes[0].dev.CopyHtoD(src.Add(3), data))
-			ok(t, pes[1].dev.Memset(pes[1].heap, 0xa5, n+64))
-			pes[0].launch(t, "chk_put", 4, 256, pes[0].heap.Add(int(dataOff+off)), src.Add(3), uint64(n), int32(1), int32(way))
-			wait(t, pes[0])
-			got := pes[1].read(t, dataOff, n+64)
-			if !bytes.Equal(got[off:off+uint64(n)], data) {
-				t.Errorf("way %d size %d: destination differs (first bytes %x, want %x)", way, n, head(got[off:]), head(data))
-			}
-			for i := range got {
-				if (uint64(i) < off || uint64(i) >= off+uint64(n)) && got[i] != 0xa5 {
-					t.Errorf("way %d size %d: byte %d outside the destination changed to %#x", way, n, i, got[i])
-					break
-				}
-			}
+			put(n, way, uint64(1+2*way+n%5), 3)
+		}
+	}
+	for _, n := range []int{16, 4096, 1<<20 + 64} {
+		for way := 0; way < ways; way++ {
+			put(n, way, uint64(16*(1+way)), 16)
 		}
 	}
 }

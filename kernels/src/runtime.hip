@@ -68,7 +68,8 @@ KERNEL void roxk_putmem_signal(void *dst, const void *src, uint64_t n, uint64_t 
 }
 
 // Stream-ordered put from one block per chunk: block b moves bytes [b*chunk, (b+1)*chunk).
-KERNEL void roxk_putmem_blocks(void *dst, const void *src, uint64_t n, int32_t pe)
+// PutOnStream launches it with 1024 threads a block to a mapped peer.
+KERNEL FULL_BLOCK void roxk_putmem_blocks(void *dst, const void *src, uint64_t n, int32_t pe)
 {
 	uint64_t nb = roxa_nblocks(), b = roxa_block();
 	uint64_t chunk = (n + nb - 1) / nb;
@@ -186,20 +187,27 @@ KERNEL void roxk_putsig_pingpong(uint8_t *buf, uint64_t size, uint64_t *sig, uin
 	out[0] = roxa_clock_ns() - t0;
 }
 
-// fetch_add latency: iters dependent fetch_adds of 1 on peer's target. out[1] = last value.
+// fetch_add latency: each add's value depends on the previous add's result (it is 1, but the
+// compiler cannot know it), so the adds run one after another: the same loop as the NVSHMEM
+// program's k_fadd_latency (tools/compare/cu). A loop that only sums the results (NVSHMEM's anchor
+// loop) measures adds in flight instead: fetch_add_pipelined. out[1] = the sum of the results.
 KERNEL void roxk_fadd_latency(uint64_t *target, uint64_t iters, int32_t peer, uint64_t *out)
 {
 	if (roxa_tid() != 0 || roxa_block() != 0)
 		return;
-	uint64_t v = 0, t0 = roxa_clock_ns();
-	for (uint64_t i = 0; i < iters; i++)
-		v += roxshmem_uint64_atomic_fetch_add(target, 1, peer);
+	uint64_t v = 0, add = 1, t0 = roxa_clock_ns();
+	for (uint64_t i = 0; i < iters; i++) {
+		uint64_t old = roxshmem_uint64_atomic_fetch_add(target, add, peer);
+		v += old;
+		add = 1 + (old >> 63);
+	}
 	out[0] = roxa_clock_ns() - t0;
 	out[1] = v;
 }
 
 // fetch_add with four adds in flight: the results are only summed, as a loop of adds whose
-// results nothing waits for (NVSHMEM's anchor loop) lets the compiler issue them. out[1] = sum.
+// results nothing waits for (NVSHMEM's anchor loop) lets the compiler issue them; the NVSHMEM
+// program's k_fadd_pipelined is the same loop. out[1] = sum.
 KERNEL void roxk_fadd_pipelined(uint64_t *target, uint64_t iters, int32_t peer, uint64_t *out)
 {
 	if (roxa_tid() != 0 || roxa_block() != 0)

@@ -45,7 +45,7 @@ type gpuRow struct {
 // gpuBenchTests are the p2p suite's tests on a GPU backend, in the order they run.
 // fetch_add_pipelined keeps several adds in flight (what a loop of adds whose results are only
 // summed at the end gets); hbm is the device memory a PE holds at each stage.
-var gpuBenchTests = []string{"hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "put_bw", "put_bw_ce", "putmem_on_stream_bw", "barrier_all_latency",
+var gpuBenchTests = []string{"hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "fetch_add_words", "put_bw", "put_bw_ce", "putmem_on_stream_bw", "barrier_all_latency",
 	"ep_dispatch_ll", "ep_combine_ll", "ep_dispatch", "ep_combine"}
 
 func gpuBackend() bool {
@@ -70,6 +70,13 @@ func benchGPUMain(n, iters, rounds int, tests string, asJSON bool, timeout time.
 			fmt.Fprintln(stderr, "roxrun bench --compare nvshmem:", err)
 			return 1
 		}
+	}
+	var nvBuild <-chan nvshmemBuild
+	if compareNV {
+		// built while Roxamen's jobs run; stopped if they fail
+		bctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		nvBuild = startNVSHMEMBuild(bctx, timeout, stderr)
 	}
 	var rows []gpuRow
 	for _, ord := range []string{"strict", "bypass"} {
@@ -101,7 +108,9 @@ func benchGPUMain(n, iters, rounds int, tests string, asJSON bool, timeout time.
 		anchor = parseNVSHMEM(string(b))
 	}
 	if compareNV {
-		nv, err := runNVSHMEM(n, iters, rounds, nvTests(tests), timeout, stderr)
+		b := <-nvBuild
+		nv, err := runNVSHMEMBuilt(b, n, iters, rounds, nvTests(tests), timeout, stderr)
+		b.done()
 		if err != nil {
 			fmt.Fprintln(stderr, "roxrun bench --compare nvshmem:", err)
 			status = 1 // Roxamen's rows still print, without ratios
@@ -130,7 +139,7 @@ func nvTests(tests string) string {
 	var keep []string
 	for _, t := range strings.Split(tests, ",") {
 		switch t = strings.TrimSpace(t); t {
-		case "hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "put_bw", "putmem_on_stream_bw":
+		case "hbm", "p_pingpong", "put_signal_pingpong", "fetch_add_latency", "fetch_add_pipelined", "fetch_add_words", "put_bw", "putmem_on_stream_bw":
 			keep = append(keep, t)
 		}
 	}
@@ -476,11 +485,57 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds, hbmBas
 		}
 	}
 
+	// fetch_add_words: the dependent loop on fetchAddWords words of the last PE's heap, each in
+	// another page and cache line (fetchAddStride apart), one timed run each after a warm-up:
+	// the row is the median word's time with the fastest and the slowest word. A single word's
+	// figure depends on where it lies (its L2 slice), which differs between two programs' heaps.
+	if want("fetch_add_words") {
+		ws, err := shmem.Alloc[uint64](w, fetchAddWords*fetchAddStride/8)
+		if err != nil {
+			return err
+		}
+		var per []float64
+		for i := range fetchAddWords {
+			word, _ := ws.Slice(i*(fetchAddStride/8)+16*i, 1)
+			for r := 0; r < 2; r++ { // a warm-up, then the timed run
+				n := uint64(iters)
+				if r == 0 {
+					n = 1000
+				}
+				if err := reset(word); err != nil {
+					return err
+				}
+				if me != 0 {
+					continue
+				}
+				if err := mod.Launch("roxk_fadd_latency", device.D1(1), device.D1(1), 0, word.Device(), n, int32(peer), out.Device()); err != nil {
+					return err
+				}
+				if err := mod.Sync(ctx); err != nil {
+					return err
+				}
+				ns, _ := outv(0)
+				if sum, _ := outv(1); sum != n*(n-1)/2 {
+					return fmt.Errorf("fetch_add_words: word %d: the fetched values sum to %d, want %d: an add was lost", i, sum, n*(n-1)/2)
+				}
+				if r == 1 {
+					per = append(per, float64(ns)/1e3/float64(n))
+				}
+			}
+		}
+		if err := emitRounds("fetch_add_words", per); err != nil {
+			return err
+		}
+		if err := w.Free(ws.Mem()); err != nil {
+			return err
+		}
+	}
+
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
-	itersFor := func(size int) uint64 { return uint64(max(8, min(2000, (2<<30)/size))) }
 	// bwCell measures one bandwidth cell on PE 0, the others keeping only the barrier: enqueue
-	// runs once to warm up, then n repetitions are timed with device events around them, rounds
-	// times: the row is the median round's GB/s, with the slowest and the fastest.
+	// runs once to warm up, then n repetitions (bwIters: from the warm-up's time) are timed with
+	// device events around them, rounds times: the row is the median round's GB/s, with the
+	// slowest and the fastest.
 	bwCell := func(test string, size, blocks int, enqueue func(n uint64) error) error {
 		if !want(test) {
 			return nil
@@ -491,10 +546,11 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds, hbmBas
 		if me != 0 {
 			return nil
 		}
-		n := itersFor(size)
-		if _, err := mod.Elapsed(ctx, func() error { return enqueue(1) }); err != nil {
+		warm, err := mod.Elapsed(ctx, func() error { return enqueue(1) })
+		if err != nil {
 			return err
 		}
+		n := bwIters(size, warm)
 		var gbps []float64
 		for range rounds {
 			d, err := mod.Elapsed(ctx, func() error { return enqueue(n) })
@@ -601,6 +657,29 @@ func runGPUBenchmarks(ctx context.Context, w *shmem.World, iters, rounds, hbmBas
 	}
 	return mod.Unload()
 }
+
+// bwIters is the repetitions of one timed round of a bandwidth cell: 2 GiB's worth, 8 to 2000,
+// and no more than a round of about bwRound at the pace of the warm-up (one repetition, launch
+// included). A slow cell (one block of SMs moving 256 MiB at ~40 GB/s) would otherwise take 50 s
+// a round, which is what kept NVSHMEM's program, run with the same rule, from finishing in time.
+// The NVSHMEM program (tools/compare/cu) chooses its repetitions the same way.
+func bwIters(size int, warm time.Duration) uint64 {
+	n := max(8, min(2000, (2<<30)/size))
+	if warm > 0 {
+		n = min(n, max(8, int(bwRound/warm)))
+	}
+	return uint64(n)
+}
+
+// fetch_add_words' words: 16, each 2 MiB and 4 KiB on from the last (plus 128 bytes more per
+// word), so that they fall in different pages and L2 slices. The NVSHMEM program uses the same.
+const (
+	fetchAddWords  = 16
+	fetchAddStride = 2<<20 + 4<<10
+)
+
+// bwRound is the time a bandwidth round aims at: far above the events' resolution and a launch.
+const bwRound = 25 * time.Millisecond
 
 func atof(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
 func atoi(s string) int     { i, _ := strconv.Atoi(s); return i }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The GPU table shows each row's median with its spread, per mode, and the ratios.
@@ -47,6 +48,28 @@ func TestRatioRange(t *testing.T) {
 		lo, med, hi, ok := ratioRange(c.rox, c.nv)
 		if ok != c.ok || !near(lo, c.lo) || !near(med, c.med) || !near(hi, c.hi) {
 			t.Errorf("%s: ratioRange = %v, %v, %v, %v; want %v, %v, %v, %v", c.name, lo, med, hi, ok, c.lo, c.med, c.hi, c.ok)
+		}
+	}
+}
+
+// A bandwidth round takes 2 GiB's worth of repetitions (8 to 2000), but no more than a round of
+// about bwRound at the warm-up's pace: one block moving 256 MiB at 40 GB/s is 8 repetitions, not
+// 50 s a round.
+func TestBWIters(t *testing.T) {
+	for _, c := range []struct {
+		size int
+		warm time.Duration
+		want uint64
+	}{
+		{4 << 10, 0, 2000},
+		{4 << 10, 2 * time.Microsecond, 2000},
+		{1 << 20, 22 * time.Microsecond, uint64(bwRound / (22 * time.Microsecond))},
+		{16 << 20, 10 * time.Microsecond, 128},
+		{256 << 20, 7 * time.Millisecond, 8},
+		{256 << 20, 200 * time.Microsecond, 8},
+	} {
+		if got := bwIters(c.size, c.warm); got != c.want {
+			t.Errorf("bwIters(%d, %v) = %d, want %d", c.size, c.warm, got, c.want)
 		}
 	}
 }

@@ -96,3 +96,23 @@ func TestNVSHMEMJob(t *testing.T) {
 		t.Fatalf("a crashing PE: rows %+v, err %v", rows, err)
 	}
 }
+
+// A build that outlasts the --timeout is stopped and said to be, rather than holding the whole
+// comparison (and the device machine's call) until something else kills it.
+func TestNVSHMEMBuildTimeout(t *testing.T) {
+	t.Setenv("NVSHMEM_HOME", fakeNVSHMEM(t))
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "nvcc"), []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":/usr/bin:/bin")
+	start := time.Now()
+	_, err := runNVSHMEM(2, 10, 1, "p_pingpong", 300*time.Millisecond, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "building the NVSHMEM program") || !strings.Contains(err.Error(), "--timeout") {
+		t.Fatalf("a build past the timeout: %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("the build was not stopped at the timeout: %v", d)
+	}
+}

@@ -362,16 +362,33 @@ func (d *gpuDevice) copyOp() string { return d.op.MemcpyAsync + d.op.MemcpyAsync
 
 // copyAsync is the device-to-device (and peer-to-peer) copy.
 func (d *gpuDevice) copyAsync(dst, src device.Ptr, n int, s streamH) error {
-	op := d.copyOp()
-	arg := fmt.Sprintf("dst=%#x src=%#x n=%d", uintptr(dst), uintptr(src), n)
 	if n < 0 {
-		return &device.Error{Call: op, Detail: arg, Kind: device.ErrInvalid}
+		return &device.Error{Call: d.copyOp(), Detail: copyArg(dst, src, n), Kind: device.ErrInvalid}
 	}
+	var r status
 	if d.lib.memcpyAsync != nil {
-		return d.check(op, d.lib.memcpyAsync(devptr(dst), devptr(src), uint64(n), s), arg)
+		r = d.lib.memcpyAsync(devptr(dst), devptr(src), uint64(n), s)
+	} else {
+		r = d.lib.memcpyAsyncKind(devptr(dst), devptr(src), uint64(n), d.dr.v.MemcpyDefault.Value, s)
 	}
-	k := d.dr.v.MemcpyDefault
-	return d.check(op, d.lib.memcpyAsyncKind(devptr(dst), devptr(src), uint64(n), k.Value, s), arg+" kind="+k.Name)
+	return d.copyErr(r, dst, src, n)
+}
+
+// copyErr is a copy's result as an error, its description formatted only then: a copy is on the
+// hot path of every stream-ordered put to a mapped peer (putmem_on_stream).
+func (d *gpuDevice) copyErr(r status, dst, src device.Ptr, n int) error {
+	if r == 0 {
+		return nil
+	}
+	arg := copyArg(dst, src, n)
+	if d.lib.memcpyAsync == nil {
+		arg += " kind=" + d.dr.v.MemcpyDefault.Name
+	}
+	return d.check(d.copyOp(), r, arg)
+}
+
+func copyArg(dst, src device.Ptr, n int) string {
+	return fmt.Sprintf("dst=%#x src=%#x n=%d", uintptr(dst), uintptr(src), n)
 }
 
 func (d *gpuDevice) Synchronize() error {

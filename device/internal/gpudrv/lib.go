@@ -276,6 +276,9 @@ type Driver struct {
 	// argument blocks that are not allocated per call (launchParams.call, gpuDevice.ctxArgs): a
 	// variadic dl.Call's arguments escape to the heap, one allocation per call
 	launchSym, ctxSym, graphLaunchSym uintptr
+	// copySym, copyKindSym: the device-to-device copy (MemcpyAsync, or MemcpyAsyncKind with
+	// MemcpyDefault), called per putmem_on_stream to a mapped peer (stream.CopyAsync)
+	copySym, copyKindSym uintptr
 }
 
 var _ device.Driver = (*Driver)(nil)
@@ -455,6 +458,7 @@ func (dr *Driver) bindDirect(h *dl.Lib) {
 	if dr.ctxSym = sym(dr.op.CtxSetCurrent); dr.ctxSym == 0 {
 		dr.ctxSym = sym(dr.op.SetDevice) // hipSetDevice(int): the ordinal, as ctxArgs holds it
 	}
+	dr.copySym, dr.copyKindSym = sym(dr.op.MemcpyAsync), sym(dr.op.MemcpyAsyncKind)
 	if p := sym(dr.op.LaunchKernel); p != 0 {
 		l.launchKernel = func(f funcH, gx, gy, gz, bx, by, bz, shared uint32, s streamH, params *unsafe.Pointer, extra *unsafe.Pointer) status {
 			r := dl.Call(p, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),

@@ -153,6 +153,45 @@ ROXI_FN int roxi_put_path(int pe, uint64_t n, int force_ce, int g)
 	return path;
 }
 
+/* A put of whole 16-byte units at 16-byte alignment over load/store, inline in the caller: a
+ * small block put costs the instructions each of the block's warps issues per call (32 warps at
+ * 1024 threads), and the general path (two calls deep, the alignment head and tails of roxa_copy)
+ * made that ~0.9 us a call on an H200 whatever the size (docs/gpu-p2p-h200.md). Returns 0, having
+ * done nothing, where the general path must take the call: a bad PE or address (it records them),
+ * another route (ring, SDMA), misalignment. Every thread of the group decides alike (same
+ * arguments). A kernel that calls it with 1024 threads needs launch_bounds(1024) on nvptx, so
+ * that the JIT fits it in 64 registers a thread. */
+ROXA_FN int roxi_putmem_ls16(void *dest, const void *src, uint64_t n, int pe, int g)
+{
+	uint64_t a = (uint64_t)(uintptr_t)dest, base = roxshmem_state.heap_base, off = a - base;
+	if ((unsigned)pe >= (unsigned)roxshmem_state.n_pes || a < base || off > roxshmem_state.heap_size ||
+	    n > roxshmem_state.heap_size - off || ((a | (uint64_t)(uintptr_t)src | n) & 15) != 0)
+		return 0;
+	int path = roxi_put_path(pe, n, 0, g);
+	if (path != ROXI_PATH_SELF && path != ROXI_PATH_LS)
+		return 0;
+	uint8_t *d = (uint8_t *)roxi_remote(off, pe);
+	const uint8_t *s = (const uint8_t *)src;
+	int mode = roxi_store_mode();
+	uint64_t n16 = n >> 4, stride = roxi_gsize(g), i = roxi_gidx(g);
+	/* four loads in flight per thread before their stores, as roxa_copy */
+	for (; i + 3 * stride < n16; i += 4 * stride) {
+		roxa_u128 v0 = roxa_ld16(s + 16 * i, ROXA_MEM_PLAIN);
+		roxa_u128 v1 = roxa_ld16(s + 16 * (i + stride), ROXA_MEM_PLAIN);
+		roxa_u128 v2 = roxa_ld16(s + 16 * (i + 2 * stride), ROXA_MEM_PLAIN);
+		roxa_u128 v3 = roxa_ld16(s + 16 * (i + 3 * stride), ROXA_MEM_PLAIN);
+		roxa_st16(d + 16 * i, &v0, mode);
+		roxa_st16(d + 16 * (i + stride), &v1, mode);
+		roxa_st16(d + 16 * (i + 2 * stride), &v2, mode);
+		roxa_st16(d + 16 * (i + 3 * stride), &v3, mode);
+	}
+	for (; i < n16; i += stride) {
+		roxa_u128 v = roxa_ld16(s + 16 * i, ROXA_MEM_PLAIN);
+		roxa_st16(d + 16 * i, &v, mode);
+	}
+	return 1;
+}
+
 /* The internals below take the ring of the call's context, c (0: the default context). Puts
  * that the default context would send to an AMD SDMA queue take a context's ring instead (the
  * proxy's copy-engine route): the SDMA queues are shared by all contexts, so a context's quiet
@@ -179,6 +218,16 @@ ROXI_COLD void roxi_putmem(roxshmem_ctx_desc_t *c, void *dest, const void *src, 
 		}
 	}
 	if (!nbi)
+		roxi_gsync(g);
+}
+
+/* The API's puts (not the _ce forms): the inline load/store path where it applies, else the
+ * general one. */
+ROXA_FN void roxi_putmem_fast(roxshmem_ctx_desc_t *c, void *dest, const void *src, uint64_t n, int pe, int g, int nbi)
+{
+	if (!roxi_putmem_ls16(dest, src, n, pe, g))
+		roxi_putmem(c, dest, src, n, pe, g, nbi, 0);
+	else if (!nbi)
 		roxi_gsync(g);
 }
 
@@ -285,10 +334,22 @@ ROXA_FN int roxi_amo_by_host(int pe)
 	return pe == roxshmem_state.my_pe && (roxshmem_state.flags & ROXSHMEM_FLAG_HOST_AMO) != 0;
 }
 
-/* An AMO of width 4 or 8 at system scope; returns the old value (0 for set). Non-fetching AMOs
+/* The AMO instruction on a load/store-reachable word p: relaxed, or an acquire for a blocking
+ * fetch in Strict (MP+quiet+fetchAMO: a blocking fetch orders later accesses). */
+ROXA_FN uint64_t roxi_amo_ls(uint32_t kind, void *p, uint64_t v, uint64_t cmp, uint32_t width, int nbi)
+{
+	int acq = !nbi && !roxi_bypass();
+	if (width == 8)
+		return acq ? roxa_amo_acq_u64(kind, (uint64_t *)p, v, cmp) : roxa_amo_u64(kind, (uint64_t *)p, v, cmp);
+	return acq ? roxa_amo_acq_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp)
+		   : roxa_amo_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp);
+}
+
+/* An AMO of width 4 or 8 at system scope that roxi_amo_nbi does not take inline: bad input
+ * (recorded, 0 returned) or the ring. Returns the old value (0 for set). Non-fetching AMOs
  * through the NIC are not waited for (quiet completes them). */
-ROXI_FN uint64_t roxi_amo_nbi(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe,
-			     int nbi)
+ROXI_COLD uint64_t roxi_amo_slow(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe,
+				 int nbi)
 {
 	uint64_t off, old = 0;
 	if (!roxi_check(dest, width, pe, &off))
@@ -297,16 +358,9 @@ ROXI_FN uint64_t roxi_amo_nbi(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest,
 		roxi_record(ROXSHMEM_CALL_BAD_ADDR, pe, (uint32_t)(uintptr_t)dest);
 		return 0;
 	}
-	if (roxi_path(pe, width, 0) != ROXI_PATH_NIC && !roxi_amo_by_host(pe)) {
-		void *p = roxi_remote(off, pe);
-		/* a blocking fetch orders later accesses (Strict; MP+quiet+fetchAMO): an acquire AMO */
-		int acq = !nbi && !roxi_bypass();
-		if (width == 8)
-			old = acq ? roxa_amo_acq_u64(kind, (uint64_t *)p, v, cmp) : roxa_amo_u64(kind, (uint64_t *)p, v, cmp);
-		else
-			old = acq ? roxa_amo_acq_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp)
-				  : roxa_amo_u32(kind, (uint32_t *)p, (uint32_t)v, (uint32_t)cmp);
-	} else if (roxi_q_have(c, pe)) {
+	/* a load/store target took roxi_amo_nbi's inline path: here only the ring's remain (a NIC
+	 * peer, or this PE's heap whose AMOs the host applies) */
+	if (roxi_q_have(c, pe)) {
 		uint64_t t = roxi_q_push(c, ROXSHMEM_OP_AMO, (uint32_t)pe, width, nbi ? 0 : ROXSHMEM_RING_RESULT_SLOT, off, v, cmp,
 					 ROXSHMEM_DESC_FLAGS(kind, width));
 		/* the ring wait ends with a system-scope acquire */
@@ -314,6 +368,21 @@ ROXI_FN uint64_t roxi_amo_nbi(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest,
 			old = roxi_ld_width(roxi_q_result(c, t), width);
 	}
 	return old;
+}
+
+/* An AMO on a mapped peer or this PE's device heap, the common case, is one test of the
+ * arguments and the instruction, inline in the caller: no call, no path table, and the result
+ * straight from the atomic. Everything else takes roxi_amo_slow, which records bad input. */
+ROXA_FN uint64_t roxi_amo_nbi(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe,
+			      int nbi)
+{
+	uint64_t a = (uint64_t)(uintptr_t)dest, base = roxshmem_state.heap_base, off = a - base;
+	int self = pe == roxshmem_state.my_pe;
+	if ((unsigned)pe < (unsigned)roxshmem_state.n_pes && a >= base && off <= roxshmem_state.heap_size &&
+	    width <= roxshmem_state.heap_size - off && (a & (width - 1)) == 0 &&
+	    (self ? (roxshmem_state.flags & ROXSHMEM_FLAG_HOST_AMO) == 0 : roxshmem_state.peer_base[pe] != 0))
+		return roxi_amo_ls(kind, roxi_remote(off, pe), v, cmp, width, nbi);
+	return roxi_amo_slow(c, kind, dest, v, cmp, width, pe, nbi);
 }
 
 ROXI_FN uint64_t roxi_amo(roxshmem_ctx_desc_t *c, uint32_t kind, void *dest, uint64_t v, uint64_t cmp, uint32_t width, int pe)
@@ -607,14 +676,14 @@ ROXA_API uint64_t roxshmemx_aborted(void)
  * with the same arguments. _ce: always the copy engine, zero SMs move the data (through the ring;
  * on AMD the default context's go to the device-written SDMA queues). */
 #define ROXI_RMA_MEM(P, PX, CP, Q, _)                                                                                   \
-	ROXA_API void P##putmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 0, 0); } \
-	ROXA_API void P##putmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_THREAD, 1, 0); } \
+	ROXA_API void P##putmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_THREAD, 0); } \
+	ROXA_API void P##putmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_THREAD, 1); } \
 	ROXA_API void P##getmem(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_THREAD, 0); } \
 	ROXA_API void P##getmem_nbi(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_THREAD, 1); } \
-	ROXA_API void PX##putmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_WARP, 0, 0); } \
-	ROXA_API void PX##putmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_WARP, 1, 0); } \
-	ROXA_API void PX##putmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 0, 0); } \
-	ROXA_API void PX##putmem_nbi_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem(c, dest, source, nelems, pe, ROXI_BLOCK, 1, 0); } \
+	ROXA_API void PX##putmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_WARP, 0); } \
+	ROXA_API void PX##putmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_WARP, 1); } \
+	ROXA_API void PX##putmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_BLOCK, 0); } \
+	ROXA_API void PX##putmem_nbi_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_putmem_fast(c, dest, source, nelems, pe, ROXI_BLOCK, 1); } \
 	ROXA_API void PX##getmem_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_WARP, 0); } \
 	ROXA_API void PX##getmem_nbi_warp(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_WARP, 1); } \
 	ROXA_API void PX##getmem_block(CP void *dest, const void *source, size_t nelems, int pe) { Q() roxi_getmem(c, dest, source, nelems, pe, ROXI_BLOCK, 0); } \

@@ -86,12 +86,20 @@ __global__ void k_fadd_latency(uint64_t *target, uint64_t iters, int peer, uint6
 	out[1] = v;
 }
 
-// fetch_add with only the sum of the results kept: nothing stops the compiler from issuing the
-// next add before the last one's result is back (how a loop of independent adds runs).
+// fetch_add with only the sum of the results kept, four adds written out per step: the same loop
+// as Roxamen's roxk_fadd_pipelined, so that nothing stops either compiler from issuing the next
+// adds before the last one's result is back (what NVSHMEM's anchor loop, which only sums, gets).
 __global__ void k_fadd_pipelined(uint64_t *target, uint64_t iters, int peer, uint64_t *out)
 {
-	uint64_t v = 0, t0 = now_ns();
-	for (uint64_t i = 0; i < iters; i++)
+	uint64_t v = 0, i = 0, t0 = now_ns();
+	for (; i + 4 <= iters; i += 4) {
+		uint64_t a = nvshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t b = nvshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t c = nvshmem_uint64_atomic_fetch_add(target, 1, peer);
+		uint64_t d = nvshmem_uint64_atomic_fetch_add(target, 1, peer);
+		v += a + b + c + d;
+	}
+	for (; i < iters; i++)
 		v += nvshmem_uint64_atomic_fetch_add(target, 1, peer);
 	out[0] = now_ns() - t0;
 	out[1] = v;
@@ -355,8 +363,49 @@ int main(int argc, char **argv)
 		latency_row(test, 8, per);
 	}
 
+	// fetch_add_words: the dependent loop on 16 words of the last PE's heap, 2 MiB + 4 KiB (+ 128
+	// bytes more per word) apart, one timed run each after a warm-up (roxrun's fetch_add_words):
+	// the median word with the fastest and the slowest.
+	if (wanted(tests, "fetch_add_words")) {
+		const uint64_t nwords = 16, stride = (2ull << 20) + (4 << 10);
+		uint64_t *ws = (uint64_t *)nvshmem_malloc(nwords * stride);
+		if (!ws) {
+			fprintf(stderr, "nvshmem_bench PE %d: nvshmem_malloc of %llu bytes failed\n", g_me, (unsigned long long)(nwords * stride));
+			return 3;
+		}
+		std::vector<double> per;
+		for (uint64_t i = 0; i < nwords; i++) {
+			uint64_t *word = ws + i * (stride / 8) + 16 * i;
+			for (int r = 0; r < 2; r++) {
+				uint64_t n = r == 0 ? 1000 : iters;
+				reset(word);
+				if (g_me != 0)
+					continue;
+				k_fadd_latency<<<1, 1, 0, st>>>(word, n, peer, out);
+				CHECK(cudaStreamSynchronize(st));
+				if (read_out(1) != n * (n - 1) / 2) {
+					fprintf(stderr, "nvshmem_bench: fetch_add_words: word %llu: the fetched values sum to %llu, want %llu\n",
+						(unsigned long long)i, (unsigned long long)read_out(1), (unsigned long long)(n * (n - 1) / 2));
+					return 4;
+				}
+				if (r == 1)
+					per.push_back(read_out(0) / 1e3 / n);
+			}
+		}
+		latency_row("fetch_add_words", 8, per);
+		nvshmem_barrier_all();
+		nvshmem_free(ws);
+	}
+
 	const uint64_t sizes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
-	auto iters_for = [](uint64_t size) { return std::max<uint64_t>(8, std::min<uint64_t>(2000, (2ull << 30) / size)); };
+	// The repetitions of a round: 2 GiB's worth, 8 to 2000, and no more than a round of ~25 ms
+	// at the warm-up's pace (Roxamen's bwIters, tools/bench/bench_gpu.go).
+	auto iters_for = [](uint64_t size, double warm_ms) {
+		uint64_t n = std::max<uint64_t>(8, std::min<uint64_t>(2000, (2ull << 30) / size));
+		if (warm_ms > 0)
+			n = std::min<uint64_t>(n, std::max<uint64_t>(8, (uint64_t)(25.0 / warm_ms)));
+		return n;
+	};
 	cudaEvent_t e0, e1;
 	CHECK(cudaEventCreate(&e0));
 	CHECK(cudaEventCreate(&e1));
@@ -365,9 +414,13 @@ int main(int argc, char **argv)
 		nvshmem_barrier_all();
 		if (g_me != 0)
 			return;
-		uint64_t n = iters_for(size);
+		CHECK(cudaEventRecord(e0, st));
 		enqueue(1);
-		CHECK(cudaStreamSynchronize(st));
+		CHECK(cudaEventRecord(e1, st));
+		CHECK(cudaEventSynchronize(e1));
+		float warm_ms = 0;
+		CHECK(cudaEventElapsedTime(&warm_ms, e0, e1));
+		uint64_t n = iters_for(size, warm_ms);
 		std::vector<double> gbps;
 		for (int r = 0; r < rounds; r++) {
 			CHECK(cudaEventRecord(e0, st));

@@ -342,6 +342,10 @@ func Exercise(t *testing.T, drv device.Driver, lib string, want Want) {
 	if n := testing.AllocsPerRun(100, func() { must(t, s.Launch(fill, device.D1(1), device.D1(1), 0, noop...)) }); n != 0 {
 		t.Errorf("Stream.Launch allocates %v times a call, want 0", n)
 	}
+	// nor does a copy: every putmem_on_stream to a mapped peer is one
+	if n := testing.AllocsPerRun(100, func() { must(t, s.CopyAsync(p.Add(16), p, 8)) }); n != 0 {
+		t.Errorf("Stream.CopyAsync allocates %v times a call, want 0", n)
+	}
 
 	// Stream capture: the captured fills do not run at capture; each replay runs them again, on
 	// any stream of the device; a graph left alive is released by Close.
