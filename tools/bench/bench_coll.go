@@ -434,6 +434,18 @@ func plotColl(file, caption string, rows []collRow, names []string, anchors map[
 	if len(rows) > 0 {
 		pes = rows[0].PEs
 	}
+	// On a GPU the rows carry the limits measured in the same job: the launch floor under every
+	// latency (an empty kernel back to back) and the device-to-device copy over every busbw,
+	// drawn flat across the sizes
+	var launchUS, copyGBps float64
+	for _, r := range rows {
+		switch r.Test {
+		case "launch_empty":
+			launchUS = r.LatencyUS
+		case "copy_d2d":
+			copyGBps = r.BusBWGBps
+		}
+	}
 	var grid [][]plotPanel
 	for _, test := range collTests[:5] { // team_barrier has one size: it is in the table only
 		var line []plotPanel
@@ -457,6 +469,14 @@ func plotColl(file, caption string, rows []collRow, names []string, anchors map[
 						}
 					}
 					sr.Pts = append(sr.Pts, pt)
+				}
+				pn.Series = append(pn.Series, sr)
+			}
+			if lim := map[string]float64{"latency": launchUS, "busbw": copyGBps}[metric]; lim > 0 && len(pn.Series) > 0 {
+				name := map[string]string{"latency": "launch floor", "busbw": "copy limit"}[metric]
+				sr := plotSeries{Name: name, Color: len(series)}
+				for _, p := range pn.Series[0].Pts {
+					sr.Pts = append(sr.Pts, plotPoint{X: p.X, Y: lim})
 				}
 				pn.Series = append(pn.Series, sr)
 			}

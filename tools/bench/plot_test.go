@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -89,4 +90,50 @@ func checkPNG(t *testing.T, file string, series int) {
 			t.Errorf("PNG lacks series %d's colour", i)
 		}
 	}
+}
+
+// On a GPU the plot draws the limits measured in the same job (launch_empty under the latencies,
+// copy_d2d over the bus bandwidths) as a series of their own; without those rows there is none.
+func TestPlotLimits(t *testing.T) {
+	rows := []collRow{
+		{Test: "allreduce", PEs: 2, SizeBytes: 8, LatencyUS: 6.8, BusBWGBps: 0.001},
+		{Test: "allreduce", PEs: 2, SizeBytes: 16 << 20, LatencyUS: 66, BusBWGBps: 253},
+	}
+	limits := append([]collRow{{Test: "launch_empty", PEs: 2, LatencyUS: 5.2}, {Test: "copy_d2d", PEs: 2, SizeBytes: 16 << 20, LatencyUS: 17.6, BusBWGBps: 950}}, rows...)
+	for _, c := range []struct {
+		rows []collRow
+		want bool
+	}{{limits, true}, {rows, false}} {
+		file := filepath.Join(t.TempDir(), "coll.png")
+		if err := plotColl(file, "caption", c.rows, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := hasColor(t, file, plotColors[1]); got != c.want {
+			t.Errorf("with %d rows: the limit series' colour drawn: %v, want %v", len(c.rows), got, c.want)
+		}
+	}
+}
+
+func hasColor(t *testing.T, file string, c color.Color) bool {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, cg, cb, _ := c.RGBA()
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r>>8 == cr>>8 && g>>8 == cg>>8 && bl>>8 == cb>>8 {
+				return true
+			}
+		}
+	}
+	return false
 }
