@@ -79,11 +79,29 @@ func TestGPUProgramRoundTrip(t *testing.T) {
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("%s PE %d seed %d: decodes to %q, want %q", lt.Name, pe, seed, got, want)
 				}
-				delays := 0
+				delays, warms := 0, map[memmodel.Loc]bool{}
 				for _, x := range prog {
 					if x.Op == kernels.LitmusNop {
 						delays++
 					}
+					if x.Op == kernels.LitmusWarm {
+						v, err := g.decode(pe, testBase, []kernels.LitmusInsn{{Op: kernels.LitmusLd, Var: x.Var}})
+						if err != nil {
+							t.Fatalf("%s PE %d: a warm of no variable: %v", lt.Name, pe, err)
+						}
+						warms[memmodel.Loc{Var: v[0].Loc.Var, PE: int(x.PE)}] = true
+					}
+				}
+				wantW := map[memmodel.Loc]bool{} // every word the column loads plainly, once
+				if col := g.column(pe); col != nil {
+					for _, in := range col.Instrs {
+						if in.Op == memmodel.OpLd {
+							wantW[in.Loc] = true
+						}
+					}
+				}
+				if !reflect.DeepEqual(warms, wantW) {
+					t.Errorf("%s PE %d: warms %v, want %v", lt.Name, pe, warms, wantW)
 				}
 				if wantD := 0; seed != 0 && g.column(pe) != nil {
 					wantD = len(want) + 1
