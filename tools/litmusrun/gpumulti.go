@@ -106,13 +106,7 @@ func runPEGPUMulti(ctx context.Context, w *shmem.World, mod *shmem.Module, t *me
 			return err
 		}
 	}
-	p.image = make([]uint64, words)
-	initv := g.initList(me, base)
-	for c := 0; c < gpuCopies; c++ {
-		for j := 0; j+1 < len(initv); j += 2 {
-			p.image[c*slotWords+int((initv[j]-base)/8)] = initv[j+1]
-		}
-	}
+	p.image = multiImage(g, me, base, words)
 	if me == 0 {
 		h, err := memmodel.Conform(ctx, t, p, mode, opt, iters*gpuCopies, seed, out)
 		if h != nil && power != nil {
@@ -129,6 +123,22 @@ func runPEGPUMulti(ctx context.Context, w *shmem.World, mod *shmem.Module, t *me
 	}
 	return nil
 }
+
+// multiImage is pe's variable array at the start of a launch (words long): every copy's
+// variables at their initial values, copy c's word of variable v at (v*gpuCopies+c)*slotWords.
+func multiImage(g *gpuTest, pe int, base uint64, words int) []uint64 {
+	image := make([]uint64, words)
+	initv := g.initList(pe, base)
+	for c := 0; c < gpuCopies; c++ {
+		for j := 0; j+1 < len(initv); j += 2 {
+			image[c*slotWords+int((initv[j]-base)/8)] = initv[j+1]
+		}
+	}
+	return image
+}
+
+// multiWord is the index in the variable array of copy c's word of variable v.
+func multiWord(v, c int) int { return (v*gpuCopies + c) * slotWords }
 
 // RunOnce hands PE 0's gathered states out one per call, launching on every PE when none is left.
 func (p *gpuMulti) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (memmodel.State, error) {
@@ -210,7 +220,7 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 			r1[q] = regs[q][c*g.nregs : (c+1)*g.nregs]
 			m1[q] = make([]uint64, len(g.vars))
 			for v := range g.vars {
-				m1[q][v] = mem[q][(v*gpuCopies+c)*slotWords]
+				m1[q][v] = mem[q][multiWord(v, c)]
 			}
 		}
 		st, err := g.state(r1, m1)

@@ -43,6 +43,9 @@ func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
 	if len(t.NoStore) > 0 {
 		return nil, fmt.Errorf("litmusrun: test %s: a NOSTORE context has no GPU encoding (the device runs every operation on the default context)", t.Name)
 	}
+	if t.Features().Has(memmodel.DeviceCalls) {
+		return nil, fmt.Errorf("litmusrun: test %s: the device library's group forms and context-only calls (device_calls) have no GPU encoding yet", t.Name)
+	}
 	if t.Mixed() {
 		return nil, fmt.Errorf("litmusrun: test %s: 32-bit halves of a word (x.lo, x.hi) have no GPU encoding (its locations are whole words)", t.Name)
 	}
@@ -133,8 +136,11 @@ func (g *gpuTest) reg(pe int, name string) (uint32, bool) {
 // encode returns pe's program: its column, or as many barriers as the test has for a PE without
 // code. base is the heap offset of the variable array. With seed != 0 a NOP delay precedes the
 // column and each instruction (the kernel draws each delay from seed, the iteration and the index).
+// The column starts with a WARM of every word it loads plainly (the kernel runs each with
+// probability 1/2 per copy and iteration): an unrecorded plain load that leaves the word's line in
+// the SM's L1, so that a later plain load may hit it stale where the model allows (MODEL.md §8).
 func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn, error) {
-	off := func(v string) uint64 { return base + uint64(8*varStride*g.slot[v]) }
+	off := func(v string) uint64 { return g.varOff(base, g.slot[v]) }
 	col := g.column(pe)
 	var prog []kernels.LitmusInsn
 	delay := func(max uint64) {
