@@ -358,7 +358,6 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 // variables, in slots of stress_slot words whose word 0 is a variable, and only the other words
 // of a slot are written (the line of a location stays busy while the column's stores reach it).
 // A WARM instruction runs with probability 1/2 per copy (drawn from aux, seed and the copy).
-// done[1] (zeroed by the host too) counts the copies whose column is done, before their quiet.
 KERNEL SMALL_BLOCK void roxk_litmus_multi(const roxk_insn_t *prog, uint32_t n, uint64_t *regs_out, uint32_t nregs,
 			const uint32_t *map, uint32_t copies, uint64_t copy_stride, uint64_t *stress, uint64_t stress_words,
 			uint64_t *done, uint64_t seed, uint32_t stress_slot)
@@ -410,11 +409,6 @@ KERNEL SMALL_BLOCK void roxk_litmus_multi(const roxk_insn_t *prog, uint32_t n, u
 			pending = 0;
 		}
 	}
-	/* the closing quiet's fence invalidates the whole SM's L1, other copies' warmed lines too: wait
-	 * (relaxed, bounded, since copies need not all be resident) until every copy's column is done */
-	roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, done + 1, 1, 0);
-	for (uint32_t k = 0; k < (1u << 16) && roxa_ld_relaxed_u64(done + 1) < copies; k++)
-		asm volatile("" ::: "memory");
 	roxshmem_quiet();
 	for (int g = 0; g < pending; g++)
 		regs[gets[g].reg] = roxshmem_uint64_g((uint64_t *)roxi_local(gets[g].var), gets[g].pe);

@@ -173,7 +173,7 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 	if err := p.vars.Put(0, p.image, me); err != nil {
 		return err
 	}
-	if err := p.done.Put(0, []uint64{0, 0}, me); err != nil { // copies done; columns done (before their quiet)
+	if err := p.done.Put(0, []uint64{0}, me); err != nil {
 		return err
 	}
 	if err := p.mapping.Put(0, perm, me); err != nil {
