@@ -41,6 +41,8 @@ const (
 	LitmusGetNBIDst = 31
 	LitmusPutBuf    = 32
 	LitmusSync      = 33
+	// An unrecorded plain load before the column that warms the observer's L1 (MODEL.md §8).
+	LitmusWarm = 34
 
 	LitmusMaxRegs = 16
 )

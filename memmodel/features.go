@@ -38,12 +38,13 @@ const (
 	Elements                       // a put or get of several elements (put x,y@q v,w; get r0,r1 x,y@q; iput; iget)
 	NoStore                        // a context made with SHMEM_CTX_NOSTORE (nostore NAME)
 	PtrLoad                        // a plain load of another PE's word (ld r x@q, through roxshmem_ptr)
+	DeviceCalls                    // a call of the device library with no host counterpart (put_warp, put_ce, barrier_all_block ...; inc, the bitwise AMOs and putsig on a context)
 	numFeatures
 )
 
 var featureNames = [numFeatures]string{"fetch_nbi", "putsig_nbi", "mixed_width", "threads", "ptr_store",
 	"contexts", "teams", "irregular_team", "collectives", "sync", "signals", "signal_fetch", "amo_inc",
-	"amo_bitwise", "polls", "poll_vector", "mixed_poll", "put_from_buffer", "get_into_location", "signal_buffer", "call_variants", "elements", "nostore", "ptr_load"}
+	"amo_bitwise", "polls", "poll_vector", "mixed_poll", "put_from_buffer", "get_into_location", "signal_buffer", "call_variants", "elements", "nostore", "ptr_load", "device_calls"}
 
 func (f Feature) String() string {
 	if f < numFeatures {
@@ -199,8 +200,16 @@ func (t *Test) Features() FeatureSet {
 			if (in.Src.Var != "" || in.Dst.Var != "") && (sigWords[in.Src.Var] || sigWords[in.Dst.Var] || sigWords[in.Loc.Var]) {
 				add(SignalBuffer)
 			}
-			if in.Call != "" {
+			if DeviceCall(in.Call) {
+				add(DeviceCalls)
+			} else if in.Call != "" {
 				add(CallVariants)
+			}
+			switch in.Op { // context forms only the device library has (roxshmem_ctx_*)
+			case OpPutSig, OpInc, OpFInc, OpAnd, OpOr, OpXor, OpFAnd, OpFOr, OpFXor:
+				if in.Ctx != "" {
+					add(DeviceCalls)
+				}
 			}
 			if in.elems() {
 				add(Elements)

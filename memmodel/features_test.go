@@ -31,6 +31,8 @@ func TestFeaturesOfSuite(t *testing.T) {
 		"MP+quiet+alltoall":                  "collectives,call_variants",
 		"MP+putsig+signal_wait":              "signals,call_variants",
 		"MP+ctx+destroy":                     "contexts,call_variants",
+		"Dev+put_warp+fence+put_block":       "device_calls",
+		"Dev+ctx_group_putsigs":              "putsig_nbi,contexts,signals,device_calls",
 	}
 	seen := map[string]bool{}
 	for _, tt := range suite(t) {

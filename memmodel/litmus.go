@@ -233,6 +233,32 @@ var callVariants = map[string]Op{
 	"pe_quiet": OpQuiet, // shmem_pe_quiet {PEs}: a quiet of the operations to those PEs
 }
 
+// deviceVariants are calls of the device library (roxamen/roxshmem.h) with no host counterpart, as
+// call variants (feature device_calls). A warp or block variant (roxshmemx_putmem_warp ...) is the
+// same call made by every thread of the group together: the group moves the elements between
+// them and synchronizes, and each element is the same memory event the thread form would issue,
+// issued by the PE in the column's order; the group's own synchronization orders nothing across
+// PEs. put_ce is a put the copy engine performs (roxshmemx_putmem_ce): a put event all the same.
+// barrier_all_block and sync_all_block are barrier_all and sync_all made by one block per PE; the
+// team forms (barrier_warp {team} ...) are a team's barrier and sync.
+var deviceVariants = map[string]Op{
+	"put_warp": OpPut, "put_block": OpPut, "put_nbi_warp": OpPutNBI, "put_nbi_block": OpPutNBI,
+	"get_warp": OpGet, "get_block": OpGet, "get_nbi_warp": OpGetNBI, "get_nbi_block": OpGetNBI,
+	"putsig_warp": OpPutSig, "putsig_block": OpPutSig, "putsig_nbi_warp": OpPutSig, "putsig_nbi_block": OpPutSig,
+	"quiet_warp": OpQuiet, "quiet_block": OpQuiet,
+	"put_ce": OpPut, "put_ce_nbi": OpPutNBI, "put_ce_block": OpPut, "put_ce_nbi_block": OpPutNBI,
+	"barrier_warp": OpBarrier, "barrier_block": OpBarrier, "sync_warp": OpSync, "sync_block": OpSync,
+	"barrier_all_block": OpBarrier, "sync_all_block": OpSync,
+	"broadcast_warp": OpBroadcast, "broadcast_block": OpBroadcast,
+	"allreduce_warp": OpAllReduce, "allreduce_block": OpAllReduce,
+	"alltoall_warp": OpAllReduce, "alltoall_block": OpAllReduce, "collect_warp": OpAllReduce, "collect_block": OpAllReduce,
+	"fcollect_warp": OpAllReduce, "fcollect_block": OpAllReduce,
+	"reduce_scatter_warp": OpAllReduce, "reduce_scatter_block": OpAllReduce,
+}
+
+// DeviceCall reports whether name is a device library call variant (deviceVariants).
+func DeviceCall(name string) bool { _, ok := deviceVariants[name]; return ok }
+
 // name is the instruction's name: its call variant's, or its operation's.
 func (in Instr) name() string {
 	if in.Call != "" {

@@ -482,6 +482,9 @@ func (p *parser) instr(own int) Instr {
 	if v, ok := callVariants[name]; ok && op < 0 {
 		op, call = v, name
 	}
+	if v, ok := deviceVariants[name]; ok && op < 0 {
+		op, call, nbi = v, name, v == OpPutSig && strings.Contains(name, "_nbi")
+	}
 	if op < 0 {
 		p.fail("unknown instruction %q", name)
 		return Instr{}

@@ -10,7 +10,7 @@ import (
 func (in Instr) Format(own int) string {
 	if in.Call != "" {
 		c := in
-		c.Call = ""
+		c.Call, c.NBI = "", false // the call's name says _nbi (putsig_nbi_warp)
 		return in.Call + strings.TrimPrefix(c.Format(own), in.Op.String())
 	}
 	if in.Ctx != "" {

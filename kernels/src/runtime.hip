@@ -268,6 +268,20 @@ KERNEL void roxk_putmem_ce_block(uint8_t *dst, const uint8_t *src, uint64_t size
 
 // ---- the GPU litmus runner ------------------------------------------------------------------------
 
+// A test's plain load as a user's C code compiles it: on nvptx a weak, L1-cacheable ld.global (the
+// default .ca), so a line the SM cached before a peer's store may be read stale wherever no
+// acquire (whose fence invalidates the L1) came between; a volatile load would always go to L2.
+ROXA_FN uint64_t roxk_plain_ld(const uint64_t *p)
+{
+#if defined(ROXA_NVPTX)
+	uint64_t v;
+	asm volatile("ld.global.ca.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+#else
+	return *(volatile const uint64_t *)p;
+#endif
+}
+
 ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pending_get, const roxk_insn_t **gets)
 {
 	uint64_t *local = (uint64_t *)roxi_local(in->var);
@@ -277,9 +291,15 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 		*(volatile uint64_t *)local = in->value;
 		break;
 	case ROXK_L_LD:
-		asm volatile("" ::: "memory");
-		regs[in->reg] = *(volatile uint64_t *)local;
+		regs[in->reg] = roxk_plain_ld(local);
 		break;
+	case ROXK_L_WARM: {
+		/* the value is dropped: the load only leaves the line in this SM's L1 */
+		const uint64_t *p = in->pe == roxshmem_state.my_pe ? local : (const uint64_t *)roxshmem_ptr(local, in->pe);
+		if (p)
+			(void)roxk_plain_ld(p);
+		break;
+	}
 	case ROXK_L_PUT:
 		roxshmem_uint64_p(local, in->value, in->pe);
 		break;
@@ -321,8 +341,7 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 	}
 	case ROXK_L_PTR_LD: {
 		uint64_t *p = (uint64_t *)roxshmem_ptr(local, in->pe);
-		asm volatile("" ::: "memory");
-		if (p) regs[in->reg] = *(volatile uint64_t *)p;
+		if (p) regs[in->reg] = roxk_plain_ld(p);
 		break;
 	}
 	case ROXK_L_PUTSIG_NBI:
@@ -342,14 +361,21 @@ ROXA_FN void roxk_litmus_step(const roxk_insn_t *in, uint64_t *regs, int *pendin
 // each thread loads and stores a word of scratch (stress_words words in this PE's heap, other
 // lines than the test's) until every copy is done (done, a counter the host zeroes). One iteration
 // per launch: the host resets memory and barriers between launches; copy c's registers go to
-// regs_out[c*nregs ..]. No BARRIER or SYNC instructions (those tests run on roxk_litmus).
+// regs_out[c*nregs ..]. No BARRIER or SYNC instructions (those tests run on roxk_litmus). With
+// stress_slot > 0 the stressing threads hammer the test's own lines instead: stress is then the
+// variables, in slots of stress_slot words whose word 0 is a variable, and only the other words
+// of a slot are written (the line of a location stays busy while the column's stores reach it).
+// A WARM instruction runs with probability 1/2 per copy (drawn from aux, seed and the copy).
 KERNEL SMALL_BLOCK void roxk_litmus_multi(const roxk_insn_t *prog, uint32_t n, uint64_t *regs_out, uint32_t nregs,
 			const uint32_t *map, uint32_t copies, uint64_t copy_stride, uint64_t *stress, uint64_t stress_words,
-			uint64_t *done, uint64_t seed)
+			uint64_t *done, uint64_t seed, uint32_t stress_slot)
 {
 	const uint32_t b = roxa_block();
 	if (b >= copies) {
-		uint64_t *w = stress + roxk_mix(seed ^ ((uint64_t)b << 20) ^ roxa_tid()) % (stress_words ? stress_words : 1);
+		uint64_t r = roxk_mix(seed ^ ((uint64_t)b << 20) ^ roxa_tid());
+		uint64_t *w = stress + r % (stress_words ? stress_words : 1);
+		if (stress_slot > 1 && stress_words >= stress_slot)
+			w = stress + (r % (stress_words / stress_slot)) * stress_slot + 1 + (r >> 40) % (stress_slot - 1);
 		while (roxa_ld_relaxed_u64(done) < copies)
 			if (stress_words)
 				roxa_st_relaxed_u64(w, roxa_ld_relaxed_u64(w) + 1);
@@ -373,6 +399,8 @@ KERNEL SMALL_BLOCK void roxk_litmus_multi(const roxk_insn_t *prog, uint32_t n, u
 				asm volatile("" ::: "memory");
 			continue;
 		}
+		if (in.op == ROXK_L_WARM && (roxk_mix(in.aux ^ (seed + c) * 0x9e3779b97f4a7c15ull ^ i) & 1))
+			continue;
 		in.var += shift;
 		if (in.op == ROXK_L_PUTSIG || in.op == ROXK_L_PUTSIG_NBI || in.op == ROXK_L_GET_DST || in.op == ROXK_L_GET_NBI_DST ||
 		    in.op == ROXK_L_PUT_BUF)
@@ -428,6 +456,8 @@ KERNEL SMALL_BLOCK void roxk_litmus(const roxk_insn_t *prog, uint32_t n, uint64_
 				roxshmemx_sync_all_block();
 				continue;
 			}
+			if (leader && prog[i].op == ROXK_L_WARM && (roxk_mix(prog[i].aux ^ (it * 0x9e3779b97f4a7c15ull) ^ i) & 1))
+				continue;
 			if (leader && prog[i].op == ROXK_L_NOP && prog[i].value) {
 				/* random delay: value is the longest spin, aux a seed; differs per iteration */
 				uint64_t d = roxk_mix(prog[i].aux ^ (it * 0x9e3779b97f4a7c15ull) ^ i) % (prog[i].value + 1);

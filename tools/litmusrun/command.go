@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ type litmusFlags struct {
 	bind      string
 	instances int
 	cat       string
+	object    string
+	mutation  string
 	opt       memmodel.Options
 }
 
@@ -57,6 +60,8 @@ stderr shows which test runs.`), opt: memmodel.DefaultOptions()}
 	fs.StringVar(&f.rsh, "rsh", "ssh", "with --hosts: the command that runs a program on a host")
 	fs.StringVar(&f.bind, "bind", "", "with --hosts: the address the rendezvous listens on")
 	fs.IntVar(&f.instances, "instances", DefaultInstances, "with --run on the host backend: copies of each test every iteration runs side by side")
+	fs.StringVar(&f.object, "object", "", "with --run on a GPU: run the columns on this runtime code object (PTX or code object file) instead of the built-in one: a mutant build of the device library (litmusrun.BuildMutant)")
+	fs.StringVar(&f.mutation, "mutation", "", "with --object: the mutation it was built with (drop-fences, quiet-as-fence, signal-first); the run prints on how many tests where the model says it matters it was caught")
 	fs.StringVar(&f.cat, "cat", "", "decide with the axioms of this model file (memmodel/model.cat's language) instead of the built-in checker; every candidate execution is listed, so for tests of a dozen events")
 	fs.BoolVar(&f.opt.FenceOrdersStores, "fence-orders-stores", f.opt.FenceOrdersStores, "interpretation: fence orders prior plain stores")
 	fs.BoolVar(&f.opt.BlockingFetchOrders, "blocking-fetch-orders", f.opt.BlockingFetchOrders, "interpretation: blocking gets and fetching AMOs order later operations")
@@ -101,7 +106,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if f.run < 0 {
 		return c.Fail(stderr, "--run %d: want a positive number of iterations", f.run)
 	}
-	for _, p := range [][2]string{{"device", "run"}, {"seed", "run"}, {"timeout", "run"}, {"hosts", "run"}, {"rsh", "hosts"}, {"bind", "hosts"}} {
+	gc := GPUConfig{}
+	if f.mutation != "" {
+		var err error
+		if gc.Mutation, err = memmodel.ParseMutation(f.mutation); err != nil || gc.Mutation == memmodel.MutNone {
+			return c.Fail(stderr, "--mutation %q: want drop-fences, quiet-as-fence or signal-first", f.mutation)
+		}
+	}
+	for _, p := range [][2]string{{"device", "run"}, {"seed", "run"}, {"timeout", "run"}, {"hosts", "run"}, {"rsh", "hosts"}, {"bind", "hosts"}, {"object", "run"}, {"mutation", "object"}} {
 		if msg := c.Needs(p[0], p[1]); msg != "" && !pe {
 			return c.Fail(stderr, "%s", msg)
 		}
@@ -111,7 +123,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return c.Fail(stderr, "%v", err)
 	}
 	if pe {
-		return litmusPE(tests, modes, f.opt, f.run, f.seed, f.instances, stdout, stderr)
+		if f.object != "" {
+			if gc.Object, err = os.ReadFile(f.object); err != nil {
+				fmt.Fprintf(stderr, "roxrun %s: --object: %v\n", PECommand, err)
+				return 1
+			}
+		}
+		return litmusPE(tests, modes, f.opt, f.run, f.seed, f.instances, gc, stdout, stderr)
 	}
 	var model *memmodel.Cat
 	if f.cat != "" {
@@ -169,7 +187,21 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if backend == "" {
 			backend = "host"
 		}
-		if s := litmusRun(c.Flags.Args(), tests, modes, f.opt, f.run, f.seed, f.instances, f.timeout, place, backend, stdout, stderr); s != 0 {
+		var extra []string
+		if f.object != "" {
+			abs, err := filepath.Abs(f.object)
+			if err == nil {
+				_, err = os.Stat(abs)
+			}
+			if err != nil {
+				return c.Fail(stderr, "--object: %v", err)
+			}
+			extra = append(extra, "--object", abs)
+			if f.mutation != "" {
+				extra = append(extra, "--mutation", f.mutation)
+			}
+		}
+		if s := litmusRun(c.Flags.Args(), tests, modes, f.opt, f.run, f.seed, f.instances, f.timeout, place, backend, extra, stdout, stderr); s != 0 {
 			status = s
 		}
 	}
@@ -253,7 +285,7 @@ func litmusCheck(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Opt
 
 // litmusRun starts one job per mode on the backend (ROX_DEVICE); each process runs litmus-pe.
 // Each job's end prints a summary line; a terminal on stderr shows which test runs.
-func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, timeout time.Duration, place launch.Config, backend string, stdout, stderr io.Writer) int {
+func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, timeout time.Duration, place launch.Config, backend string, extra []string, stdout, stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roxrun litmus:", err)
@@ -267,6 +299,7 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 			"--blocking-fetch-orders=" + strconv.FormatBool(opt.BlockingFetchOrders),
 			"--atomic-all-writes=" + strconv.FormatBool(opt.AtomicAllWrites),
 			"--same-width-atomicity=" + strconv.FormatBool(opt.SameWidthAtomicity)}
+		argv = append(argv, extra...)
 		fmt.Fprintf(stdout, "litmus: running %d tests x %d iterations on the %s backend, ROX_ORDERING=%s\n", len(tests), iters, backend, m)
 		prog := cli.NewProgress(stderr)
 		done := 0
@@ -310,7 +343,7 @@ func litmusRun(files []string, tests []*memmodel.Test, modes []memmodel.Mode, op
 }
 
 // litmusPE is one PE of a --run job: it runs every test and, on PE 0, prints the histograms.
-func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, stdout, stderr io.Writer) int {
+func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Options, iters int, seed int64, instances int, gc GPUConfig, stdout, stderr io.Writer) int {
 	if iters <= 0 {
 		fmt.Fprintf(stderr, "roxrun %s: --run %d: want a positive number of iterations\n", PECommand, iters)
 		return 2
@@ -335,7 +368,9 @@ func litmusPE(tests []*memmodel.Test, modes []memmodel.Mode, opt memmodel.Option
 		if w.MyPE() == 0 {
 			fmt.Fprintf(stdout, "litmus: PE 0 on %s; every column runs as device code (roxk_litmus)\n", w.Device())
 		}
-		err = RunSuiteGPU(ctx, w, tests, mode, opt, iters, seed, out)
+		err = RunSuiteGPU(ctx, w, tests, mode, opt, iters, seed, gc, out)
+	} else if gc.Object != nil {
+		err = fmt.Errorf("--object is for a GPU backend; this PE runs on %s", w.Device())
 	} else {
 		err = Run(ctx, w, tests, mode, opt, Config{Iters: iters, Instances: instances, Seed: seed}, out)
 	}

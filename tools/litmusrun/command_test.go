@@ -102,6 +102,18 @@ func TestLitmusBadInput(t *testing.T) {
 	if rc, _, errs := runLitmus("--check", a, b); rc != 2 || !strings.Contains(errs, "Same is defined differently") {
 		t.Errorf("two different tests named Same: rc %d, %q", rc, errs)
 	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--run", "1", "--object", a, "--mutation", "no-such", a}, `--mutation "no-such"`},
+		{[]string{"--object", a, a}, "--object"},
+		{[]string{"--run", "1", "--object", "/nonexistent.ptx", a}, "/nonexistent.ptx"},
+	} {
+		if rc, _, errs := runLitmus(c.args...); rc != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: rc %d, stderr %q, want 2 and %q", c.args, rc, errs, c.want)
+		}
+	}
 }
 
 // --run re-executes roxrun itself as the PEs, so it needs the real binary.

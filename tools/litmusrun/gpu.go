@@ -49,12 +49,27 @@ func unpackProgram(w []uint64) ([]kernels.LitmusInsn, error) {
 // IsGPU reports whether w runs on a GPU backend (the GPU runner's domain).
 func IsGPU(w *shmem.World) bool { return w.Device().Driver != "host" }
 
+// GPUConfig is what a GPU run may change of the default.
+type GPUConfig struct {
+	// Object, when not nil, is the runtime code object the columns run on instead of the embedded
+	// one (kernels.ObjectFor): a mutant build of the device library (BuildMutant).
+	Object []byte
+	// Mutation names the mutation Object was built with: PE 0 prints on how many of the tests
+	// where the model says it matters a forbidden outcome was seen (memmodel.PrintCaught).
+	Mutation memmodel.Mutation
+}
+
 // RunSuiteGPU is RunSuite on a GPU backend: every test's columns run as device code. Every PE
-// must call it with the same tests.
-func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmodel.Mode, opt memmodel.Options, iters int, seed int64, out io.Writer) error {
+// must call it with the same tests. iters is the number of launches of a test without barriers
+// (gpuCopies copies each); a test with barriers or syncs runs iters*gpuCopies iterations of one
+// copy, so that every test runs as many.
+func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mode memmodel.Mode, opt memmodel.Options, iters int, seed int64, gc GPUConfig, out io.Writer) error {
 	img, _, err := kernels.ObjectFor(w.Device().Arch)
 	if err != nil {
 		return fmt.Errorf("litmusrun: PE %d: runtime object for %s: %w", w.MyPE(), w.Device().Arch, err)
+	}
+	if gc.Object != nil {
+		img = gc.Object
 	}
 	mod, err := w.LoadModule(img)
 	if err != nil {
@@ -79,8 +94,8 @@ func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mo
 		var err error
 		if g, gerr := newGPUTest(t); gerr == nil && g.nbar == 0 {
 			err = runPEGPUMulti(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out, &p)
-		} else {
-			err = runPEGPU(ctx, w, mod, t, mode, opt, iters, seed+int64(i), out, &p)
+		} else { // as many iterations as the many-copies path runs copies
+			err = runPEGPU(ctx, w, mod, t, mode, opt, iters*gpuCopies, seed+int64(i), out, &p)
 		}
 		rows = append(rows, p)
 		var fe *memmodel.ForbiddenError
@@ -92,8 +107,13 @@ func RunSuiteGPU(ctx context.Context, w *shmem.World, tests []*memmodel.Test, mo
 		}
 	}
 	if w.MyPE() == 0 && out != nil {
-		how := fmt.Sprintf("%d copies per launch in random blocks beside %d stressing blocks (tests with barriers: one copy per iteration)", gpuCopies, gpuStress)
+		how := fmt.Sprintf("%d copies per launch in random blocks beside %d stressing blocks, plain loads L1-cached after a random warm (tests with barriers: one copy per iteration)", gpuCopies, gpuStress)
 		memmodel.PrintPower(out, fmt.Sprintf("PE 0 on %s, %s, %s", w.Device(), mode, how), rows)
+		if gc.Mutation != memmodel.MutNone {
+			if err := memmodel.PrintCaught(out, tests, rows, gc.Mutation, opt); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/roxamen/roxamen/kernels"
@@ -79,11 +80,29 @@ func TestGPUProgramRoundTrip(t *testing.T) {
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("%s PE %d seed %d: decodes to %q, want %q", lt.Name, pe, seed, got, want)
 				}
-				delays := 0
+				delays, warms := 0, map[memmodel.Loc]bool{}
 				for _, x := range prog {
 					if x.Op == kernels.LitmusNop {
 						delays++
 					}
+					if x.Op == kernels.LitmusWarm {
+						v, err := g.decode(pe, testBase, []kernels.LitmusInsn{{Op: kernels.LitmusLd, Var: x.Var}})
+						if err != nil {
+							t.Fatalf("%s PE %d: a warm of no variable: %v", lt.Name, pe, err)
+						}
+						warms[memmodel.Loc{Var: v[0].Loc.Var, PE: int(x.PE)}] = true
+					}
+				}
+				wantW := map[memmodel.Loc]bool{} // every word the column loads plainly, once
+				if col := g.column(pe); col != nil {
+					for _, in := range col.Instrs {
+						if in.Op == memmodel.OpLd {
+							wantW[in.Loc] = true
+						}
+					}
+				}
+				if !reflect.DeepEqual(warms, wantW) {
+					t.Errorf("%s PE %d: warms %v, want %v", lt.Name, pe, warms, wantW)
 				}
 				if wantD := 0; seed != 0 && g.column(pe) != nil {
 					wantD = len(want) + 1
@@ -333,5 +352,52 @@ func TestGPUProgramSimulated(t *testing.T) {
 	var fe *memmodel.ForbiddenError
 	if !errors.As(err, &fe) {
 		t.Errorf("an interpreter without waits: Conform says %v, want a forbidden outcome", err)
+	}
+}
+
+// On the many-copies path copy c runs the program with every heap offset moved by c lines: each
+// variable offset the encoder writes, so moved, is that copy's word of the variable in the
+// variable-major array, which the launch's image initializes from the test's init line.
+func TestGPUMultiLayout(t *testing.T) {
+	lt, err := memmodel.Parse("layout", []byte("SHMEM layout\n{ y@1=5; s@1=2; }\nPE0 | PE1 ;\nputsig x@1 1 s@1 add 1 | wait s == 3 ;\n | ld r0 y ;\n | ld r1 x ;\nexists (1:r1=0)\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := newGPUTest(lt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.stride = 8 * slotWords * gpuCopies // as runPEGPUMulti sets it
+	words := len(g.vars) * slotWords * gpuCopies
+	img := multiImage(g, 1, testBase, words)
+	for _, c := range []int{0, 1, 77, gpuCopies - 1} {
+		for pe := 0; pe < 2; pe++ {
+			prog, err := g.encode(pe, testBase, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range prog {
+				if x.Op == kernels.LitmusNop {
+					continue
+				}
+				off := x.Var + uint64(c*8*slotWords) // the kernel's shift
+				w := int(off-testBase) / 8
+				v := sort.SearchStrings(g.vars, g.vars[(x.Var-testBase)/g.stride])
+				if w != multiWord(v, c) {
+					t.Fatalf("copy %d PE %d op %d: word %d, want %d", c, pe, x.Op, w, multiWord(v, c))
+				}
+			}
+		}
+		for v, name := range g.vars {
+			want := map[string]uint64{"y": 5, "s": 2}[name]
+			if got := img[multiWord(v, c)]; got != want {
+				t.Errorf("copy %d: %s@1 starts at %d, want %d", c, name, got, want)
+			}
+		}
+	}
+	for i, w := range img {
+		if i%slotWords != 0 && w != 0 {
+			t.Fatalf("word %d between variables is %d", i, w)
+		}
 	}
 }

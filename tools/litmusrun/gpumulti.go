@@ -14,14 +14,23 @@ import (
 // The GPU runner's many-copies path (roxk_litmus_multi, kernels/src/runtime.hip), for tests
 // without barriers: one launch per iteration runs gpuCopies copies of the PE's column, copy c in a
 // block the host picks at random per launch and PE (so one copy's columns on the PEs sit in
-// unrelated blocks and SMs), beside gpuStress blocks whose threads load and store unrelated lines
+// unrelated blocks and SMs), beside gpuStress blocks whose threads load and store other words
 // until the copies are done, as GPU litmus testing does (Alglave et al., ASPLOS'15). Memory is
 // reset and the PEs meet in a barrier between launches.
+//
+// Each variable of a copy has a line of its own (a slot of slotWords words, the variable in word
+// 0), and the layout is variable-major: every copy's x, then every copy's y, ..., so that the
+// locations of one copy are gpuCopies lines apart, in unrelated L2 slices. In two launches of
+// three the stressing threads hammer the other words of one variable's slots (drawn per launch),
+// so that the line of that location is busy while a column's store to it travels and its store
+// may land after a later store of the same thread to another, idle line; in the third they
+// hammer unrelated lines.
 
 const (
-	gpuCopies      = 128
-	gpuStress      = 32
+	gpuCopies      = 512
+	gpuStress      = 64
 	gpuStressWords = 1 << 16
+	slotWords      = 16 // one 128-byte line
 )
 
 // gpuMulti is one PE's state for one test on the many-copies path.
@@ -52,8 +61,9 @@ func runPEGPUMulti(ctx context.Context, w *shmem.World, mod *shmem.Module, t *me
 		return err
 	}
 	p := &gpuMulti{w: w, mod: mod, g: g, seed: seed, iters: iters}
-	words := g.words()
-	if p.vars, err = shmem.Alloc[uint64](w, words*gpuCopies); err != nil {
+	g.stride = 8 * slotWords * gpuCopies
+	words := max(1, len(g.vars)) * slotWords * gpuCopies
+	if p.vars, err = shmem.Alloc[uint64](w, words); err != nil {
 		return err
 	}
 	defer w.Free(p.vars.Mem())
@@ -96,13 +106,7 @@ func runPEGPUMulti(ctx context.Context, w *shmem.World, mod *shmem.Module, t *me
 			return err
 		}
 	}
-	p.image = make([]uint64, words*gpuCopies)
-	initv := g.initList(me, base)
-	for c := 0; c < gpuCopies; c++ {
-		for j := 0; j+1 < len(initv); j += 2 {
-			p.image[c*words+int((initv[j]-base)/8)] = initv[j+1]
-		}
-	}
+	p.image = multiImage(g, me, base, words)
 	if me == 0 {
 		h, err := memmodel.Conform(ctx, t, p, mode, opt, iters*gpuCopies, seed, out)
 		if h != nil && power != nil {
@@ -119,6 +123,22 @@ func runPEGPUMulti(ctx context.Context, w *shmem.World, mod *shmem.Module, t *me
 	}
 	return nil
 }
+
+// multiImage is pe's variable array at the start of a launch (words long): every copy's
+// variables at their initial values, copy c's word of variable v at (v*gpuCopies+c)*slotWords.
+func multiImage(g *gpuTest, pe int, base uint64, words int) []uint64 {
+	image := make([]uint64, words)
+	initv := g.initList(pe, base)
+	for c := 0; c < gpuCopies; c++ {
+		for j := 0; j+1 < len(initv); j += 2 {
+			image[c*slotWords+int((initv[j]-base)/8)] = initv[j+1]
+		}
+	}
+	return image
+}
+
+// multiWord is the index in the variable array of copy c's word of variable v.
+func multiWord(v, c int) int { return (v*gpuCopies + c) * slotWords }
 
 // RunOnce hands PE 0's gathered states out one per call, launching on every PE when none is left.
 func (p *gpuMulti) RunOnce(ctx context.Context, t *memmodel.Test, seed int64) (memmodel.State, error) {
@@ -162,10 +182,14 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 	if err := w.BarrierAll(ctx); err != nil { // every PE is reset
 		return err
 	}
-	words := g.words()
+	stress, stressWords, slot := p.stress.Device(), uint64(gpuStressWords), uint32(0)
+	if nv := len(g.vars); nv > 0 && rng.Intn(3) != 0 { // hammer the lines of one variable
+		stress = p.vars.Device().Add(int(g.stride) * rng.Intn(nv))
+		stressWords, slot = uint64(slotWords*gpuCopies), slotWords
+	}
 	if err := p.mod.Launch("roxk_litmus_multi", device.D1(gpuCopies+gpuStress), device.D1(64), 0,
 		p.prog.Device(), p.n, p.regsOut.Device(), uint32(g.nregs), p.mapping.Device(), uint32(gpuCopies),
-		uint64(words*8), p.stress.Device(), uint64(gpuStressWords), p.done.Device(), uint64(rng.Int63())); err != nil {
+		uint64(8*slotWords), stress, stressWords, p.done.Device(), uint64(rng.Int63()), slot); err != nil {
 		return err
 	}
 	if err := p.mod.Sync(ctx); err != nil {
@@ -185,7 +209,7 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 		if err := p.regsOut.Get(0, regs[q], q); err != nil {
 			return err
 		}
-		mem[q] = make([]uint64, words*gpuCopies)
+		mem[q] = make([]uint64, len(p.image))
 		if err := p.vars.Get(0, mem[q], q); err != nil {
 			return err
 		}
@@ -196,7 +220,7 @@ func (p *gpuMulti) launch(ctx context.Context) error {
 			r1[q] = regs[q][c*g.nregs : (c+1)*g.nregs]
 			m1[q] = make([]uint64, len(g.vars))
 			for v := range g.vars {
-				m1[q][v] = mem[q][c*words+v*varStride]
+				m1[q][v] = mem[q][multiWord(v, c)]
 			}
 		}
 		st, err := g.state(r1, m1)

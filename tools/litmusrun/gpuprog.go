@@ -31,6 +31,9 @@ type gpuTest struct {
 	nregs int // most registers any PE uses (at least 1)
 	nbar  int // barriers of the test (every column has the same number)
 	keys  []string
+	// stride is the distance in bytes between two variables' words: 8*varStride on the one-copy
+	// path; the many-copies path lays every copy's x side by side, then every copy's y, ...
+	stride uint64
 }
 
 func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
@@ -40,10 +43,13 @@ func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
 	if len(t.NoStore) > 0 {
 		return nil, fmt.Errorf("litmusrun: test %s: a NOSTORE context has no GPU encoding (the device runs every operation on the default context)", t.Name)
 	}
+	if t.Features().Has(memmodel.DeviceCalls) {
+		return nil, fmt.Errorf("litmusrun: test %s: the device library's group forms and context-only calls (device_calls) have no GPU encoding yet", t.Name)
+	}
 	if t.Mixed() {
 		return nil, fmt.Errorf("litmusrun: test %s: 32-bit halves of a word (x.lo, x.hi) have no GPU encoding (its locations are whole words)", t.Name)
 	}
-	g := &gpuTest{t: t, slot: map[string]int{}, regs: map[int][]string{}, nregs: 1, keys: memmodel.StateKeys(t)}
+	g := &gpuTest{t: t, slot: map[string]int{}, regs: map[int][]string{}, nregs: 1, keys: memmodel.StateKeys(t), stride: 8 * varStride}
 	seen := map[string]bool{}
 	note := func(v string) {
 		if v != "" && !seen[v] {
@@ -102,8 +108,11 @@ func newGPUTest(t *memmodel.Test) (*gpuTest, error) {
 	return g, nil
 }
 
-// words is the length of the symmetric variable array.
+// words is the length of the symmetric variable array of the one-copy path.
 func (g *gpuTest) words() int { return max(1, len(g.vars)) * varStride }
+
+// varOff returns the heap offset of variable i, base being that of the variable array.
+func (g *gpuTest) varOff(base uint64, i int) uint64 { return base + g.stride*uint64(i) }
 
 // column returns the code of pe (nil for a PE without code).
 func (g *gpuTest) column(pe int) *memmodel.Column {
@@ -127,8 +136,11 @@ func (g *gpuTest) reg(pe int, name string) (uint32, bool) {
 // encode returns pe's program: its column, or as many barriers as the test has for a PE without
 // code. base is the heap offset of the variable array. With seed != 0 a NOP delay precedes the
 // column and each instruction (the kernel draws each delay from seed, the iteration and the index).
+// The column starts with a WARM of every word it loads plainly (the kernel runs each with
+// probability 1/2 per copy and iteration): an unrecorded plain load that leaves the word's line in
+// the SM's L1, so that a later plain load may hit it stale where the model allows (MODEL.md §8).
 func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn, error) {
-	off := func(v string) uint64 { return base + uint64(8*varStride*g.slot[v]) }
+	off := func(v string) uint64 { return g.varOff(base, g.slot[v]) }
 	col := g.column(pe)
 	var prog []kernels.LitmusInsn
 	delay := func(max uint64) {
@@ -146,6 +158,14 @@ func (g *gpuTest) encode(pe int, base uint64, seed uint64) ([]kernels.LitmusInsn
 			}
 		}
 		return prog, nil
+	}
+	warmed := map[memmodel.Loc]bool{}
+	for _, in := range col.Instrs {
+		if in.Op == memmodel.OpLd && !warmed[in.Loc] {
+			warmed[in.Loc] = true
+			prog = append(prog, kernels.LitmusInsn{Op: kernels.LitmusWarm, PE: int32(in.Loc.PE), Var: off(in.Loc.Var),
+				Aux: seed ^ uint64(len(prog))*0xd1b54a32d192ed03})
+		}
 	}
 	delay(startDelay)
 	for _, in := range col.Instrs {
@@ -261,16 +281,16 @@ var cmpGPU = map[memmodel.Cmp]uint32{
 // test and for error messages.
 func (g *gpuTest) decode(pe int, base uint64, prog []kernels.LitmusInsn) ([]memmodel.Instr, error) {
 	name := func(off uint64) (string, error) {
-		if off < base || (off-base)%(8*varStride) != 0 || int((off-base)/(8*varStride)) >= len(g.vars) {
+		if off < base || (off-base)%g.stride != 0 || int((off-base)/g.stride) >= len(g.vars) {
 			return "", fmt.Errorf("litmusrun: decode test %s PE %d: offset %#x is no variable (base %#x)", g.t.Name, pe, off, base)
 		}
-		return g.vars[(off-base)/(8*varStride)], nil
+		return g.vars[(off-base)/g.stride], nil
 	}
 	var out []memmodel.Instr
 	for i, x := range prog {
 		in := memmodel.Instr{Loc: memmodel.Loc{PE: int(x.PE)}, Val: int64(x.Value)}
 		switch x.Op {
-		case kernels.LitmusNop:
+		case kernels.LitmusNop, kernels.LitmusWarm: // no event of the test (MODEL.md §8)
 			continue
 		case kernels.LitmusFence, kernels.LitmusQuiet, kernels.LitmusBarrier, kernels.LitmusSync:
 			out = append(out, memmodel.Instr{Op: map[uint32]memmodel.Op{kernels.LitmusFence: memmodel.OpFence, kernels.LitmusQuiet: memmodel.OpQuiet,
@@ -364,7 +384,7 @@ func (g *gpuTest) initList(pe int, base uint64) []uint64 {
 	}
 	var l []uint64
 	for i := range g.vars {
-		l = append(l, base+uint64(8*varStride*i), vals[i])
+		l = append(l, g.varOff(base, i), vals[i])
 	}
 	return l
 }

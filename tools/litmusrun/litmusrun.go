@@ -1360,9 +1360,11 @@ func execOn[T word](ctx context.Context, p *pe, in memmodel.Instr, s shmem.Sym[T
 // path stores to every PE's heap itself). It lacks the vector forms of the polls other than
 // wait_all (shmem has no call for them), polls over both signal and data words and puts from or
 // gets into signal words (the runner keeps the two kinds in arrays of their own), and teams that
-// are not strided sets of PEs (it makes teams by strided splits of the world team).
+// are not strided sets of PEs (it makes teams by strided splits of the world team), and the device
+// library's calls with no host counterpart (device_calls: warp and block forms, copy-engine puts).
 func HostFeatures(mapsHeaps bool) memmodel.FeatureSet {
-	s := memmodel.AllFeatures.Minus(memmodel.Features(memmodel.PollVector, memmodel.MixedPoll, memmodel.SignalBuffer, memmodel.IrregularTeam))
+	s := memmodel.AllFeatures.Minus(memmodel.Features(memmodel.PollVector, memmodel.MixedPoll, memmodel.SignalBuffer, memmodel.IrregularTeam,
+		memmodel.DeviceCalls))
 	if !mapsHeaps {
 		s = s.Minus(memmodel.Features(memmodel.PtrStore, memmodel.PtrLoad))
 	}

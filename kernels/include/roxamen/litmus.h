@@ -39,6 +39,9 @@
 #define ROXK_L_GET_NBI_DST 31
 #define ROXK_L_PUT_BUF 32    /* put_nbi var@pe from this PE's word aux (heap offset) */
 #define ROXK_L_SYNC 33       /* sync_all of the whole block, as BARRIER */
+#define ROXK_L_WARM 34       /* warm var@pe aux(seed): before the column, with probability 1/2 per copy and
+			      * iteration, an unrecorded plain load of the word (own, or through roxshmem_ptr)
+			      * that leaves its line in the SM's L1 (MODEL.md §8) */
 
 #define ROXK_LITMUS_MAX_REGS 16
 

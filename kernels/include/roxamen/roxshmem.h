@@ -458,7 +458,12 @@ ROXI_COLD void roxi_putmem_signal_path(roxshmem_ctx_desc_t *c, void *dest, const
 ROXA_FN void roxi_putmem_signal(roxshmem_ctx_desc_t *c, void *dest, const void *src, uint64_t n, uint64_t *sig,
 				uint64_t signal, int sig_op, int pe, int g, int nbi)
 {
+#ifdef ROXSHMEM_MUTATE_SIGNAL_FIRST /* a broken build (see roxshmem_fence): the signal, then the data */
+	roxi_putmem_signal_path(c, dest, src, 0, sig, signal, sig_op, pe, g, nbi, 0);
+	roxi_putmem(c, dest, src, n, pe, g, nbi, 0);
+#else
 	roxi_putmem_signal_path(c, dest, src, n, sig, signal, sig_op, pe, g, nbi, 0);
+#endif
 }
 
 ROXA_FN int roxi_cmp(uint64_t a, int cmp, uint64_t b, int is_signed)
@@ -921,25 +926,36 @@ ROXI_FN void roxi_fence_ring(roxshmem_ctx_desc_t *c)
 	}
 }
 
+/* Mutations: deliberately broken builds, never the default, that the GPU litmus runner must catch
+ * (tools/litmusrun builds them: BuildMutant). ROXSHMEM_MUTATE_DROP_FENCE: fence does nothing;
+ * ROXSHMEM_MUTATE_QUIET_AS_FENCE: quiet only fences; ROXSHMEM_MUTATE_SIGNAL_FIRST: a put-with-signal
+ * updates the signal before it puts the data. */
+
 /* fence: operations to each PE issued before it are delivered before those issued after it. */
 ROXA_API void roxshmem_fence(void)
 {
+#ifndef ROXSHMEM_MUTATE_DROP_FENCE
 	roxi_fence_mem();
 #ifdef ROXI_HAVE_SDMA
 	/* a later put to the same PE may take load/store or another queue: SDMA puts complete first */
 	roxi_sdma_quiet(ROXSHMEM_CALL_FENCE);
 #endif
 	roxi_fence_ring(0);
+#endif
 }
 
 /* quiet: every operation this PE issued before it is complete (delivered, results in hand). */
 ROXA_API void roxshmem_quiet(void)
 {
+#ifdef ROXSHMEM_MUTATE_QUIET_AS_FENCE
+	roxshmem_fence();
+#else
 	roxi_quiet_mem();
 #ifdef ROXI_HAVE_SDMA
 	roxi_sdma_quiet(ROXSHMEM_CALL_QUIET);
 #endif
 	roxi_q_quiet(0, ROXSHMEM_CALL_QUIET);
+#endif
 }
 
 /* Every thread of every block of the grid calls it; all blocks must be resident (a cooperative
