@@ -929,7 +929,8 @@ func collectiveName(id uint64) string {
 // has already joined), and a zero Sym can name the PE of a process's only World.
 var initialized struct {
 	sync.Mutex
-	pes map[string]*World
+	pes  map[string]*World
+	live atomic.Int32 // len(pes), for the spinner's yield (goschedHelps), which takes no lock
 }
 
 func register(r bootstrap.Rank) (string, error) {
@@ -946,6 +947,7 @@ func register(r bootstrap.Rank) (string, error) {
 		return "", fmt.Errorf("PE %d of this job is already initialized in this process: call Finalize before Init again", r.PE)
 	}
 	initialized.pes[key] = nil // the World is set once Init succeeds
+	initialized.live.Store(int32(len(initialized.pes)))
 	return key, nil
 }
 
@@ -961,6 +963,7 @@ func unregister(key string) {
 	}
 	initialized.Lock()
 	delete(initialized.pes, key)
+	initialized.live.Store(int32(len(initialized.pes)))
 	initialized.Unlock()
 }
 
