@@ -185,6 +185,14 @@ const refusedArg = ^uint64(0)
 // mapsEveryPE is whether this PE loads and stores every PE's heap (one node, no forced NIC
 // path); every PE of a job answers alike.
 func (w *World) mapsEveryPE() bool {
+	if w.teams != nil {
+		return w.teams.everyPE
+	}
+	return w.mapsEveryPENow()
+}
+
+// mapsEveryPENow is mapsEveryPE worked out from the mappings (fixed once Init has set them up).
+func (w *World) mapsEveryPENow() bool {
 	for _, p := range w.peers {
 		if p == nil {
 			return false

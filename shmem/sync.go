@@ -162,11 +162,6 @@ func (s *spinner) next(what func() string) error {
 		// wait itself: handing that to a background goroutine costs a wakeup per message.
 		s.w.progress()
 	}
-	if s.n == 1 {
-		s.start = spinClock()
-		s.deadline = s.start.Add(s.w.timeout)
-		return nil
-	}
 	if s.n%pollsPerCheck != 0 && s.sleep == 0 {
 		return nil
 	}
@@ -180,6 +175,11 @@ func (s *spinner) next(what func() string) error {
 		return s.w.errorf(s.call, ErrFinalized, "while waiting for %s", what())
 	}
 	now := spinClock()
+	if s.start.IsZero() {
+		// The clock starts at the first check, not the first poll: most waits end within
+		// pollsPerCheck polls, and a clock read costs as much as tens of them.
+		s.start, s.deadline = now, now.Add(s.w.timeout)
+	}
 	if now.After(s.deadline) {
 		return s.w.errorf(s.call, ErrTimeout, "waited %v (ROX_TIMEOUT) for %s", s.w.timeout, what())
 	}

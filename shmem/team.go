@@ -284,10 +284,11 @@ func (t *Team) release() {
 	}
 }
 
-// gateNames holds the team calls' names, so that the gate can publish one without allocating.
+// gateNames holds the collective calls' names, so that the gates can publish one without allocating.
 var gateNames = func() []*string {
 	var s []*string
-	for _, n := range []string{"SplitStrided", "Split2D", "Destroy", "Sync", "Barrier", "Broadcast", "FCollect", "Collect", "AllToAll", "AllToAlls", "AllReduce", "ReduceScatter"} {
+	for _, n := range []string{"SplitStrided", "Split2D", "Destroy", "Sync", "Barrier", "Broadcast", "FCollect", "Collect", "AllToAll", "AllToAlls", "AllReduce", "ReduceScatter",
+		"BarrierAll", "SyncAll", "Malloc", "Calloc", "Align", "Free", "Realloc", "Finalize"} {
 		s = append(s, &n)
 	}
 	return s

@@ -843,6 +843,7 @@ type collectives struct {
 	current atomic.Pointer[string] // the call in progress, for the error of a concurrent one
 	seq     uint64                 // numbers given so far; guarded by mu
 	last    string                 // the last numbered call; guarded by mu
+	cur     collective             // the call in progress (begin hands it out: no allocation per call)
 }
 
 // collective is one collective call in progress; end releases it.
@@ -867,8 +868,9 @@ func (q *collectives) begin(w *World, call string) (*collective, error) {
 		}
 		return nil, w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
 	}
-	q.current.Store(&call)
-	return &collective{q: q, w: w, call: call, prev: q.last}, nil
+	q.current.Store(gateName(call))
+	q.cur = collective{q: q, w: w, call: call, prev: q.last}
+	return &q.cur, nil
 }
 
 // number gives c its place in the sequence on first use: a call refused before it communicates

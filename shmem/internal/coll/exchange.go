@@ -29,9 +29,7 @@ type collOp struct {
 // payload capacity.
 func (t *Team) region(half, src int) (off uint64, capacity int) {
 	e := t.e
-	halfSize := e.dataSize[t.slot] / 2
-	stride := (halfSize / len(t.members)) &^ 63
-	return e.dataOff[t.slot] + uint64(half*halfSize+src*stride), stride - hdrSize
+	return e.dataOff[t.slot] + uint64(half*(e.dataSize[t.slot]/2)+src*t.stride), t.stride - hdrSize
 }
 
 // payloadCap is how many payload bytes one PE can send another in the header exchange.
@@ -136,14 +134,17 @@ func (t *Team) exchangeAt(ctx context.Context, call string, h header, payload []
 			// Over load/store the header's first word, the epoch, is the flag the receiver polls:
 			// stored last (a release), so that the header and the payload are there when it shows
 			// e, and they come with it in one or two cache lines where a separate signal word
-			// would be one more line to fetch. The signal word is set too, for the error message
-			// of a wait that times out.
+			// would be one more line to fetch. The signal word is set too where a NIC runs: a PE
+			// at a World call on the NIC path watches those words for a TeamWorld collective
+			// (NICCall.Arrived).
 			var hb [hdrSize]byte
 			h.encode(hb[:])
 			copy(dst[off+8:off+hdrSize], hb[8:])
 			simd.Copy(dst[off+hdrSize:], data)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), e)
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(o.par), t.me)])), e)
+			if en.nic {
+				atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(o.par), t.me)])), e)
+			}
 			continue
 		}
 		if len(data) == 0 && worldCall(h.call) && w.Reorders() {
