@@ -116,9 +116,7 @@ func (c *collective) exchange(ctx context.Context, h worldCall) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	t := c.w.teams.world
-	t.mu.Lock() // under the World's gate, which c holds: TeamWorld's gate takes the two in this order
-	defer t.mu.Unlock()
+	t := c.w.teams.world // its calls are serialized by the World's gate, which c holds
 	c.number()
 	if !c.w.mapsEveryPE() {
 		return c.sparse(ctx, h)

@@ -840,7 +840,7 @@ func exitCode(status int) int {
 // ErrConcurrent naming both.
 type collectives struct {
 	mu      sync.Mutex             // held from begin to end
-	current atomic.Pointer[string] // the call in progress, for the error of a concurrent one
+	current atomic.Pointer[string] // the call in progress (or the last), for the error of a concurrent one
 	seq     uint64                 // numbers given so far; guarded by mu
 	last    string                 // the last numbered call; guarded by mu
 	cur     collective             // the call in progress (begin hands it out: no allocation per call)
@@ -868,7 +868,7 @@ func (q *collectives) begin(w *World, call string) (*collective, error) {
 		}
 		return nil, w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
 	}
-	q.current.Store(gateName(call))
+	q.publish(call)
 	q.cur = collective{q: q, w: w, call: call, prev: q.last}
 	return &q.cur, nil
 }
@@ -888,9 +888,16 @@ func (c *collective) number() uint64 {
 	return c.seq
 }
 
-func (c *collective) end() {
-	c.q.current.Store(nil)
-	c.q.mu.Unlock()
+func (c *collective) end() { c.q.mu.Unlock() }
+
+// publish names call as the one holding the gate, for the error of a concurrent call. The name
+// stays after the call (a store per call is a locked instruction on x86, as costly as the rest of
+// a small call's bookkeeping): a concurrent call sees the holder's name, or, in the moment between
+// another goroutine's TryLock and its publish, the name of the call before.
+func (q *collectives) publish(call string) {
+	if p := gateName(call); q.current.Load() != p {
+		q.current.Store(p)
+	}
 }
 
 // mismatch is the error of collective c when PE pe is at its collective #seq, call, instead;
