@@ -116,9 +116,7 @@ func (c *collective) exchange(ctx context.Context, h worldCall) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	t := c.w.teams.world
-	t.mu.Lock() // under the World's gate, which c holds: TeamWorld's gate takes the two in this order
-	defer t.mu.Unlock()
+	t := c.w.teams.world // its calls are serialized by the World's gate, which c holds
 	c.number()
 	if !c.w.mapsEveryPE() {
 		return c.sparse(ctx, h)
@@ -185,6 +183,14 @@ const refusedArg = ^uint64(0)
 // mapsEveryPE is whether this PE loads and stores every PE's heap (one node, no forced NIC
 // path); every PE of a job answers alike.
 func (w *World) mapsEveryPE() bool {
+	if w.teams != nil {
+		return w.teams.everyPE
+	}
+	return w.mapsEveryPENow()
+}
+
+// mapsEveryPENow is mapsEveryPE worked out from the mappings (fixed once Init has set them up).
+func (w *World) mapsEveryPENow() bool {
 	for _, p := range w.peers {
 		if p == nil {
 			return false

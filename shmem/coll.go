@@ -231,20 +231,26 @@ func collArgs[T Elem](t *Team, call string, dst, src Sym[T]) error {
 	if err := t.check(call); err != nil {
 		return err
 	}
-	for _, s := range []struct {
-		name string
-		s    Sym[T]
-	}{{"destination", dst}, {"source", src}} {
-		if s.s.w == nil {
-			return t.w.errorf(call, ErrNotInitialized, "%s is a zero symmetric object (not allocated)", s.name)
-		}
-		if s.s.w != t.w {
-			return t.w.errorf(call, ErrNotSymmetric, "%s at heap offset %d belongs to another World", s.name, s.s.off)
-		}
+	if err := symArg(t, call, "destination", dst.w, dst.off); err != nil {
+		return err
+	}
+	if err := symArg(t, call, "source", src.w, src.off); err != nil {
+		return err
 	}
 	if k := elemKindOf[T](); k == 0 {
 		var z T
 		return t.w.errorf(call, ErrBadArgument, "element type %T", z)
+	}
+	return nil
+}
+
+// symArg checks one buffer of a call (its World w, at heap offset off): allocated, of t's World.
+func symArg(t *Team, call, name string, w *World, off uint64) error {
+	if w == nil {
+		return t.w.errorf(call, ErrNotInitialized, "%s is a zero symmetric object (not allocated)", name)
+	}
+	if w != t.w {
+		return t.w.errorf(call, ErrNotSymmetric, "%s at heap offset %d belongs to another World", name, off)
 	}
 	return nil
 }

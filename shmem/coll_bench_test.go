@@ -3,6 +3,8 @@ package shmem
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"syscall"
 	"testing"
 )
 
@@ -60,6 +62,52 @@ func BenchmarkColl(b *testing.B) {
 					b.StopTimer()
 				}
 				return t.Barrier(ctx)
+			})
+		})
+	}
+}
+
+// BenchmarkCollAlone times the small host collectives of a 1-PE job: what a call costs in software
+// alone (checks, gate, epoch, header, fold), with no peer to wait for. cpu-ns/op is the calling
+// thread's CPU time per call, which a loaded machine inflates far less than the wall time.
+func BenchmarkCollAlone(b *testing.B) {
+	for _, name := range []string{"allreduce", "broadcast", "barrier", "barrier_all"} {
+		b.Run(name, func(b *testing.B) {
+			nodeJob(&testing.T{}, 1, 0, 16<<20, func(w *World) error {
+				ctx := context.Background()
+				t := w.TeamWorld()
+				src, err := Alloc[float32](w, 2)
+				if err != nil {
+					return err
+				}
+				dst, err := Alloc[float32](w, 2)
+				if err != nil {
+					return err
+				}
+				bs, _ := As[uint8](src.Mem())
+				bd, _ := As[uint8](dst.Mem())
+				call := map[string]func() error{
+					"allreduce":   func() error { return AllReduce(ctx, t, dst, src, OpSum) },
+					"broadcast":   func() error { return Broadcast(ctx, t, bd, bs, 0) },
+					"barrier":     func() error { return t.Barrier(ctx) },
+					"barrier_all": func() error { return w.BarrierAll(ctx) },
+				}[name]
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				var r0, r1 syscall.Rusage
+				_ = syscall.Getrusage(syscall.RUSAGE_THREAD, &r0)
+				b.ResetTimer()
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if err := call(); err != nil {
+						return err
+					}
+				}
+				b.StopTimer()
+				_ = syscall.Getrusage(syscall.RUSAGE_THREAD, &r1)
+				cpu := r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano()
+				b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+				return nil
 			})
 		})
 	}

@@ -20,9 +20,10 @@ import (
 
 // collState is a World's collective machinery.
 type collState struct {
-	eng    *coll.Engine
-	world  *Team
-	shared *Team
+	eng     *coll.Engine
+	world   *Team
+	shared  *Team
+	everyPE bool // mapsEveryPE, asked by every World call
 }
 
 // refusalKinds are the error kinds a refusal names in a header (its code is the index).
@@ -63,7 +64,7 @@ func (w *World) initColl(nodes []string) error {
 	if err != nil {
 		return err
 	}
-	c := &collState{eng: eng}
+	c := &collState{eng: eng, everyPE: w.mapsEveryPENow()}
 	w.teams = c
 	all := make([]int, w.npes)
 	var shared []int

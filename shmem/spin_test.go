@@ -2,8 +2,11 @@ package shmem
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/roxamen/roxamen/internal/bootstrap"
 )
 
 // fakeSpinClock replaces the spinner's clock, yield and sleep with counters on a clock that only
@@ -72,5 +75,34 @@ func TestSpinnerYieldsAtOnceWhenOversubscribed(t *testing.T) {
 	}
 	if waited := now.Sub(start); waited >= yieldAfter {
 		t.Fatalf("first yield after %v of waiting (%d polls); want it at the first clock read", waited, sp.n)
+	}
+}
+
+// A wait's yield steps off its P (runtime.Gosched) only where that can let a PE run: another PE
+// of this process, or a process on one P. Elsewhere Gosched wakes an idle P's thread to look for
+// work (the runtime's wakep), which takes a core from the PE the wait is for.
+func TestSpinnerYieldKeepsThePOfALonePE(t *testing.T) {
+	procs := runtime.GOMAXPROCS(2)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	left := initialized.live.Load() // PEs an earlier test left initialized (none where all finalize)
+	one, err := register(bootstrap.Rank{Source: "test", Addr: "yield", PE: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unregister(one)
+	if left == 0 && goschedHelps() {
+		t.Errorf("one PE in the process on 2 Ps: its waits yield the P too (Gosched wakes an idle P's thread)")
+	}
+	two, err := register(bootstrap.Rank{Source: "test", Addr: "yield", PE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !goschedHelps() {
+		t.Errorf("two PEs in the process: a wait keeps the P the other PE's goroutine may need")
+	}
+	unregister(two)
+	runtime.GOMAXPROCS(1)
+	if !goschedHelps() {
+		t.Errorf("one PE on one P: a wait keeps the P that a transport's goroutine may need")
 	}
 }

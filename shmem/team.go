@@ -37,7 +37,7 @@ type Team struct {
 	me      int
 	name    string
 
-	mu        sync.Mutex // serializes this PE's collective calls on the team
+	mu        sync.Mutex // serializes this PE's collective calls on the team (TeamWorld's: the World's gate)
 	destroyed atomic.Bool
 	ungate    func() // t.release, made once
 
@@ -263,9 +263,9 @@ func (t *Team) gate(call string) (release func(), err error) {
 			}
 			return nil, t.w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
 		}
-		q.current.Store(gateName(call))
+		q.publish(call)
 		q.last = call // for the message of a Finalize out of step
-		t.mu.Lock()
+		// TeamWorld's own lock is not taken: every call on it, the World's included, holds q.mu.
 		return t.ungate, nil
 	}
 	if !t.mu.TryLock() {
@@ -276,18 +276,18 @@ func (t *Team) gate(call string) (release func(), err error) {
 
 // release ends what gate began.
 func (t *Team) release() {
-	t.mu.Unlock()
 	if t == t.w.teams.world {
-		q := &t.w.coll
-		q.current.Store(nil)
-		q.mu.Unlock()
+		t.w.coll.mu.Unlock()
+		return
 	}
+	t.mu.Unlock()
 }
 
-// gateNames holds the team calls' names, so that the gate can publish one without allocating.
+// gateNames holds the collective calls' names, so that the gates can publish one without allocating.
 var gateNames = func() []*string {
 	var s []*string
-	for _, n := range []string{"SplitStrided", "Split2D", "Destroy", "Sync", "Barrier", "Broadcast", "FCollect", "Collect", "AllToAll", "AllToAlls", "AllReduce", "ReduceScatter"} {
+	for _, n := range []string{"SplitStrided", "Split2D", "Destroy", "Sync", "Barrier", "Broadcast", "FCollect", "Collect", "AllToAll", "AllToAlls", "AllReduce", "ReduceScatter",
+		"BarrierAll", "SyncAll", "Malloc", "Calloc", "Align", "Free", "Realloc", "Finalize"} {
 		s = append(s, &n)
 	}
 	return s

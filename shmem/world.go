@@ -840,9 +840,10 @@ func exitCode(status int) int {
 // ErrConcurrent naming both.
 type collectives struct {
 	mu      sync.Mutex             // held from begin to end
-	current atomic.Pointer[string] // the call in progress, for the error of a concurrent one
+	current atomic.Pointer[string] // the call in progress (or the last), for the error of a concurrent one
 	seq     uint64                 // numbers given so far; guarded by mu
 	last    string                 // the last numbered call; guarded by mu
+	cur     collective             // the call in progress (begin hands it out: no allocation per call)
 }
 
 // collective is one collective call in progress; end releases it.
@@ -867,8 +868,9 @@ func (q *collectives) begin(w *World, call string) (*collective, error) {
 		}
 		return nil, w.errorf(call, ErrConcurrent, "%s is in progress in another goroutine: collective calls must be made one at a time, in the same order on every PE", cur)
 	}
-	q.current.Store(&call)
-	return &collective{q: q, w: w, call: call, prev: q.last}, nil
+	q.publish(call)
+	q.cur = collective{q: q, w: w, call: call, prev: q.last}
+	return &q.cur, nil
 }
 
 // number gives c its place in the sequence on first use: a call refused before it communicates
@@ -886,9 +888,16 @@ func (c *collective) number() uint64 {
 	return c.seq
 }
 
-func (c *collective) end() {
-	c.q.current.Store(nil)
-	c.q.mu.Unlock()
+func (c *collective) end() { c.q.mu.Unlock() }
+
+// publish names call as the one holding the gate, for the error of a concurrent call. The name
+// stays after the call (a store per call is a locked instruction on x86, as costly as the rest of
+// a small call's bookkeeping): a concurrent call sees the holder's name, or, in the moment between
+// another goroutine's TryLock and its publish, the name of the call before.
+func (q *collectives) publish(call string) {
+	if p := gateName(call); q.current.Load() != p {
+		q.current.Store(p)
+	}
 }
 
 // mismatch is the error of collective c when PE pe is at its collective #seq, call, instead;
@@ -929,7 +938,8 @@ func collectiveName(id uint64) string {
 // has already joined), and a zero Sym can name the PE of a process's only World.
 var initialized struct {
 	sync.Mutex
-	pes map[string]*World
+	pes  map[string]*World
+	live atomic.Int32 // len(pes), for the spinner's yield (goschedHelps), which takes no lock
 }
 
 func register(r bootstrap.Rank) (string, error) {
@@ -946,6 +956,7 @@ func register(r bootstrap.Rank) (string, error) {
 		return "", fmt.Errorf("PE %d of this job is already initialized in this process: call Finalize before Init again", r.PE)
 	}
 	initialized.pes[key] = nil // the World is set once Init succeeds
+	initialized.live.Store(int32(len(initialized.pes)))
 	return key, nil
 }
 
@@ -961,6 +972,7 @@ func unregister(key string) {
 	}
 	initialized.Lock()
 	delete(initialized.pes, key)
+	initialized.live.Store(int32(len(initialized.pes)))
 	initialized.Unlock()
 }
 

@@ -112,7 +112,7 @@ func (e *Engine) forcedNIC() bool {
 	return false
 }
 
-func (t *Team) knob() algorithm { return parseAlgo(t.e.algo) }
+func (t *Team) knob() algorithm { return t.e.knob }
 
 // pickReduce chooses an all-reduce algorithm for bytes per PE whose eager payload is payload bytes.
 func (t *Team) pickReduce(bytes, payload int) algorithm {

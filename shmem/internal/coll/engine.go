@@ -27,6 +27,8 @@ type Engine struct {
 	w     World
 	cfg   Config
 	algo  string
+	knob  algorithm // algo parsed, as every call asks
+	nic   bool      // w.HasNIC(), fixed once Init has started the transport
 	slots struct {
 		mu   sync.Mutex
 		used uint64 // bit s: slot s belongs to a live team
@@ -53,7 +55,7 @@ func New(w World, cfg Config, reserve func(size int) (uint64, error)) (*Engine, 
 	if cfg.Teams < 2 || cfg.Teams > 64 {
 		return nil, fmt.Errorf("%d team slots: want 2..64", cfg.Teams)
 	}
-	e := &Engine{w: w, cfg: cfg, algo: cfg.Algo, dataOff: make([]uint64, cfg.Teams), dataSize: make([]int, cfg.Teams)}
+	e := &Engine{w: w, cfg: cfg, algo: cfg.Algo, knob: parseAlgo(cfg.Algo), nic: w.HasNIC(), dataOff: make([]uint64, cfg.Teams), dataSize: make([]int, cfg.Teams)}
 	e.ctlStride = uint64(sigKinds*cfg.NPEs*8+63) &^ 63
 	big, small := scratchSizes(cfg.HeapSize)
 	// every half must hold at least a header per PE
@@ -83,7 +85,7 @@ func New(w World, cfg Config, reserve func(size int) (uint64, error)) (*Engine, 
 // Algo returns the ROX_COLL_ALGO setting the engine follows; SetAlgo changes it (tests run the
 // algorithms one by one with it; every PE must set the same).
 func (e *Engine) Algo() string     { return e.algo }
-func (e *Engine) SetAlgo(a string) { e.algo = a }
+func (e *Engine) SetAlgo(a string) { e.algo, e.knob = a, parseAlgo(a) }
 
 // Team is the engine's side of a team: its slot, members and epochs, and the state of the call
 // in progress, reused by every call so that a call on mapped heaps allocates nothing. The caller
@@ -96,6 +98,7 @@ type Team struct {
 	name    string
 	nodes   []int  // node index (dense, in order of first appearance) of each member
 	epoch   uint64 // collective calls made on the team so far
+	stride  int    // bytes of each member's region in a half of the slot's scratch
 
 	op      collOp
 	peers   []header
@@ -109,6 +112,7 @@ type Team struct {
 // named name in messages, whose calls are numbered from epoch on.
 func (e *Engine) NewTeam(slot int, members []int, name string, epoch uint64) *Team {
 	t := &Team{e: e, slot: slot, members: members, me: -1, name: name, epoch: epoch}
+	t.stride = (e.dataSize[slot] / 2 / max(len(members), 1)) &^ 63
 	ids := map[string]int{}
 	for i, pe := range members {
 		if pe == e.cfg.PE {

@@ -29,9 +29,7 @@ type collOp struct {
 // payload capacity.
 func (t *Team) region(half, src int) (off uint64, capacity int) {
 	e := t.e
-	halfSize := e.dataSize[t.slot] / 2
-	stride := (halfSize / len(t.members)) &^ 63
-	return e.dataOff[t.slot] + uint64(half*halfSize+src*stride), stride - hdrSize
+	return e.dataOff[t.slot] + uint64(half*(e.dataSize[t.slot]/2)+src*t.stride), t.stride - hdrSize
 }
 
 // payloadCap is how many payload bytes one PE can send another in the header exchange.
@@ -118,8 +116,9 @@ func (t *Team) exchangeAt(ctx context.Context, call string, h header, payload []
 	if cap(t.peers) < n {
 		t.peers = make([]header, n)
 	}
+	// Field by field: a composite literal would build the whole state aside, then copy it in.
 	o := &t.op
-	*o = collOp{t: t, ctx: ctx, call: call, e: e, par: int(e & 1), h: h, peers: t.peers[:n]}
+	o.t, o.ctx, o.call, o.e, o.par, o.h, o.peers = t, ctx, call, e, int(e&1), h, t.peers[:n]
 	off, capacity := t.region(o.par, t.me)
 	var buf []byte
 	for k := 1; k < n; k++ {
@@ -136,14 +135,17 @@ func (t *Team) exchangeAt(ctx context.Context, call string, h header, payload []
 			// Over load/store the header's first word, the epoch, is the flag the receiver polls:
 			// stored last (a release), so that the header and the payload are there when it shows
 			// e, and they come with it in one or two cache lines where a separate signal word
-			// would be one more line to fetch. The signal word is set too, for the error message
-			// of a wait that times out.
+			// would be one more line to fetch. The signal word is set too where a NIC runs: a PE
+			// at a World call on the NIC path watches those words for a TeamWorld collective
+			// (NICCall.Arrived).
 			var hb [hdrSize]byte
 			h.encode(hb[:])
 			copy(dst[off+8:off+hdrSize], hb[8:])
 			simd.Copy(dst[off+hdrSize:], data)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[off])), e)
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(o.par), t.me)])), e)
+			if en.nic {
+				atomic.StoreUint64((*uint64)(unsafe.Pointer(&dst[t.sigOff(hdrSig(o.par), t.me)])), e)
+			}
 			continue
 		}
 		if len(data) == 0 && worldCall(h.call) && w.Reorders() {
@@ -298,7 +300,7 @@ func (t *Team) startEager(ctx context.Context, call string, h header, eager bool
 	var payload []byte
 	if eager {
 		var err error
-		if payload, err = (&collOp{t: t, call: call}).self(s0, n); err != nil {
+		if payload, err = t.read(call, t.me, s0, n, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -372,7 +374,11 @@ func (o *collOp) dst(j int) uint64 { return o.peers[j].word2 }
 // read returns n bytes at off in team PE j's heap: a view where the heap is mapped here, else a
 // copy (through the PE's path) into buf, or into a new slice where buf holds fewer than n bytes.
 func (o *collOp) read(j int, off uint64, n int, buf []byte) ([]byte, error) {
-	t := o.t
+	return o.t.read(o.call, j, off, n, buf)
+}
+
+// read is collOp.read for a call (named call) whose state is not made yet.
+func (t *Team) read(call string, j int, off uint64, n int, buf []byte) ([]byte, error) {
 	pe := t.members[j]
 	if n == 0 {
 		return nil, nil
@@ -383,7 +389,7 @@ func (o *collOp) read(j int, off uint64, n int, buf []byte) ([]byte, error) {
 	if len(buf) < n {
 		buf = make([]byte, n)
 	}
-	if err := t.e.w.Get(o.call, pe, off, buf[:n]); err != nil {
+	if err := t.e.w.Get(call, pe, off, buf[:n]); err != nil {
 		return nil, err
 	}
 	return buf[:n], nil

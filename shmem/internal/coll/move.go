@@ -171,7 +171,6 @@ func (t *Team) allToAll(ctx context.Context, call string, h header, kind Kind, d
 	algo := t.pickMove(block)
 	eager := algo == algoOneShot && block <= t.payloadCap()
 	h.kind, h.algo, h.root, h.extra, h.word, h.word2 = kind, algo, int64(dstStride), int64(srcStride), s0, d0
-	sel := &collOp{t: t, call: call}
 	// block j of this PE's source, packed
 	srcBlock := func(o *collOp, j int) ([]byte, error) {
 		if block == 0 {
@@ -191,10 +190,11 @@ func (t *Team) allToAll(ctx context.Context, call string, h header, kind Kind, d
 	var err error
 	if eager && !strided {
 		// the blocks lie one after the other in the source
-		if payload, err = sel.self(s0, n*block); err != nil {
+		if payload, err = t.read(call, t.me, s0, n*block, nil); err != nil {
 			return err
 		}
 	} else if eager {
+		sel := &collOp{t: t, call: call}
 		payload = t.scratch[:0]
 		for j := 0; j < n; j++ {
 			b, err := srcBlock(sel, j)
