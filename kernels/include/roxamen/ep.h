@@ -115,26 +115,48 @@ ROXA_FN void roxep_wait(const roxep_t *ep, int block, int pe, uint64_t v)
 #define ROXEP_SHARED __shared__
 #endif
 
-/* The block's exclusive prefix sum of one value per thread, in thread order; *total gets the sum. */
-ROXI_COLD int32_t roxep_scan_block(int32_t v, int32_t *total)
+/* The block's exclusive prefix sum of one value per thread, in thread order; *total gets the sum
+ * (the values may pack several counts in 16-bit fields: fields add apart while no sum overflows).
+ * Within each warp by its own barrier, then the warps' sums by the first warp: three block
+ * barriers. */
+ROXI_COLD uint64_t roxep_scan_block(uint64_t v, uint64_t *total)
 {
-	ROXEP_SHARED int32_t buf[2][ROXEP_MAX_THREADS];
-	uint32_t tid = roxa_tid(), nt = roxa_nthreads();
-	int cur = 0;
-	buf[0][tid] = v;
-	roxa_sync_block();
-	for (uint32_t off = 1; off < nt; off <<= 1) {
-		int32_t x = buf[cur][tid];
-		if (tid >= off)
-			x += buf[cur][tid - off];
-		buf[cur ^ 1][tid] = x;
-		cur ^= 1;
-		roxa_sync_block();
+	ROXEP_SHARED uint64_t buf[ROXEP_MAX_THREADS], wsum[ROXEP_MAX_THREADS];
+	uint32_t tid = roxa_tid(), ws = roxa_warpsize(), lane = roxa_lane(), wi = tid / ws, nw = roxa_nthreads() / ws;
+	uint64_t x = v;
+	buf[tid] = x;
+	roxa_sync_warp();
+	for (uint32_t off = 1; off < ws; off <<= 1) {
+		uint64_t y = lane >= off ? buf[tid - off] : 0;
+		roxa_sync_warp();
+		x += y;
+		buf[tid] = x;
+		roxa_sync_warp();
 	}
-	int32_t incl = buf[cur][tid];
-	*total = buf[cur][nt - 1];
+	if (lane == ws - 1)
+		wsum[wi] = x;
+	roxa_sync_block();
+	if (wi == 0) {
+		uint64_t u = lane < nw ? wsum[lane] : 0, acc = u;
+		buf[tid] = acc; /* warp 0's own slots: its lanes hold their first sums in x */
+		roxa_sync_warp();
+		for (uint32_t off = 1; off < ws; off <<= 1) {
+			uint64_t y = lane >= off ? buf[tid - off] : 0;
+			roxa_sync_warp();
+			acc += y;
+			buf[tid] = acc;
+			roxa_sync_warp();
+		}
+		if (lane < nw)
+			wsum[lane] = acc - u; /* the sums of the warps before warp lane */
+		if (lane == ws - 1)
+			wsum[ROXEP_MAX_THREADS - 1] = acc;
+	}
+	roxa_sync_block();
+	uint64_t r = wsum[wi] + x - v;
+	*total = wsum[ROXEP_MAX_THREADS - 1];
 	roxa_sync_block(); /* every thread has read before the next call writes */
-	return incl - v;
+	return r;
 }
 
 /* The warps of the grid: this warp's index among them and their number. */
@@ -181,39 +203,37 @@ ROXA_FN void roxep_signal_add_block(uint64_t *s, uint64_t v, int bypass)
 	}
 }
 
-/* Does token t have an expert (among its first kk choices) at PE d? */
-ROXA_FN int roxep_goes(const int64_t *idx, int t, int K, int kk, int L, int d)
-{
-	for (int k = 0; k < kk; k++) {
-		int64_t e = idx[t * K + k];
-		if (e >= 0 && (int)(e / L) == d)
-			return 1;
-	}
-	return 0;
-}
-
 /* Route: which tokens go to which PE, in token order, and how many rows each expert gets.
  * idx[t*K+k] is token t's k-th expert, -1 for none. Only the device sees a stream-ordered call's
  * indices, so the range is checked here: an index outside [-1, experts) is recorded in the abort
  * block (ROXEP_CALL_EXPERT, detail: the value, saturated to int32; the host reports it at its next
  * synchronization with the stream, naming the PE and the value) and this PE then dispatches no
  * token in this call: its peers' calls complete, seeing no token from it, and none of its routing
- * travels. One block: each thread takes a contiguous run of tokens, and a block scan of the runs'
- * counts per destination numbers the slots in token order (rows[0] is the refusal flag until
- * roxep_dispatch_recv_scan writes the row count). */
+ * travels. One block, a thread a token of each tile of tokens: the token's destinations as a bit
+ * mask, then a block scan per four destinations (16-bit fields) numbers the tile's slots after
+ * those of earlier tiles (nsent counts them); the experts' rows are counted in shared memory
+ * (rows[0] is the refusal flag until roxep_dispatch_recv_scan writes the row count). */
+#define ROXEP_HIST 4096 /* experts counted in shared memory; more are counted in device memory */
 ROXI_COLD void roxep_route(const roxep_t *ep, const int64_t *idx, int n)
 {
-	int P = roxshmem_state.n_pes, K = ep->topk, L = ep->local, M = ep->max_tokens;
+	ROXEP_SHARED uint32_t hist[ROXEP_HIST];
+	int P = roxshmem_state.n_pes, K = ep->topk, L = ep->local, M = ep->max_tokens, E = ep->experts;
 	uint32_t tid = roxa_tid(), nt = roxa_nthreads();
 	uint32_t *bad = (uint32_t *)ep->rows;
-	for (int e = (int)tid; e < ep->experts; e += (int)nt)
+	int sh = E <= ROXEP_HIST;
+	for (int e = (int)tid; e < E; e += (int)nt) {
 		ep->per_expert[e] = 0;
+		if (sh)
+			hist[e] = 0;
+	}
+	for (int d = (int)tid; d < P; d += (int)nt)
+		ep->nsent[d] = 0;
 	if (tid == 0)
 		roxa_st_relaxed_u32(bad, 0);
 	roxa_sync_block();
 	for (int i = (int)tid; i < n * K; i += (int)nt) {
 		int64_t e = idx[i];
-		if (e < -1 || e >= ep->experts) {
+		if (e < -1 || e >= E) {
 			int64_t v = e < -2147483647LL - 1 ? -2147483647LL - 1 : e > 2147483647LL ? 2147483647LL : e;
 			roxi_record(ROXEP_CALL_EXPERT, roxshmem_state.my_pe, (uint32_t)(int32_t)v);
 			roxa_st_relaxed_u32(bad, 1);
@@ -222,28 +242,46 @@ ROXI_COLD void roxep_route(const roxep_t *ep, const int64_t *idx, int n)
 	roxa_sync_block();
 	/* refused: every token's slots are -1 (Combine returns zeros for them), nothing is sent */
 	int kk = roxa_ld_relaxed_u32(bad) != 0 ? 0 : K;
-	int run = (n + (int)nt - 1) / (int)nt;
-	int t0 = (int)tid * run < n ? (int)tid * run : n, t1 = t0 + run < n ? t0 + run : n;
-	for (int t = t0; t < t1; t++)
-		for (int k = 0; k < kk; k++) {
-			int64_t e = idx[t * K + k];
-			if (e >= 0)
-				roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, &ep->per_expert[e], 1, 0);
+	for (int t0 = 0; t0 < n; t0 += (int)nt) {
+		int t = t0 + (int)tid;
+		uint64_t mask = 0;
+		if (t < n)
+			for (int k = 0; k < kk; k++) {
+				int64_t e = idx[t * K + k];
+				if (e < 0)
+					continue;
+				mask |= 1ull << (e / L);
+				if (sh)
+					roxa_amo_u32(ROXSHMEM_AMO_FETCH_ADD, &hist[e], 1, 0);
+				else
+					roxa_amo_u64(ROXSHMEM_AMO_FETCH_ADD, &ep->per_expert[e], 1, 0);
+			}
+		for (int d0 = 0; d0 < P; d0 += 4) {
+			uint64_t packed = 0, total;
+			for (int q = 0; q < 4 && d0 + q < P; q++)
+				packed |= ((mask >> (d0 + q)) & 1u) << (16 * q);
+			uint64_t before = roxep_scan_block(packed, &total);
+			for (int q = 0; q < 4 && d0 + q < P; q++) {
+				int d = d0 + q, slot = ep->nsent[d] + (int)((before >> (16 * q)) & 0xffffu);
+				if (t >= n)
+					continue;
+				if ((mask >> d) & 1u) {
+					ep->slot_of[t * P + d] = slot;
+					ep->sent[d * M + slot] = t;
+				} else {
+					ep->slot_of[t * P + d] = -1;
+				}
+			}
+			roxa_sync_block(); /* every thread has read nsent */
+			if (tid == 0)
+				for (int q = 0; q < 4 && d0 + q < P; q++)
+					ep->nsent[d0 + q] += (int)((total >> (16 * q)) & 0xffffu);
+			roxa_sync_block();
 		}
-	for (int d = 0; d < P; d++) {
-		int c = 0;
-		for (int t = t0; t < t1; t++)
-			c += roxep_goes(idx, t, K, kk, L, d);
-		int total, slot = roxep_scan_block(c, &total);
-		for (int t = t0; t < t1; t++) {
-			int here = roxep_goes(idx, t, K, kk, L, d);
-			ep->slot_of[t * P + d] = here ? slot : -1;
-			if (here)
-				ep->sent[d * M + slot++] = t;
-		}
-		if (tid == 0)
-			ep->nsent[d] = total;
 	}
+	if (sh)
+		for (int e = (int)tid; e < E; e += (int)nt)
+			ep->per_expert[e] = hist[e];
 	roxa_sync_block();
 }
 
@@ -272,7 +310,7 @@ ROXA_FN void roxep_write_row(const roxep_t *ep, uint8_t *row, const uint8_t *x, 
 		else
 			meta[q] = v;
 	}
-	roxa_copy(row, x + (uint64_t)t * pay, pay, lane, ws, ROXA_MEM_PLAIN, st);
+	roxi_move(row, x + (uint64_t)t * pay, pay, lane, ws, ROXA_MEM_PLAIN, st);
 }
 
 /* Where slot i of this PE's rows at d lands in d's recv: LowLatency's fixed slots (this PE's
@@ -487,14 +525,15 @@ ROXI_COLD void roxep_dispatch_recv_scan(const roxep_t *ep, int nblk)
 	roxa_sync_block();
 	int carry = 0;
 	for (int l0 = 0; l0 < L; l0 += (int)nt) {
-		int l = l0 + (int)tid, total;
-		int off = roxep_scan_block(l < L ? ep->ecount[l] : 0, &total);
+		int l = l0 + (int)tid;
+		uint64_t total;
+		int off = (int)roxep_scan_block(l < L ? (uint64_t)ep->ecount[l] : 0, &total);
 		if (l < L) {
 			ep->eoff[l] = carry + off;
 			for (int b = 0; b < nb; b++)
 				hist[b * L + l] += carry + off;
 		}
-		carry += total;
+		carry += (int)total;
 	}
 	if (tid == 0) {
 		ep->eoff[L] = carry;
@@ -555,7 +594,7 @@ ROXI_COLD void roxep_dispatch_recv_copy(const roxep_t *ep, uint8_t *x, int32_t *
 		uint64_t lr = roxep_recv_row(ep->counts, ep->start, e / K, &s);
 		const uint8_t *row = ep->recv + lr * ep->row_bytes;
 		int r = ep->out_row[lr * K + k];
-		roxa_copy(x + (uint64_t)r * pay, row, pay, roxa_lane(), roxa_warpsize(), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
+		roxi_move(x + (uint64_t)r * pay, row, pay, roxa_lane(), roxa_warpsize(), ROXA_MEM_PLAIN, ROXA_MEM_PLAIN);
 		if (roxa_lane() == 0) {
 			src[3 * r] = s;
 			src[3 * r + 1] = ((const int32_t *)(row + ep->payload))[2 * K];
@@ -618,7 +657,7 @@ ROXA_FN void roxep_st(uint8_t *p, int esize, uint64_t j, float f)
 ROXA_FN void roxep_unpack(roxa_u128 v, int esize, float *f)
 {
 	uint32_t u[4] = {(uint32_t)v.x, (uint32_t)(v.x >> 32), (uint32_t)v.y, (uint32_t)(v.y >> 32)};
-	for (int e = 0; e < 4; e++) {
+	_Pragma("unroll") for (int e = 0; e < 4; e++) {
 		if (esize == ROXEP_BF16) {
 			f[2 * e] = roxep_f32(u[e] << 16);
 			f[2 * e + 1] = roxep_f32(u[e] & 0xffff0000u);
@@ -630,7 +669,7 @@ ROXA_FN void roxep_unpack(roxa_u128 v, int esize, float *f)
 ROXA_FN roxa_u128 roxep_pack(const float *f, int esize)
 {
 	uint32_t u[4];
-	for (int e = 0; e < 4; e++) {
+	_Pragma("unroll") for (int e = 0; e < 4; e++) {
 		if (esize == ROXEP_BF16)
 			u[e] = roxep_bf16(f[2 * e]) | roxep_bf16(f[2 * e + 1]) << 16;
 		else
@@ -650,23 +689,44 @@ ROXA_FN roxa_u128 roxep_pack(const float *f, int esize)
 #define ROXEP_FMUL(a, b) ((a) * (b))
 #endif
 
-/* 16 bytes of the partial sum at a time (roxep_partial): ES the payload type, N its elements in 16 bytes */
+/* Registers of a lane in the 16-byte loops: the choices (rows, weights) or sources it keeps, and
+ * the 16-byte chunks it has in flight (each with its 8 or 4 sums). */
+#define ROXEP_KREG 16
+#define ROXEP_PREG 8
+#if defined(ROXA_AMDGCN)
+#define ROXEP_UNROLL 1 /* a kernel without launch bounds has 128 VGPRs a lane: more chunks spilled there */
+#else
+#define ROXEP_UNROLL 4
+#endif
+
+/* ROXEP_UNROLL chunks of 16 bytes of the partial sum at a time (roxep_partial, K <= ROXEP_KREG,
+ * rows and weights in rr, ww): ES the payload type, N its elements in 16 bytes */
 #define ROXEP_PARTIAL16(ES, N)                                                                      \
-	for (uint64_t c = lane; c < pay / 16; c += ws) {                                            \
-		float acc[N], f[N];                                                                 \
-		for (int e = 0; e < N; e++)                                                         \
-			acc[e] = 0.0f;                                                              \
-		for (int k = 0; k < K; k++) {                                                       \
-			int r = rows[k];                                                            \
-			if (r < 0)                                                                  \
+	for (uint64_t c = lane; c < n16; c += ROXEP_UNROLL * ws) {                                  \
+		float acc[ROXEP_UNROLL][N], f[N];                                                   \
+		_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                              \
+			_Pragma("unroll") for (int e = 0; e < N; e++)                                                 \
+				acc[u][e] = 0.0f;                                                   \
+		_Pragma("unroll") for (int k = 0; k < ROXEP_KREG; k++) {                                              \
+			if (rr[k] < 0)                                                              \
 				continue;                                                           \
-			float wk = wt[k];                                                           \
-			roxep_unpack(roxa_ld16(y + (uint64_t)r * pay + 16 * c, ROXA_MEM_PLAIN), ES, f); \
-			for (int e = 0; e < N; e++)                                                 \
-				acc[e] = acc[e] + ROXEP_FMUL(wk, f[e]);                             \
+			roxa_u128 v[ROXEP_UNROLL];                                                  \
+			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                      \
+				v[u].x = v[u].y = 0;                                                \
+			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                      \
+				if (c + u * ws < n16)                                               \
+					v[u] = roxa_ld16(y + (uint64_t)rr[k] * pay + 16 * (c + u * ws), ROXA_MEM_PLAIN); \
+			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++) {                                    \
+				roxep_unpack(v[u], ES, f);                                          \
+				_Pragma("unroll") for (int e = 0; e < N; e++)                                         \
+					acc[u][e] = acc[u][e] + ROXEP_FMUL(ww[k], f[e]);            \
+			}                                                                           \
 		}                                                                                   \
-		roxa_u128 v = roxep_pack(acc, ES);                                                  \
-		roxa_st16(out + 16 * c, &v, st);                                                    \
+		_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                              \
+			if (c + u * ws < n16) {                                                     \
+				roxa_u128 o = roxep_pack(acc[u], ES);                               \
+				roxa_st16(out + 16 * (c + u * ws), &o, st);                         \
+			}                                                                           \
 	}
 
 /* The per-token unit of Combine, by the calling warp: the partial sum of landing row lr over its
@@ -705,11 +765,36 @@ ROXI_COLD void roxep_partial(const roxep_t *ep, const uint8_t *y, uint64_t lr, u
 		}
 		return;
 	}
-	/* the element count a literal in each branch, so that the sums stay in registers */
-	if (es == ROXEP_BF16) {
-		ROXEP_PARTIAL16(ROXEP_BF16, 8)
-	} else {
-		ROXEP_PARTIAL16(ROXEP_F32, 4)
+	/* the choices and the element count literals in each branch, so that the sums stay in registers */
+	if (K <= ROXEP_KREG) {
+		int rr[ROXEP_KREG];
+		float ww[ROXEP_KREG];
+		_Pragma("unroll") for (int k = 0; k < ROXEP_KREG; k++) {
+			rr[k] = k < K ? rows[k] : -1;
+			ww[k] = k < K ? wt[k] : 0.0f;
+		}
+		uint64_t n16 = pay / 16;
+		if (es == ROXEP_BF16) {
+			ROXEP_PARTIAL16(ROXEP_BF16, 8)
+		} else {
+			ROXEP_PARTIAL16(ROXEP_F32, 4)
+		}
+		return;
+	}
+	for (uint64_t c = lane; c < pay / 16; c += ws) {
+		float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, f[8];
+		int per = 16 / es;
+		for (int k = 0; k < K; k++) {
+			int r = rows[k];
+			if (r < 0)
+				continue;
+			float wk = wt[k];
+			roxep_unpack(roxa_ld16(y + (uint64_t)r * pay + 16 * c, ROXA_MEM_PLAIN), es, f);
+			for (int e = 0; e < per; e++)
+				acc[e] = acc[e] + ROXEP_FMUL(wk, f[e]);
+		}
+		roxa_u128 o = roxep_pack(acc, es);
+		roxa_st16(out + 16 * c, &o, st);
 	}
 }
 
@@ -766,22 +851,34 @@ ROXI_COLD void roxep_combine_send(const roxep_t *ep, const uint8_t *y, uint64_t 
 	roxa_sync_block();
 }
 
-/* 16 bytes of token t's sum at a time (roxep_combine_recv): ES the payload type, N its elements */
+/* ROXEP_UNROLL chunks of 16 bytes of token t's sum at a time (roxep_combine_recv, P <=
+ * ROXEP_PREG, the slots in sl): ES the payload type, N its elements */
 #define ROXEP_SUM16(ES, N)                                                                          \
-	for (uint64_t c = lane; c < pay / 16; c += ws) {                                            \
-		float acc[N], f[N];                                                                 \
-		for (int e = 0; e < N; e++)                                                         \
-			acc[e] = 0.0f;                                                              \
-		for (int d = 0; d < P; d++) {                                                       \
-			int i = slot[d];                                                            \
-			if (i < 0)                                                                  \
+	for (uint64_t c = lane; c < n16; c += ROXEP_UNROLL * ws) {                                  \
+		float acc[ROXEP_UNROLL][N], f[N];                                                   \
+		_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                              \
+			_Pragma("unroll") for (int e = 0; e < N; e++)                                                 \
+				acc[u][e] = 0.0f;                                                   \
+		_Pragma("unroll") for (int d = 0; d < ROXEP_PREG; d++) {                                              \
+			if (sl[d] < 0)                                                              \
 				continue;                                                           \
-			roxep_unpack(roxa_ld16(ep->comb + (uint64_t)(d * M + i) * pay + 16 * c, ROXA_MEM_PLAIN), ES, f); \
-			for (int e = 0; e < N; e++)                                                 \
-				acc[e] = acc[e] + f[e];                                             \
+			roxa_u128 v[ROXEP_UNROLL];                                                  \
+			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                      \
+				v[u].x = v[u].y = 0;                                                \
+			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                      \
+				if (c + u * ws < n16)                                               \
+					v[u] = roxa_ld16(ep->comb + (uint64_t)(d * M + sl[d]) * pay + 16 * (c + u * ws), ROXA_MEM_PLAIN); \
+			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++) {                                    \
+				roxep_unpack(v[u], ES, f);                                          \
+				_Pragma("unroll") for (int e = 0; e < N; e++)                                         \
+					acc[u][e] = acc[u][e] + f[e];                               \
+			}                                                                           \
 		}                                                                                   \
-		roxa_u128 v = roxep_pack(acc, ES);                                                  \
-		roxa_st16(o + 16 * c, &v, ROXA_MEM_PLAIN);                                          \
+		_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                              \
+			if (c + u * ws < n16) {                                                     \
+				roxa_u128 o = roxep_pack(acc[u], ES);                               \
+				roxa_st16(out16 + 16 * (c + u * ws), &o, ROXA_MEM_PLAIN);           \
+			}                                                                           \
 	}
 
 /* Combine, receiving side (any number of blocks; a warp a token): wait for every PE's partial
@@ -801,10 +898,17 @@ ROXI_COLD void roxep_combine_recv(const roxep_t *ep, uint8_t *out, int n, uint64
 	for (int t = gw; t < n; t += W) {
 		const int32_t *slot = ep->slot_of + t * P;
 		uint8_t *o = out + (uint64_t)t * pay;
-		if (vec && es == ROXEP_BF16) {
-			ROXEP_SUM16(ROXEP_BF16, 8)
-		} else if (vec) {
-			ROXEP_SUM16(ROXEP_F32, 4)
+		if (vec && P <= ROXEP_PREG) {
+			int sl[ROXEP_PREG];
+			_Pragma("unroll") for (int d = 0; d < ROXEP_PREG; d++)
+				sl[d] = d < P ? slot[d] : -1;
+			uint64_t n16 = pay / 16;
+			uint8_t *out16 = o;
+			if (es == ROXEP_BF16) {
+				ROXEP_SUM16(ROXEP_BF16, 8)
+			} else {
+				ROXEP_SUM16(ROXEP_F32, 4)
+			}
 		} else {
 			for (uint64_t j = lane; j < (uint64_t)ep->hidden; j += ws) {
 				float acc = 0.0f;
