@@ -689,10 +689,11 @@ ROXA_FN roxa_u128 roxep_pack(const float *f, int esize)
 #define ROXEP_FMUL(a, b) ((a) * (b))
 #endif
 
-/* Registers of a lane in the 16-byte loops: the choices (rows, weights) or sources it keeps, and
- * the 16-byte chunks it has in flight (each with its 8 or 4 sums). */
+/* Registers of a lane in roxep_partial's 16-byte loop: the choices (rows, weights) it keeps, and
+ * the 16-byte chunks it has in flight (each with its 8 or 4 sums). (roxep_combine_recv with its
+ * sources in registers and 4 chunks in flight measured 1721 us at 4096 tokens against 301 us
+ * for the loop below: docs/gpu-ep-h200.md.) */
 #define ROXEP_KREG 16
-#define ROXEP_PREG 8
 #if defined(ROXA_AMDGCN)
 #define ROXEP_UNROLL 1 /* a kernel without launch bounds has 128 VGPRs a lane: more chunks spilled there */
 #else
@@ -851,34 +852,22 @@ ROXI_COLD void roxep_combine_send(const roxep_t *ep, const uint8_t *y, uint64_t 
 	roxa_sync_block();
 }
 
-/* ROXEP_UNROLL chunks of 16 bytes of token t's sum at a time (roxep_combine_recv, P <=
- * ROXEP_PREG, the slots in sl): ES the payload type, N its elements */
+/* 16 bytes of token t's sum at a time (roxep_combine_recv): ES the payload type, N its elements */
 #define ROXEP_SUM16(ES, N)                                                                          \
-	for (uint64_t c = lane; c < n16; c += ROXEP_UNROLL * ws) {                                  \
-		float acc[ROXEP_UNROLL][N], f[N];                                                   \
-		_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                              \
-			_Pragma("unroll") for (int e = 0; e < N; e++)                                                 \
-				acc[u][e] = 0.0f;                                                   \
-		_Pragma("unroll") for (int d = 0; d < ROXEP_PREG; d++) {                                              \
-			if (sl[d] < 0)                                                              \
+	for (uint64_t c = lane; c < pay / 16; c += ws) {                                            \
+		float acc[N], f[N];                                                                 \
+		for (int e = 0; e < N; e++)                                                         \
+			acc[e] = 0.0f;                                                              \
+		for (int d = 0; d < P; d++) {                                                       \
+			int i = slot[d];                                                            \
+			if (i < 0)                                                                  \
 				continue;                                                           \
-			roxa_u128 v[ROXEP_UNROLL];                                                  \
-			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                      \
-				v[u].x = v[u].y = 0;                                                \
-			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                      \
-				if (c + u * ws < n16)                                               \
-					v[u] = roxa_ld16(ep->comb + (uint64_t)(d * M + sl[d]) * pay + 16 * (c + u * ws), ROXA_MEM_PLAIN); \
-			_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++) {                                    \
-				roxep_unpack(v[u], ES, f);                                          \
-				_Pragma("unroll") for (int e = 0; e < N; e++)                                         \
-					acc[u][e] = acc[u][e] + f[e];                               \
-			}                                                                           \
+			roxep_unpack(roxa_ld16(ep->comb + (uint64_t)(d * M + i) * pay + 16 * c, ROXA_MEM_PLAIN), ES, f); \
+			for (int e = 0; e < N; e++)                                                 \
+				acc[e] = acc[e] + f[e];                                             \
 		}                                                                                   \
-		_Pragma("unroll") for (int u = 0; u < ROXEP_UNROLL; u++)                                              \
-			if (c + u * ws < n16) {                                                     \
-				roxa_u128 o = roxep_pack(acc[u], ES);                               \
-				roxa_st16(out16 + 16 * (c + u * ws), &o, ROXA_MEM_PLAIN);           \
-			}                                                                           \
+		roxa_u128 v = roxep_pack(acc, ES);                                                  \
+		roxa_st16(o + 16 * c, &v, ROXA_MEM_PLAIN);                                          \
 	}
 
 /* Combine, receiving side (any number of blocks; a warp a token): wait for every PE's partial
@@ -898,17 +887,10 @@ ROXI_COLD void roxep_combine_recv(const roxep_t *ep, uint8_t *out, int n, uint64
 	for (int t = gw; t < n; t += W) {
 		const int32_t *slot = ep->slot_of + t * P;
 		uint8_t *o = out + (uint64_t)t * pay;
-		if (vec && P <= ROXEP_PREG) {
-			int sl[ROXEP_PREG];
-			_Pragma("unroll") for (int d = 0; d < ROXEP_PREG; d++)
-				sl[d] = d < P ? slot[d] : -1;
-			uint64_t n16 = pay / 16;
-			uint8_t *out16 = o;
-			if (es == ROXEP_BF16) {
-				ROXEP_SUM16(ROXEP_BF16, 8)
-			} else {
-				ROXEP_SUM16(ROXEP_F32, 4)
-			}
+		if (vec && es == ROXEP_BF16) {
+			ROXEP_SUM16(ROXEP_BF16, 8)
+		} else if (vec) {
+			ROXEP_SUM16(ROXEP_F32, 4)
 		} else {
 			for (uint64_t j = lane; j < (uint64_t)ep->hidden; j += ws) {
 				float acc = 0.0f;
