@@ -207,7 +207,8 @@ func runGPUEP(t *testing.T, devs []device.Device, image []byte, cfg ep.Config, b
 		}{{&p.e.Stage, P * M * row}, {&p.e.CStage, P * M * H * es}, {&p.e.NSent, 4 * P}, {&p.e.Sent, 4 * P * M},
 			{&p.e.SlotOf, 4 * M * P}, {&p.e.PerExpert, 8 * E}, {&p.e.Counts, 4 * P}, {&p.e.Start, 4 * P},
 			{&p.e.ECount, 4 * (E / P)}, {&p.e.EOff, 4 * (E/P + 1)}, {&p.e.OutRow, 4 * P * M * K}, {&p.e.OutW, 4 * P * M * K},
-			{&p.e.Rows, 4}, {&p.e.Arrived, 8 * P}, {&p.e.CArrived, 8 * P}} {
+			{&p.e.Rows, 4}, {&p.e.Arrived, 8 * P}, {&p.e.CArrived, 8 * P},
+			{&p.e.Scratch, 4 * (P*M*K + kernels.EPMaxBlocks*E/P)}} {
 			*f.at = uint64(p.loc(t, f.n))
 		}
 		p.eDev = p.loc(t, int(unsafe.Sizeof(p.e)))
@@ -234,15 +235,12 @@ func runGPUEP(t *testing.T, devs []device.Device, image []byte, cfg ep.Config, b
 			}
 		}
 		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_route", 1, p.eDev, p.idx, int32(ins[i].N)) })
-		if cfg.Mode == ep.LowLatency {
-			each(func(i int, p *gpuEPPE) {
-				p.launch(t, "roxep_k_ll_dispatch_send", blocks, p.eDev, p.x, p.idx, p.w, epoch)
-			})
-		} else {
-			each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_stage", blocks, p.eDev, p.x, p.idx, p.w) })
-			each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_normal_dispatch_send", 1, p.eDev, epoch) })
+		if cfg.Mode == ep.Normal {
+			each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_normal_layout", 1, p.eDev, epoch) })
 		}
-		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_dispatch_recv_map", 1, p.eDev, epoch) })
+		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_dispatch_send", blocks, p.eDev, p.x, p.idx, p.w, epoch) })
+		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_dispatch_recv_count", blocks, p.eDev, epoch) })
+		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_dispatch_recv_scan", 1, p.eDev, int32(blocks)) })
 		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_dispatch_recv_copy", blocks, p.eDev, p.ox, p.osrc, p.ow) })
 		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_dispatch_ack", 1, p.eDev, epoch) })
 		syncAll(t, pes)
@@ -281,9 +279,6 @@ func runGPUEP(t *testing.T, devs []device.Device, image []byte, cfg ep.Config, b
 		}
 		t0 = time.Now()
 		each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_combine_send", blocks, p.eDev, p.y, epoch) })
-		if cfg.Mode == ep.Normal {
-			each(func(i int, p *gpuEPPE) { p.launch(t, "roxep_k_normal_combine_flush", 1, p.eDev, epoch) })
-		}
 		each(func(i int, p *gpuEPPE) {
 			p.launch(t, "roxep_k_combine_recv", blocks, p.eDev, p.oc, int32(ins[i].N), epoch)
 		})

@@ -107,9 +107,9 @@ func objectFor(Object func(string) ([]byte, error), arch string) ([]byte, string
 // WorkloadKernels are the entry points of the workload objects (WorkloadObject): the phases of
 // roxamen/ep.h's dispatch and combine and of roxamen/gemm.h's fused and unfused GEMM.
 var WorkloadKernels = []string{
-	"roxep_k_route", "roxep_k_ll_dispatch_send", "roxep_k_stage", "roxep_k_normal_dispatch_send",
-	"roxep_k_dispatch_recv_map", "roxep_k_dispatch_recv_copy", "roxep_k_dispatch_ack", "roxep_k_combine_send",
-	"roxep_k_normal_combine_flush", "roxep_k_combine_recv", "roxep_k_combine_ack",
+	"roxep_k_route", "roxep_k_normal_layout", "roxep_k_dispatch_send", "roxep_k_dispatch_recv_count",
+	"roxep_k_dispatch_recv_scan", "roxep_k_dispatch_recv_copy", "roxep_k_dispatch_ack", "roxep_k_combine_send", "roxep_k_combine_recv",
+	"roxep_k_combine_ack", "roxep_k_stamp",
 	"roxgemm_k_fused", "roxgemm_k_reduce", "roxgemm_k_ack", "roxgemm_k_unfused", "roxgemm_k_allreduce",
 }
 

@@ -7,7 +7,8 @@ package kernels
 // P*M*RowBytes, Comb P*M*Hidden*ESize, Layout P*(P+E) uint64, Sig EPSignals*P uint64 (zeroed),
 // Stage P*M*RowBytes, CStage P*M*Hidden*ESize, NSent P int32, Sent P*M int32, SlotOf M*P int32,
 // PerExpert E uint64, Counts and Start P int32, ECount L int32, EOff L+1 int32, OutRow P*M*K
-// int32, OutW P*M*K float32, Rows 1 int32, Arrived and CArrived P uint64 (zeroed).
+// int32, OutW P*M*K float32, Rows 1 int32, Arrived and CArrived P uint64 (zeroed), Scratch
+// (P*M*K + EPMaxBlocks*L) uint32.
 // TestEPLayout checks the layout against the header.
 type EP struct {
 	Hidden, TopK, Experts, MaxTokens int32
@@ -20,6 +21,7 @@ type EP struct {
 	Counts, Start, ECount, EOff      uint64
 	OutRow, OutW, Rows               uint64
 	Arrived, CArrived                uint64
+	Scratch                          uint64
 }
 
 // EP modes and payload sizes (EP.Mode, EP.ESize), and the signal blocks of EP.Sig.
@@ -29,6 +31,7 @@ const (
 	EPBF16       = 2
 	EPF32        = 4
 	EPSignals    = 6
+	EPMaxBlocks  = 1024 // the most blocks ep's receiving phases use (EP.Scratch's per-block counts)
 )
 
 // CallEPExpert is the abort-record call (AbortRecord.Call) of ep.h's routing meeting an expert

@@ -142,7 +142,7 @@ func TestWorkloadLayout(t *testing.T) {
 	pe := nd.pes[0]
 	var e kernels.EP
 	var g kernels.GEMM
-	for i, want := range []uintptr{unsafe.Sizeof(e), unsafe.Offsetof(e.CEMin), unsafe.Offsetof(e.Recv), unsafe.Offsetof(e.Stage), unsafe.Offsetof(e.CArrived)} {
+	for i, want := range []uintptr{unsafe.Sizeof(e), unsafe.Offsetof(e.CEMin), unsafe.Offsetof(e.Recv), unsafe.Offsetof(e.Stage), unsafe.Offsetof(e.Scratch)} {
 		if got := pe.epLayout(int32(i)); uintptr(got) != want {
 			t.Errorf("roxep_t layout value %d: C %d, Go %d", i, got, want)
 		}
@@ -201,6 +201,8 @@ func newEP(pe *wlPE, cfg ep.Config, npes int) *epPE {
 	e.Rows = pe.allocAddr(4)
 	e.Arrived = pe.allocAddr(8 * P)
 	e.CArrived = pe.allocAddr(8 * P)
+	L := E / P
+	e.Scratch = pe.allocAddr(4 * (P*M*K + kernels.EPMaxBlocks*L))
 	st := &epPE{e: e, eAddr: kernels.HostAddr(eb)}
 	st.x = pe.alloc(M * cfg.Hidden * es)
 	st.idx = pe.alloc(8 * M * K)
@@ -368,6 +370,32 @@ func TestEPDeviceHost(t *testing.T) {
 			name := fmt.Sprintf("%s/%v/%dpe/h%d/k%d/%s/b%d/bypass=%v", c.cfg.Mode, c.cfg.DType, c.npes, c.cfg.Hidden, c.cfg.TopK, c.kind, c.nblk, bypass)
 			t.Run(name, func(t *testing.T) { runEPHost(t, c.npes, c.cfg, c.kind, bypass, c.nblk, c.calls) })
 		}
+	}
+}
+
+// TestEPDeviceHostSplit: the splits of the multi-block phases and the single-block numbering at
+// their edges: more blocks than rows, a row count that is no multiple of the blocks, PEs that
+// receive no token (a skewed routing sends every token to the last PE), more local experts than
+// a block has threads (each thread counts several experts) and more than 32 (two mask words a row).
+func TestEPDeviceHostSplit(t *testing.T) {
+	type tc struct {
+		npes  int
+		cfg   ep.Config
+		kind  eptest.Kind
+		nblk  int
+		calls int
+	}
+	var cases []tc
+	for _, mode := range []ep.Mode{ep.LowLatency, ep.Normal} {
+		cases = append(cases,
+			tc{3, ep.Config{Hidden: 64, TopK: 3, Experts: 9, MaxTokens: 7, DType: ep.DTypeBF16, Mode: mode}, eptest.Skewed, 5, 2},
+			tc{2, ep.Config{Hidden: 32, TopK: 4, Experts: 80, MaxTokens: 7, DType: ep.DTypeBF16, Mode: mode}, eptest.Full, 3, 2},
+			tc{2, ep.Config{Hidden: 20, TopK: 2, Experts: 4, MaxTokens: 3, DType: ep.DTypeF32, Mode: mode}, eptest.Random, 16, 2},
+		)
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s/%v/%dpe/e%d/%s/b%d", c.cfg.Mode, c.cfg.DType, c.npes, c.cfg.Experts, c.kind, c.nblk)
+		t.Run(name, func(t *testing.T) { runEPHost(t, c.npes, c.cfg, c.kind, c.nblk%2 == 1, c.nblk, c.calls) })
 	}
 }
 

@@ -18,19 +18,19 @@
 
 KERNEL SMALL_BLOCK void roxep_k_route(const roxep_t *ep, const int64_t *idx, int32_t n) { roxep_route(ep, idx, n); }
 
-KERNEL SMALL_BLOCK void roxep_k_ll_dispatch_send(const roxep_t *ep, const uint8_t *x, const int64_t *idx, const float *w, uint64_t epoch)
+KERNEL SMALL_BLOCK void roxep_k_normal_layout(const roxep_t *ep, uint64_t epoch) { roxep_normal_layout(ep, epoch); }
+
+KERNEL SMALL_BLOCK void roxep_k_dispatch_send(const roxep_t *ep, const uint8_t *x, const int64_t *idx, const float *w, uint64_t epoch)
 {
-	roxep_ll_dispatch_send(ep, x, idx, w, epoch, (int)roxa_block(), (int)roxa_nblocks());
+	roxep_dispatch_send(ep, x, idx, w, epoch, (int)roxa_block(), (int)roxa_nblocks());
 }
 
-KERNEL SMALL_BLOCK void roxep_k_stage(const roxep_t *ep, const uint8_t *x, const int64_t *idx, const float *w)
+KERNEL SMALL_BLOCK void roxep_k_dispatch_recv_count(const roxep_t *ep, uint64_t epoch)
 {
-	roxep_stage(ep, x, idx, w, (int)roxa_block(), (int)roxa_nblocks());
+	roxep_dispatch_recv_count(ep, epoch, (int)roxa_block(), (int)roxa_nblocks());
 }
 
-KERNEL SMALL_BLOCK void roxep_k_normal_dispatch_send(const roxep_t *ep, uint64_t epoch) { roxep_normal_dispatch_send(ep, epoch); }
-
-KERNEL SMALL_BLOCK void roxep_k_dispatch_recv_map(const roxep_t *ep, uint64_t epoch) { roxep_dispatch_recv_map(ep, epoch); }
+KERNEL SMALL_BLOCK void roxep_k_dispatch_recv_scan(const roxep_t *ep, int32_t nblk) { roxep_dispatch_recv_scan(ep, nblk); }
 
 KERNEL SMALL_BLOCK void roxep_k_dispatch_recv_copy(const roxep_t *ep, uint8_t *x, int32_t *src, float *w)
 {
@@ -44,14 +44,15 @@ KERNEL SMALL_BLOCK void roxep_k_combine_send(const roxep_t *ep, const uint8_t *y
 	roxep_combine_send(ep, y, epoch, (int)roxa_block(), (int)roxa_nblocks());
 }
 
-KERNEL SMALL_BLOCK void roxep_k_normal_combine_flush(const roxep_t *ep, uint64_t epoch) { roxep_normal_combine_flush(ep, epoch); }
-
 KERNEL SMALL_BLOCK void roxep_k_combine_recv(const roxep_t *ep, uint8_t *out, int32_t n, uint64_t epoch)
 {
 	roxep_combine_recv(ep, out, n, epoch, (int)roxa_block(), (int)roxa_nblocks());
 }
 
 KERNEL SMALL_BLOCK void roxep_k_combine_ack(const roxep_t *ep, uint64_t epoch) { roxep_combine_ack(ep, epoch); }
+
+// The device clock into *at, one thread (a benchmark's marks between the phases of a call).
+KERNEL void roxep_k_stamp(uint64_t *at) { *at = roxa_clock_ns(); }
 
 // ---- GEMM + all-reduce / reduce-scatter -----------------------------------------------------------
 

@@ -8,14 +8,14 @@
 
 #define PROBE extern "C" __global__
 
-// LowLatency dispatch: one token into its slot at PE d (put-with-signal, ADD 1)
+// dispatch: one token's row by a warp into its slot at PE d, then the block's signal (ADD 1)
 PROBE void probe_ep_dispatch_token(const roxep_t *ep, const uint8_t *x, const int64_t *idx, const float *w, int d, int i)
 {
 	roxep_ll_push_token(ep, x, idx, w, d, i);
 }
-// LowLatency combine: one token's partial sum back to its PE s
+// combine: one token's partial sum by a warp into its slot at PE s, then the block's signal (ADD 1)
 PROBE void probe_ep_combine_token(const roxep_t *ep, const uint8_t *y, int s, int i) { roxep_ll_return_token(ep, y, s, i); }
-// Normal: one bulk put-with-signal (SET) of a destination's rows, by the block
+// Normal: the layout's put-with-signal (SET) by the block (and an unmapped peer's rows)
 PROBE void probe_ep_bulk(const roxep_t *ep, void *dst, const void *src, uint64_t n, int pe)
 {
 	roxshmemx_putmem_signal_nbi_block(dst, src, n, roxep_sig(ep, ROXEP_SIG_DATA, roxshmem_state.my_pe), 1, ROXSHMEM_SIGNAL_SET, pe);

@@ -49,7 +49,7 @@ void rox_set_threads(uint32_t n) { g_nthreads = n; }
 // layout parity: sizeof and the offsets of the first and last fields after the scalars
 int rox_ep_layout(int i)
 {
-	const int v[] = {(int)sizeof(roxep_t), OFF(roxep_t, ce_min), OFF(roxep_t, recv), OFF(roxep_t, stage), OFF(roxep_t, carrived)};
+	const int v[] = {(int)sizeof(roxep_t), OFF(roxep_t, ce_min), OFF(roxep_t, recv), OFF(roxep_t, stage), OFF(roxep_t, scratch)};
 	return i >= 0 && i < 5 ? v[i] : -1;
 }
 int rox_gemm_layout(int i)
@@ -64,15 +64,13 @@ void rox_ep_dispatch(uint32_t tid, const roxep_t *ep, const uint8_t *x, const in
 {
 	tl_tid = tid;
 	roxep_route(ep, idx, n);
-	if (ep->mode == ROXEP_LOW_LATENCY) {
-		for (int b = 0; b < nblk; b++)
-			roxep_ll_dispatch_send(ep, x, idx, w, epoch, b, nblk);
-	} else {
-		for (int b = 0; b < nblk; b++)
-			roxep_stage(ep, x, idx, w, b, nblk);
-		roxep_normal_dispatch_send(ep, epoch);
-	}
-	roxep_dispatch_recv_map(ep, epoch);
+	if (ep->mode == ROXEP_NORMAL)
+		roxep_normal_layout(ep, epoch);
+	for (int b = 0; b < nblk; b++)
+		roxep_dispatch_send(ep, x, idx, w, epoch, b, nblk);
+	for (int b = 0; b < nblk; b++)
+		roxep_dispatch_recv_count(ep, epoch, b, nblk);
+	roxep_dispatch_recv_scan(ep, nblk);
 	for (int b = 0; b < nblk; b++)
 		roxep_dispatch_recv_copy(ep, out_x, out_src, out_w, b, nblk);
 	roxep_dispatch_ack(ep, epoch);
@@ -84,8 +82,6 @@ void rox_ep_combine(uint32_t tid, const roxep_t *ep, const uint8_t *y, uint8_t *
 	tl_tid = tid;
 	for (int b = 0; b < nblk; b++)
 		roxep_combine_send(ep, y, epoch, b, nblk);
-	if (ep->mode == ROXEP_NORMAL)
-		roxep_normal_combine_flush(ep, epoch);
 	for (int b = 0; b < nblk; b++)
 		roxep_combine_recv(ep, out, n, epoch, b, nblk);
 	roxep_combine_ack(ep, epoch);

@@ -45,7 +45,8 @@ type DeviceRecv struct {
 
 const (
 	devThreads   = 256 // threads per block of every phase (the workload kernels are built for at most 256)
-	devMaxBlocks = 32  // blocks of the phases that split their work
+	devWarpRows  = 8   // rows (or tokens) a block takes at once: a warp each, 256 threads of 32-lane warps
+	devMaxBlocks = 264 // blocks of the phases that split their work, at most (two per SM of an H200)
 )
 
 // devLayout is where each region of the device side lies in the buffer's device allocation
@@ -55,7 +56,7 @@ const (
 type devLayout struct {
 	ep, stage, cstage, nsent, sent, slotOf, perExpert int
 	counts, start, ecount, eoff, outRow, outW, rows   int
-	arrived, carrived                                 int
+	arrived, carrived, scratch                        int
 	ox, osrc, ow, oc, inX, inIdx, inW                 int
 	size, maxRows                                     int
 }
@@ -77,6 +78,7 @@ func newDevLayout(cfg Config, npes int) devLayout {
 	l.counts, l.start, l.ecount, l.eoff = take(4*P), take(4*P), take(4*L), take(4*(L+1))
 	l.outRow, l.outW, l.rows = take(4*P*M*K), take(4*P*M*K), take(4)
 	l.arrived, l.carrived = take(8*P), take(8*P)
+	l.scratch = take(4 * (P*M*K + kernels.EPMaxBlocks*L))
 	l.ox, l.osrc, l.ow, l.oc = take(l.maxRows*pay), take(12*l.maxRows), take(4*l.maxRows), take(M*pay)
 	l.inX, l.inIdx, l.inW = take(M*pay), take(8*M*K), take(4*M*K)
 	return l
@@ -176,14 +178,12 @@ func (b *Buffer) newDevice() error {
 	}
 	e := kernels.EP{Hidden: int32(cfg.Hidden), TopK: int32(cfg.TopK), Experts: int32(cfg.Experts), MaxTokens: int32(cfg.MaxTokens),
 		Local: int32(b.local), ESize: int32(cfg.DType.size()), Mode: mode, Payload: uint32(b.payload), RowBytes: uint32(b.rowBytes),
-		// ep.h's own copy-engine threshold stays off: the runtime's (ROX_CE_THRESHOLD, in the
-		// module's state) already sends every put at least that large by the copy engine, Normal
-		// mode's bulk puts included
-		CEMin: 0,
+		CEMin: 0, // unused by ep.h: rows move by the SMs, or by a block's put to an unmapped peer
 		Recv:  uint64(b.recv.Device()), Comb: uint64(b.comb.Device()), Layout: uint64(b.layout.Device()), Sig: uint64(b.sig.Device()),
 		Stage: at(lay.stage), CStage: at(lay.cstage), NSent: at(lay.nsent), Sent: at(lay.sent), SlotOf: at(lay.slotOf),
 		PerExpert: at(lay.perExpert), Counts: at(lay.counts), Start: at(lay.start), ECount: at(lay.ecount), EOff: at(lay.eoff),
-		OutRow: at(lay.outRow), OutW: at(lay.outW), Rows: at(lay.rows), Arrived: at(lay.arrived), CArrived: at(lay.carrived)}
+		OutRow: at(lay.outRow), OutW: at(lay.outW), Rows: at(lay.rows), Arrived: at(lay.arrived), CArrived: at(lay.carrived),
+		Scratch: at(lay.scratch)}
 	if err := mem.Put(lay.ep, unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e)), b.me); err != nil {
 		return errors.Join(fmt.Errorf("ep.New on PE %d: writing the buffer's device descriptor: %w", b.me, err), releaseModule(b.w), b.w.Free(mem.Mem()))
 	}
@@ -192,6 +192,12 @@ func (b *Buffer) newDevice() error {
 }
 
 func (d *devBuf) ptr(off int) device.Ptr { return d.base.Add(off) }
+
+// grid is the blocks of a phase whose warps take rows items: a warp an item, at most the
+// buffer's blocks (the device's SMs), at least one.
+func (d *devBuf) grid(rows int) int {
+	return max(1, min(d.blocks, (rows+devWarpRows-1)/devWarpRows))
+}
 
 // MaxRows is the most rows Dispatch can deliver to one PE: every PE's MaxTokens tokens, each
 // with min(TopK, Experts/NPEs) experts here. DeviceRecv.X has room for that many, and
@@ -302,13 +308,12 @@ func (b *Buffer) dispatchDevice(call string, st device.Stream, x DeviceTokens, i
 	ep := d.ptr(d.lay.ep)
 	ox, osrc, ow := d.ptr(d.lay.ox), d.ptr(d.lay.osrc), d.ptr(d.lay.ow)
 	phases := []phase{{"roxep_k_route", 1, []any{ep, idx, int32(x.Rows)}}}
-	if b.cfg.Mode == LowLatency {
-		phases = append(phases, phase{"roxep_k_ll_dispatch_send", d.blocks, []any{ep, x.Ptr, idx, w, e}})
-	} else {
-		phases = append(phases, phase{"roxep_k_stage", d.blocks, []any{ep, x.Ptr, idx, w}},
-			phase{"roxep_k_normal_dispatch_send", 1, []any{ep, e}})
+	if b.cfg.Mode == Normal {
+		phases = append(phases, phase{"roxep_k_normal_layout", 1, []any{ep, e}})
 	}
-	phases = append(phases, phase{"roxep_k_dispatch_recv_map", 1, []any{ep, e}},
+	phases = append(phases, phase{"roxep_k_dispatch_send", d.grid(x.Rows * b.npes), []any{ep, x.Ptr, idx, w, e}},
+		phase{"roxep_k_dispatch_recv_count", d.blocks, []any{ep, e}},
+		phase{"roxep_k_dispatch_recv_scan", 1, []any{ep, int32(d.blocks)}},
 		phase{"roxep_k_dispatch_recv_copy", d.blocks, []any{ep, ox, osrc, ow}},
 		phase{"roxep_k_dispatch_ack", 1, []any{ep, e}})
 	for _, p := range phases {
@@ -391,19 +396,12 @@ func (b *Buffer) combineDevice(call string, st device.Stream, y device.Ptr, h *H
 	b.combEpoch++
 	e := b.combEpoch
 	ep, oc := d.ptr(d.lay.ep), d.ptr(d.lay.oc)
-	if err := b.launch(call, st, "roxep_k_combine_send", d.blocks, ep, y, e); err != nil {
-		return DeviceTokens{}, err
-	}
-	if b.cfg.Mode == Normal {
-		if err := b.launch(call, st, "roxep_k_normal_combine_flush", 1, ep, e); err != nil {
+	for _, p := range []phase{{"roxep_k_combine_send", d.blocks, []any{ep, y, e}},
+		{"roxep_k_combine_recv", d.grid(h.tokens), []any{ep, oc, int32(h.tokens), e}},
+		{"roxep_k_combine_ack", 1, []any{ep, e}}} {
+		if err := b.launch(call, st, p.name, p.grid, p.args...); err != nil {
 			return DeviceTokens{}, err
 		}
-	}
-	if err := b.launch(call, st, "roxep_k_combine_recv", d.blocks, ep, oc, int32(h.tokens), e); err != nil {
-		return DeviceTokens{}, err
-	}
-	if err := b.launch(call, st, "roxep_k_combine_ack", 1, ep, e); err != nil {
-		return DeviceTokens{}, err
 	}
 	return DeviceTokens{Ptr: oc, Rows: h.tokens}, nil
 }

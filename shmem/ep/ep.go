@@ -254,7 +254,7 @@ type Buffer struct {
 	me, npes int
 	local    int // experts per PE
 	payload  int // bytes of one token's activations
-	rowBytes int // payload + routing metadata, 8-aligned
+	rowBytes int // payload + routing metadata, 16-aligned
 
 	recv   shmem.Sym[byte]   // dispatch landing: npes*MaxTokens rows
 	comb   shmem.Sym[byte]   // combine landing: [npes][MaxTokens] partial sums in the DType
@@ -288,7 +288,8 @@ func align8(n int) int { return (n + 7) &^ 7 }
 // indices (-1: not on this PE), TopK float32 weights, the int32 source token index, padded to 8.
 func rowLayout(cfg Config) (payload, row int) {
 	payload = align8(cfg.Hidden * cfg.DType.size())
-	return payload, align8(payload + 8*cfg.TopK + 4)
+	// 16-aligned rows: a device's 16-byte stores of a payload land whole in every row
+	return payload, (payload + 8*cfg.TopK + 4 + 15) &^ 15
 }
 
 // HeapBytes returns the symmetric heap bytes New allocates per PE for cfg in a job of npes PEs,

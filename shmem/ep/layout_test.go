@@ -40,7 +40,7 @@ func TestDevLayout(t *testing.T) {
 			{"nsent", l.nsent, 4 * P}, {"sent", l.sent, 4 * P * M}, {"slotOf", l.slotOf, 4 * M * P}, {"perExpert", l.perExpert, 8 * E},
 			{"counts", l.counts, 4 * P}, {"start", l.start, 4 * P}, {"ecount", l.ecount, 4 * L}, {"eoff", l.eoff, 4 * (L + 1)},
 			{"outRow", l.outRow, 4 * P * M * K}, {"outW", l.outW, 4 * P * M * K}, {"rows", l.rows, 4}, {"arrived", l.arrived, 8 * P},
-			{"carrived", l.carrived, 8 * P}, {"ox", l.ox, l.maxRows * H * es}, {"osrc", l.osrc, 12 * l.maxRows}, {"ow", l.ow, 4 * l.maxRows},
+			{"carrived", l.carrived, 8 * P}, {"scratch", l.scratch, 4 * (P*M*K + kernels.EPMaxBlocks*L)}, {"ox", l.ox, l.maxRows * H * es}, {"osrc", l.osrc, 12 * l.maxRows}, {"ow", l.ow, 4 * l.maxRows},
 			{"oc", l.oc, M * H * es}, {"inX", l.inX, M * H * es}, {"inIdx", l.inIdx, 8 * M * K}, {"inW", l.inW, 4 * M * K}}
 		sort.Slice(rs, func(i, j int) bool { return rs[i].off < rs[j].off })
 		end := 0

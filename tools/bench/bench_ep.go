@@ -11,9 +11,13 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/roxamen/roxamen/device"
 	"github.com/roxamen/roxamen/internal/env"
+	"github.com/roxamen/roxamen/kernels"
 	"github.com/roxamen/roxamen/shmem"
 	"github.com/roxamen/roxamen/shmem/ep"
 	"github.com/roxamen/roxamen/shmem/tp"
@@ -430,24 +434,30 @@ func runGPUEP(ctx context.Context, w *shmem.World, mod *shmem.Module, rounds int
 				dper, cper = append(dper, us(dd)), append(cper, us(dc))
 			}
 		}
+		dph, cph, err := epPhases(ctx, w, mod, buf, rounds, ep.DeviceTokens{Ptr: xs.Device(), Rows: s.tokens}, is.Device(), ws.Device())
+		if err != nil {
+			return err
+		}
 		pay := s.hidden * 2
 		for _, c := range []struct {
-			test  string
-			per   []float64
-			bytes int
-		}{{s.dispatch, dper, sent * pay}, {s.combine, cper, back * pay}} {
+			test   string
+			per    []float64
+			bytes  int
+			phases map[string]float64
+		}{{s.dispatch, dper, sent * pay, dph}, {s.combine, cper, back * pay, cph}} {
 			if !want(c.test) || me != 0 {
 				continue
 			}
-			r := gpuRow{benchRow: benchRow{Test: c.test, Backend: w.Device().Driver, PEs: npes, SizeBytes: s.tokens * pay, Blocks: 32, Rounds: len(c.per)},
-				Ordering: string(w.Ordering()), Bytes: c.bytes, HandoffUS: handoff}
+			r := gpuRow{benchRow: benchRow{Test: c.test, Backend: w.Device().Driver, PEs: npes, SizeBytes: s.tokens * pay,
+				Blocks: min(w.Device().Multiprocessors, 264), Rounds: len(c.per)},
+				Ordering: string(w.Ordering()), Bytes: c.bytes, HandoffUS: handoff, PhaseUS: c.phases}
 			r.LatencyUS, r.MinUS, r.MaxUS = spread(c.per)
 			if r.PutGBps = putBW(c.bytes); r.PutGBps > 0 {
 				r.BoundUS = float64(c.bytes)/r.PutGBps/1e3 + handoff
 				r.OfBound = r.BoundUS / r.LatencyUS
 			}
-			fmt.Fprintf(os.Stderr, "bench %s: %s %.1f us (min %.1f, max %.1f), %d bytes, bound %.1f us (%.0f%%)\n",
-				r.Ordering, c.test, r.LatencyUS, r.MinUS, r.MaxUS, c.bytes, r.BoundUS, 100*r.OfBound)
+			fmt.Fprintf(os.Stderr, "bench %s: %s %.1f us (min %.1f, max %.1f), %d bytes, bound %.1f us (%.0f%%), phases %s\n",
+				r.Ordering, c.test, r.LatencyUS, r.MinUS, r.MaxUS, c.bytes, r.BoundUS, 100*r.OfBound, phaseString(c.phases))
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
@@ -462,4 +472,131 @@ func runGPUEP(ctx context.Context, w *shmem.World, mod *shmem.Module, rounds int
 		}
 	}
 	return nil
+}
+
+func phaseString(ph map[string]float64) string {
+	var b strings.Builder
+	for i, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range ph {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.1f", k, ph[k])
+	}
+	return b.String()
+}
+
+// stampStream is a stream that launches ep.h's clock kernel before each kernel enqueued on it:
+// the marks between a call's phases.
+type stampStream struct {
+	device.Stream
+	mod   *shmem.Module // a workload module of its own (roxep_k_stamp)
+	at    shmem.Sym[uint64]
+	me    int
+	n     int
+	names []string
+}
+
+func (s *stampStream) Launch(fn device.Function, grid, block device.Dim3, sharedBytes int, args ...any) error {
+	if err := s.stamp(); err != nil {
+		return err
+	}
+	s.names = append(s.names, strings.TrimPrefix(fn.Name(), "roxep_k_"))
+	return s.Stream.Launch(fn, grid, block, sharedBytes, args...)
+}
+
+func (s *stampStream) stamp() error {
+	if s.n >= s.at.Len() {
+		return fmt.Errorf("bench: more than %d ep phases", s.at.Len()-1)
+	}
+	s.n++
+	return s.mod.LaunchOn(s.Stream, "roxep_k_stamp", device.D1(1), device.D1(1), 0, s.at.Device().Add(8*(s.n-1)))
+}
+
+// phases returns each phase's time (us) after the stream has run the stamped call.
+func (s *stampStream) phases() (map[string]float64, error) {
+	t := make([]uint64, s.n)
+	if err := s.at.Get(0, t, s.me); err != nil {
+		return nil, err
+	}
+	ph := map[string]float64{}
+	for i, name := range s.names {
+		ph[name] = float64(t[i+1]-t[i]) / 1e3
+	}
+	return ph, nil
+}
+
+// epPhases times the phases of rounds dispatch+combine pairs on buf (each PE, after a barrier):
+// a one-thread kernel writes the device clock before each phase and after the last, so each
+// figure is a phase's kernel plus one such kernel's launch gap (a few us), the median over the
+// rounds; these rounds are apart from the timed ones, whose calls have no marks.
+func epPhases(ctx context.Context, w *shmem.World, mod *shmem.Module, buf *ep.Buffer, rounds int, x ep.DeviceTokens, idx, wt device.Ptr) (map[string]float64, map[string]float64, error) {
+	_, arch, err := kernels.ObjectFor(w.Device().Arch)
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := kernels.WorkloadObject(arch)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmod, err := w.LoadModule(img)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tmod.Unload()
+	at, err := shmem.Alloc[uint64](w, 16)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Free(at.Mem())
+	dall, call := map[string][]float64{}, map[string][]float64{}
+	var recv *ep.DeviceRecv
+	var h *ep.Handle
+	for r := 0; r < rounds; r++ {
+		for _, dispatch := range []bool{true, false} {
+			if err := w.BarrierAll(ctx); err != nil {
+				return nil, nil, err
+			}
+			st := &stampStream{Stream: mod.Stream(), mod: tmod, at: at, me: w.MyPE()}
+			var err error
+			if dispatch {
+				recv, h, err = buf.DispatchOnStream(st, x, idx, wt)
+			} else {
+				_, err = buf.CombineOnStream(st, recv.X, h)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := st.stamp(); err != nil {
+				return nil, nil, err
+			}
+			if err := w.SyncStream(ctx, mod.Stream()); err != nil {
+				return nil, nil, err
+			}
+			ph, err := st.phases()
+			if err != nil {
+				return nil, nil, err
+			}
+			all := call
+			if dispatch {
+				all = dall
+			}
+			for k, v := range ph {
+				all[k] = append(all[k], v)
+			}
+		}
+	}
+	med := func(all map[string][]float64) map[string]float64 {
+		m := map[string]float64{}
+		for k, v := range all {
+			m[k], _, _ = spread(v)
+		}
+		return m
+	}
+	return med(dall), med(call), nil
 }

@@ -39,6 +39,9 @@ type gpuRow struct {
 	OfBound   float64 `json:"fraction_of_bound,omitempty"`
 	PutGBps   float64 `json:"put_gbps_used,omitempty"`
 	HandoffUS float64 `json:"handoff_us,omitempty"`
+	// An ep row's device time per phase of a call (ep.h's kernels by name; bench_ep.go's
+	// epPhases says how it is measured).
+	PhaseUS map[string]float64 `json:"phase_us,omitempty"`
 }
 
 // gpuBackend reports whether ROX_DEVICE picks a GPU here.
