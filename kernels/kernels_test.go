@@ -140,6 +140,9 @@ func TestRegenerate(t *testing.T) {
 				t.Errorf("%s names the build directory", name)
 			}
 		}
+		if dir != "." {
+			continue // the copy shows no path reaches an output: the runtime's object says so
+		}
 		sm90, _ := build.Lookup("sm_90")
 		for _, c := range build.Checks {
 			check := filepath.Join(out, filepath.Base(c[1]))

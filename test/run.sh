@@ -38,7 +38,7 @@ export CGO_ENABLED=0
 [ "$(id -u)" = 0 ] && export ROX_TEST_PMIX=1
 # `./test/run.sh long` also runs the long matrices (ROX_TEST_LONG=1: each test that reads it says
 # what it adds) and soaks for ROX_SOAK (default 10m) instead of a minute.
-soak_for=20s fuzz_for=7s
+soak_for=15s fuzz_for=5s
 [ "$mode" = long ] && export ROX_TEST_LONG=1 && soak_for=${ROX_SOAK:-10m} && fuzz_for=1m
 go mod download
 
