@@ -387,29 +387,11 @@ func (c *Client) forget(id uint64) {
 // call sends one request and waits for its reply, the context, the timeout or a failure.
 // waiting describes what a timeout waited for.
 func (c *Client) call(ctx context.Context, name string, typ byte, build func(*enc), waiting func() string) ([]byte, error) {
-	callErr := func(err error) error { return &CallError{Call: name, PE: c.rank.PE, Err: err} }
 	id, ch, err := c.send(typ, build)
 	if err != nil {
-		return nil, callErr(err)
+		return nil, &CallError{Call: name, PE: c.rank.PE, Err: err}
 	}
-	t := time.NewTimer(c.timeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		if !r.ok {
-			return nil, callErr(fmt.Errorf("server: %s", r.data))
-		}
-		return r.data, nil
-	case <-c.failed:
-		c.forget(id)
-		return nil, callErr(c.Err())
-	case <-ctx.Done():
-		c.forget(id)
-		return nil, callErr(ctxErr(ctx, waiting))
-	case <-t.C:
-		c.forget(id)
-		return nil, callErr(&TimeoutError{After: c.timeout, Waiting: waiting()})
-	}
+	return c.await(ctx, name, ch, func() { c.forget(id) }, waiting)
 }
 
 // ctxErr is a call's error when its context ended first. A deadline says what the call was still

@@ -80,20 +80,25 @@ func (c *Client) stopTree() {
 	c.tree = nil
 }
 
-// await waits for a tree-mode reply, the context, the timeout or the job's failure.
+// await waits for a call's reply (from the server, or in tree mode the PE's node), the context,
+// the timeout or the job's failure.
 func (c *Client) await(ctx context.Context, name string, ch <-chan reply, forget func(), waiting func() string) ([]byte, error) {
 	callErr := func(err error) error { return &CallError{Call: name, PE: c.rank.PE, Err: err} }
 	t := time.NewTimer(c.timeout)
 	defer t.Stop()
+	var r reply
 	select {
-	case r := <-ch:
-		if !r.ok {
-			return nil, callErr(fmt.Errorf("%s", r.data))
-		}
-		return r.data, nil
+	case r = <-ch:
 	case <-c.failed:
-		forget()
-		return nil, callErr(c.Err())
+		// The reader hands a reply over before it fails the client at the connection's end (the
+		// server's last acknowledgement, then its close), and select picks at random among ready
+		// cases: a reply already delivered answers the call.
+		select {
+		case r = <-ch:
+		default:
+			forget()
+			return nil, callErr(c.Err())
+		}
 	case <-ctx.Done():
 		forget()
 		return nil, callErr(ctxErr(ctx, waiting))
@@ -101,6 +106,10 @@ func (c *Client) await(ctx context.Context, name string, ch <-chan reply, forget
 		forget()
 		return nil, callErr(&TimeoutError{After: c.timeout, Waiting: waiting()})
 	}
+	if !r.ok {
+		return nil, callErr(fmt.Errorf("server: %s", r.data))
+	}
+	return r.data, nil
 }
 
 // usable is the error a call gets before it starts, if any.
