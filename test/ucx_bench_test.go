@@ -9,7 +9,7 @@ package test
 // each figure's median over the rounds and, in brackets, its range (other work on a shared
 // machine moves single rounds a lot, ucx_perftest's more than Roxamen's).
 //
-//	ROX_BENCH=1 go test ./test -run UCXBench -v [-timeout 30m]
+//	ROX_BENCH=1 go test ./test -run UCXBench -v [-timeout 30m]   (UCXBench/lat or /bw: one table)
 //	ROX_BENCH_ROUNDS=N (default 5)
 
 import (
@@ -31,7 +31,8 @@ import (
 // 1 in the other. "bw SIZE...": for each size PE 0 puts ITERS times into PE 1's heap (each Put
 // returns when its source may be reused, as ucp_put_nbx's completion), then Quiet; it prints
 // "bw SIZE ITERS SECONDS". "lat N": 8-byte ping-pong, as ucp_put_lat: PE 0 puts i into PE 1's
-// word and waits for PE 1 to put it back; it prints "lat N MEDIAN_RTT_US MEAN_RTT_US".
+// word and waits for PE 1 to put it back (neither side quiets: as in ucp_put_lat, the answer
+// completes the put); it prints "lat N MEDIAN_RTT_US MEAN_RTT_US MEDIAN_P_CALL_US".
 const benchPE = `package main
 
 import (
@@ -73,12 +74,12 @@ func main() {
 			check(w.BarrierAll(ctx))
 			if me == 0 {
 				for i := 0; i < warm; i++ {
-					check(buf.Put(other, 0, src[:size]))
+					check(buf.Put(0, src[:size], other))
 				}
 				check(w.Quiet())
 				start := time.Now()
 				for i := 0; i < iters; i++ {
-					check(buf.Put(other, 0, src[:size]))
+					check(buf.Put(0, src[:size], other))
 				}
 				check(w.Quiet())
 				fmt.Printf("bw %d %d %.9f\n", size, iters, time.Since(start).Seconds())
@@ -91,18 +92,21 @@ func main() {
 		check(err)
 		check(w.BarrierAll(ctx))
 		rtt := make([]float64, 0, n)
+		call := make([]float64, 0, n) // the P call alone: Roxamen's call path and the send
 		warm := n / 10
 		for i := int64(1); i <= int64(n+warm); i++ {
 			if me == 0 {
 				start := time.Now()
-				check(word.P(other, 0, i))
+				check(word.P(0, i, other))
+				sent := time.Now()
 				check(shmem.WaitUntil(ctx, word, 0, shmem.CmpEQ, i))
 				if i > int64(warm) {
 					rtt = append(rtt, float64(time.Since(start).Nanoseconds())/1e3)
+					call = append(call, float64(sent.Sub(start).Nanoseconds())/1e3)
 				}
 			} else {
 				check(shmem.WaitUntil(ctx, word, 0, shmem.CmpEQ, i))
-				check(word.P(other, 0, i))
+				check(word.P(0, i, other))
 			}
 		}
 		if me == 0 {
@@ -111,7 +115,8 @@ func main() {
 				sum += v
 			}
 			sort.Float64s(rtt)
-			fmt.Printf("lat %d %.3f %.3f\n", n, rtt[len(rtt)/2], sum/float64(len(rtt)))
+			sort.Float64s(call)
+			fmt.Printf("lat %d %.3f %.3f %.3f\n", n, rtt[len(rtt)/2], sum/float64(len(rtt)), call[len(call)/2])
 		}
 		check(w.BarrierAll(ctx))
 	}
@@ -142,6 +147,7 @@ func buildBenchPE(t *testing.T) string {
 
 type perfResult struct {
 	medianUS, meanUS float64 // latency: one way (half a round trip), microseconds
+	callUS           float64 // Roxamen's latency only: the median P call (the sender's side of one way)
 	mibps            float64 // bandwidth, MiB/s (ucx_perftest's "MB/s" is 2^20 bytes per second)
 }
 
@@ -210,10 +216,11 @@ func roxBench(t *testing.T, nt hostsPair, env []string, args ...string) map[stri
 			iters, _ := strconv.Atoi(f[2])
 			secs, _ := strconv.ParseFloat(f[3], 64)
 			res[f[1]] = perfResult{mibps: float64(size) * float64(iters) / secs / (1 << 20)}
-		case len(f) == 4 && f[0] == "lat":
+		case len(f) == 5 && f[0] == "lat":
 			med, _ := strconv.ParseFloat(f[2], 64)
 			mean, _ := strconv.ParseFloat(f[3], 64)
-			res["lat"] = perfResult{medianUS: med / 2, meanUS: mean / 2}
+			call, _ := strconv.ParseFloat(f[4], 64)
+			res["lat"] = perfResult{medianUS: med / 2, meanUS: mean / 2, callUS: call}
 		}
 	}
 	if len(res) == 0 {
@@ -267,11 +274,12 @@ func TestUCXBench(t *testing.T) {
 	latIters := 5000
 	wire := []string{"UCX_TLS=tcp", "UCX_NET_DEVICES=eth0"}
 	type key struct{ who, what string }
-	bw, med, mean := map[key]stat{}, map[key]stat{}, map[key]stat{}
+	bw, med, mean, call := map[key]stat{}, map[key]stat{}, map[key]stat{}, map[key]stat{}
 	keep := func(k key, r perfResult) {
 		if k.what == "lat" {
 			med[k] = append(med[k], r.medianUS)
 			mean[k] = append(mean[k], r.meanUS)
+			call[k] = append(call[k], r.callUS)
 		} else {
 			bw[k] = append(bw[k], r.mibps)
 		}
@@ -281,48 +289,60 @@ func TestUCXBench(t *testing.T) {
 	for _, s := range sizes {
 		sizeArgs = append(sizeArgs, strconv.Itoa(s))
 	}
-	for round := 1; round <= rounds; round++ {
-		for _, s := range sizes {
-			iters := max(8, (256<<20)/s)
-			port++
-			keep(key{"perftest", strconv.Itoa(s)}, perftest(t, wire, hp.ns0, hp.ns1, hp.ip1, port,
-				"-t", "ucp_put_bw", "-s", strconv.Itoa(s), "-n", strconv.Itoa(iters), "-w", strconv.Itoa(max(2, iters/10))))
-		}
-		for _, tr := range []string{"ucx", "tcp"} {
-			for k, r := range roxBench(t, hp, append([]string{"ROX_TRANSPORT=" + tr}, wire...), append([]string{"bw"}, sizeArgs...)...) {
-				keep(key{tr, k}, r)
+	t.Run("bw", func(t *testing.T) {
+		for round := 1; round <= rounds; round++ {
+			for _, s := range sizes {
+				iters := max(8, (256<<20)/s)
+				port++
+				keep(key{"perftest", strconv.Itoa(s)}, perftest(t, wire, hp.ns0, hp.ns1, hp.ip1, port,
+					"-t", "ucp_put_bw", "-s", strconv.Itoa(s), "-n", strconv.Itoa(iters), "-w", strconv.Itoa(max(2, iters/10))))
 			}
+			for _, tr := range []string{"ucx", "tcp"} {
+				for k, r := range roxBench(t, hp, append([]string{"ROX_TRANSPORT=" + tr}, wire...), append([]string{"bw"}, sizeArgs...)...) {
+					keep(key{tr, k}, r)
+				}
+			}
+			t.Logf("round %d of %d done", round, rounds)
 		}
-		port++
-		keep(key{"perftest", "lat"}, perftest(t, wire, hp.ns0, hp.ns1, hp.ip1, port,
-			"-t", "ucp_put_lat", "-n", strconv.Itoa(latIters), "-w", strconv.Itoa(latIters/10)))
-		for _, tr := range []string{"ucx", "tcp"} {
-			keep(key{tr, "lat"}, roxBench(t, hp, append([]string{"ROX_TRANSPORT=" + tr}, wire...), "lat", strconv.Itoa(latIters))["lat"])
+		var b strings.Builder
+		fmt.Fprintf(&b, "put bandwidth, MiB/s: median [min-max] of %d rounds (2 PEs in 2 network namespaces, TCP over a veth bridge)\n", rounds)
+		fmt.Fprintf(&b, "| size | ucx_perftest ucp_put_bw | roxamen ucx | ucx/perftest | roxamen tcp | tcp/ucx |\n|---|---|---|---|---|---|\n")
+		for _, s := range sizes {
+			k := strconv.Itoa(s)
+			p, u, c := bw[key{"perftest", k}], bw[key{"ucx", k}], bw[key{"tcp", k}]
+			fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", byteSizeName(s), p.cell("%.0f"), u.cell("%.0f"),
+				u.median()/p.median(), c.cell("%.0f"), c.median()/u.median())
 		}
-		t.Logf("round %d of %d done", round, rounds)
-	}
-
-	var b strings.Builder
-	fmt.Fprintf(&b, "put bandwidth, MiB/s: median [min-max] of %d rounds (2 PEs in 2 network namespaces, TCP over a veth bridge)\n", rounds)
-	fmt.Fprintf(&b, "| size | ucx_perftest ucp_put_bw | roxamen ucx | ucx/perftest | roxamen tcp | tcp/ucx |\n|---|---|---|---|---|---|\n")
-	for _, s := range sizes {
-		k := strconv.Itoa(s)
-		p, u, c := bw[key{"perftest", k}], bw[key{"ucx", k}], bw[key{"tcp", k}]
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", byteSizeName(s), p.cell("%.0f"), u.cell("%.0f"),
-			u.median()/p.median(), c.cell("%.0f"), c.median()/u.median())
-	}
-	fmt.Fprintf(&b, "\n8-byte put latency, one way (half a ping-pong), µs: median [min-max] of %d rounds of %d iterations\n", rounds, latIters)
-	fmt.Fprintf(&b, "| statistic | ucx_perftest ucp_put_lat | roxamen ucx | ucx/perftest | roxamen tcp | tcp/ucx |\n|---|---|---|---|---|---|\n")
-	for _, row := range []struct {
-		name string
-		m    map[key]stat
-	}{{"median of a round", med}, {"mean of a round", mean}} {
-		p, u, c := row.m[key{"perftest", "lat"}], row.m[key{"ucx", "lat"}], row.m[key{"tcp", "lat"}]
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", row.name, p.cell("%.1f"), u.cell("%.1f"),
-			u.median()/p.median(), c.cell("%.1f"), c.median()/u.median())
-	}
-	t.Log("\n" + b.String())
-	fmt.Println(b.String())
+		t.Log("\n" + b.String())
+		fmt.Println(b.String())
+	})
+	t.Run("lat", func(t *testing.T) {
+		// Rounds alternate between the three programs, so that a spell of load elsewhere on the
+		// machine falls on all of them.
+		for round := 1; round <= rounds; round++ {
+			port++
+			keep(key{"perftest", "lat"}, perftest(t, wire, hp.ns0, hp.ns1, hp.ip1, port,
+				"-t", "ucp_put_lat", "-n", strconv.Itoa(latIters), "-w", strconv.Itoa(latIters/10)))
+			for _, tr := range []string{"ucx", "tcp"} {
+				keep(key{tr, "lat"}, roxBench(t, hp, append([]string{"ROX_TRANSPORT=" + tr}, wire...), "lat", strconv.Itoa(latIters))["lat"])
+			}
+			t.Logf("round %d of %d done", round, rounds)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "8-byte put latency, one way (half a ping-pong), µs: median [min-max] of %d rounds of %d iterations\n", rounds, latIters)
+		fmt.Fprintf(&b, "| statistic | ucx_perftest ucp_put_lat | roxamen ucx | ucx/perftest | roxamen tcp | tcp/perftest |\n|---|---|---|---|---|---|\n")
+		for _, row := range []struct {
+			name string
+			m    map[key]stat
+		}{{"median of a round", med}, {"mean of a round", mean}} {
+			p, u, c := row.m[key{"perftest", "lat"}], row.m[key{"ucx", "lat"}], row.m[key{"tcp", "lat"}]
+			fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %.2f |\n", row.name, p.cell("%.1f"), u.cell("%.1f"),
+				u.median()/p.median(), c.cell("%.1f"), c.median()/p.median())
+		}
+		fmt.Fprintf(&b, "| roxamen's P call (median of a round) | | %s | | %s | |\n", call[key{"ucx", "lat"}].cell("%.1f"), call[key{"tcp", "lat"}].cell("%.1f"))
+		t.Log("\n" + b.String())
+		fmt.Println(b.String())
+	})
 }
 
 func byteSizeName(n int) string {

@@ -16,9 +16,10 @@
 // lets go of the mutex between progress calls while other operations want it, so that the
 // operations of many goroutines are in flight together (each progress call completes whichever
 // have arrived); large puts, Fence and Quiet still wait holding it. Transports such as TCP and shared memory emulate remote memory access in
-// software, so the target must progress its worker for data to land: a goroutine does so,
-// polling for Config.Spin after the last event and then sleeping on the worker's event file
-// descriptor (ucp_worker_arm), through Go's network poller, until the next one.
+// software, so the target must progress its worker for data to land: a PE that waits for its
+// heap calls Progress, and otherwise a goroutine does so, polling for Config.Spin after the last
+// event and then sleeping on the worker's event file descriptor (ucp_worker_arm), through Go's
+// network poller, until the next one.
 //
 // Completion: Put, PutSignal and Get return when their buffers may be reused (the request has
 // completed locally); Get and AMO have their value in hand. Quiet flushes. No wait lasts longer
@@ -115,7 +116,11 @@ type Transport struct {
 	// do, since it would otherwise retake mu ahead of them (sync.Mutex lets a running goroutine
 	// barge in for up to 1ms before handing the lock over) and they progress the worker anyway.
 	waiting atomic.Int32
-	efd     int32 // the worker's event fd; -1 when UCX offers none
+	// polled is when Progress was last called (nanoseconds since epoch, monotonic): while a PE
+	// polls, the progress goroutine stands back (progressLoop).
+	polled atomic.Int64
+	epoch  time.Time
+	efd    int32 // the worker's event fd; -1 when UCX offers none
 	// efile is a duplicate of efd in Go's network poller, so that the progress goroutine sleeps
 	// like a goroutine reading a socket (no thread held, woken by the scheduler); nil where the
 	// poller refuses it, and then unix.Poll blocks a thread instead.
@@ -299,7 +304,8 @@ func New(cfg Config) (*Transport, error) {
 	if err := load(); err != nil {
 		return nil, fmt.Errorf("ucx: New: PE %d: %w", cfg.PE, err)
 	}
-	t := &Transport{cfg: cfg, efd: -1, done: make(chan struct{}), peers: make([]*peer, cfg.NPEs)}
+	t := &Transport{cfg: cfg, efd: -1, done: make(chan struct{}), peers: make([]*peer, cfg.NPEs), epoch: time.Now()}
+	t.polled.Store(-int64(pollGrace))
 	if cfg.Resolve != nil {
 		t.lazy = make([]lazyPeer, cfg.NPEs)
 	}
@@ -627,6 +633,20 @@ func (t *Transport) ConnStats() ConnStats {
 // Connections returns how many endpoints the transport holds now.
 func (t *Transport) Connections() int { return t.ConnStats().Live }
 
+// pollGrace is how long after a PE's last Progress call the progress goroutine leaves the
+// worker to it. While a PE polls (a wait_until spin calls Progress every few polls) every
+// arriving message is progressed by the poller within a microsecond; a progress goroutine asleep
+// on the event fd would be woken by each one as well (twice per put on UCX's tcp transport: the
+// put, then the target's completion message), a thread wake-up that on a machine with few cores
+// takes a core from the poller the data is for. Once polling stops, the goroutine takes over
+// within pollGrace plus the timer's rounding (about 1 ms here).
+const pollGrace = 200 * time.Microsecond
+
+// sincePoll is the time since the last Progress call.
+func (t *Transport) sincePoll() time.Duration {
+	return time.Since(t.epoch) - time.Duration(t.polled.Load())
+}
+
 // progressLoop progresses the worker when no operation does: incoming puts and AMOs are applied
 // by it on software-emulated transports.
 func (t *Transport) progressLoop() {
@@ -636,6 +656,14 @@ func (t *Transport) progressLoop() {
 	for !t.closed.Load() {
 		if t.waiting.Load() > 0 {
 			runtime.Gosched()
+			last = time.Now()
+			continue
+		}
+		if d := t.sincePoll(); d < pollGrace {
+			select {
+			case <-t.done:
+			case <-time.After(pollGrace - d):
+			}
 			last = time.Now()
 			continue
 		}
@@ -672,8 +700,10 @@ func (t *Transport) progressLoop() {
 // Progress progresses the worker once, unless an operation or the progress goroutine is doing
 // so already, and reports whether anything happened. A PE that polls its heap for data from the
 // network (wait_until) can call it in its spin loop, as OpenSHMEM implementations over UCX do,
-// so that arriving data lands without a wake-up of the progress goroutine.
+// so that arriving data lands without a wake-up of the progress goroutine; while it does (within
+// pollGrace of its last call) that goroutine does not wait on the worker's event fd at all.
 func (t *Transport) Progress() bool {
+	t.polled.Store(int64(time.Since(t.epoch)))
 	if t.closed.Load() || !t.mu.TryLock() {
 		return false
 	}

@@ -397,3 +397,43 @@ func TestConcurrentAMOs(t *testing.T) {
 	}
 	t.Logf("at most %d of %d goroutines' fetch-adds in flight at once", peak, goroutines)
 }
+
+// TestProgressHandover: over UCX's tcp transport (remote memory access emulated in software, so
+// the target's worker must progress for a put to complete), puts complete while the target polls
+// with Progress, during which its progress goroutine stands back, and again once it has stopped
+// polling, when the goroutine must take the worker over by itself.
+func TestProgressHandover(t *testing.T) {
+	t.Setenv("UCX_TLS", "tcp")
+	t.Setenv("UCX_NET_DEVICES", "lo")
+	ts, heaps := job(t, 2, 1<<16)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() { // the target's wait_until
+		defer close(polled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				ts[1].Progress()
+			}
+		}
+	}()
+	for round, v := range []byte{0x5a, 0xa5} {
+		if round == 1 {
+			close(stop)
+			<-polled
+		}
+		if err := ts[0].Put(1, 64, bytes.Repeat([]byte{v}, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ts[0].Quiet(ctx, 1); err != nil {
+			t.Fatalf("round %d (target polling: %v): %v", round, round == 0, err)
+		}
+		if !bytes.Equal(heaps[1][64:72], bytes.Repeat([]byte{v}, 8)) {
+			t.Fatalf("round %d: PE 1's heap holds % x after the quiet", round, heaps[1][64:72])
+		}
+	}
+}
