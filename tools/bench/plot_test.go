@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"image"
 	"image/color"
 	"image/png"
 	"os"
@@ -54,15 +55,7 @@ func TestPlotPNGNotBlank(t *testing.T) {
 // colours of plotColors among its pixels.
 func checkPNG(t *testing.T, file string, series int) {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("%s is not a PNG: %v", file, err)
-	}
+	img := readPNG(t, file)
 	b := img.Bounds()
 	if b.Dx() < 600 || b.Dy() < 600 {
 		t.Fatalf("PNG is %dx%d: too small to read", b.Dx(), b.Dy())
@@ -114,7 +107,7 @@ func TestPlotLimits(t *testing.T) {
 	}
 }
 
-func hasColor(t *testing.T, file string, c color.Color) bool {
+func readPNG(t *testing.T, file string) image.Image {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -123,8 +116,14 @@ func hasColor(t *testing.T, file string, c color.Color) bool {
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s is not a PNG: %v", file, err)
 	}
+	return img
+}
+
+func hasColor(t *testing.T, file string, c color.Color) bool {
+	t.Helper()
+	img := readPNG(t, file)
 	cr, cg, cb, _ := c.RGBA()
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
