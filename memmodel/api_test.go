@@ -236,31 +236,40 @@ func apiTable(t *testing.T) string {
 
 // API.md is current, and every exported call of package shmem is in apiCalls or noMemory.
 func TestAPITable(t *testing.T) {
-	calls := shmemCalls(t)
+	checkCallTable(t, callTable{call: "shmem.", lib: "package shmem", stated: "apiCalls", none: "noMemory", file: "API.md", test: "TestAPITable"},
+		shmemCalls(t), apiCalls, noMemory, apiTable(t))
+}
+
+// callTable names what checkCallTable checks, for its messages.
+type callTable struct{ call, lib, stated, none, file, test string }
+
+// checkCallTable fails t where a call the library has is in neither stated nor none, where either
+// names a call the library no longer has, and where the table file is not want (ROX_UPDATE_API=1
+// writes it).
+func checkCallTable(t *testing.T, ct callTable, calls []string, stated map[string]string, none []string, want string) {
+	t.Helper()
 	for _, c := range calls {
-		_, ok := apiCalls[c]
-		if !ok && !slices.Contains(noMemory, c) {
-			t.Errorf("shmem.%s is in neither apiCalls nor noMemory (api_test.go): say which instructions state it", c)
+		if _, ok := stated[c]; !ok && !slices.Contains(none, c) {
+			t.Errorf("%s%s is in neither %s nor %s: say which instructions state it", ct.call, c, ct.stated, ct.none)
 		}
 	}
-	for c := range apiCalls {
+	for c := range stated {
 		if !slices.Contains(calls, c) {
-			t.Errorf("apiCalls names %s, which package shmem no longer has", c)
+			t.Errorf("%s names %s, which %s no longer has", ct.stated, c, ct.lib)
 		}
 	}
-	for _, c := range noMemory {
+	for _, c := range none {
 		if !slices.Contains(calls, c) {
-			t.Errorf("noMemory names %s, which package shmem no longer has", c)
+			t.Errorf("%s names %s, which %s no longer has", ct.none, c, ct.lib)
 		}
 	}
-	want := apiTable(t)
 	if os.Getenv("ROX_UPDATE_API") != "" {
-		if err := os.WriteFile("API.md", []byte(want), 0o644); err != nil {
+		if err := os.WriteFile(ct.file, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := os.ReadFile("API.md")
+	got, err := os.ReadFile(ct.file)
 	if err != nil || string(got) != want {
-		t.Errorf("API.md is not current (%v): run ROX_UPDATE_API=1 go test -run TestAPITable ./memmodel", err)
+		t.Errorf("%s is not current (%v): run ROX_UPDATE_API=1 go test -run %s ./memmodel", ct.file, err, ct.test)
 	}
 }

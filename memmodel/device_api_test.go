@@ -2,7 +2,6 @@ package memmodel
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -223,31 +222,6 @@ func deviceAPITable(t *testing.T) string {
 // deviceNoMemory, and each of the table's instructions is one the suite's tests use (no row
 // without tests).
 func TestDeviceAPITable(t *testing.T) {
-	fams := deviceFamilies(t)
-	for _, f := range fams {
-		_, ok := deviceCalls[f]
-		if !ok && !slices.Contains(deviceNoMemory, f) {
-			t.Errorf("device call %s is in neither deviceCalls nor deviceNoMemory (device_api_test.go): say which instructions state it", f)
-		}
-	}
-	for c := range deviceCalls {
-		if !slices.Contains(fams, c) {
-			t.Errorf("deviceCalls names %s, which the device library no longer has", c)
-		}
-	}
-	for _, c := range deviceNoMemory {
-		if !slices.Contains(fams, c) {
-			t.Errorf("deviceNoMemory names %s, which the device library no longer has", c)
-		}
-	}
-	want := deviceAPITable(t)
-	if os.Getenv("ROX_UPDATE_API") != "" {
-		if err := os.WriteFile("API-device.md", []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile("API-device.md")
-	if err != nil || string(got) != want {
-		t.Errorf("API-device.md is not current (%v): run ROX_UPDATE_API=1 go test -run TestDeviceAPITable ./memmodel", err)
-	}
+	checkCallTable(t, callTable{call: "device call ", lib: "the device library", stated: "deviceCalls", none: "deviceNoMemory",
+		file: "API-device.md", test: "TestDeviceAPITable"}, deviceFamilies(t), deviceCalls, deviceNoMemory, deviceAPITable(t))
 }
